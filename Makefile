@@ -1,0 +1,25 @@
+# Two entry points that work on a fresh machine with Python >= 3.11:
+#   make demo   creates .venv, installs the project, runs `anima demo` on the embedded default
+#   make test   creates .venv, installs the project with its test extra, runs the whole suite
+PYTHON ?= python3
+VENV := .venv
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e ".[test]"
+	touch $@
+
+.PHONY: install demo test lint
+install: $(VENV)/.installed
+
+demo: install
+	$(VENV)/bin/anima demo
+
+test: install
+	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks
+	$(VENV)/bin/python -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks
+	$(VENV)/bin/ruff format --check anima_pipeline anima_pipeline_tests benchmarks

@@ -1,0 +1,1 @@
+"""The memory store: PostgreSQL through a psycopg pool, migrations, one repository per table family."""

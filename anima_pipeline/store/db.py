@@ -1,0 +1,62 @@
+"""Opening the store: resolve the URL (a server, or the embedded default), migrate, pool.
+
+One `Database` per process. Repositories take a psycopg connection inside a transaction
+that the caller owns, so a step's writes commit or roll back together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from anima_pipeline.config import Settings
+from anima_pipeline.store import embedded
+from anima_pipeline.store.migrations import migrate
+
+Connection = psycopg.Connection
+
+
+class Database:
+    def __init__(self, url: str, *, max_size: int = 8) -> None:
+        self.url = url
+        self.pool = ConnectionPool(
+            url, min_size=1, max_size=max_size, kwargs={"row_factory": dict_row}, open=True
+        )
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A connection inside one transaction: committed on success, rolled back on error."""
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def resolve_url(settings: Settings) -> str:
+    """ANIMA_DATABASE_URL when set (start nothing), else the embedded server under ANIMA_HOME."""
+    if settings.database_url:
+        return settings.database_url
+    return embedded.ensure_running(settings.home)
+
+
+def open_database(settings: Settings, *, run_migrations: bool = True) -> Database:
+    url = resolve_url(settings)
+    if run_migrations:
+        migrate(url)
+    return Database(url)
+
+
+def anima_lock(conn: Connection, anima_id: str) -> None:
+    """Serialise writers of one anima (a schedule tick during a backfill) until the transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"anima:{anima_id}",))

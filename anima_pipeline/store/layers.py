@@ -1,0 +1,175 @@
+"""The layers around semantic memory: emotional anchors (limbic), autobiographical
+narratives, the six self blocks (versioned), temporal summaries and the dream journal.
+Every write is audited; narratives and anchors are deprecated, never deleted."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from anima_pipeline.store.db import Connection
+from anima_pipeline.store.events import Audit
+
+SELF_BLOCKS: tuple[str, ...] = (
+    "identity", "persona", "values", "relationships", "current_state", "autobiography_summary",
+)
+SIGNIFICANCE: tuple[str, ...] = ("routine", "notable", "milestone", "turning_point")
+LEVELS: tuple[str, ...] = ("day", "week", "month", "year")
+
+
+def _insert(conn: Connection, table: str, values: dict[str, Any]) -> dict:
+    cols = ", ".join(values)
+    placeholders = ", ".join(["%s"] * len(values))
+    params = [Jsonb(v) if isinstance(v, (dict, list)) and not _is_array_col(k) else v for k, v in values.items()]
+    return conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) RETURNING *", params).fetchone()
+
+
+def _is_array_col(col: str) -> bool:
+    return col in ("source_memory_ids", "source_sessions")
+
+
+class AnchorRepo:
+    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
+        self.conn, self.audit = conn, audit
+
+    def create(self, anima_id: str, values: dict[str, Any]) -> dict:
+        row = _insert(self.conn, "emotional_anchor", {"anima_id": anima_id, **values})
+        assert self.audit is not None
+        self.audit.record("emotional_anchor", row["id"], "create", None, row)
+        return row
+
+    def between(self, anima_id: str, start: datetime, end: datetime) -> list[dict]:
+        return self.conn.execute(
+            """SELECT * FROM emotional_anchor WHERE anima_id = %s AND status = 'active'
+               AND occurred_at >= %s AND occurred_at < %s ORDER BY occurred_at, id""",
+            (anima_id, start, end),
+        ).fetchall()
+
+
+class AutobiographyRepo:
+    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
+        self.conn, self.audit = conn, audit
+
+    def create(self, anima_id: str, values: dict[str, Any]) -> dict:
+        row = _insert(self.conn, "autobiographical_memory", {"anima_id": anima_id, **values})
+        assert self.audit is not None
+        self.audit.record("autobiographical_memory", row["id"], "create", None, row)
+        return row
+
+    def get(self, narrative_id: int) -> dict | None:
+        return self.conn.execute("SELECT * FROM autobiographical_memory WHERE id = %s", (narrative_id,)).fetchone()
+
+    def deprecate(self, narrative_id: int, reason: str) -> dict:
+        before = self.get(narrative_id)
+        row = self.conn.execute(
+            """UPDATE autobiographical_memory SET status = 'deprecated', deprecated_reason = %s, updated_at = now()
+               WHERE id = %s RETURNING *""",
+            (reason, narrative_id),
+        ).fetchone()
+        assert self.audit is not None
+        self.audit.record("autobiographical_memory", narrative_id, "deprecate", before, row)
+        return row
+
+    def active(self, anima_id: str) -> list[dict]:
+        return self.conn.execute(
+            """SELECT * FROM autobiographical_memory WHERE anima_id = %s AND status = 'active'
+               ORDER BY occurred_from NULLS LAST, id""",
+            (anima_id,),
+        ).fetchall()
+
+
+class SelfBlockRepo:
+    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
+        self.conn, self.audit = conn, audit
+
+    def all(self, anima_id: str) -> dict[str, str]:
+        """The six blocks in their fixed order; a block never written is empty."""
+        rows = self.conn.execute("SELECT name, content FROM self_block WHERE anima_id = %s", (anima_id,)).fetchall()
+        found = {r["name"]: r["content"] for r in rows}
+        return {name: found.get(name, "") for name in SELF_BLOCKS}
+
+    def write(self, anima_id: str, name: str, content: str, updated_by: str) -> bool:
+        """Write a new version (the old one goes to history); False when nothing changed."""
+        if name not in SELF_BLOCKS:
+            raise ValueError(f"unknown self block {name!r}; one of {', '.join(SELF_BLOCKS)}")
+        before = self.conn.execute(
+            "SELECT * FROM self_block WHERE anima_id = %s AND name = %s FOR UPDATE", (anima_id, name)
+        ).fetchone()
+        if before and before["content"] == content:
+            return False
+        if before:
+            self.conn.execute(
+                """INSERT INTO self_block_history (anima_id, name, version, content, updated_by, updated_at)
+                   VALUES (%s, %s, %s, %s, %s, %s)""",
+                (anima_id, name, before["version"], before["content"], before["updated_by"], before["updated_at"]),
+            )
+        row = self.conn.execute(
+            """INSERT INTO self_block (anima_id, name, content, updated_by) VALUES (%s, %s, %s, %s)
+               ON CONFLICT (anima_id, name) DO UPDATE SET content = EXCLUDED.content,
+                   version = self_block.version + 1, updated_by = EXCLUDED.updated_by, updated_at = now()
+               RETURNING *""",
+            (anima_id, name, content, updated_by),
+        ).fetchone()
+        assert self.audit is not None
+        self.audit.record("self_block", name, "write", before, row)
+        return True
+
+
+class TemporalRepo:
+    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
+        self.conn, self.audit = conn, audit
+
+    def upsert(self, anima_id: str, level: str, start: date, end: date, content: str, stats: dict) -> dict:
+        """Re-runs replace the summary of a period instead of adding a second one."""
+        if level not in LEVELS:
+            raise ValueError(f"unknown summary level {level!r}; one of {', '.join(LEVELS)}")
+        before = self.get(anima_id, level, start)
+        row = self.conn.execute(
+            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content, stats)
+               VALUES (%s, %s, %s, %s, %s, %s)
+               ON CONFLICT (anima_id, level, period_start) DO UPDATE SET period_end = EXCLUDED.period_end,
+                   content = EXCLUDED.content, stats = EXCLUDED.stats, updated_at = now()
+               RETURNING *""",
+            (anima_id, level, start, end, content, Jsonb(stats)),
+        ).fetchone()
+        if before is None or before["content"] != content:
+            assert self.audit is not None
+            self.audit.record("temporal_summary", row["id"], "upsert", before, row)
+        return row
+
+    def get(self, anima_id: str, level: str, start: date) -> dict | None:
+        return self.conn.execute(
+            "SELECT * FROM temporal_summary WHERE anima_id = %s AND level = %s AND period_start = %s",
+            (anima_id, level, start),
+        ).fetchone()
+
+    def between(self, anima_id: str, level: str, start: date, end: date) -> list[dict]:
+        return self.conn.execute(
+            """SELECT * FROM temporal_summary WHERE anima_id = %s AND level = %s
+               AND period_start >= %s AND period_start <= %s ORDER BY period_start""",
+            (anima_id, level, start, end),
+        ).fetchall()
+
+
+class DreamRepo:
+    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
+        self.conn, self.audit = conn, audit
+
+    def upsert(self, anima_id: str, day: date, entry: dict[str, list]) -> dict:
+        before = self.conn.execute(
+            "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, day)
+        ).fetchone()
+        keys = ("aha_moments", "creative_connections", "confidence_updates", "next_session_actions", "bank_suggestions")
+        values = [Jsonb(entry.get(k, [])) for k in keys]
+        row = self.conn.execute(
+            f"""INSERT INTO dream_journal (anima_id, day, {", ".join(keys)}) VALUES (%s, %s, %s, %s, %s, %s, %s)
+                ON CONFLICT (anima_id, day) DO UPDATE SET {", ".join(f"{k} = EXCLUDED.{k}" for k in keys)},
+                    updated_at = now()
+                RETURNING *""",
+            [anima_id, day, *values],
+        ).fetchone()
+        assert self.audit is not None
+        self.audit.record("dream_journal", row["id"], "upsert", before, row)
+        return row

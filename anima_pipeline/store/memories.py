@@ -1,0 +1,148 @@
+"""Semantic memory: facts with provenance (source_sessions, observed_at) and validity
+(valid_from / valid_until, status, superseded_by). Soft deprecation only; every write audited."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from anima_pipeline.store.db import Connection
+from anima_pipeline.store.events import Audit
+
+MemoryType = Literal["world", "experience", "preference", "opinion", "imprint"]
+MEMORY_TYPES: tuple[str, ...] = ("world", "experience", "preference", "opinion", "imprint")
+_COLUMNS = (
+    "id, anima_id, type, content, confidence, source_sessions, observed_at, valid_from, valid_until, "
+    "status, deprecated_reason, superseded_by, pinned, pinned_at, reference_count, last_referenced_at, "
+    "created_at, updated_at"
+)
+# Columns a tool may change through update; everything else is owned by the program.
+UPDATABLE = ("type", "content", "confidence", "source_sessions", "observed_at", "valid_from", "valid_until")
+
+
+class SemanticMemory(BaseModel):
+    id: int
+    anima_id: str
+    type: MemoryType
+    content: str
+    confidence: float
+    source_sessions: list[str]
+    observed_at: datetime | None
+    valid_from: datetime | None
+    valid_until: datetime | None
+    status: Literal["active", "deprecated"]
+    deprecated_reason: str | None
+    superseded_by: int | None
+    pinned: bool
+    pinned_at: datetime | None
+    reference_count: float
+    last_referenced_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def ref(self) -> str:
+        """How the model sees this memory: never the internal row, always f-<id>."""
+        return f"f-{self.id}"
+
+
+class MemoryRepo:
+    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
+        self.conn = conn
+        self.audit = audit
+
+    def _audit(self) -> Audit:
+        if self.audit is None:
+            raise RuntimeError("this MemoryRepo is read-only: give it an Audit to write")
+        return self.audit
+
+    # reads
+    def get(self, memory_id: int) -> SemanticMemory | None:
+        row = self.conn.execute(f"SELECT {_COLUMNS} FROM semantic_memory WHERE id = %s", (memory_id,)).fetchone()
+        return SemanticMemory.model_validate(row) if row else None
+
+    def get_many(self, ids: list[int]) -> list[SemanticMemory]:
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM semantic_memory WHERE id = ANY(%s) ORDER BY id", (ids,)
+        ).fetchall()
+        return [SemanticMemory.model_validate(r) for r in rows]
+
+    def active(self, anima_id: str) -> list[SemanticMemory]:
+        rows = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM semantic_memory WHERE anima_id = %s AND status = 'active' ORDER BY id",
+            (anima_id,),
+        ).fetchall()
+        return [SemanticMemory.model_validate(r) for r in rows]
+
+    def by_source_sessions(self, anima_id: str, sessions: list[str]) -> list[SemanticMemory]:
+        """Active memories whose sources meet these conversations (light sleep's message 2)."""
+        rows = self.conn.execute(
+            f"""SELECT {_COLUMNS} FROM semantic_memory
+                WHERE anima_id = %s AND status = 'active' AND source_sessions && %s::text[] ORDER BY id""",
+            (anima_id, sessions),
+        ).fetchall()
+        return [SemanticMemory.model_validate(r) for r in rows]
+
+    def resident(self, anima_id: str, limit: int) -> list[SemanticMemory]:
+        """Pinned first, then by reference count: what the agent always keeps in context."""
+        rows = self.conn.execute(
+            f"""SELECT {_COLUMNS} FROM semantic_memory WHERE anima_id = %s AND status = 'active'
+                ORDER BY pinned DESC, reference_count DESC, id LIMIT %s""",
+            (anima_id, limit),
+        ).fetchall()
+        return [SemanticMemory.model_validate(r) for r in rows]
+
+    def changed_between(self, anima_id: str, start: datetime, end: datetime) -> int:
+        row = self.conn.execute(
+            """SELECT count(*) AS n FROM semantic_memory
+               WHERE anima_id = %s AND updated_at >= %s AND updated_at < %s""",
+            (anima_id, start, end),
+        ).fetchone()
+        return int(row["n"]) if row else 0
+
+    # writes (each audited)
+    def create(self, anima_id: str, values: dict[str, Any], now: datetime | None = None) -> SemanticMemory:
+        cols = ["anima_id", *values.keys()]
+        params = [anima_id, *values.values()]
+        if now is not None:
+            cols += ["created_at", "updated_at"]
+            params += [now, now]
+        placeholders = ", ".join(["%s"] * len(cols))
+        row = self.conn.execute(
+            f"INSERT INTO semantic_memory ({', '.join(cols)}) VALUES ({placeholders}) RETURNING {_COLUMNS}",
+            params,
+        ).fetchone()
+        mem = SemanticMemory.model_validate(row)
+        self._audit().record("semantic_memory", mem.id, "create", None, mem.model_dump())
+        return mem
+
+    def update(self, memory_id: int, changes: dict[str, Any], op: str = "update", now: datetime | None = None) -> SemanticMemory:
+        before = self.get(memory_id)
+        if before is None:
+            raise KeyError(f"f-{memory_id}")
+        bad = set(changes) - set(UPDATABLE) - {
+            "status", "deprecated_reason", "superseded_by", "pinned", "pinned_at", "reference_count",
+            "last_referenced_at",
+        }
+        if bad:
+            raise ValueError(f"not a semantic_memory column: {sorted(bad)}")
+        sets = ", ".join(f"{c} = %s" for c in changes)
+        row = self.conn.execute(
+            f"UPDATE semantic_memory SET {sets}, updated_at = COALESCE(%s, now()) WHERE id = %s RETURNING {_COLUMNS}",
+            [*changes.values(), now, memory_id],
+        ).fetchone()
+        after = SemanticMemory.model_validate(row)
+        self._audit().record("semantic_memory", memory_id, op, before.model_dump(), after.model_dump())
+        return after
+
+    def deprecate(
+        self, memory_id: int, reason: str, superseded_by: int | None = None, valid_until: datetime | None = None,
+        op: str = "deprecate", now: datetime | None = None,
+    ) -> SemanticMemory:
+        changes: dict[str, Any] = {"status": "deprecated", "deprecated_reason": reason, "superseded_by": superseded_by,
+                                   "pinned": False}
+        if valid_until is not None:
+            changes["valid_until"] = valid_until
+        return self.update(memory_id, changes, op=op, now=now)

