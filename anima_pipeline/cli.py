@@ -148,7 +148,7 @@ _SHORT = ("conv", "msgs", "facts", "deprec", "anchors", "narr", "summ", "refs", 
 def status_table(data: dict) -> Table:
     from anima_pipeline.store.status import STATUS_KEYS
 
-    table = Table(title="anima status", caption=" · ".join(f"{h} = {k}" for h, k in zip(_SHORT, STATUS_KEYS)))
+    table = Table(title="anima status", caption=" · ".join(f"{h} = {k}" for h, k in zip(_SHORT, STATUS_KEYS, strict=True)))
     table.add_column("anima", no_wrap=True)
     for short in _SHORT:
         table.add_column(short, justify="right")

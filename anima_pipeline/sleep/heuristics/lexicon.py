@@ -1,0 +1,290 @@
+"""Word lists and cue patterns shared by the offline light-sleep heuristics.
+
+They live apart from the extraction logic so that tuning what counts as a
+preference, a plan or an emotion is a data change, not a code change. Lists are
+deliberately generic English and Chinese conversational vocabulary; nothing here
+is drawn from an evaluation data set.
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- sentence cleanup ---------------------------------------------------------
+
+# Interjections and discourse openers stripped from the start of a sentence:
+# they carry no fact and only inflate memory size.
+LEADING_FILLERS = re.compile(
+    r"^(?:(?:wow+|whoa|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
+    r"well|hey+|hi+|hello|so|um+|uh+|hmm+|ok|okay|alright|sure|cool|nice|great|awesome|sweet|"
+    r"totally|definitely|absolutely|honestly|actually|anyway|anyways|btw|by the way|guess what|"
+    r"you know what|you know|i mean|exactly|right|true|thanks|thank you|thx|also|and|but|plus|"
+    r"of course|no problem|no worries|speaking of which|funny you should ask|oh my god|"
+    r"same here|me too|good question|indeed|really|seriously|crazy|man|dude|"
+    r"congrats|congratulations)\b[\s,!.:;~\-–—]*)+",
+    re.IGNORECASE,
+)
+INLINE_FILLERS = re.compile(
+    r",?\s*\b(?:you know|i mean|like,|kinda|sorta|literally|basically|honestly|actually|"
+    r"totally|really|super|truly|definitely|absolutely|seriously|just)\b,?",
+    re.IGNORECASE,
+)
+# "so" / "very" before an adjective after a copula: "it was so powerful" -> "it was powerful".
+COPULA_INTENSIFIER = re.compile(
+    r"\b(is|was|were|are|am|be|been|feel|felt|feels|'s|'m|'re)\s+(?:so|very|pretty|quite|extremely|incredibly)\s+",
+    re.IGNORECASE,
+)
+PHOTO_TAG = re.compile(r"\[(?:shares?|shared|sends?|sent) (?:a |an )?(?:photo|image|picture|link)[^\]]*\]", re.I)
+URL = re.compile(r"https?://\S+")
+
+ZH_LEADING_FILLERS = re.compile(
+    r"^(?:(?:哈+|呵+|嘿+|嗯+|啊+|哇塞?|哦+|噢+|呃+|唉+|嗨|对了|其实|那个|好的|好吧|是的|当然|确实|"
+    r"没错|没问题|谢谢你?|真的|说起来|话说)[\s，,！!。~、]*)+"
+)
+ZH_SMALL_TALK_CLAUSE = re.compile(
+    r"^(?:你好啊?|您好|嗨|早上好|晚上好|下午好|晚安|再见|拜拜|很高兴认识你|很高兴和你聊天|谢谢你?的?\S{0,6}|"
+    r"不客气|不用谢|没关系|好的|好吧|嗯+|哈+|AI伴侣|我的朋友)$"
+)
+
+# --- small talk ---------------------------------------------------------------
+
+SMALL_TALK_WORDS = frozenset(
+    """hi hello hey hiya morning evening afternoon night good great fine okay ok alright well thanks
+    thank appreciate welcome bye goodbye later see soon talk chat nice meet glad happy awesome cool
+    wow haha lol how doing going things everything anything much new up weather day today sure yes
+    yeah yep no nope take care catch time long hope doing pretty busy same too also lot lots
+    amazing wonderful fantastic sounds sound love glad miss missed tired""".split()
+)
+
+ZH_SMALL_TALK = re.compile(
+    r"^(?:你好|您好|嗨|哈喽|早上好|早安|晚上好|下午好|晚安|再见|拜拜|谢谢|感谢|不客气|不用谢|好的|嗯|哈|"
+    r"最近怎么样|你怎么样|还好|挺好|不错|很高兴认识你|回头聊|下次聊|明天见)"
+)
+
+# --- grammar helpers ----------------------------------------------------------
+
+STOPWORDS = frozenset(
+    """a an the and or but if of to in on at for with by from as into onto about over after before
+    is are was were be been being am do does did doing have has had having will would can could
+    should shall may might must it its it's this that these those there here then than so such very
+    too also just really quite pretty i me my mine myself we us our ours you your yours he him his
+    she her hers they them their theirs what which who whom whose when where why how all any some
+    not no nor only own same more most other each both few up down out off again further once
+    i'm i've i'll i'd we're we've you're you've don't didn't can't won't it's that's there's
+    one thing things stuff lot lots way gonna going get got""".split()
+)
+ADVERBS = frozenset(
+    """really just also still always never usually often sometimes actually totally definitely
+    finally recently already even absolutely truly honestly kinda sorta currently personally
+    mostly generally seriously literally basically only first ever somehow probably maybe""".split()
+)
+MODALS = frozenset("can could will would shall should may might must cannot can't won't".split())
+IRREGULAR_PAST = frozenset(
+    """went got had was were did made took saw met won lost bought began started finished visited
+    joined ran wrote read gave found left came became built drew spent sold taught told heard felt
+    flew drove rode swam sang caught kept brought thought fell broke chose held lent paid sent sat
+    stood wore grew knew ate drank fought forgot hid hurt led let meant put quit rose said set shot
+    shut slept spoke stuck struck swore threw understood woke been gone done seen known taken given
+    written eaten driven ridden chosen spoken broken forgotten gotten begun""".split()
+)
+NOT_PAST_ED = frozenset("need feed seed speed bed red shed indeed proceed succeed exceed weed breed bleed".split())
+
+# --- fact cues (English; applied to the original first-person sentence) -------------
+
+_ADV = r"(?:(?:\w+ly|really|just|also|still|always|never|absolutely|totally|kinda|even|now)\s+)*"
+EN_PREFERENCE = re.compile(
+    r"\b(?:I|we)\s+(?:'m\s+|am\s+|'ve\s+|have\s+)?" + _ADV + r"(?:love[sd]?|like[sd]?|enjoy(?:s|ed)?|adore[sd]?|"
+    r"hate[sd]?|prefer(?:s|red)?|dislike[sd]?|can't stand|loving|enjoying|been loving|been into|"
+    r"into|a (?:big |huge )?fan of|passionate about|obsessed with|crazy about|addicted to)\b"
+    r"|\b(?:my|our) (?:\w+ )?(?:favou?rite|fave)\b|\bfavou?rite\b",
+    re.IGNORECASE,
+)
+EN_PLAN = re.compile(
+    r"\b(?:I|we)\s+(?:'m|am|are|'re)\s+" + _ADV + r"(?:going to|gonna|planning|thinking (?:about|of)|hoping|"
+    r"about to|looking forward|considering|aiming|trying to)\b"
+    r"|\b(?:I|we)\s+" + _ADV + r"(?:plan|want|intend|hope|aim|decided|'ll|will|would like|'d like|"
+    r"can't wait|cannot wait)\b|^(?:going to|gonna|planning|thinking of|hoping to)\b",
+    re.IGNORECASE,
+)
+EN_WORLD = re.compile(
+    r"\bmy name(?:'s| is)\b|\b(?:I'm|I am) called\b|\bcall me\b|\bI\s+" + _ADV + r"(?:work|live|study|teach)\b"
+    r"|\b(?:I'm|I am) (?:a|an) \w+|\b(?:I'm|I am) from\b|\bI grew up\b|\bI was born\b"
+    r"|\b(?:I|we)\s+(?:have|'ve got|own|keep)\s+(?:a|an|two|three|four|\d+)\b"
+    r"|\b(?:my|our)\s+(?:\w+\s+)?(?:husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|daughter|"
+    r"kids?|children|child|baby|mom|mother|dad|father|brother|sister|parents|family|grandma|grandmother|"
+    r"grandpa|grandfather|aunt|uncle|cousin|dog|cat|pet|puppy|kitten|bird|fish|turtles?|hamster|rabbit|"
+    r"horse|job|boss|team|company|friend|bff|best friend|roommate|neighbou?r|home|house|apartment|"
+    r"hometown|town|city|country|school|college|university|major|degree|car|studio|shop|business)s?\b"
+    r"|\bnamed\b|\bname(?:'s| is)\b",
+    re.IGNORECASE,
+)
+EN_OPINION = re.compile(
+    r"\b(?:I|we)\s+" + _ADV + r"(?:think|believe|feel like|feel that|reckon|suppose|agree|disagree)\b"
+    r"|\bin my (?:opinion|view)\b|\bto me,",
+    re.IGNORECASE,
+)
+EN_PAST_EVENT = re.compile(
+    r"\b(?:I|we|I've|we've|I have|we have)\s+" + _ADV + r"(?:\w{2,}ed|" + "|".join(sorted(IRREGULAR_PAST)) + r")\b",
+    re.IGNORECASE,
+)
+# Sentences opening on a verb with the subject dropped ("Went hiking yesterday").
+EN_SUBJECTLESS = re.compile(
+    r"^(?:just\s+|finally\s+|recently\s+|also\s+)*(?:went|got|been|started|finished|joined|visited|tried|"
+    r"made|took|bought|had|saw|met|won|gonna|going to|planning|thinking of|hoping to|looking forward|"
+    r"spent|signed up|learned|picked up|dyed|painted|baked|cooked|ran|wrote|read|watched|played)\b",
+    re.IGNORECASE,
+)
+# A first-person sentence that only reacts to the other person ("I'm so happy for you").
+EN_REACTION = re.compile(
+    r"\b(?:happy|glad|proud|sorry|excited|thrilled|stoked|grateful|thankful) (?:for|of|to hear|that) you\b"
+    r"|\b(?:can't|cannot) wait to (?:see|hear|read|try)\b|\bI hope (?:you|it|that|so|things)\b"
+    r"|\bI'm (?:always )?here for you\b|\bI (?:can|could) (?:imagine|tell|see)\b|\bI bet\b"
+    r"|\b(?:I|we) (?:totally |really |completely )?(?:get it|understand|know what you mean|hear you|agree)\b"
+    r"|\blet me know\b|\bI (?:really )?appreciate (?:it|that|you|this)\b|\bkeep (?:it|me) (?:up|posted)\b"
+    r"|\bI(?:'m| am) (?:so |really )?(?:happy|glad) (?:to hear|you)\b|\bI(?:'d| would) love to (?:see|hear)\b"
+    r"|\bI (?:love|like) (?:that|it|this|how|hearing|seeing)\s*[!.]?$|\bme too\b",
+    re.IGNORECASE,
+)
+# What a helpful AI says about itself (not a fact about anybody).
+EN_SERVICE = re.compile(
+    r"\bI\s+(?:can|could|would|'d|will|'ll)\s+(?:be happy to |gladly )?(?:help|suggest|recommend|assist|try)\b"
+    r"|\bI(?:'m| am) (?:your|an|a) (?:ai|assistant|companion)\b|\bI(?:'m| am) (?:here|happy|glad) to\b"
+    r"|\bI (?:suggest|recommend|understand)\b|\bas an ai\b",
+    re.IGNORECASE,
+)
+EN_RECOMMENDATION = re.compile(r"\b(?:I\s+)?(?:recommend|suggest)(?:ed|s)?\b", re.IGNORECASE)
+EN_YOU_FACT = re.compile(
+    r"^(?:(?:so|and|oh|since|as)\s+)?you(?:'re| are| were|'ve| have| had| love| loved| like| liked| enjoy| enjoyed|"
+    r" prefer| hate| work| worked| live| lived| mentioned| said| told me| went| got| \w+ed)\b",
+    re.IGNORECASE,
+)
+EN_YOU_NOT_FACT = re.compile(
+    r"^(?:so |and )?you(?:'ll|'d| can| could| should| might| may| will| would| must| need to| have to|"
+    r" got this| are welcome| 're welcome| deserve| rock)\b|\byou(?:'re| are) (?:welcome|right|so|too)\b",
+    re.IGNORECASE,
+)
+PRONOUN_CONTINUATION = re.compile(r"^(?:it|he|she|they|this|that|his|her|their|its|there)\b", re.IGNORECASE)
+PET_OR_PERSON_NOUN = re.compile(
+    r"\b(?:my|our|a|an|new)\s+(?:\w+\s+)?(dog|cat|pet|puppy|kitten|bird|fish|turtle|hamster|rabbit|horse|"
+    r"son|daughter|baby|friend|boyfriend|girlfriend|partner|husband|wife|niece|nephew|book|novel|song|"
+    r"album|band|movie|film|show|game|car|painting|project|team|studio|shop|business|restaurant|café|cafe)\b",
+    re.IGNORECASE,
+)
+NAME_CLAUSE = re.compile(
+    r"^(?:his|her|its|their|the)\s+name(?:'s| is| was)\s+([A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?)",
+    re.IGNORECASE,
+)
+
+# --- Chinese cues ------------------------------------------------------------------
+
+ZH_PREFERENCE = re.compile(r"喜欢|喜爱|热爱|最爱|偏爱|讨厌|爱吃|爱喝|爱看|爱听|爱玩|着迷|迷上|感兴趣|爱好|不爱|受不了")
+ZH_PLAN = re.compile(r"打算|计划|准备|想要|想去|要去|将要|决定|希望能|期待|下次要|正在考虑")
+ZH_WORLD = re.compile(
+    r"我叫|我的名字|名字叫|我是(?!说)|在\S{1,12}工作|工作是|我住在|住在|来自|老家|养了|养着|有一(?:只|条|个|位)|"
+    r"我(?:的)?(?:家|妈妈|爸爸|父母|老公|老婆|丈夫|妻子|儿子|女儿|孩子|哥哥|姐姐|弟弟|妹妹|男朋友|女朋友|"
+    r"朋友|室友|同事|老板|狗|猫|宠物|专业|学校|公司)"
+)
+ZH_OPINION = re.compile(r"我(?:觉得|认为|相信|感觉|以为|坚信)|在我看来")
+ZH_EVENT = re.compile(r"了|过|去|参加|开始|完成|学会|买|看|做|吃|玩|见|遇到|发现|获得|赢")
+ZH_SERVICE = re.compile(
+    r"我(?:可以|会|能|建议|推荐|理解|明白|很高兴|很乐意|相信你|是你的|一直在|随时)|作为(?:一个)?AI|AI伴侣"
+)
+ZH_YOU_FACT = re.compile(r"^你(?:喜欢|爱|讨厌|是|在|住|养|有|去了|提到|说过|曾经|最近|之前)")
+ZH_YOU_NOT_FACT = re.compile(r"^你(?:可以|应该|可能|不妨|要|需要|得|会|能|试试|也可以|是不是|真|太|好)")
+ZH_QUESTION = re.compile(r"[？?]|(?:吗|呢|么|没有)[。！!～~]*$")
+
+# --- narrative significance --------------------------------------------------------
+
+MILESTONE = re.compile(
+    r"\bfirst time\b|\bmy first\b|\bfor the first time\b|\bgraduat(?:ed|ion|ing)\b|\bgot (?:married|engaged)\b"
+    r"|\bwedding\b|\bengaged\b|\badopt(?:ed|ion)\b|\bnew job\b|\bgot (?:a|the) job\b|\bgot hired\b|\bhired\b"
+    r"|\bpromot(?:ed|ion)\b|\bmoved (?:to|into|in|out|from|back|here)\b|\bbought (?:a|our|my) (?:house|home|car|flat)\b"
+    r"|\bwas born\b|\bgave birth\b|\bhad a baby\b|\b(?:baby|son|daughter) (?:is|was) born\b|\bretir(?:ed|ement)\b"
+    r"|\bpublished\b|\blaunched\b|\bopened (?:my|our|a|the) (?:own )?\w+|\bwon (?:the|a|my|first)\b|\bbirthday\b"
+    r"|\banniversary\b|\bcompleted\b|\bfinished (?:my|the) (?:first|degree|thesis|book|novel|screenplay)"
+    r"|第一次|首次|毕业|结婚|订婚|婚礼|领养|收养|新工作|找到(?:了)?工作|入职|升职|晋升|搬家|搬到|出生|生了(?:个|一个)?(?:孩子|宝宝|儿子|女儿)"
+    r"|退休|买了房|买房|出版|发表|开业|创业|获奖|拿到了?(?:offer|学位|证书)|考上|生日|周年",
+    re.IGNORECASE,
+)
+TURNING_POINT = re.compile(
+    r"\bquit\b|\bresign(?:ed)?\b|\bbroke up\b|\bbreak ?up\b|\bdivorc(?:e|ed)\b|\bdiagnos(?:ed|is)\b"
+    r"|\blost (?:my|our|his|her) (?:job|mom|mother|dad|father|husband|wife|friend|dog|cat|home)\b"
+    r"|\b(?:got|was) (?:fired|laid off)\b|\blaid off\b|\bdecided to\b|\bpassed away\b|\bdied\b|\bfuneral\b"
+    r"|\baccident\b|\bchang(?:ed|ing) (?:my )?career\b|\bstart(?:ed|ing)? over\b|\bcame out\b|\btransition(?:ed|ing)?\b"
+    r"|\bsurgery\b|\bcancer\b|\bmiscarriage\b|\bsober\b"
+    r"|辞职|离职|分手|离婚|确诊|被诊断|诊断出|决定|去世|过世|离世|失业|被裁|裁员|转行|出车祸|车祸|手术|重新开始",
+    re.IGNORECASE,
+)
+NOTABLE = re.compile(
+    r"\btrip\b|\btravel(?:l?ed|ling|ing)?\b|\bvacation\b|\bholiday\b|\bconcert\b|\bfestival\b|\baward\b"
+    r"|\bcompetition\b|\btournament\b|\bhospital\b|\bperformance\b|\bexhibition\b|\bconference\b|\binterview\b"
+    r"|\bcamping\b|\bhike\b|\broad ?trip\b|\bparade\b|\bmarathon\b|\brace\b|\bshow\b"
+    r"|旅行|旅游|出差|演唱会|音乐会|比赛|展览|住院|面试|考试|聚会|露营|爬山|马拉松|演出",
+    re.IGNORECASE,
+)
+NEGATION_BEFORE = re.compile(r"\b(?:not|never|n't|no|haven't|hasn't|didn't|won't|don't)\s+(?:\w+\s+){0,2}$", re.I)
+ZH_NEGATION_BEFORE = re.compile(r"(?:没有?|不|未|别)$")
+
+# --- emotions: word -> (emotion, valence, arousal) -----------------------------------
+
+_EN_EMOTIONS: dict[str, tuple[str, float, float]] = {}
+for _words, _emotion, _valence, _arousal in (
+    ("happy glad joyful joy cheerful delighted delight overjoyed blessed", "joy", 0.8, 0.6),
+    ("excited thrilled stoked pumped ecstatic elated", "excitement", 0.8, 0.9),
+    ("grateful thankful gratitude", "gratitude", 0.7, 0.4),
+    ("proud pride accomplished", "pride", 0.8, 0.6),
+    ("hopeful optimistic inspired motivated encouraged", "hope", 0.6, 0.5),
+    ("calm peaceful relaxed content serene", "calm", 0.5, 0.1),
+    ("relieved relief", "relief", 0.6, 0.3),
+    ("loved cherished accepted", "love", 0.8, 0.5),
+    ("sad unhappy depressed down heartbroken devastated miserable gloomy grief grieving crying cried tears",
+     "sadness", -0.8, 0.4),
+    ("lonely alone isolated", "loneliness", -0.7, 0.3),
+    ("anxious worried nervous scared afraid terrified frightened fear panic", "anxiety", -0.7, 0.8),
+    ("stressed overwhelmed pressure", "stress", -0.6, 0.7),
+    ("angry mad furious annoyed irritated outraged", "anger", -0.8, 0.9),
+    ("frustrated frustrating frustration", "frustration", -0.6, 0.7),
+    ("upset hurt", "distress", -0.7, 0.6),
+    ("disappointed disappointing", "disappointment", -0.6, 0.4),
+    ("exhausted drained burnt", "exhaustion", -0.5, 0.2),
+    ("ashamed embarrassed guilty", "shame", -0.6, 0.5),
+    ("shocked stunned", "surprise", -0.1, 0.8),
+):
+    for _w in _words.split():
+        _EN_EMOTIONS[_w] = (_emotion, _valence, _arousal)
+EN_EMOTIONS = _EN_EMOTIONS
+
+ZH_EMOTIONS: dict[str, tuple[str, float, float]] = {}
+for _words, _emotion, _valence, _arousal in (
+    ("开心 高兴 快乐 愉快 幸福 欢喜 喜悦", "joy", 0.8, 0.6),
+    ("兴奋 激动 期待", "excitement", 0.8, 0.9),
+    ("感激 感恩 感谢", "gratitude", 0.7, 0.4),
+    ("骄傲 自豪 成就感", "pride", 0.8, 0.6),
+    ("充满希望 有信心 受到鼓舞", "hope", 0.6, 0.5),
+    ("放松 平静 安心 惬意 舒服", "calm", 0.5, 0.1),
+    ("松了一口气 轻松", "relief", 0.6, 0.3),
+    ("难过 伤心 悲伤 痛苦 心碎 失落 沮丧 郁闷 哭了 流泪 低落", "sadness", -0.8, 0.4),
+    ("孤独 寂寞", "loneliness", -0.7, 0.3),
+    ("焦虑 担心 紧张 害怕 恐惧 不安 慌", "anxiety", -0.7, 0.8),
+    ("压力 压力大 烦躁 烦恼", "stress", -0.6, 0.7),
+    ("生气 愤怒 恼火 气死", "anger", -0.8, 0.9),
+    ("失望", "disappointment", -0.6, 0.4),
+    ("累 疲惫 疲倦 崩溃", "exhaustion", -0.5, 0.3),
+    ("惭愧 尴尬 内疚", "shame", -0.6, 0.5),
+):
+    for _w in _words.split():
+        ZH_EMOTIONS[_w] = (_emotion, _valence, _arousal)
+
+EN_INTENSIFIERS = frozenset("so very really super extremely incredibly totally truly deeply absolutely".split())
+ZH_INTENSIFIERS = ("非常", "特别", "超级", "十分", "极其", "太", "好", "很", "真的")
+
+# --- numbers -----------------------------------------------------------------------
+
+NUMBER_WORDS = {
+    w: i
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+}
+ZH_NUMBERS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}

@@ -1,0 +1,122 @@
+"""The frame every step of the night runs in: one (anima, day, step) at a time, in one
+transaction, under a per-anima lock, skipped when already done unless forced, with its
+outcome recorded in sleep_state.
+
+A step's body gets the open connection and an Audit and returns a StepOutcome; the frame
+adds timing and bookkeeping so each step module only holds its own logic.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, Field
+
+from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
+from anima_pipeline.store import sleep_state
+from anima_pipeline.store.db import Connection, Database, anima_lock
+from anima_pipeline.store.events import Audit
+
+Mode = Literal["full", "incremental"]
+
+
+@dataclass
+class Night:
+    """Everything a step needs to know about the night it runs in."""
+
+    day: date
+    engine: Engine
+    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("Asia/Shanghai"))
+    run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
+    force: bool = False
+    mode: Mode = "full"
+    log_dir: Path | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def start(self) -> datetime:
+        return datetime.combine(self.day, datetime.min.time(), tzinfo=self.tz)
+
+    @property
+    def end(self) -> datetime:
+        """The night's cutoff: the end of the partition day, not the wall clock."""
+        return datetime.combine(self.day + timedelta(days=1), datetime.min.time(), tzinfo=self.tz)
+
+
+def scheduled_mode(day: date) -> Mode:
+    """Full on the night of a Monday partition, incremental Tuesday to Sunday (the seeds' rule)."""
+    return "full" if day.weekday() == 0 else "incremental"
+
+
+class StepOutcome(BaseModel):
+    stats: dict[str, float | int | str] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepResult(BaseModel):
+    step: str
+    anima_id: str
+    day: date
+    status: Literal["done", "skipped"]
+    stats: dict[str, float | int | str] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    duration_s: float = 0.0
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepFailed(RuntimeError):
+    """A step stopped; its writes were rolled back. The message names the step, anima and day."""
+
+
+def plan_of(*calls: ToolCall) -> OfflinePlan:
+    """An offline plan that makes fixed calls (for steps whose heuristic is computed up front)."""
+
+    def plan() -> Generator[ToolCall, ToolResult, None]:
+        for call in calls:  # noqa: UP028 (yield from a tuple cannot receive send())
+            yield call
+
+    return plan
+
+
+StepBody = Callable[[Connection, Audit], StepOutcome]
+
+
+def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBody) -> StepResult:
+    t0 = time.monotonic()
+    try:
+        with db.transaction() as conn:
+            anima_lock(conn, anima_id)
+            if not night.force:
+                prev = sleep_state.get(conn, anima_id, night.day, step)
+                if prev and prev["status"] in ("done", "skipped"):
+                    return StepResult(
+                        step=step, anima_id=anima_id, day=night.day, status="skipped",
+                        stats={**prev["stats"], "already_done": 1}, duration_s=time.monotonic() - t0,
+                    )
+            audit = Audit(conn=conn, anima_id=anima_id, run_id=night.run_id, step=step, day=night.day)
+            outcome = body(conn, audit)
+            stats = {**outcome.stats, **_usage_stats(outcome.usage)}
+            sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
+    except Exception as exc:
+        with db.transaction() as conn:
+            sleep_state.fail(conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id)
+        raise StepFailed(f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}") from exc
+    return StepResult(
+        step=step, anima_id=anima_id, day=night.day, status="done", stats=stats, usage=outcome.usage,
+        duration_s=round(time.monotonic() - t0, 3), details=outcome.details,
+    )
+
+
+def _usage_stats(u: Usage) -> dict[str, float | int]:
+    return {
+        "llm_calls": u.calls, "tokens_in": u.input_tokens, "tokens_out": u.output_tokens,
+        "cache_read": u.cache_read_tokens, "cache_write": u.cache_write_tokens, "cost_usd": u.cost_usd,
+    }

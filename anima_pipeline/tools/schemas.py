@@ -1,0 +1,232 @@
+"""Every memory tool as a pydantic model; the models are the JSON schemas the LLM sees.
+
+Ids cross this boundary as short strings ("f-12" semantic, "a-3" narrative) and never as
+internal keys, so the model can only name what it was shown (Mem0's lesson).
+Unknown fields are refused (extra="forbid") so a typo is answered instead of ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_CONTENT_CHARS = 2000
+
+MemoryType = Literal["world", "experience", "preference", "opinion", "imprint"]
+Significance = Literal["routine", "notable", "milestone", "turning_point"]
+WritableBlock = Literal["persona", "values", "relationships", "current_state", "autobiography_summary"]
+Level = Literal["day", "week", "month", "year"]
+
+_FACT_ID = re.compile(r"^f-(\d+)$")
+_NARRATIVE_ID = re.compile(r"^a-(\d+)$")
+
+Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]
+
+
+def parse_fact_id(value: str) -> int:
+    m = _FACT_ID.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"{value!r} is not a memory id; ids look like 'f-12'")
+    return int(m.group(1))
+
+
+def parse_narrative_id(value: str) -> int:
+    m = _NARRATIVE_ID.match(value.strip()) if isinstance(value, str) else None
+    if not m:
+        raise ValueError(f"{value!r} is not a narrative id; ids look like 'a-3'")
+    return int(m.group(1))
+
+
+class _Tool(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+    @field_validator("content", "narrative", "title", "reason", check_fields=False)
+    @classmethod
+    def _not_blank(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must not be empty")
+        return v
+
+
+class CreateSemanticMemory(_Tool):
+    """Record one durable fact, preference, experience, opinion or imprint. One fact per memory;
+    write it self-contained (name people, absolute dates). Omit source_sessions to cite the
+    conversations of the current input."""
+
+    type: MemoryType
+    content: Content
+    confidence: float = Field(0.8, ge=0, le=1)
+    source_sessions: list[str] | None = Field(None, description="conversation ids this fact comes from")
+    observed_at: datetime | None = Field(None, description="when it was said (ISO-8601 with offset)")
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+
+class UpdateSemanticMemory(_Tool):
+    """Overwrite fields of an existing memory: only the fields you pass change; omitted fields
+    keep their value; `source_sessions: []` clears the sources."""
+
+    id: str = Field(description="memory id as shown, e.g. f-12")
+    type: MemoryType | None = None
+    content: Content | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    source_sessions: list[str] | None = None
+    observed_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+
+
+class DeprecateSemanticMemory(_Tool):
+    """Retire a memory that is wrong, contradicted or superseded. Nothing is deleted."""
+
+    id: str
+    reason: str = Field(min_length=1, max_length=500)
+    superseded_by: str | None = Field(None, description="the id of the memory that replaces it, if any")
+    valid_until: datetime | None = None
+
+
+class MergeSemanticMemories(_Tool):
+    """Merge two or more duplicates into one new memory. The program stitches the fields:
+    sources are the union, observed_at the earliest; the sources are deprecated, superseded
+    by the new memory. You only write the merged content."""
+
+    source_ids: list[str] = Field(description="two or more distinct ids, e.g. ['f-3', 'f-9']")
+    content: Content
+    type: MemoryType | None = Field(None, description="defaults to the first source's type")
+    confidence: float | None = Field(None, ge=0, le=1)
+
+
+class SplitSemanticMemory(_Tool):
+    """Split an entry holding several independent facts into one memory per fact. Sources and
+    observed_at are inherited; the original is deprecated, superseded by the first part."""
+
+    id: str
+    parts: list[Content] = Field(min_length=2, description="self-contained sentences, one fact each")
+
+
+class PinSemanticMemory(_Tool):
+    """Keep a memory resident in the agent's context."""
+
+    id: str
+    reason: str | None = None
+
+
+class UnpinSemanticMemory(_Tool):
+    """Stop keeping a memory resident (it stays active and searchable)."""
+
+    id: str
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class CreateEmotionalAnchor(_Tool):
+    """Record the mood of a conversation or an emotional turning point."""
+
+    conversation_id: str
+    occurred_at: datetime
+    emotion: str = Field(min_length=1, max_length=60)
+    valence: float = Field(ge=-1, le=1)
+    arousal: float = Field(ge=0, le=1)
+    intensity: float = Field(0.5, ge=0, le=1)
+    trigger: str | None = Field(None, max_length=500)
+    note: str | None = Field(None, max_length=MAX_CONTENT_CHARS)
+
+
+class CreateAutobiographicalMemory(_Tool):
+    """Tell what an experience meant. Only when something is worth telling; writing nothing is normal."""
+
+    title: str = Field(min_length=1, max_length=200)
+    narrative: Content
+    significance: Significance
+    occurred_from: datetime | None = None
+    occurred_until: datetime | None = None
+    source_memory_ids: list[str] = Field(default_factory=list, description="memory ids, e.g. ['f-3']")
+    source_sessions: list[str] | None = None
+
+
+class DeprecateAutobiographicalMemory(_Tool):
+    """Retire a narrative (there is no content update: write a new one instead)."""
+
+    id: str = Field(description="narrative id as shown, e.g. a-3")
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class WriteSelfBlock(_Tool):
+    """Replace one self block (the old version is kept in history). identity is never written by sleep."""
+
+    name: WritableBlock
+    content: str = Field(min_length=1, max_length=8000)
+
+
+class WriteTemporalSummary(_Tool):
+    """Write (or replace) the summary of a day, week, month or year."""
+
+    level: Level
+    period_start: date
+    period_end: date
+    content: str = Field(min_length=1, max_length=8000)
+
+
+class Connection_(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    link: str = Field(min_length=1, description="A ↔ B")
+    why: str = Field(min_length=1)
+
+
+class ConfidenceUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(description="memory id, e.g. f-12")
+    new_confidence: float = Field(ge=0, le=1)
+    reason: str = Field(min_length=1)
+
+
+class BankSuggestion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    slug: str = Field(min_length=1, max_length=80, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    kind: Literal["entity", "concept"]
+    seed_content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+
+
+class WriteDreamEntry(_Tool):
+    """REM synthesis of the night: connections, confidence updates (applied to the memories),
+    next-session actions and bank page suggestions."""
+
+    aha_moments: list[str] = Field(default_factory=list)
+    creative_connections: list[Connection_] = Field(default_factory=list)
+    confidence_updates: list[ConfidenceUpdate] = Field(default_factory=list)
+    next_session_actions: list[str] = Field(default_factory=list)
+    bank_suggestions: list[BankSuggestion] = Field(default_factory=list)
+
+
+TOOLS: dict[str, type[_Tool]] = {
+    "create_semantic_memory": CreateSemanticMemory,
+    "update_semantic_memory": UpdateSemanticMemory,
+    "deprecate_semantic_memory": DeprecateSemanticMemory,
+    "merge_semantic_memories": MergeSemanticMemories,
+    "split_semantic_memory": SplitSemanticMemory,
+    "pin_semantic_memory": PinSemanticMemory,
+    "unpin_semantic_memory": UnpinSemanticMemory,
+    "create_emotional_anchor": CreateEmotionalAnchor,
+    "create_autobiographical_memory": CreateAutobiographicalMemory,
+    "deprecate_autobiographical_memory": DeprecateAutobiographicalMemory,
+    "write_self_block": WriteSelfBlock,
+    "write_temporal_summary": WriteTemporalSummary,
+    "write_dream_entry": WriteDreamEntry,
+}
+
+
+def tool_specs(names: list[str] | tuple[str, ...]):
+    """The Messages API `tools` entries for a step's whitelist."""
+    from anima_pipeline.llm.types import ToolSpec
+
+    specs = []
+    for name in names:
+        model = TOOLS[name]
+        schema = model.model_json_schema()
+        schema.pop("title", None)
+        schema.pop("description", None)  # already the tool's description
+        description = " ".join((model.__doc__ or name).split())
+        specs.append(ToolSpec(name=name, description=description, input_schema=schema))
+    return specs
