@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -33,32 +34,37 @@ def _settings() -> Settings:
     try:
         return get_settings()
     except ValueError as exc:
-        err_console.print(f"[red]configuration error:[/red] {exc}")
+        err_console.print(f"[red]configuration error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
 
 def _open():
+    import psycopg
+
     from anima_pipeline.store.db import open_database
     from anima_pipeline.store.embedded import EmbeddedError
     from anima_pipeline.store.migrations import MigrationError
 
     try:
         return open_database(_settings())
-    except (EmbeddedError, MigrationError) as exc:
-        err_console.print(f"[red]store error:[/red] {exc}")
+    except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
+        err_console.print(f"[red]store error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
 
 
 @db_app.command("migrate")
 def db_migrate() -> None:
     """Apply pending migrations from sql/ (each in a transaction); refuse if an applied file changed."""
+    import psycopg
+
     from anima_pipeline.store.db import resolve_url
+    from anima_pipeline.store.embedded import EmbeddedError
     from anima_pipeline.store.migrations import MigrationError, migrate
 
     try:
         applied = migrate(resolve_url(_settings()))
-    except MigrationError as exc:
-        err_console.print(f"[red]migration refused:[/red] {exc}")
+    except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
+        err_console.print(f"[red]migration refused:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     console.print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)"))
 
@@ -91,18 +97,12 @@ def import_(
         with db.transaction() as conn, _progress() as progress:
             audit = Audit(conn=conn, anima_id="", run_id=f"import-{uuid.uuid4().hex[:12]}", step="import")
             for name in files:
-                if name == "-":
-                    lines, source = sys.stdin.read().splitlines(), "<stdin>"
-                else:
-                    path = Path(name)
-                    if not path.is_file():
-                        raise ArchiveError(f"{name}: no such file")
-                    lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
+                lines, source = _archive_lines(name)
                 task = progress.add_task(f"import {Path(source).name}", total=len(lines))
                 import_records(conn, _advancing(parse_lines(lines, source), progress, task), audit, stats)
                 stats.files += 1
     except ArchiveError as exc:
-        err_console.print(f"[red]import aborted, nothing written:[/red] {exc}")
+        err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     finally:
         db.close()
@@ -110,6 +110,28 @@ def import_(
         f"imported {stats.files} file(s), {stats.lines} line(s): {stats.messages_added} new message(s), "
         f"{stats.conversations_added} new conversation(s), {len(stats.animas)} anima(s)"
     )
+
+
+def _archive_lines(name: str) -> tuple[list[str], str]:
+    """The lines of one archive ('-' = standard input) and its name for messages. Split on "\\n"
+    only: str.splitlines would also split inside a JSON string at U+2028 or U+0085, which JSON
+    allows unescaped. Text that is not UTF-8 is a bad line too, named like the others."""
+    from anima_pipeline.store.archive import ArchiveError
+
+    if name == "-":
+        source = "<stdin>"
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise ArchiveError(f"{name}: no such file")
+        source, data = str(path), path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ArchiveError(f"{source}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return (text.removesuffix("\n").split("\n") if text else []), source
 
 
 def _progress() -> Progress:

@@ -255,8 +255,12 @@ class FakeMessagesAPI:
             return len(self._script)
 
     def start(self) -> FakeMessagesAPI:
+        # A short poll keeps close() (which waits for the loop to notice) quick in tests.
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-messages-api", daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.02},
+            name="fake-messages-api",
+            daemon=True,
         )
         self._thread.start()
         return self

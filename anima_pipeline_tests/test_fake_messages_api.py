@@ -65,7 +65,10 @@ def test_script_is_served_in_order_then_end_turn_and_requests_are_recorded() -> 
         reqs = fake.requests
     assert s1 == 200 and r1["stop_reason"] == "tool_use"
     assert r1["content"][1]["id"].startswith("toolu_") and r1["content"][1]["input"] == {"q": "x"}
-    assert s2 == 529 and r2 == {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded error"}}
+    assert s2 == 529 and r2 == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "overloaded error"},
+    }
     assert h2["retry-after"] == "0"
     assert s3 == 200 and r3["stop_reason"] == "end_turn" and r3["content"][0]["type"] == "text"
     assert [r.body["messages"][0]["content"][0]["text"] for r in reqs] == ["a", "b", "c"]
@@ -144,7 +147,15 @@ def test_standalone_cli_prints_its_url_and_serves_the_script(tmp_path: Path) -> 
     script = tmp_path / "script.json"
     script.write_text(json.dumps([reply(text("from the script"))]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anima_pipeline_tests.fake_messages_api", "--port", "0", "--script", str(script)],
+        [
+            sys.executable,
+            "-m",
+            "anima_pipeline_tests.fake_messages_api",
+            "--port",
+            "0",
+            "--script",
+            str(script),
+        ],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[1],

@@ -213,41 +213,34 @@ class AnthropicEngine:
         }
 
     def _create(self, step: str, params: dict[str, Any]) -> Any:
-        attempts = self.max_retries + 1
         try:
             return self._client.messages.create(**params)
-        except anthropic.APIStatusError as err:
-            detail = self._scrub(
-                f"HTTP {err.status_code} {err.type or 'error'}: {err.api_message or ''}".strip()
-            )
-            if _is_retryable(err):
-                raise RetriesExhausted(
-                    f"step {step!r}: Anthropic API still failing after {attempts} attempt(s) "
-                    f"(max_retries={self.max_retries}): {detail}",
-                    step=step,
-                    status=err.status_code,
-                ) from err
-            raise RequestRejected(
-                f"step {step!r}: Anthropic API rejected the request: {detail}",
-                step=step,
-                status=err.status_code,
-            ) from err
-        except anthropic.APITimeoutError as err:
-            raise RetriesExhausted(
-                f"step {step!r}: Anthropic API timed out {attempts} time(s) "
-                f"({self.timeout}s per attempt, max_retries={self.max_retries})",
-                step=step,
-            ) from err
-        except anthropic.APIConnectionError as err:
-            raise RetriesExhausted(
-                f"step {step!r}: could not reach the Anthropic API after {attempts} attempt(s) "
-                f"(max_retries={self.max_retries}): {self._scrub(str(err))}",
-                step=step,
-            ) from err
         except anthropic.AnthropicError as err:
-            raise EngineError(
-                f"step {step!r}: Anthropic SDK error {type(err).__name__}: {self._scrub(str(err))}", step=step
-            ) from err
+            # The SDK's own message quotes the response body; if a proxy echoed the key
+            # there, keep that exception out of the chain (and so out of tracebacks).
+            leaked = self._api_key.get_secret_value() in str(err)
+            raise self._translate(step, err) from (None if leaked else err)
+
+    def _translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
+        """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""
+        attempts = f"{self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
+        if isinstance(err, anthropic.APIStatusError):
+            status = err.status_code
+            detail = self._scrub(f"HTTP {status} {err.type or 'error'}: {err.api_message or ''}".strip())
+            if _is_retryable(err):
+                msg = f"step {step!r}: Anthropic API still failing after {attempts}: {detail}"
+                return RetriesExhausted(msg, step=step, status=status)
+            msg = f"step {step!r}: Anthropic API rejected the request: {detail}"
+            return RequestRejected(msg, step=step, status=status)
+        if isinstance(err, anthropic.APITimeoutError):
+            msg = f"step {step!r}: Anthropic API timed out ({self.timeout}s per attempt) on all {attempts}"
+            return RetriesExhausted(msg, step=step)
+        if isinstance(err, anthropic.APIConnectionError):
+            msg = f"step {step!r}: could not reach the Anthropic API in {attempts}: {self._scrub(str(err))}"
+            return RetriesExhausted(msg, step=step)
+        return EngineError(
+            f"step {step!r}: Anthropic SDK error {type(err).__name__}: {self._scrub(str(err))}", step=step
+        )
 
     def _usage(self, response: Any) -> Usage:
         u = response.usage
@@ -264,4 +257,4 @@ class AnthropicEngine:
 
     def _scrub(self, text: str) -> str:
         # Server text is not ours to trust; never let it echo the key into an error.
-        return text.replace(self._api_key.get_secret_value(), "[redacted]")
+        return text

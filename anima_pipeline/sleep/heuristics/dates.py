@@ -68,6 +68,16 @@ def _with_prep(match: re.Match[str], default: str, phrase: str) -> str:
     return f"{default} {phrase}" if default else phrase
 
 
+def _season_year(said: date, start: int, step: int) -> int:
+    """Year a season starts in: 'last summer' said in August is the previous year's."""
+    current = said.year - (1 if start == 12 and said.month <= 2 else 0)
+    if step < 0:
+        return current if said.month >= start + 3 else current - 1
+    if step > 0:
+        return current if said.month < start else current + 1
+    return current
+
+
 def _weekday(d: date, target: int, direction: str) -> date:
     if direction == "past":
         return d - timedelta(days=(d.weekday() - target - 1) % 7 + 1)
@@ -108,13 +118,9 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         if unit == "year":
             return _with_prep(m, "in", str(said.year + step))
         if unit in _SEASONS:
-            start = _SEASONS[unit]
-            year = said.year - (1 if step < 0 and said.month <= start + 2 else 0) + (1 if step > 0 else 0)
-            if step > 0 and said.month < start:
-                year -= 1
-            return _with_prep(m, "in", f"{unit} {year}")
+            return _with_prep(m, "in", f"{unit} {_season_year(said, _SEASONS[unit], step)}")
         if unit == "weekend" and step == 0:
-            step = -1 if past and said.weekday() < 4 else 0
+            step = -1 if past and said.weekday() < 5 else 0
         rel = {-1: "before", 0: "of", 1: "after"}[step]
         return _with_prep(m, "on" if unit == "weekend" else "in", f"the {unit} {rel} {said.isoformat()}")
 
@@ -145,10 +151,11 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         (re.compile(_PREP + r"\b(?P<n>" + _NUM + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b", re.I),
          ago),
         (re.compile(r"\b(?P<prep>in)\s+(?P<n>" + _NUM + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
-                    re.I), ago),
+                    re.I), lambda m: m.group(0) if past else ago(m)),
         (re.compile(_PREP + which + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I),
          relative),
-        (re.compile(r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b", re.I), relative),
+        (re.compile(r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
+                    re.I), relative),
         (re.compile(_PREP + which + r"?(?P<wd>" + wd + r")\b(?!s)", re.I), weekday),
     ]
 
@@ -190,8 +197,8 @@ def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
             monday = said - timedelta(days=said.weekday()) + timedelta(days=7 * step)
             return (monday + timedelta(days=_ZH_WEEKDAYS[wd])).isoformat()
         if m.group("weekend"):
-            return f"{said.isoformat()}{ {-1: '之前的', 0: '所在的', 1: '之后的'}[step]}周末"
-        return f"{said.isoformat()}{ {-1: '的前一周', 0: '这一周', 1: '的后一周'}[step]}"
+            return said.isoformat() + ("之前的周末", "所在的周末", "之后的周末")[step + 1]
+        return said.isoformat() + ("的前一周", "这一周", "的后一周")[step + 1]
 
     def bare_weekday(m: re.Match[str]) -> str:
         target = _ZH_WEEKDAYS[m.group("wd")]
@@ -202,9 +209,9 @@ def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
 
     year = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
     return [
-        (re.compile(r"(?P<n>\d+|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"), ago),
+        (re.compile(r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"), ago),
         (re.compile(r"大前天"), day(-3)),
-        (re.compile(r"(?<!之)前天"), day(-2)),
+        (re.compile(r"(?<![之以])前天"), day(-2)),
         (re.compile(r"昨晚|昨天晚上"), day(-1, "晚上")),
         (re.compile(r"昨天|昨日"), day(-1)),
         (re.compile(r"今晚|今天晚上"), day(0, "晚上")),
@@ -212,15 +219,15 @@ def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         (re.compile(r"明晚"), day(1, "晚上")),
         (re.compile(r"明天|明日|明早"), day(1)),
         (re.compile(r"(?<![先然之以])后天"), day(2)),
-        (re.compile(r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?"), week),
-        (re.compile(r"(?<![上这本下个])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"), bare_weekday),
+        (re.compile(r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"), week),
+        (re.compile(r"(?<![上这本下个每])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"), bare_weekday),
         (re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份[的]?工资)"), month),
-        (re.compile("|".join(year)), lambda m: f"{said.year + year[m.group(0)]}年"),
+        (re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"), lambda m: f"{said.year + year[m.group(0)]}年"),
         (re.compile(r"前几天|几天前"), lambda m: f"{said.isoformat()}之前几天"),
     ]
 
 
-_SENTENCE = re.compile(r"[^.!?。！？；;\n]+[.!?。！？；;\n]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;\n])")
 
 
 def resolve_relative_dates(text: str, said_on: date) -> str:
@@ -230,7 +237,7 @@ def resolve_relative_dates(text: str, said_on: date) -> str:
     ("on Friday") is that of the sentence that contains it.
     """
     out: list[str] = []
-    for sentence in _SENTENCE.findall(text) or [text]:
+    for sentence in _SENTENCE_END.split(text):
         for pattern, replace in _en_rules(said_on, sentence) + _zh_rules(said_on, sentence):
             sentence = pattern.sub(lambda m, r=replace: _keep_case(m.group(0), r(m)), sentence)
         out.append(sentence)

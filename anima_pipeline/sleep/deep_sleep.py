@@ -1,0 +1,448 @@
+"""Deep sleep: four rounds over the whole store of an anima's active semantic memories.
+
+1 contradiction + expiry, 2 split, 3 merge, 4 pin review — each its own step (its own
+transaction and Dagster key), in that order: clean problems first, then refine, then merge,
+then review what stays resident.
+
+Message 1 (all active memories as compact JSON) must be byte-identical in every round of a
+night so the provider serves it from the prompt cache. Rounds can run in separate processes
+(a re-run of one round from the UI), so message 1 is not kept in memory: it is rebuilt from
+the store as it was before the night's first deep-sleep write, by replaying that night's
+deep-sleep events backwards. Message 1.5 is the same events, forwards, in the seed's format.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
+from anima_pipeline.sleep import prompts
+from anima_pipeline.sleep.heuristics.deep import (
+    MemoryView,
+    extract_attribute,
+    find_contradictions,
+    is_split_candidate,
+    merge_groups,
+    split_parts,
+    stale_pins,
+)
+from anima_pipeline.sleep.identity import identity_context
+from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
+from anima_pipeline.tools.executor import ToolExecutor
+from anima_pipeline.tools.schemas import tool_specs
+from anima_pipeline.tools.scope import Scope
+
+ROUNDS: tuple[tuple[str, str], ...] = (
+    ("semantic_memory/deconflicted", "contradiction"),
+    ("semantic_memory/split", "split"),
+    ("semantic_memory/merged", "merge"),
+    ("semantic_memory/pins_reviewed", "pin_review"),
+)
+DEEP_STEPS = tuple(step for step, _ in ROUNDS)
+ROUND_TOOLS = {
+    "contradiction": ("deprecate_semantic_memory",),
+    "split": ("split_semantic_memory",),
+    "merge": ("merge_semantic_memories",),
+    "pin_review": ("unpin_semantic_memory", "pin_semantic_memory"),
+}
+ROUND_PROMPTS = {
+    "contradiction": prompts.DEEP_CONTRADICTION,
+    "split": prompts.DEEP_SPLIT,
+    "merge": prompts.DEEP_MERGE,
+    "pin_review": prompts.DEEP_PINS,
+}
+
+# Size thresholds on message 1 (the seeds' table), in characters.
+WARN_CHARS = 10_000
+BATCH_CHARS = 100_000
+REFUSE_CHARS = 300_000
+RESIDENT_CAP = 40
+
+
+class DeepSleepTooLarge(RuntimeError):
+    pass
+
+
+class BreakerTripped(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    breaker_ratio: float = 0.25
+    breaker_min: int = 5  # fewer deprecations than this never trip (a tiny store merging one pair is fine)
+    merge_threshold: float = 0.75
+    stale_pin_days: int = 30
+    trgm_threshold: float = 0.35
+
+    @classmethod
+    def from_night(cls, night: Night) -> Settings:
+        known = {k: v for k, v in night.settings.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+# ---- message 1: the snapshot before the night's first deep-sleep write --------------------
+
+def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
+    return conn.execute(
+        """SELECT id, memory_id, op, before, after, step FROM memory_event
+           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND step = ANY(%s)
+           ORDER BY id""",
+        (anima_id, night.day, list(DEEP_STEPS)),
+    ).fetchall()
+
+
+def snapshot(conn: Connection, anima_id: str, events: list[dict]) -> list[SemanticMemory]:
+    """Active memories as they were before `events` (this night's deep-sleep writes)."""
+    repo = MemoryRepo(conn)
+    state: dict[int, dict] = {m.id: m.model_dump() for m in repo.active(anima_id)}
+    touched = sorted({int(e["memory_id"]) for e in events} - set(state))
+    state.update({m.id: m.model_dump() for m in repo.get_many(touched)})
+    for e in reversed(events):
+        mid = int(e["memory_id"])
+        if e["before"] is None:
+            state.pop(mid, None)
+        else:
+            state[mid] = SemanticMemory.model_validate(e["before"]).model_dump()
+    return [SemanticMemory.model_validate(v) for k, v in sorted(state.items()) if v["status"] == "active"]
+
+
+def compact(m: SemanticMemory) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": m.ref, "type": m.type, "content": m.content, "sources": m.source_sessions}
+    if m.observed_at:
+        out["observed"] = m.observed_at.isoformat()
+    if m.pinned:
+        out["pinned"] = True
+    if m.confidence != 0.8:
+        out["confidence"] = round(m.confidence, 2)
+    return out
+
+
+def message_one(memories: list[SemanticMemory]) -> str:
+    return json.dumps([compact(m) for m in memories], ensure_ascii=False, separators=(",", ":"))
+
+
+def size_band(chars: int) -> str:
+    if chars > REFUSE_CHARS:
+        return "refused"
+    if chars > BATCH_CHARS:
+        return "batched"
+    if chars > WARN_CHARS:
+        return "warn"
+    return "normal"
+
+
+def batches(memories: list[SemanticMemory]) -> list[tuple[str, list[SemanticMemory]]]:
+    """One batch normally; by type between 100k and 300k characters; refused above."""
+    chars = len(message_one(memories))
+    if chars > REFUSE_CHARS:
+        raise DeepSleepTooLarge(
+            f"deep sleep refused: message 1 would be {chars:,} characters (limit {REFUSE_CHARS:,}). "
+            "Review the store first (anima export --markdown, deprecate what is obsolete) or split the "
+            "anima's memories; nothing was changed."
+        )
+    if chars <= BATCH_CHARS:
+        return [("all", memories)]
+    return [(t, [m for m in memories if m.type == t]) for t in MEMORY_TYPES if any(m.type == t for m in memories)]
+
+
+# ---- message 1.5: the changes of earlier rounds --------------------------------------
+
+def message_one_five(events: list[dict]) -> str:
+    processed, new, modified = [], [], []
+    created_ids = {e["memory_id"] for e in events if e["before"] is None}
+    for e in events:
+        ref = f"f-{e['memory_id']}"
+        after = e["after"] or {}
+        if e["before"] is None:
+            new.append(
+                f'{ref} ({after.get("type")}) "{after.get("content")}" '
+                f'sources=[{",".join(after.get("source_sessions") or [])}] observed={after.get("observed_at")}'
+            )
+        elif after.get("status") == "deprecated" and (e["before"] or {}).get("status") == "active":
+            succ = after.get("superseded_by")
+            if e["op"] == "merge":
+                processed.append(f"{ref} — merged into f-{succ}")
+            elif e["op"] == "split":
+                processed.append(f"{ref} — split (first part f-{succ})")
+            else:
+                why = after.get("deprecated_reason") or "deprecated"
+                processed.append(f"{ref} — deprecated: {why}" + (f" (superseded by f-{succ})" if succ else ""))
+        elif e["memory_id"] not in created_ids:
+            fields = sorted(k for k in after if k not in ("updated_at",) and after.get(k) != (e["before"] or {}).get(k))
+            detail = f'content updated to "{after.get("content")}"' if "content" in fields else ", ".join(fields)
+            modified.append(f"{ref} — modified: {detail}")
+    if not (processed or new or modified):
+        return "# Changes of earlier rounds (these override message 1)\n(none yet)"
+    parts = ["# Changes of earlier rounds (these override message 1)"]
+    parts += ["## Processed (ignore these entries of message 1)", *(processed or ["(none)"])]
+    parts += ["## New entries (not in message 1)", *(new or ["(none)"])]
+    parts += ["## Modified entries (these override message 1)", *(modified or ["(none)"])]
+    return "\n".join(parts)
+
+
+# ---- message 2: the program pre-filter ---------------------------------------------------
+
+def _view(m: SemanticMemory) -> MemoryView:
+    return MemoryView(
+        id=m.id, type=m.type, content=m.content, confidence=m.confidence,
+        source_sessions=tuple(m.source_sessions), observed_at=m.observed_at, updated_at=m.updated_at,
+        pinned=m.pinned, pinned_at=m.pinned_at, reference_count=m.reference_count,
+        last_referenced_at=m.last_referenced_at,
+    )
+
+
+def similar_pairs(conn: Connection, ids: list[int], threshold: float) -> list[tuple[int, int, float]]:
+    """Pairs of memories with similar content by pg_trgm or sharing full-text terms."""
+    rows = conn.execute(
+        """SELECT a.id AS a, b.id AS b, similarity(a.content, b.content) AS sim
+           FROM semantic_memory a JOIN semantic_memory b ON b.anima_id = a.anima_id AND b.id > a.id
+           WHERE a.id = ANY(%s) AND b.id = ANY(%s)
+             AND (similarity(a.content, b.content) >= %s
+                  OR (a.search @@ to_tsquery('simple', regexp_replace(strip(b.search)::text, '\\s+', ' | ', 'g'))
+                      AND similarity(a.content, b.content) >= %s))
+           ORDER BY sim DESC, a.id, b.id LIMIT 200""",
+        (ids, ids, threshold, threshold / 2),
+    ).fetchall()
+    return [(r["a"], r["b"], round(float(r["sim"]), 3)) for r in rows]
+
+
+def _attribute_pairs(memories: list[SemanticMemory]) -> list[tuple[int, int, str]]:
+    by_key: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for m in memories:
+        attr = extract_attribute(m.content)
+        if attr:
+            subject, attribute, value, polarity = attr
+            by_key.setdefault((subject.lower(), attribute), []).append((m.id, f"{value}|{polarity}"))
+    pairs = []
+    for (subject, attribute), items in sorted(by_key.items()):
+        for i, (a, va) in enumerate(items):
+            for b, vb in items[i + 1:]:
+                if va != vb:
+                    pairs.append((a, b, f"{subject}: {attribute}"))
+    return pairs
+
+
+@dataclass
+class Prefilter:
+    text: str
+    ids: set[int]
+    count: int
+
+
+def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory], night: Night, cfg: Settings,
+              changed_ids: set[int] | None) -> Prefilter:
+    ids = [m.id for m in memories]
+    if round_name == "contradiction":
+        attr = _attribute_pairs(memories)
+        sim = similar_pairs(conn, ids, cfg.trgm_threshold)
+        lines = [f"- f-{a} vs f-{b}: same subject and attribute ({why})" for a, b, why in attr]
+        lines += [f"- f-{a} vs f-{b}: similar content (trigram {s})" for a, b, s in sim]
+        picked = {x for a, b, _ in attr for x in (a, b)} | {x for a, b, _ in sim for x in (a, b)}
+        head = "# Pre-filter: pairs that may contradict or supersede each other"
+    elif round_name == "split":
+        cands = [m for m in memories if is_split_candidate(m.content) and (changed_ids is None or m.id in changed_ids)]
+        lines = [f"- f-{m.id}: {len(m.content)} characters, several sentences" for m in cands]
+        picked = {m.id for m in cands}
+        head = "# Pre-filter: long or multi-sentence entries (split candidates)"
+    elif round_name == "merge":
+        sim = similar_pairs(conn, ids, cfg.trgm_threshold)
+        lines = [f"- f-{a} ~ f-{b}: similarity {s}" for a, b, s in sim]
+        picked = {x for a, b, _ in sim for x in (a, b)}
+        head = "# Pre-filter: similar pairs (possible duplicates)"
+    else:
+        pins = [m for m in memories if m.pinned]
+        lines = [
+            f"- f-{m.id}: pinned since {m.pinned_at:%Y-%m-%d}" if m.pinned_at else f"- f-{m.id}: pinned"
+            for m in pins
+        ]
+        lines = [
+            line + f", reference_count {m.reference_count:.2f}, last cited "
+            + (f"{m.last_referenced_at:%Y-%m-%d}" if m.last_referenced_at else "never")
+            for line, m in zip(lines, pins, strict=True)
+        ]
+        lines.append(f"({len(pins)} pinned; the resident read is capped at {RESIDENT_CAP})")
+        picked = {m.id for m in pins}
+        head = "# Pre-filter: pinned memories"
+    return Prefilter(text="\n".join([head, *(lines or ["(no candidates)"])]), ids=picked, count=len(picked))
+
+
+# ---- offline decisions ---------------------------------------------------------------------
+
+def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night: Night, cfg: Settings,
+          full_split: bool) -> Generator[ToolCall, ToolResult, None]:
+    views = [_view(m) for m in current]
+    if round_name == "contradiction":
+        active = {m.id for m in current}
+        for c in find_contradictions([v for v in views if v.id in pre.ids]):
+            if c.loser_id not in active:
+                continue
+            args: dict[str, Any] = {"id": f"f-{c.loser_id}", "reason": f"{c.kind}: {c.reason}"}
+            if c.winner_id is not None and c.winner_id in active:
+                args["superseded_by"] = f"f-{c.winner_id}"
+                winner = next(m for m in current if m.id == c.winner_id)
+                if winner.observed_at:
+                    args["valid_until"] = winner.observed_at.isoformat()
+            active.discard(c.loser_id)
+            yield ToolCall(name="deprecate_semantic_memory", input=args)
+    elif round_name == "split":
+        for v in views:
+            if full_split or v.id in pre.ids:
+                parts = split_parts(v)
+                if parts:
+                    yield ToolCall(name="split_semantic_memory", input={"id": f"f-{v.id}", "parts": parts})
+    elif round_name == "merge":
+        for g in merge_groups([v for v in views if v.id in pre.ids], threshold=cfg.merge_threshold):
+            yield ToolCall(
+                name="merge_semantic_memories", input={"source_ids": [f"f-{i}" for i in g.ids], "content": g.content}
+            )
+    else:
+        for mid, reason in stale_pins(views, now=night.end, stale_days=cfg.stale_pin_days):
+            yield ToolCall(name="unpin_semantic_memory", input={"id": f"f-{mid}", "reason": reason})
+
+
+# ---- one round ---------------------------------------------------------------------------------
+
+def _changed_today(conn: Connection, anima_id: str, night: Night) -> set[int]:
+    """Memories written in the 24 h before the night's cutoff by anything but deep sleep:
+    keyed to the partition day (events' day, and updated_at inside the day) so a backfill
+    skips exactly what the nights it replays would have skipped."""
+    rows = conn.execute(
+        """SELECT memory_id::bigint AS id FROM memory_event
+           WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s AND NOT (step = ANY(%s))
+           UNION
+           SELECT id FROM semantic_memory WHERE anima_id = %s AND updated_at >= %s AND updated_at < %s""",
+        (anima_id, night.day, list(DEEP_STEPS), anima_id, night.start, night.end),
+    ).fetchall()
+    return {r["id"] for r in rows}
+
+
+def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> StepResult:
+    step, round_name = ROUNDS[round_index - 1]
+    cfg = Settings.from_night(night)
+
+    def body(conn: Connection, audit: Audit) -> StepOutcome:
+        events = _events(conn, anima_id, night)
+        earlier = [e for e in events if e["step"] != step]
+        base = snapshot(conn, anima_id, events)
+        current = MemoryRepo(conn).active(anima_id)
+        changed = _changed_today(conn, anima_id, night)
+        stats: dict[str, Any] = {
+            "round": round_name, "round_index": round_index, "mode": night.mode,
+            "active_count": len(current), "earlier_changes": len(earlier), "skipped_rounds": 0,
+        }
+        if night.mode == "incremental" and round_name in ("contradiction", "merge") and not changed:
+            stats["skipped_rounds"] = 1
+            _write_log(night, anima_id, round_index, round_name, {**stats, "summary": "skipped: nothing changed in 24 h"}, [], earlier)
+            return StepOutcome(stats=stats)
+        if not current:
+            return StepOutcome(stats=stats)
+        msg15 = message_one_five(earlier)
+        system = identity_context(conn, anima_id, memories=base)
+        usage, calls, msg1_chars = Usage(), [], 0
+        totals: dict[str, int] = {}
+        full_split = night.mode == "full"
+        for label, batch in batches(base):
+            msg1 = message_one(batch)
+            msg1_chars += len(msg1)
+            batch_ids = {m.id for m in batch} | {int(e["memory_id"]) for e in earlier if e["before"] is None}
+            live = [m for m in current if m.id in batch_ids]
+            scoped_changed = None if night.mode == "full" else changed
+            pre = prefilter(conn, round_name, live, night, cfg, scoped_changed)
+            scope = Scope(anima_id=anima_id, tools=ROUND_TOOLS[round_name])
+            executor = ToolExecutor(conn, scope, audit)
+            request = StepRequest(
+                step=step,
+                system=[TextBlock(text=system + "\n\n" + prompts.DEEP_SYSTEM_NOTE, cache=True)],
+                user=[
+                    TextBlock(text=f"# Message 1: active semantic memories ({label})\n{msg1}", cache=True),
+                    TextBlock(text=msg15),
+                    TextBlock(text=pre.text),
+                    TextBlock(text=ROUND_PROMPTS[round_name]),
+                ],
+                tools=tool_specs(ROUND_TOOLS[round_name]),
+            )
+            usage += night.engine.run(
+                request, executor, lambda live=live, pre=pre: _plan(round_name, live, pre, night, cfg, full_split)
+            )
+            calls += executor.log
+            for k, v in executor.stats.items():
+                totals[k] = totals.get(k, 0) + v
+            stats["candidates"] = stats.get("candidates", 0) + pre.count
+        lost = _deprecated_in_round(conn, audit, step)
+        stats.update(totals, deprecated_total=lost, message1_chars=msg1_chars, size_band=size_band(msg1_chars))
+        limit = cfg.breaker_ratio * len(current)
+        if lost > limit and lost >= cfg.breaker_min:
+            raise BreakerTripped(
+                f"deep sleep round {round_index} ({round_name}) would deprecate {lost} of {len(current)} active "
+                f"memories ({lost / len(current):.0%}), above the breaker setting breaker_ratio={cfg.breaker_ratio:.0%}; "
+                "rolled back. Check the round's input, or raise breaker_ratio for this run."
+            )
+        if round_name == "pin_review":
+            stats["pinned_after"] = sum(1 for m in MemoryRepo(conn).active(anima_id) if m.pinned)
+            stats["resident_cap"] = RESIDENT_CAP
+        summary = ", ".join(f"{k} {totals[k]}" for k in sorted(totals) if k not in ("calls",)) or "no changes"
+        stats["summary"] = summary
+        _write_log(night, anima_id, round_index, round_name, stats, calls, earlier)
+        return StepOutcome(stats=stats, usage=usage, details={"tool_calls": calls})
+
+    return run_step(db, night, anima_id, step, body)
+
+
+def _deprecated_in_round(conn: Connection, audit: Audit, step: str) -> int:
+    row = conn.execute(
+        """SELECT count(*) AS n FROM memory_event
+           WHERE run_id = %s AND anima_id = %s AND step = %s AND day = %s AND table_name = 'semantic_memory'
+             AND before->>'status' = 'active' AND after->>'status' = 'deprecated'""",
+        (audit.run_id, audit.anima_id, step, audit.day),
+    ).fetchone()
+    return int(row["n"])
+
+
+def _write_log(night: Night, anima_id: str, round_index: int, round_name: str, stats: dict, calls: list,
+               earlier: list[dict]) -> None:
+    """The seeds' per-round operation log, for debugging only (not in the database)."""
+    if night.log_dir is None:
+        return
+    path = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(path.read_text()) if path.exists() else {"day": str(night.day), "round": round_name,
+                                                               "round_index": round_index, "animas": {}}
+    data["animas"][anima_id] = {
+        "run_id": night.run_id,
+        "active_count": stats.get("active_count"),
+        "earlier_changes": stats.get("earlier_changes"),
+        "tool_calls": len(calls),
+        "summary": stats.get("summary"),
+        "stats": stats,
+        "calls": calls,
+        "change_log": message_one_five(earlier),
+        "written_at": datetime.now().astimezone().isoformat(),
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    tmp.replace(path)
+
+
+def deconflict(db: Database, night: Night, anima_id: str) -> StepResult:
+    return run_round(db, night, anima_id, 1)
+
+
+def split(db: Database, night: Night, anima_id: str) -> StepResult:
+    return run_round(db, night, anima_id, 2)
+
+
+def merge(db: Database, night: Night, anima_id: str) -> StepResult:
+    return run_round(db, night, anima_id, 3)
+
+
+def review_pins(db: Database, night: Night, anima_id: str) -> StepResult:
+    return run_round(db, night, anima_id, 4)

@@ -1,0 +1,562 @@
+"""Offline light-sleep heuristics: one day of conversation in, memory candidates out.
+
+These pure functions are the offline engine's stand-in for the three light-sleep
+LLM stages (semantic facts, emotional anchors, narrative significance) and the
+"message 2" dedup. They are an honest baseline: pattern matching on first-person
+statements in English and Chinese, no world knowledge, no coreference beyond the
+previous sentence. They never touch the database; the light-sleep step turns
+their output into validated tool calls.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+
+from . import lexicon as lx
+from .dates import resolve_relative_dates
+
+__all__ = [
+    "AnchorCandidate",
+    "Decision",
+    "FactCandidate",
+    "Utterance",
+    "dedup_against",
+    "detect_anchors",
+    "extract_facts",
+    "is_small_talk",
+    "narrative_significance",
+    "normalize_key",
+    "resolve_relative_dates",
+]
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One message of the day, tool calls already stripped; created_at is local and tz-aware."""
+
+    conversation_id: str
+    message_id: str
+    role: str  # 'user' | 'assistant'
+    speaker: str | None
+    text: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class FactCandidate:
+    """A proposed semantic memory; `key` is what within-day and store dedup compare."""
+
+    type: str  # world | experience | preference | opinion | imprint
+    content: str
+    observed_at: datetime
+    conversation_id: str
+    confidence: float
+    key: str
+
+
+@dataclass(frozen=True)
+class AnchorCandidate:
+    """A proposed emotional anchor: the mood of a conversation or a turning point in it."""
+
+    conversation_id: str
+    occurred_at: datetime
+    emotion: str
+    valence: float  # -1..1
+    arousal: float  # 0..1
+    intensity: float  # 0..1
+    trigger: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one candidate against the active memories of the same sessions."""
+
+    action: str  # 'create' | 'update' | 'skip'
+    candidate: FactCandidate
+    memory_id: int | None = None  # the memory updated or twinned
+    content: str | None = None  # content to write for create / update
+    reason: str = ""
+
+
+# --- text utilities -----------------------------------------------------------------
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
+_ISO_DATE = re.compile(r"\b\d{4}(?:-\d{2}){0,2}\b|\d{4}年")
+_ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|vs|etc|e\.g|i\.e|Mt)\.$")
+_EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
+_MAX_CHARS = 240
+
+
+def is_chinese(text: str) -> bool:
+    """Chinese when CJK characters make up a fair share of the letters."""
+    cjk = len(_CJK.findall(text))
+    return cjk > 0 and cjk >= 0.3 * (cjk + len(re.findall(r"[A-Za-z]", text)) / 4)
+
+
+def normalize_key(text: str) -> str:
+    """Lowercase, punctuation-free, whitespace-folded form used to spot twins."""
+    kept = [" " if unicodedata.category(c)[0] in "PSZ" else c for c in text.lower()]
+    return " ".join("".join(kept).split())
+
+
+def _clean(text: str) -> str:
+    text = lx.PHOTO_TAG.sub(" ", lx.URL.sub(" ", text))
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of one message; keeps abbreviations such as 'Dr.' attached."""
+    if is_chinese(text):
+        return [s.strip() for s in _ZH_SPLIT.split(text) if s and s.strip()]
+    out: list[str] = []
+    for piece in _EN_SPLIT.split(text):
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] += " " + piece
+        elif piece.strip():
+            out.append(piece.strip())
+    return out
+
+
+def _content_words(text: str) -> list[str]:
+    return [
+        w
+        for w in _WORD.findall(text)
+        if len(w) > 2 and w.lower() not in lx.STOPWORDS and w.lower() not in lx.SMALL_TALK_WORDS
+    ]
+
+
+def _zh_content_chars(text: str) -> int:
+    return len(re.findall(r"[\u3400-\u9fff]", re.sub(r"[我你他她它的了是很也都吗呢吧啊呀哦嗯好就在有和]", "", text)))
+
+
+# --- small talk ---------------------------------------------------------------------
+
+
+def _is_informative(sentence: str) -> bool:
+    sentence = sentence.strip()
+    if not sentence:
+        return False
+    if is_chinese(sentence):
+        if lx.ZH_QUESTION.search(sentence):
+            return False
+        clauses = [c for c in re.split(r"[，,、]", sentence) if c and not lx.ZH_SMALL_TALK.match(c.strip())]
+        return _zh_content_chars("".join(clauses)) >= 4
+    if sentence.endswith("?"):
+        return False
+    return len(_content_words(lx.LEADING_FILLERS.sub("", sentence))) >= 2
+
+
+def is_small_talk(utterances: Iterable[Utterance]) -> bool:
+    """True when nothing said is more than greetings, thanks, pleasantries or questions.
+
+    Restraint principle: such a day must write nothing, so extraction stops here.
+    """
+    return not any(_is_informative(s) for u in utterances for s in split_sentences(_clean(u.text)))
+
+
+# --- narrative significance ----------------------------------------------------------
+
+
+def _cue(pattern: re.Pattern[str], text: str) -> bool:
+    for m in pattern.finditer(text):
+        before = text[: m.start()]
+        if _CJK.match(m.group(0)):
+            if not lx.ZH_NEGATION_BEFORE.search(before):
+                return True
+        elif not lx.NEGATION_BEFORE.search(before[-40:]):
+            return True
+    return False
+
+
+def narrative_significance(text: str) -> str | None:
+    """'turning_point', 'milestone', 'notable' or None, from cue words (negations and questions ignored).
+
+    Turning points win over milestones: "decided to move" is first a change of course.
+    """
+    text = _clean(text)
+    if not text or text.rstrip().endswith(("?", "？")):
+        return None
+    for label, pattern in (("turning_point", lx.TURNING_POINT), ("milestone", lx.MILESTONE), ("notable", lx.NOTABLE)):
+        if _cue(pattern, text):
+            return label
+    return None
+
+
+# --- emotion scoring (shared by anchors and imprint typing) ---------------------------
+
+
+def _emotion_hits(text: str) -> list[tuple[str, float, float]]:
+    """(emotion, valence, arousal) per emotion word; a negation flips and damps the valence."""
+    hits: list[tuple[str, float, float]] = []
+    if is_chinese(text):
+        for word, (emotion, valence, arousal) in lx.ZH_EMOTIONS.items():
+            for m in re.finditer(re.escape(word), text):
+                if lx.ZH_NEGATION_BEFORE.search(text[max(0, m.start() - 2) : m.start()]):
+                    hits.append((f"not {emotion}", -0.5 * valence, arousal * 0.5))
+                else:
+                    hits.append((emotion, valence, arousal))
+        return hits
+    words = [w.lower() for w in _WORD.findall(text)]
+    for i, word in enumerate(words):
+        if word in lx.EN_EMOTIONS:
+            emotion, valence, arousal = lx.EN_EMOTIONS[word]
+            window = words[max(0, i - 3) : i]
+            if any(w in ("not", "never", "no") or w.endswith("n't") for w in window):
+                hits.append((f"not {emotion}", -0.5 * valence, arousal * 0.5))
+            else:
+                hits.append((emotion, valence, arousal))
+    return hits
+
+
+def _intensity(text: str, hits: Sequence[tuple[str, float, float]]) -> float:
+    if not hits:
+        return 0.0
+    lowered = text.lower()
+    boost = 0.15 if any(f" {w} " in f" {lowered} " for w in lx.EN_INTENSIFIERS) else 0.0
+    if any(w in text for w in lx.ZH_INTENSIFIERS):
+        boost = 0.15
+    boost += 0.1 if "!" in text or "！" in text else 0.0
+    strength = max(abs(v) for _, v, _ in hits)
+    return min(1.0, 0.3 + 0.4 * strength + 0.1 * (len(hits) - 1) + boost)
+
+
+# --- fact extraction: English ---------------------------------------------------------
+
+_FIRST_PERSON = re.compile(r"\bI\b|\bI'(?:m|ve|ll|d)\b|\b(?:my|me|mine|myself|we|we're|we've|our|us)\b", re.I)
+_FIRST_PERSON_STRICT = re.compile(r"\bI\b|\b(?:[Mm]y|me|mine|myself|[Ww]e|[Oo]ur|us)\b")
+_EXPANSIONS = ((r"\bgonna\b", "going to"), (r"\bwanna\b", "want to"), (r"\bgotta\b", "have to"), (r"\bu\b", "you"))
+_SUBJECTLESS_PREFIX = (
+    (re.compile(r"^(?:going to|gonna)\b", re.I), "I'm "),
+    (re.compile(r"^(?:planning|thinking of|hoping to|looking forward)\b", re.I), "I'm "),
+    (re.compile(r"^been\b", re.I), "I've "),
+)
+
+
+def _conjugate(word: str) -> str:
+    """Third-person singular of the verb that followed 'I'."""
+    low = word.lower()
+    special = {"am": "is", "have": "has", "do": "does", "go": "goes", "don't": "doesn't", "haven't": "hasn't"}
+    if low in special:
+        return special[low]
+    if (
+        low in lx.MODALS
+        or low in lx.IRREGULAR_PAST
+        or (low.endswith("ed") and low not in lx.NOT_PAST_ED)
+        or "'" in low
+        or not low.isalpha()
+    ):
+        return word
+    if low.endswith("y") and len(low) > 2 and low[-2] not in "aeiou":
+        return word[:-1] + "ies"
+    if low.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return word + "es"
+    return word + "s"
+
+
+def _subject_sub(pronoun: str, name: str, text: str) -> str:
+    """Replace a subject pronoun ('I' or 'you') by a name, fixing the verb that follows."""
+    fixed = (
+        (rf"\b{pronoun}(?:'m| am|'re| are)\b", f"{name} is"),
+        (rf"\b{pronoun}(?:'ve| have)\b", f"{name} has"),
+        (rf"\b{pronoun}(?:'ll| will)\b", f"{name} will"),
+        (rf"\b{pronoun}'d(?=\s+(?:been|had|gone|done|seen|\w+ed)\b)", f"{name} had"),
+        (rf"\b{pronoun}'d\b", f"{name} would"),
+        (rf"\b{pronoun} (?:was|were)\b", f"{name} was"),
+    )
+    flags = 0 if pronoun == "I" else re.I
+    for pattern, repl in fixed:
+        text = re.sub(pattern, repl, text, flags=flags)
+    adverbs = "|".join(sorted(lx.ADVERBS))
+    return re.sub(
+        rf"\b{pronoun}\b((?:\s+(?:{adverbs}|\w+ly))*)\s+([A-Za-z']+)",
+        lambda m: f"{name}{m.group(1)} {_conjugate(m.group(2))}",
+        text,
+        flags=flags,
+    )
+
+
+def _third_person(text: str, speaker: str, other: str) -> str:
+    """Rewrite first person into the speaker's name and second person into the other's."""
+    text = re.sub(r"\b(?:you|You)(?= mentioned| said| told me)\s+\w+(?: me)?(?: that)?\s+(?=you\b)", "", text)
+    text = _subject_sub("I", speaker, text)
+    for pattern, repl in (
+        (r"\b[Ww]e(?:'re| are)\b", f"{speaker} and others are"),
+        (r"\b[Ww]e(?:'ve)\b", f"{speaker} and others have"),
+        (r"\b[Ww]e'll\b", f"{speaker} and others will"),
+        (r"\b[Ww]e\b", f"{speaker} and others"),
+        (r"\b(?:[Mm]y|[Oo]ur|mine|ours)\b", f"{speaker}'s"),
+        (r"\bmyself\b", speaker),
+        (r"\b(?:me|us)\b", speaker),
+    ):
+        text = re.sub(pattern, repl, text)
+    text = _subject_sub("you", other, text)
+    for pattern, repl in ((r"\byour(?:s)?\b", f"{other}'s"), (r"\byourself\b", other), (r"\byou\b", other)):
+        text = re.sub(pattern, repl, text, flags=re.I)
+    return text
+
+
+def _strip_en(sentence: str, names: Sequence[str]) -> str:
+    """Drop interjections, fillers and vocatives ('Hey Mel!', ', Caroline!')."""
+    prev = None
+    while prev != sentence:
+        prev = sentence
+        sentence = lx.LEADING_FILLERS.sub("", sentence).strip()
+        m = re.match(r"^([A-Z][a-z]+)\s*[,!.]+\s*", sentence)
+        if m and _is_vocative(m.group(1), names):
+            sentence = sentence[m.end() :]
+    m = re.search(r",\s*([A-Z][a-z]+)\s*([!.]*)$", sentence)
+    if m and _is_vocative(m.group(1), names):
+        sentence = sentence[: m.start()] + m.group(2)
+    sentence = lx.INLINE_FILLERS.sub("", sentence)
+    sentence = lx.COPULA_INTENSIFIER.sub(lambda m: m.group(1) + " ", sentence)
+    for pattern, repl in _EXPANSIONS:
+        sentence = re.sub(pattern, repl, sentence, flags=re.I)
+    return re.sub(r"\s+([,.!])", r"\1", re.sub(r"\s{2,}", " ", sentence)).strip(" ,;-")
+
+
+def _is_vocative(word: str, names: Sequence[str]) -> bool:
+    low = word.lower()
+    return any(n and n.lower().startswith(low) and len(low) >= 2 for n in names)
+
+
+def _en_type(sentence: str, significance: str | None) -> str:
+    if significance in ("milestone", "turning_point") and _intensity(sentence, _emotion_hits(sentence)) >= 0.7:
+        return "imprint"
+    if lx.EN_PREFERENCE.search(sentence):
+        return "preference"
+    past = bool(lx.EN_PAST_EVENT.search(sentence))
+    if lx.EN_OPINION.search(sentence) and not past:
+        return "opinion"
+    if lx.EN_WORLD.search(sentence) and not (past or lx.EN_PLAN.search(sentence)):
+        return "world"
+    return "experience"
+
+
+def _en_score(sentence: str, speaker_names: Sequence[str], significance: str | None) -> float:
+    cues = (lx.EN_PREFERENCE, lx.EN_PLAN, lx.EN_WORLD, lx.EN_PAST_EVENT, lx.EN_OPINION)
+    score = 1.5 if any(c.search(sentence) for c in cues) else 0.0
+    words = _content_words(sentence)
+    score += 0.4 * min(len(words), 6)
+    proper = [w for w in _WORD.findall(sentence)[1:] if w[0].isupper() and w != "I" and not _is_vocative(w, speaker_names)]
+    score += 0.7 * min(len(proper), 2)
+    if re.search(r"\d", sentence):
+        score += 0.8
+    if significance:
+        score += 1.0
+    if re.search(r"\byou(?:r|rs|'re|'ve)?\b", sentence, re.I):
+        score -= 1.5
+    if lx.EN_REACTION.search(sentence):
+        score -= 2.0
+    return score
+
+
+def _titles(text: str) -> list[str]:
+    return [a or b for a, b in re.findall(r'"([^"]{2,60})"|《([^》]{1,40})》', text)]
+
+
+# --- fact extraction: Chinese -------------------------------------------------------
+
+
+def _zh_type(sentence: str, significance: str | None) -> str:
+    if significance in ("milestone", "turning_point") and _intensity(sentence, _emotion_hits(sentence)) >= 0.7:
+        return "imprint"
+    if lx.ZH_PREFERENCE.search(sentence):
+        return "preference"
+    if lx.ZH_OPINION.search(sentence):
+        return "opinion"
+    if lx.ZH_PLAN.search(sentence):
+        return "experience"
+    if lx.ZH_WORLD.search(sentence) and not re.search(r"了|过", sentence):
+        return "world"
+    return "experience"
+
+
+def _zh_rewrite(sentence: str, speaker: str, other: str, label: str) -> str:
+    m = re.search(r"我(?:叫|的名字是|的名字叫)([\u3400-\u9fffA-Za-z·]{1,8})", sentence)
+    if m and m.group(1) == speaker:
+        return f"{label}的名字是{speaker}"
+    sentence = sentence.replace("我们", f"{speaker}他们").replace("我", speaker)
+    return sentence.replace("你们", f"{other}他们").replace("您", other).replace("你", other)
+
+
+# --- extraction driver --------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    speaker: str
+    other: str
+    label: str  # role label used when the name is the fact itself ("The user's name is ...")
+    names: tuple[str, ...]
+    said_on: date
+
+
+def _participants(utterances: Sequence[Utterance]) -> dict[str, dict[str, str]]:
+    """Per conversation, the first speaker name seen for each role."""
+    out: dict[str, dict[str, str]] = {}
+    for u in utterances:
+        if u.speaker:
+            out.setdefault(u.conversation_id, {}).setdefault(u.role, u.speaker)
+    return out
+
+
+def _finish(content: str, zh: bool) -> str:
+    content = re.sub(r"\s{2,}", " ", content).strip(" ,;-—")
+    if len(content) > _MAX_CHARS:
+        cut = max(content.rfind(p, 0, _MAX_CHARS) for p in (", ", "; ", " - ", "，", "；"))
+        content = content[: cut if cut > _MAX_CHARS // 2 else _MAX_CHARS].rstrip(" ,;，；")
+    content = content[:1].upper() + content[1:]
+    if zh:
+        return content if content.endswith(("。", "！", "）")) else content.rstrip("!！.") + "。"
+    return content if content.endswith((".", "!", ")", '"')) else content.rstrip("!") + "."
+
+
+def _stamp(content: str, ftype: str, said_on: date, zh: bool) -> str:
+    """Give experiences a date when the sentence carried none: a memory is read long after."""
+    if ftype not in ("experience", "imprint") or _ISO_DATE.search(content):
+        return content
+    body = content.rstrip("。.!！")
+    return f"{body}（截至{said_on.isoformat()}）。" if zh else f"{body} (as of {said_on.isoformat()})."
+
+
+def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, float] | None:
+    """(type, content, confidence) for one English sentence, or None."""
+    if sentence.endswith("?"):
+        return None
+    original = _strip_en(sentence, ctx.names)
+    if len(_WORD.findall(original)) < 3:
+        return None
+    for pattern, prefix in _SUBJECTLESS_PREFIX:
+        if pattern.match(original):
+            original = prefix + original[0].lower() + original[1:]
+            break
+    else:
+        if lx.EN_SUBJECTLESS.match(original) and not _FIRST_PERSON_STRICT.match(original):
+            original = "I " + original[0].lower() + original[1:]
+    titles = _titles(original)
+    if titles and lx.EN_RECOMMENDATION.search(original) or re.search(r"\byou (?:can|should) (?:go )?(?:see|watch|read|try)\b", original, re.I) and titles:
+        return "experience", f"{ctx.speaker} recommended {', '.join(titles)} to {ctx.other}", 0.7
+    you_mode = False
+    if not _FIRST_PERSON_STRICT.search(original):
+        if utt.role != "assistant" or not lx.EN_YOU_FACT.match(original) or lx.EN_YOU_NOT_FACT.search(original):
+            return None
+        you_mode = True
+    elif lx.EN_SERVICE.search(original):
+        return None
+    significance = narrative_significance(original)
+    score = _en_score(original, ctx.names, significance) + (1.5 if you_mode else 0.0)
+    if score < 2.5:
+        return None
+    ftype = _en_type(original.replace("you", "I") if you_mode else original, significance)
+    confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
+    if you_mode:
+        confidence -= 0.1
+    if re.search(r"\b(?:maybe|might|probably|perhaps|thinking (?:about|of))\b", original, re.I):
+        confidence -= 0.1
+    return ftype, _third_person(original, ctx.speaker, ctx.other), round(confidence, 2)
+
+
+def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, float] | None:
+    if lx.ZH_QUESTION.search(sentence):
+        return None
+    clauses = [c.strip() for c in re.split(r"[，,]", sentence.rstrip("。！!；;"))]
+    clauses = [lx.ZH_LEADING_FILLERS.sub("", c) for c in clauses if c and not lx.ZH_SMALL_TALK_CLAUSE.match(c)]
+    clauses = [c for c in clauses if c and c not in ctx.names]
+    text = "，".join(clauses)
+    if _zh_content_chars(text) < 4:
+        return None
+    titles = _titles(text)
+    if titles and re.search(r"推荐|建议你?(?:看|读|听)", text):
+        return "experience", f"{ctx.speaker}向{ctx.other}推荐了{'、'.join('《' + t + '》' for t in titles)}", 0.7
+    you_mode = False
+    if "我" not in text:
+        if utt.role != "assistant" or not lx.ZH_YOU_FACT.match(text) or lx.ZH_YOU_NOT_FACT.match(text):
+            return None
+        you_mode = True
+    elif utt.role == "assistant" and lx.ZH_SERVICE.search(text):
+        return None
+    significance = narrative_significance(text)
+    cues = (lx.ZH_PREFERENCE, lx.ZH_PLAN, lx.ZH_WORLD, lx.ZH_OPINION)
+    score = (1.5 if any(c.search(text) for c in cues) else 0.0) + 0.25 * min(_zh_content_chars(text), 10)
+    score += 1.0 if significance else 0.0
+    if score < 2.5:
+        return None
+    ftype = _zh_type(text.replace("你", "我") if you_mode else text, significance)
+    confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
+    return ftype, _zh_rewrite(text, ctx.speaker, ctx.other, ctx.label), round(confidence - (0.1 if you_mode else 0), 2)
+
+
+def _pet_name(sentence: str, previous: str, speaker: str) -> str | None:
+    """'I got a puppy. Her name's Coco.' -> "<speaker>'s puppy is named Coco"."""
+    m = lx.NAME_CLAUSE.match(sentence)
+    noun = lx.PET_OR_PERSON_NOUN.search(previous)
+    if not m or not noun or not _FIRST_PERSON.search(previous):
+        return None
+    return f"{speaker}'s {noun.group(1)} is named {m.group(1)}"
+
+
+def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
+    text = _clean(utt.text)
+    zh = is_chinese(text)
+    out: list[FactCandidate] = []
+    previous, previous_kept = "", False
+    for raw in split_sentences(text):
+        sentence = resolve_relative_dates(raw, ctx.said_on)
+        fact = _zh_fact(sentence, utt, ctx) if zh else _en_fact(sentence, utt, ctx)
+        if fact is None and not zh:
+            named = _pet_name(_strip_en(sentence, ctx.names), previous, ctx.speaker)
+            if named:
+                fact = ("world", named, 0.85)
+            elif previous_kept and lx.PRONOUN_CONTINUATION.match(sentence) and _is_informative(sentence):
+                tail = _third_person(_strip_en(sentence, ctx.names), ctx.speaker, ctx.other)
+                last = out[-1]
+                merged = last.content.rstrip(".") + "; " + tail[:1].lower() + tail[1:]
+                if len(merged) <= _MAX_CHARS and not tail.endswith("?"):
+                    content = _finish(merged, zh)
+                    out[-1] = replace(last, content=content, key=normalize_key(content))
+        if fact is not None:
+            ftype, content, confidence = fact
+            content = _finish(_stamp(_finish(content, zh), ftype, ctx.said_on, zh), zh)
+            out.append(FactCandidate(ftype, content, utt.created_at, utt.conversation_id, confidence, normalize_key(content)))
+        previous, previous_kept = sentence, fact is not None
+    return out
+
+
+def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
+    """Semantic-stage candidates for one day: first-person facts, preferences, plans and events.
+
+    Each candidate names its person (first person -> speaker, and for the assistant
+    role second person -> the user), carries resolved absolute dates and stays in
+    the language it was said in. A small-talk day yields nothing; twins within the
+    day (same key) are kept once.
+    """
+    utterances = sorted(utterances, key=lambda u: u.created_at)
+    if not utterances or is_small_talk(utterances):
+        return []
+    people = _participants(utterances)
+    seen: set[str] = set()
+    facts: list[FactCandidate] = []
+    for utt in utterances:
+        roles = people.get(utt.conversation_id, {})
+        zh = is_chinese(utt.text)
+        default_user, default_ai = ("用户", "助手") if zh else ("the user", "the assistant")
+        speaker = utt.speaker or (default_user if utt.role == "user" else default_ai)
+        other = roles.get("assistant" if utt.role == "user" else "user") or (
+            default_ai if utt.role == "user" else default_user
+        )
+        label = default_user if utt.role == "user" else default_ai
+        label = label if zh else label[0].upper() + label[1:] + "'s"
+        ctx = _Context(speaker, other, label, tuple(roles.values()), utt.created_at.date())
+        for fact in _facts_of(utt, ctx):
+            if fact.key and fact.key not in seen:
+                seen.add(fact.key)
+                facts.append(fact)
+    return facts
