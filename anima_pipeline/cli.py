@@ -180,6 +180,60 @@ def status_table(data: dict) -> Table:
     return table
 
 
+@app.command("recall")
+def recall_(
+    query: str = typer.Argument(..., help="What the agent is asking its memory."),
+    anima: str | None = typer.Option(None, "--anima", help="Which anima (default: the only one)."),
+    limit: int = typer.Option(8, help="At most this many recalled memories (besides the resident set)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the context block."),
+) -> None:
+    """What the agent would get back at chat time: resident memories, then passive recall."""
+    from anima_pipeline.recall.context import recall
+
+    db = _open()
+    try:
+        with db.transaction() as conn:
+            anima_id = anima or _only_anima(conn)
+            result = recall(conn, anima_id, query, limit=limit)
+    finally:
+        db.close()
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        console.print(result.render(), markup=False, highlight=False)
+
+
+def _only_anima(conn) -> str:
+    animas = [r["anima_id"] for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1").fetchall()]
+    if len(animas) != 1:
+        err_console.print(f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})")
+        raise typer.Exit(2)
+    return animas[0]
+
+
+@app.command("export")
+def export_(
+    out: Path = typer.Option(..., "--markdown", help="Folder to write MEMORY.md, memory/ and bank/ into."),
+    anima: list[str] = typer.Option(None, "--anima", help="Only these animas (repeatable)."),
+) -> None:
+    """Export the store as a human-readable Markdown workspace (MEMORY.md, memory/YYYY-MM-DD.md, bank/)."""
+    from anima_pipeline.export import export_markdown
+
+    db = _open()
+    try:
+        with db.transaction() as conn:
+            counts = export_markdown(conn, out, anima or None)
+    except ValueError as exc:
+        err_console.print(f"[red]export failed:[/red] {exc}")
+        raise typer.Exit(2) from None
+    finally:
+        db.close()
+    console.print(
+        f"exported {counts['animas']} anima(s) to {out}: {counts['memories']} memories, "
+        f"{counts['day_files']} day files, {counts['bank_pages']} bank pages"
+    )
+
+
 SAMPLE = Path(__file__).parent / "sample" / "week.archive.jsonl"
 
 

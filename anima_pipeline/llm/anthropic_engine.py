@@ -257,4 +257,4 @@ class AnthropicEngine:
 
     def _scrub(self, text: str) -> str:
         # Server text is not ours to trust; never let it echo the key into an error.
-        return text
+        return text.replace(self._api_key.get_secret_value(), "[redacted]")

@@ -26,9 +26,10 @@ _PAST = re.compile(
     r"\b(?:\w{2,}ed|" + "|".join(sorted(IRREGULAR_PAST)) + r"|ago|last|past)\b|'ve\b|\bhave been\b", re.I
 )
 _FUTURE = re.compile(
-    r"\b(?:will|'ll|gonna|going to|plan(?:ning)?|next|coming|upcoming|tomorrow|hope to|want to|can't wait)\b", re.I
+    r"\b(?:will|'ll|gonna|going to|plan(?:ning)?|next|coming|upcoming|tomorrow|hope to|want to|can't wait)\b",
+    re.I,
 )
-_PREP = r"(?:(?P<prep>on|in|during|over|since|until|till|by|from|before|after)\s+)?"
+_PREP = r"(?:\b(?P<prep>on|in|during|over|since|until|till|by|from|before|after)\s+)?"
 
 
 def iso_month(d: date) -> str:
@@ -145,17 +146,42 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         (re.compile(_PREP + r"\blast\s+night\b", re.I), day(-1, "on the night of")),
         (re.compile(_PREP + r"\byesterday(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), day(-1)),
         (re.compile(_PREP + r"\btomorrow(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), day(1)),
-        (re.compile(_PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I),
-         day(0)),
+        (
+            re.compile(
+                _PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I
+            ),
+            day(0),
+        ),
         (re.compile(r"\bthe\s+other\s+day\b", re.I), lambda m: f"a few days before {said.isoformat()}"),
-        (re.compile(_PREP + r"\b(?P<n>" + _NUM + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b", re.I),
-         ago),
-        (re.compile(r"\b(?P<prep>in)\s+(?P<n>" + _NUM + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
-                    re.I), lambda m: m.group(0) if past else ago(m)),
-        (re.compile(_PREP + which + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I),
-         relative),
-        (re.compile(r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
-                    re.I), relative),
+        (
+            re.compile(
+                _PREP + r"\b(?P<n>" + _NUM + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
+                re.I,
+            ),
+            ago,
+        ),
+        (
+            re.compile(
+                r"\b(?P<prep>in)\s+(?P<n>"
+                + _NUM
+                + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
+                re.I,
+            ),
+            lambda m: m.group(0) if past else ago(m),
+        ),
+        (
+            re.compile(
+                _PREP + which + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I
+            ),
+            relative,
+        ),
+        (
+            re.compile(
+                r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
+                re.I,
+            ),
+            relative,
+        ),
         (re.compile(_PREP + which + r"?(?P<wd>" + wd + r")\b(?!s)", re.I), weekday),
     ]
 
@@ -209,7 +235,12 @@ def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
 
     year = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
     return [
-        (re.compile(r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"), ago),
+        (
+            re.compile(
+                r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"
+            ),
+            ago,
+        ),
         (re.compile(r"大前天"), day(-3)),
         (re.compile(r"(?<![之以])前天"), day(-2)),
         (re.compile(r"昨晚|昨天晚上"), day(-1, "晚上")),
@@ -219,10 +250,18 @@ def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         (re.compile(r"明晚"), day(1, "晚上")),
         (re.compile(r"明天|明日|明早"), day(1)),
         (re.compile(r"(?<![先然之以])后天"), day(2)),
-        (re.compile(r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"), week),
+        (
+            re.compile(
+                r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"
+            ),
+            week,
+        ),
         (re.compile(r"(?<![上这本下个每])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"), bare_weekday),
         (re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份[的]?工资)"), month),
-        (re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"), lambda m: f"{said.year + year[m.group(0)]}年"),
+        (
+            re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"),
+            lambda m: f"{said.year + year[m.group(0)]}年",
+        ),
         (re.compile(r"前几天|几天前"), lambda m: f"{said.isoformat()}之前几天"),
     ]
 

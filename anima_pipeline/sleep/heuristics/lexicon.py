@@ -34,7 +34,9 @@ COPULA_INTENSIFIER = re.compile(
     r"\b(is|was|were|are|am|be|been|feel|felt|feels|'s|'m|'re)\s+(?:so|very|pretty|quite|extremely|incredibly)\s+",
     re.IGNORECASE,
 )
-PHOTO_TAG = re.compile(r"\[(?:shares?|shared|sends?|sent) (?:a |an )?(?:photo|image|picture|link)[^\]]*\]", re.I)
+PHOTO_TAG = re.compile(
+    r"\[(?:shares?|shared|sends?|sent) (?:a |an )?(?:photo|image|picture|link)[^\]]*\]", re.I
+)
 URL = re.compile(r"https?://\S+")
 
 ZH_LEADING_FILLERS = re.compile(
@@ -87,13 +89,17 @@ IRREGULAR_PAST = frozenset(
     shut slept spoke stuck struck swore threw understood woke been gone done seen known taken given
     written eaten driven ridden chosen spoken broken forgotten gotten begun""".split()
 )
-NOT_PAST_ED = frozenset("need feed seed speed bed red shed indeed proceed succeed exceed weed breed bleed".split())
+NOT_PAST_ED = frozenset(
+    "need feed seed speed bed red shed indeed proceed succeed exceed weed breed bleed".split()
+)
 
 # --- fact cues (English; applied to the original first-person sentence) -------------
 
 _ADV = r"(?:(?:\w+ly|really|just|also|still|always|never|absolutely|totally|kinda|even|now)\s+)*"
 EN_PREFERENCE = re.compile(
-    r"\b(?:I|we)\s+(?:'m\s+|am\s+|'ve\s+|have\s+)?" + _ADV + r"(?:love[sd]?|like[sd]?|enjoy(?:s|ed)?|adore[sd]?|"
+    r"\b(?:I|we)\s+(?:'m\s+|am\s+|'ve\s+|have\s+)?"
+    + _ADV
+    + r"(?:love[sd]?|like[sd]?|enjoy(?:s|ed)?|adore[sd]?|"
     r"hate[sd]?|prefer(?:s|red)?|dislike[sd]?|can't stand|loving|enjoying|been loving|been into|"
     r"into|a (?:big |huge )?fan of|passionate about|obsessed with|crazy about|addicted to)\b"
     r"|\b(?:my|our) (?:\w+ )?(?:favou?rite|fave)\b|\bfavou?rite\b",
@@ -107,7 +113,9 @@ EN_PLAN = re.compile(
     re.IGNORECASE,
 )
 EN_WORLD = re.compile(
-    r"\bmy name(?:'s| is)\b|\b(?:I'm|I am) called\b|\bcall me\b|\bI\s+" + _ADV + r"(?:work|live|study|teach)\b"
+    r"\bmy name(?:'s| is)\b|\b(?:I'm|I am) called\b|\bcall me\b|\bI\s+"
+    + _ADV
+    + r"(?:work|live|study|teach)\b"
     r"|\b(?:I'm|I am) (?:a|an) \w+|\b(?:I'm|I am) from\b|\bI grew up\b|\bI was born\b"
     r"|\b(?:I|we)\s+(?:have|'ve got|own|keep)\s+(?:a|an|two|three|four|\d+)\b"
     r"|\b(?:my|our)\s+(?:\w+\s+)?(?:husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|daughter|"
@@ -124,7 +132,11 @@ EN_OPINION = re.compile(
     re.IGNORECASE,
 )
 EN_PAST_EVENT = re.compile(
-    r"\b(?:I|we|I've|we've|I have|we have)\s+" + _ADV + r"(?:\w{2,}ed|" + "|".join(sorted(IRREGULAR_PAST)) + r")\b",
+    r"\b(?:I|we|I've|we've|I have|we have)\s+"
+    + _ADV
+    + r"(?:\w{2,}ed|"
+    + "|".join(sorted(IRREGULAR_PAST))
+    + r")\b",
     re.IGNORECASE,
 )
 # Sentences opening on a verb with the subject dropped ("Went hiking yesterday").
@@ -177,7 +189,9 @@ NAME_CLAUSE = re.compile(
 
 # --- Chinese cues ------------------------------------------------------------------
 
-ZH_PREFERENCE = re.compile(r"喜欢|喜爱|热爱|最爱|偏爱|讨厌|爱吃|爱喝|爱看|爱听|爱玩|着迷|迷上|感兴趣|爱好|不爱|受不了")
+ZH_PREFERENCE = re.compile(
+    r"喜欢|喜爱|热爱|最爱|偏爱|讨厌|爱吃|爱喝|爱看|爱听|爱玩|着迷|迷上|感兴趣|爱好|不爱|受不了"
+)
 ZH_PLAN = re.compile(r"打算|计划|准备|想要|想去|要去|将要|决定|希望能|期待|下次要|正在考虑")
 ZH_WORLD = re.compile(
     r"我叫|我的名字|名字叫|我是(?!说)|在\S{1,12}工作|工作是|我住在|住在|来自|老家|养了|养着|有一(?:只|条|个|位)|"
@@ -185,7 +199,13 @@ ZH_WORLD = re.compile(
     r"朋友|室友|同事|老板|狗|猫|宠物|专业|学校|公司)"
 )
 ZH_OPINION = re.compile(r"我(?:觉得|认为|相信|感觉|以为|坚信)|在我看来")
-ZH_EVENT = re.compile(r"了|过|去|参加|开始|完成|学会|买|看|做|吃|玩|见|遇到|发现|获得|赢")
+ZH_EVENT = re.compile(
+    r"(?:去|参加|开始|完成|学会|学|买|看|做|吃|玩|见|遇到|发现|获得|赢|换|搬|认识|报名|加入|参观|逛|听|读|写|画|跑)了"
+    r"|了(?:一|个|场|次|趟|部|本|首|家)|(?:去|到)过"
+)
+ZH_STRONG_WORLD = re.compile(r"我叫|名字|养了|养着|在\S{1,12}(?:工作|上班|上学|读书)|住在|来自|老家|我是(?!说)")
+SELF_INTRO = re.compile(r"\bmy name(?:'s| is)\b|\bcall me\b|我叫|我的名字", re.I)
+TRAILING_FILLERS = re.compile(r"(?:[,\s]+(?:haha+|hehe|lol|lmao|:\)|:D|xd|right|you know|though))+\s*([.!]*)$", re.I)
 ZH_SERVICE = re.compile(
     r"我(?:可以|会|能|建议|推荐|理解|明白|很高兴|很乐意|相信你|是你的|一直在|随时)|作为(?:一个)?AI|AI伴侣"
 )
@@ -222,7 +242,9 @@ NOTABLE = re.compile(
     r"|旅行|旅游|出差|演唱会|音乐会|比赛|展览|住院|面试|考试|聚会|露营|爬山|马拉松|演出",
     re.IGNORECASE,
 )
-NEGATION_BEFORE = re.compile(r"\b(?:not|never|n't|no|haven't|hasn't|didn't|won't|don't)\s+(?:\w+\s+){0,2}$", re.I)
+NEGATION_BEFORE = re.compile(
+    r"\b(?:not|never|n't|no|haven't|hasn't|didn't|won't|don't)\s+(?:\w+\s+){0,2}$", re.I
+)
 ZH_NEGATION_BEFORE = re.compile(r"(?:没有?|不|未|别)$")
 
 # --- emotions: word -> (emotion, valence, arousal) -----------------------------------
@@ -237,8 +259,12 @@ for _words, _emotion, _valence, _arousal in (
     ("calm peaceful relaxed content serene", "calm", 0.5, 0.1),
     ("relieved relief", "relief", 0.6, 0.3),
     ("loved cherished accepted", "love", 0.8, 0.5),
-    ("sad unhappy depressed down heartbroken devastated miserable gloomy grief grieving crying cried tears",
-     "sadness", -0.8, 0.4),
+    (
+        "sad unhappy depressed down heartbroken devastated miserable gloomy grief grieving crying cried tears",
+        "sadness",
+        -0.8,
+        0.4,
+    ),
     ("lonely alone isolated", "loneliness", -0.7, 0.3),
     ("anxious worried nervous scared afraid terrified frightened fear panic", "anxiety", -0.7, 0.8),
     ("stressed overwhelmed pressure", "stress", -0.6, 0.7),
@@ -275,7 +301,9 @@ for _words, _emotion, _valence, _arousal in (
     for _w in _words.split():
         ZH_EMOTIONS[_w] = (_emotion, _valence, _arousal)
 
-EN_INTENSIFIERS = frozenset("so very really super extremely incredibly totally truly deeply absolutely".split())
+EN_INTENSIFIERS = frozenset(
+    "so very really super extremely incredibly totally truly deeply absolutely".split()
+)
 ZH_INTENSIFIERS = ("非常", "特别", "超级", "十分", "极其", "太", "好", "很", "真的")
 
 # --- numbers -----------------------------------------------------------------------
@@ -287,4 +315,16 @@ NUMBER_WORDS = {
         "sixteen seventeen eighteen nineteen twenty".split()
     )
 }
-ZH_NUMBERS = {"一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9, "十": 10}
+ZH_NUMBERS = {
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+    "十": 10,
+}

@@ -134,7 +134,9 @@ def _content_words(text: str) -> list[str]:
 
 
 def _zh_content_chars(text: str) -> int:
-    return len(re.findall(r"[\u3400-\u9fff]", re.sub(r"[我你他她它的了是很也都吗呢吧啊呀哦嗯好就在有和]", "", text)))
+    return len(
+        re.findall(r"[\u3400-\u9fff]", re.sub(r"[我你他她它的了是很也都吗呢吧啊呀哦嗯好就在有和]", "", text))
+    )
 
 
 # --- small talk ---------------------------------------------------------------------
@@ -144,6 +146,8 @@ def _is_informative(sentence: str) -> bool:
     sentence = sentence.strip()
     if not sentence:
         return False
+    if lx.SELF_INTRO.search(sentence):
+        return True
     if is_chinese(sentence):
         if lx.ZH_QUESTION.search(sentence):
             return False
@@ -184,7 +188,11 @@ def narrative_significance(text: str) -> str | None:
     text = _clean(text)
     if not text or text.rstrip().endswith(("?", "？")):
         return None
-    for label, pattern in (("turning_point", lx.TURNING_POINT), ("milestone", lx.MILESTONE), ("notable", lx.NOTABLE)):
+    for label, pattern in (
+        ("turning_point", lx.TURNING_POINT),
+        ("milestone", lx.MILESTONE),
+        ("notable", lx.NOTABLE),
+    ):
         if _cue(pattern, text):
             return label
     return None
@@ -232,7 +240,15 @@ def _intensity(text: str, hits: Sequence[tuple[str, float, float]]) -> float:
 
 _FIRST_PERSON = re.compile(r"\bI\b|\bI'(?:m|ve|ll|d)\b|\b(?:my|me|mine|myself|we|we're|we've|our|us)\b", re.I)
 _FIRST_PERSON_STRICT = re.compile(r"\bI\b|\b(?:[Mm]y|me|mine|myself|[Ww]e|[Oo]ur|us)\b")
-_EXPANSIONS = ((r"\bgonna\b", "going to"), (r"\bwanna\b", "want to"), (r"\bgotta\b", "have to"), (r"\bu\b", "you"))
+_EXPANSIONS = (
+    (r"\bgonna\b", "going to"),
+    (r"\bwanna\b", "want to"),
+    (r"\bgotta\b", "have to"),
+    (r"\bu\b", "you"),
+)
+_YOU_SHOULD_TRY = re.compile(
+    r"\byou (?:can|should|could|might) (?:go |also )?(?:see|watch|read|try|check out|listen to)\b", re.I
+)
 _SUBJECTLESS_PREFIX = (
     (re.compile(r"^(?:going to|gonna)\b", re.I), "I'm "),
     (re.compile(r"^(?:planning|thinking of|hoping to|looking forward)\b", re.I), "I'm "),
@@ -315,6 +331,7 @@ def _strip_en(sentence: str, names: Sequence[str]) -> str:
     m = re.search(r",\s*([A-Z][a-z]+)\s*([!.]*)$", sentence)
     if m and _is_vocative(m.group(1), names):
         sentence = sentence[: m.start()] + m.group(2)
+    sentence = lx.TRAILING_FILLERS.sub(r"\1", sentence)
     sentence = lx.INLINE_FILLERS.sub("", sentence)
     sentence = lx.COPULA_INTENSIFIER.sub(lambda m: m.group(1) + " ", sentence)
     for pattern, repl in _EXPANSIONS:
@@ -328,7 +345,10 @@ def _is_vocative(word: str, names: Sequence[str]) -> bool:
 
 
 def _en_type(sentence: str, significance: str | None) -> str:
-    if significance in ("milestone", "turning_point") and _intensity(sentence, _emotion_hits(sentence)) >= 0.7:
+    if (
+        significance in ("milestone", "turning_point")
+        and _intensity(sentence, _emotion_hits(sentence)) >= 0.7
+    ):
         return "imprint"
     if lx.EN_PREFERENCE.search(sentence):
         return "preference"
@@ -345,7 +365,11 @@ def _en_score(sentence: str, speaker_names: Sequence[str], significance: str | N
     score = 1.5 if any(c.search(sentence) for c in cues) else 0.0
     words = _content_words(sentence)
     score += 0.4 * min(len(words), 6)
-    proper = [w for w in _WORD.findall(sentence)[1:] if w[0].isupper() and w != "I" and not _is_vocative(w, speaker_names)]
+    proper = [
+        w
+        for w in _WORD.findall(sentence)[1:]
+        if w[0].isupper() and w != "I" and not _is_vocative(w, speaker_names)
+    ]
     score += 0.7 * min(len(proper), 2)
     if re.search(r"\d", sentence):
         score += 0.8
@@ -366,10 +390,15 @@ def _titles(text: str) -> list[str]:
 
 
 def _zh_type(sentence: str, significance: str | None) -> str:
-    if significance in ("milestone", "turning_point") and _intensity(sentence, _emotion_hits(sentence)) >= 0.7:
+    if (
+        significance in ("milestone", "turning_point")
+        and _intensity(sentence, _emotion_hits(sentence)) >= 0.7
+    ):
         return "imprint"
     if lx.ZH_PREFERENCE.search(sentence):
         return "preference"
+    if lx.ZH_STRONG_WORLD.search(sentence):
+        return "world"
     if lx.ZH_OPINION.search(sentence):
         return "opinion"
     if lx.ZH_PLAN.search(sentence):
@@ -379,10 +408,7 @@ def _zh_type(sentence: str, significance: str | None) -> str:
     return "experience"
 
 
-def _zh_rewrite(sentence: str, speaker: str, other: str, label: str) -> str:
-    m = re.search(r"我(?:叫|的名字是|的名字叫)([\u3400-\u9fffA-Za-z·]{1,8})", sentence)
-    if m and m.group(1) == speaker:
-        return f"{label}的名字是{speaker}"
+def _zh_rewrite(sentence: str, speaker: str, other: str) -> str:
     sentence = sentence.replace("我们", f"{speaker}他们").replace("我", speaker)
     return sentence.replace("你们", f"{other}他们").replace("您", other).replace("你", other)
 
@@ -415,8 +441,8 @@ def _finish(content: str, zh: bool) -> str:
         content = content[: cut if cut > _MAX_CHARS // 2 else _MAX_CHARS].rstrip(" ,;，；")
     content = content[:1].upper() + content[1:]
     if zh:
-        return content if content.endswith(("。", "！", "）")) else content.rstrip("!！.") + "。"
-    return content if content.endswith((".", "!", ")", '"')) else content.rstrip("!") + "."
+        return content if content.endswith(("。", "）")) else content.rstrip("!！.") + "。"
+    return content if content.endswith((".", ")", '"')) else content.rstrip("!") + "."
 
 
 def _stamp(content: str, ftype: str, said_on: date, zh: bool) -> str:
@@ -442,11 +468,18 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
         if lx.EN_SUBJECTLESS.match(original) and not _FIRST_PERSON_STRICT.match(original):
             original = "I " + original[0].lower() + original[1:]
     titles = _titles(original)
-    if titles and lx.EN_RECOMMENDATION.search(original) or re.search(r"\byou (?:can|should) (?:go )?(?:see|watch|read|try)\b", original, re.I) and titles:
-        return "experience", f"{ctx.speaker} recommended {', '.join(titles)} to {ctx.other}", 0.7
+    if titles and (lx.EN_RECOMMENDATION.search(original) or _YOU_SHOULD_TRY.search(original)):
+        return "experience", f"{ctx.speaker} recommended {', '.join(chr(34) + t + chr(34) for t in titles)} to {ctx.other}", 0.7
+    intro = re.search(r"\bmy name(?:'s| is) ([A-Z][\w-]+)", original)
+    if intro and intro.group(1) == ctx.speaker:
+        return "world", f"{ctx.label} name is {ctx.speaker}", 0.9
     you_mode = False
     if not _FIRST_PERSON_STRICT.search(original):
-        if utt.role != "assistant" or not lx.EN_YOU_FACT.match(original) or lx.EN_YOU_NOT_FACT.search(original):
+        if (
+            utt.role != "assistant"
+            or not lx.EN_YOU_FACT.match(original)
+            or lx.EN_YOU_NOT_FACT.search(original)
+        ):
             return None
         you_mode = True
     elif lx.EN_SERVICE.search(original):
@@ -468,14 +501,23 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     if lx.ZH_QUESTION.search(sentence):
         return None
     clauses = [c.strip() for c in re.split(r"[，,]", sentence.rstrip("。！!；;"))]
-    clauses = [lx.ZH_LEADING_FILLERS.sub("", c) for c in clauses if c and not lx.ZH_SMALL_TALK_CLAUSE.match(c)]
+    clauses = [
+        lx.ZH_LEADING_FILLERS.sub("", c) for c in clauses if c and not lx.ZH_SMALL_TALK_CLAUSE.match(c)
+    ]
     clauses = [c for c in clauses if c and c not in ctx.names]
     text = "，".join(clauses)
+    intro = re.search(r"我(?:叫|的名字是|的名字叫)([\u3400-\u9fffA-Za-z·]{1,8})", text)
+    if intro and intro.group(1) == ctx.speaker:
+        return "world", f"{ctx.label}的名字是{ctx.speaker}", 0.9
     if _zh_content_chars(text) < 4:
         return None
     titles = _titles(text)
     if titles and re.search(r"推荐|建议你?(?:看|读|听)", text):
-        return "experience", f"{ctx.speaker}向{ctx.other}推荐了{'、'.join('《' + t + '》' for t in titles)}", 0.7
+        return (
+            "experience",
+            f"{ctx.speaker}向{ctx.other}推荐了{'、'.join('《' + t + '》' for t in titles)}",
+            0.7,
+        )
     you_mode = False
     if "我" not in text:
         if utt.role != "assistant" or not lx.ZH_YOU_FACT.match(text) or lx.ZH_YOU_NOT_FACT.match(text):
@@ -484,14 +526,18 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     elif utt.role == "assistant" and lx.ZH_SERVICE.search(text):
         return None
     significance = narrative_significance(text)
-    cues = (lx.ZH_PREFERENCE, lx.ZH_PLAN, lx.ZH_WORLD, lx.ZH_OPINION)
+    cues = (lx.ZH_PREFERENCE, lx.ZH_PLAN, lx.ZH_WORLD, lx.ZH_OPINION, lx.ZH_EVENT)
     score = (1.5 if any(c.search(text) for c in cues) else 0.0) + 0.25 * min(_zh_content_chars(text), 10)
     score += 1.0 if significance else 0.0
     if score < 2.5:
         return None
     ftype = _zh_type(text.replace("你", "我") if you_mode else text, significance)
     confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
-    return ftype, _zh_rewrite(text, ctx.speaker, ctx.other, ctx.label), round(confidence - (0.1 if you_mode else 0), 2)
+    return (
+        ftype,
+        _zh_rewrite(text, ctx.speaker, ctx.other),
+        round(confidence - (0.1 if you_mode else 0), 2),
+    )
 
 
 def _pet_name(sentence: str, previous: str, speaker: str) -> str | None:
@@ -525,7 +571,11 @@ def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
         if fact is not None:
             ftype, content, confidence = fact
             content = _finish(_stamp(_finish(content, zh), ftype, ctx.said_on, zh), zh)
-            out.append(FactCandidate(ftype, content, utt.created_at, utt.conversation_id, confidence, normalize_key(content)))
+            out.append(
+                FactCandidate(
+                    ftype, content, utt.created_at, utt.conversation_id, confidence, normalize_key(content)
+                )
+            )
         previous, previous_kept = sentence, fact is not None
     return out
 
@@ -559,4 +609,177 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
             if fact.key and fact.key not in seen:
                 seen.add(fact.key)
                 facts.append(fact)
-    return facts
+    # Near-twins of the same day (the assistant echoing the user) collapse into the fuller one.
+    return [d.candidate for d in dedup_against(facts, []) if d.action == "create"]
+
+
+# --- emotional anchors ---------------------------------------------------------------
+
+_MAX_ANCHORS = 3
+
+
+def _utterance_emotion(u: Utterance) -> tuple[str, float, float, float, str] | None:
+    """(emotion, valence, arousal, intensity, trigger sentence) of one message, questions ignored."""
+    best: tuple[str, float, float, float, str] | None = None
+    for sentence in split_sentences(_clean(u.text)):
+        if sentence.rstrip().endswith(("?", "？")):
+            continue
+        hits = _emotion_hits(sentence)
+        if not hits:
+            continue
+        intensity = _intensity(sentence, hits)
+        emotion = max(hits, key=lambda h: abs(h[1]))[0]
+        valence = sum(h[1] for h in hits) / len(hits)
+        arousal = sum(h[2] for h in hits) / len(hits)
+        if best is None or intensity > best[3]:
+            best = (emotion, valence, arousal, intensity, sentence)
+    return best
+
+
+def _conversation_anchors(conversation_id: str, utterances: Sequence[Utterance]) -> list[AnchorCandidate]:
+    scored = [(u, e) for u in utterances if (e := _utterance_emotion(u)) is not None]
+    if not scored or sum(e[3] for _, e in scored) < 0.8:
+        return []  # neutral talk (or one passing mild word) leaves no anchor
+    zh = is_chinese(" ".join(u.text for u in utterances))
+    weights: dict[str, float] = {}
+    for _, e in scored:
+        weights[e[0]] = weights.get(e[0], 0.0) + e[3]
+    dominant = max(weights, key=lambda k: weights[k])
+    total = sum(e[3] for _, e in scored)
+    valence = sum(e[1] * e[3] for _, e in scored) / total
+    arousal = sum(e[2] for _, e in scored) / len(scored)
+    peak_u, peak = max(scored, key=lambda pair: pair[1][3])
+    mean_intensity = total / len(scored)
+    intensity = min(1.0, mean_intensity * (0.6 + 0.4 * min(1.0, len(scored) / 4)))
+    note = (
+        f"当天对话的整体情绪：{dominant}（{len(scored)} 条带情绪的消息）"
+        if zh
+        else f"Overall mood of the conversation: {dominant} ({len(scored)} emotional messages)."
+    )
+    anchors = [
+        AnchorCandidate(
+            conversation_id,
+            peak_u.created_at,
+            dominant,
+            round(valence, 2),
+            round(arousal, 2),
+            round(intensity, 2),
+            _shorten(peak[4]),
+            note,
+        )
+    ]
+    previous = scored[0][1]
+    for u, e in scored[1:]:
+        if len(anchors) >= _MAX_ANCHORS:
+            break
+        if previous[1] * e[1] < 0 and abs(e[1] - previous[1]) >= 0.9:
+            who = u.speaker or u.role
+            note = (
+                f"情绪转折：{previous[0]} → {e[0]}（{who}）"
+                if zh
+                else f"Turning point: mood shifted from {previous[0]} to {e[0]} ({who})."
+            )
+            anchors.append(
+                AnchorCandidate(
+                    conversation_id,
+                    u.created_at,
+                    e[0],
+                    round(e[1], 2),
+                    round(e[2], 2),
+                    round(min(1.0, e[3] + 0.1), 2),
+                    _shorten(e[4]),
+                    note,
+                )
+            )
+        previous = e
+    return anchors
+
+
+def _shorten(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def detect_anchors(utterances: list[Utterance]) -> list[AnchorCandidate]:
+    """Limbic-stage candidates: each conversation's mood plus valence turning points.
+
+    At most three per conversation; a conversation without emotion words gets none
+    (restraint: neutral talk is not an emotional memory).
+    """
+    by_conversation: dict[str, list[Utterance]] = {}
+    for u in sorted(utterances, key=lambda u: u.created_at):
+        by_conversation.setdefault(u.conversation_id, []).append(u)
+    return [a for cid, utts in by_conversation.items() for a in _conversation_anchors(cid, utts)]
+
+
+# --- dedup against message 2 ---------------------------------------------------------
+
+
+def _tokens(text: str) -> set[str]:
+    """Content words, plus Chinese character bigrams, for overlap measures."""
+    key = normalize_key(text)
+    words = {w for w in key.split() if w not in lx.STOPWORDS and not _CJK.search(w)}
+    cjk = "".join(_CJK.findall(key))
+    return words | {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+
+
+@dataclass
+class _Known:
+    memory_id: int | None  # None: created by an earlier candidate of this batch
+    content: str
+    tokens: set[str]
+    decision: int | None  # index of the decision that currently writes this entry
+
+
+def _relation(key: str, tokens: set[str], known: _Known) -> tuple[int, str]:
+    """(rank, kind): twin > contained > fuller > near; rank 0 means unrelated."""
+    if key == normalize_key(known.content):
+        return 4, "twin"
+    if not tokens or not known.tokens:
+        return 0, ""
+    common = len(tokens & known.tokens)
+    in_known, in_new = common / len(tokens), common / len(known.tokens)
+    if in_known >= 0.9 and in_new >= 0.9:
+        return 4, "twin"
+    if in_known >= 0.85:
+        return 3, "contained"
+    if in_new >= 0.85 and len(tokens) > len(known.tokens):
+        return 2, "fuller"
+    if common / len(tokens | known.tokens) >= 0.75:
+        return 1, "near"
+    return 0, ""
+
+
+def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int, str]]) -> list[Decision]:
+    """One decision per candidate against active memories of the same sessions.
+
+    A twin or a candidate already contained in a memory is skipped; a fuller
+    version of a memory updates that memory; candidates of the same batch are
+    compared too, so no near-duplicate is ever created.
+    """
+    known = [_Known(mid, content, _tokens(content), None) for mid, content in existing]
+    decisions: list[Decision] = []
+    for cand in candidates:
+        tokens = _tokens(cand.content)
+        best, rank, kind = None, 0, ""
+        for entry in known:
+            r, k = _relation(cand.key, tokens, entry)
+            if r > rank:
+                best, rank, kind = entry, r, k
+        if best is None:
+            known.append(_Known(None, cand.content, tokens, len(decisions)))
+            decisions.append(Decision("create", cand, None, cand.content, "new"))
+            continue
+        ref = f"f-{best.memory_id}" if best.memory_id is not None else "an earlier candidate"
+        if kind != "fuller":
+            decisions.append(Decision("skip", cand, best.memory_id, None, f"{kind} of {ref}"))
+            continue
+        if best.decision is not None:  # an earlier write of this batch is superseded
+            old = decisions[best.decision]
+            decisions[best.decision] = Decision(
+                "skip", old.candidate, best.memory_id, None, "superseded by a fuller candidate"
+            )
+        action = "update" if best.memory_id is not None else "create"
+        best.content, best.tokens, best.decision = cand.content, tokens, len(decisions)
+        decisions.append(Decision(action, cand, best.memory_id, cand.content, f"fuller version of {ref}"))
+    return decisions

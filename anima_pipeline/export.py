@@ -1,0 +1,110 @@
+"""`anima export --markdown DIR`: the store as the skill seed's human-readable workspace.
+
+    MEMORY.md              active memories by type, pinned first, with ids and sources
+    memory/YYYY-MM-DD.md   the day summary and that day's memory changes
+    bank/entities/*.md     per-person / pet / place pages (from the dream journal's suggestions)
+    bank/concepts/*.md     per-topic pages
+
+One anima exports into DIR itself; several go to DIR/<anima_id>/. Read-only on the store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+from anima_pipeline.store.db import Connection
+from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo
+
+_TYPE_TITLES = {
+    "world": "World (W)", "experience": "Experience (B)", "preference": "Preferences",
+    "opinion": "Opinions (O)", "imprint": "Imprints",
+}
+
+
+def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None) -> dict[str, int]:
+    all_animas = [r["anima_id"] for r in conn.execute(
+        "SELECT DISTINCT anima_id FROM conversation UNION SELECT DISTINCT anima_id FROM semantic_memory ORDER BY 1"
+    ).fetchall()]
+    chosen = [a for a in all_animas if animas is None or a in animas]
+    missing = sorted(set(animas or []) - set(all_animas))
+    if missing:
+        raise ValueError(f"unknown anima(s): {', '.join(missing)}; known: {', '.join(all_animas) or 'none'}")
+    counts = {"animas": 0, "memories": 0, "day_files": 0, "bank_pages": 0}
+    for anima in chosen:
+        target = out if len(chosen) == 1 else out / _slug(anima)
+        c = _export_one(conn, anima, target)
+        counts["animas"] += 1
+        for k in ("memories", "day_files", "bank_pages"):
+            counts[k] += c[k]
+    return counts
+
+
+def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
+    (out / "memory").mkdir(parents=True, exist_ok=True)
+    mems = MemoryRepo(conn).active(anima)
+    lines = [f"# MEMORY — {anima}", "", f"{len(mems)} active memories. Ids are what citations use: [[anima:f-N]].", ""]
+    for t in MEMORY_TYPES:
+        group = sorted((m for m in mems if m.type == t), key=lambda m: (not m.pinned, -m.reference_count, m.id))
+        if not group:
+            continue
+        lines += [f"## {_TYPE_TITLES[t]}", ""]
+        for m in group:
+            pin = "📌 " if m.pinned else ""
+            observed = f", observed {m.observed_at:%Y-%m-%d}" if m.observed_at else ""
+            lines.append(f"- {pin}**{m.ref}** {m.content}  ")
+            lines.append(f"  <sub>sources: {', '.join(m.source_sessions) or '—'}{observed}; "
+                         f"confidence {m.confidence:.2f}; cited {m.reference_count:.2f}</sub>")
+        lines.append("")
+    (out / "MEMORY.md").write_text("\n".join(lines), encoding="utf-8")
+
+    days: dict[date, dict] = defaultdict(lambda: {"summary": None, "events": []})
+    for row in conn.execute(
+        "SELECT period_start, content FROM temporal_summary WHERE anima_id = %s AND level = 'day'", (anima,)
+    ).fetchall():
+        days[row["period_start"]]["summary"] = row["content"]
+    for row in conn.execute(
+        """SELECT day, step, op, memory_id, before, after FROM memory_event
+           WHERE anima_id = %s AND table_name = 'semantic_memory' AND day IS NOT NULL ORDER BY id""",
+        (anima,),
+    ).fetchall():
+        days[row["day"]]["events"].append(row)
+    for d, info in sorted(days.items()):
+        body = [f"# {d.isoformat()}", ""]
+        if info["summary"]:
+            body += ["## Summary", "", info["summary"], ""]
+        if info["events"]:
+            body += ["## Memory changes", ""]
+            for e in info["events"]:
+                after, before = e["after"] or {}, e["before"] or {}
+                text = after.get("content") or before.get("content") or ""
+                extra = f" → f-{after['superseded_by']}" if after.get("superseded_by") else ""
+                body.append(f"- `{e['step']}` {e['op']} f-{e['memory_id']}{extra}: {text}")
+            body.append("")
+        (out / "memory" / f"{d.isoformat()}.md").write_text("\n".join(body), encoding="utf-8")
+
+    pages = 0
+    suggestions: dict[tuple[str, str], str] = {}
+    for row in conn.execute(
+        "SELECT bank_suggestions FROM dream_journal WHERE anima_id = %s ORDER BY day", (anima,)
+    ).fetchall():
+        for s in row["bank_suggestions"] or []:
+            suggestions[(s["kind"], _slug(s["slug"]))] = s["seed_content"]  # the latest night wins
+    for (kind, slug), seed in sorted(suggestions.items()):
+        folder = out / "bank" / ("entities" if kind == "entity" else "concepts")
+        folder.mkdir(parents=True, exist_ok=True)
+        words = slug.replace("-", " ")
+        related = [m for m in mems if words.lower() in m.content.lower()]
+        page = [f"# {words.title()}", "", seed, ""]
+        if related:
+            page += ["## Memories", ""] + [f"- **{m.ref}** {m.content}" for m in related] + [""]
+        (folder / f"{slug}.md").write_text("\n".join(page), encoding="utf-8")
+        pages += 1
+    return {"memories": len(mems), "day_files": len(days), "bank_pages": pages}
+
+
+def _slug(text: str) -> str:
+    slug = re.sub(r"[^\w-]+", "-", text.strip().lower(), flags=re.UNICODE).strip("-")
+    return slug or "untitled"
