@@ -26,8 +26,10 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="The memory database: migrate, stop the embedded server.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: rich would turn "archive.jsonl:100: ..." into "archive.jsonl💯 ..."; errors are
+# not wrapped, so a long file:line stays on one line for copying.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)
 
 
 def _settings() -> Settings:

@@ -5,7 +5,8 @@ whitelist, every `tool_use` block that comes back is executed through the same
 `ToolRunner` the offline engine uses, and the results go back as one user turn of
 `tool_result` blocks until the model ends its turn. Three bounds keep a night's run
 finite: the SDK's retries (429/529/5xx/timeouts, exponential backoff, `retry-after`
-honoured), `max_turns` per step, and the run's `Budget`, checked before every call.
+honoured up to `max_retry_wait`), `max_turns` per step, and the run's `Budget`, checked
+before every call.
 
 The API key stays a `SecretStr` on the engine and is never logged, put in an error
 message or shown in a repr; request headers are never logged.
@@ -35,6 +36,20 @@ log = logging.getLogger(__name__)
 
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
 _EPHEMERAL = {"type": "ephemeral"}
+
+
+class _Client(anthropic.Anthropic):
+    """The SDK client with a ceiling on each retry's wait.
+
+    SDK 2.x honours any `retry-after` (up to ~49 days; older SDKs ignored values over
+    60 s), so one header could stall a night's run for hours. Waiting less than asked
+    may earn another 429, which only spends a retry: the step then fails clearly.
+    """
+
+    max_retry_wait: float = 60.0
+
+    def _calculate_retry_timeout(self, *args: Any, **kwargs: Any) -> float:
+        return min(super()._calculate_retry_timeout(*args, **kwargs), self.max_retry_wait)
 
 
 def _is_retryable(err: anthropic.APIStatusError) -> bool:
@@ -95,10 +110,13 @@ class AnthropicEngine:
         budget: Budget | None = None,
         timeout: float = 120,
         max_retries: int = 4,
+        max_retry_wait: float = 60.0,
     ) -> None:
         price_for(model)  # an unpriced model would make the budget meaningless: fail now
         if not 0 <= max_retries <= 10:
             raise ValueError(f"max_retries must be between 0 and 10, got {max_retries}")
+        if max_retry_wait < 0:
+            raise ValueError(f"max_retry_wait must be >= 0 seconds, got {max_retry_wait}")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         key = api_key.get_secret_value()
@@ -110,7 +128,7 @@ class AnthropicEngine:
         self.timeout = timeout
         self.max_retries = max_retries
         self._api_key = api_key
-        self._client = anthropic.Anthropic(
+        self._client = _Client(
             api_key=key,
             base_url=base_url,
             max_retries=max_retries,
@@ -119,6 +137,7 @@ class AnthropicEngine:
             # documents `x-api-key` for API keys, so send it there and only there.
             default_headers={"x-api-key": key, "Authorization": anthropic.omit},
         )
+        self._client.max_retry_wait = max_retry_wait
 
     def __repr__(self) -> str:
         return (

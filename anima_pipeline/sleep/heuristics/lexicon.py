@@ -15,7 +15,7 @@ import re
 # Interjections and discourse openers stripped from the start of a sentence:
 # they carry no fact and only inflate memory size.
 LEADING_FILLERS = re.compile(
-    r"^(?:(?:wow+|whoa|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
+    r"^(?:(?:thanks? (?:you )?(?:so much )?for (?:asking|sharing|the [\w-]+|your [\w-]+|that)|wow+|whoa|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
     r"well|hey+|hi+|hello|so|um+|uh+|hmm+|ok|okay|alright|sure|cool|nice|great|awesome|sweet|"
     r"totally|definitely|absolutely|honestly|actually|anyway|anyways|btw|by the way|guess what|"
     r"you know what|you know|i mean|exactly|right|true|thanks|thank you|thx|also|and|but|plus|"
@@ -34,6 +34,7 @@ COPULA_INTENSIFIER = re.compile(
     r"\b(is|was|were|are|am|be|been|feel|felt|feels|'s|'m|'re)\s+(?:so|very|pretty|quite|extremely|incredibly)\s+",
     re.IGNORECASE,
 )
+EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\ufe0f\u200d]+")
 PHOTO_TAG = re.compile(
     r"\[(?:shares?|shared|sends?|sent) (?:a |an )?(?:photo|image|picture|link)[^\]]*\]", re.I
 )
@@ -97,7 +98,7 @@ NOT_PAST_ED = frozenset(
 
 _ADV = r"(?:(?:\w+ly|really|just|also|still|always|never|absolutely|totally|kinda|even|now)\s+)*"
 EN_PREFERENCE = re.compile(
-    r"\b(?:I|we)\s+(?:'m\s+|am\s+|'ve\s+|have\s+)?"
+    r"\b(?:I|we)(?:'m|'ve|'re|\s+am|\s+have|\s+are)?\s+"
     + _ADV
     + r"(?:love[sd]?|like[sd]?|enjoy(?:s|ed)?|adore[sd]?|"
     r"hate[sd]?|prefer(?:s|red)?|dislike[sd]?|can't stand|loving|enjoying|been loving|been into|"
@@ -106,9 +107,11 @@ EN_PREFERENCE = re.compile(
     re.IGNORECASE,
 )
 EN_PLAN = re.compile(
-    r"\b(?:I|we)\s+(?:'m|am|are|'re)\s+" + _ADV + r"(?:going to|gonna|planning|thinking (?:about|of)|hoping|"
+    r"\b(?:I|we)(?:'m|'re|\s+am|\s+are)\s+"
+    + _ADV
+    + r"(?:going to|gonna|planning|thinking (?:about|of)|hoping|"
     r"about to|looking forward|considering|aiming|trying to)\b"
-    r"|\b(?:I|we)\s+" + _ADV + r"(?:plan|want|intend|hope|aim|decided|'ll|will|would like|'d like|"
+    r"|\b(?:I|we)(?:'ll|'d)\b|\b(?:I|we)\s+" + _ADV + r"(?:plan|want|intend|hope|aim|decided|will|would like|"
     r"can't wait|cannot wait)\b|^(?:going to|gonna|planning|thinking of|hoping to)\b",
     re.IGNORECASE,
 )
@@ -203,9 +206,13 @@ ZH_EVENT = re.compile(
     r"(?:去|参加|开始|完成|学会|学|买|看|做|吃|玩|见|遇到|发现|获得|赢|换|搬|认识|报名|加入|参观|逛|听|读|写|画|跑)了"
     r"|了(?:一|个|场|次|趟|部|本|首|家)|(?:去|到)过"
 )
-ZH_STRONG_WORLD = re.compile(r"我叫|名字|养了|养着|在\S{1,12}(?:工作|上班|上学|读书)|住在|来自|老家|我是(?!说)")
+ZH_STRONG_WORLD = re.compile(
+    r"我叫|名字|养了|养着|在\S{1,12}(?:工作|上班|上学|读书)|住在|来自|老家|我是(?!说)"
+)
 SELF_INTRO = re.compile(r"\bmy name(?:'s| is)\b|\bcall me\b|我叫|我的名字", re.I)
-TRAILING_FILLERS = re.compile(r"(?:[,\s]+(?:haha+|hehe|lol|lmao|:\)|:D|xd|right|you know|though))+\s*([.!]*)$", re.I)
+TRAILING_FILLERS = re.compile(
+    r"(?:[,\s]+(?:haha+|hehe|lol|lmao|:\)|:D|xd|right|you know|though))+\s*([.!]*)$", re.I
+)
 ZH_SERVICE = re.compile(
     r"我(?:可以|会|能|建议|推荐|理解|明白|很高兴|很乐意|相信你|是你的|一直在|随时)|作为(?:一个)?AI|AI伴侣"
 )

@@ -92,6 +92,7 @@ _ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|vs|etc|e\.g|i\.e|Mt)\.$"
 _EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
 _MAX_CHARS = 240
+_MIN_SCORE = 2.5  # informativeness a sentence needs to become a memory (see _en_score)
 
 
 def is_chinese(text: str) -> bool:
@@ -107,7 +108,7 @@ def normalize_key(text: str) -> str:
 
 
 def _clean(text: str) -> str:
-    text = lx.PHOTO_TAG.sub(" ", lx.URL.sub(" ", text))
+    text = lx.EMOJI.sub(" ", lx.PHOTO_TAG.sub(" ", lx.URL.sub(" ", text)))
     text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
     return re.sub(r"[ \t]+", " ", text).strip()
 
@@ -277,46 +278,129 @@ def _conjugate(word: str) -> str:
     return word + "s"
 
 
-def _subject_sub(pronoun: str, name: str, text: str) -> str:
-    """Replace a subject pronoun ('I' or 'you') by a name, fixing the verb that follows."""
-    fixed = (
-        (rf"\b{pronoun}(?:'m| am|'re| are)\b", f"{name} is"),
-        (rf"\b{pronoun}(?:'ve| have)\b", f"{name} has"),
-        (rf"\b{pronoun}(?:'ll| will)\b", f"{name} will"),
-        (rf"\b{pronoun}'d(?=\s+(?:been|had|gone|done|seen|\w+ed)\b)", f"{name} had"),
-        (rf"\b{pronoun}'d\b", f"{name} would"),
-        (rf"\b{pronoun} (?:was|were)\b", f"{name} was"),
-    )
-    flags = 0 if pronoun == "I" else re.I
-    for pattern, repl in fixed:
-        text = re.sub(pattern, repl, text, flags=flags)
-    adverbs = "|".join(sorted(lx.ADVERBS))
-    return re.sub(
-        rf"\b{pronoun}\b((?:\s+(?:{adverbs}|\w+ly))*)\s+([A-Za-z']+)",
-        lambda m: f"{name}{m.group(1)} {_conjugate(m.group(2))}",
-        text,
-        flags=flags,
-    )
+_TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+_YOU_VERBS = frozenset(
+    """are were have had love like enjoy prefer hate work live want need go make do get know think feel
+    seem look sound said told mentioned went got did made""".split()
+)
+_SENTENCE_START = re.compile(r"(?:^|[.!?;:]\s*|[-–—]\s*)$")
 
 
-def _third_person(text: str, speaker: str, other: str) -> str:
-    """Rewrite first person into the speaker's name and second person into the other's."""
-    text = re.sub(r"\b(?:you|You)(?= mentioned| said| told me)\s+\w+(?: me)?(?: that)?\s+(?=you\b)", "", text)
-    text = _subject_sub("I", speaker, text)
-    for pattern, repl in (
-        (r"\b[Ww]e(?:'re| are)\b", f"{speaker} and others are"),
-        (r"\b[Ww]e(?:'ve)\b", f"{speaker} and others have"),
-        (r"\b[Ww]e'll\b", f"{speaker} and others will"),
-        (r"\b[Ww]e\b", f"{speaker} and others"),
-        (r"\b(?:[Mm]y|[Oo]ur|mine|ours)\b", f"{speaker}'s"),
-        (r"\bmyself\b", speaker),
-        (r"\b(?:me|us)\b", speaker),
-    ):
-        text = re.sub(pattern, repl, text)
-    text = _subject_sub("you", other, text)
-    for pattern, repl in ((r"\byour(?:s)?\b", f"{other}'s"), (r"\byourself\b", other), (r"\byou\b", other)):
-        text = re.sub(pattern, repl, text, flags=re.I)
-    return text
+class _Rewriter:
+    """First person -> the speaker (name on first mention, then 'they'), second person -> the other.
+
+    One left-to-right pass so that the verb after a replaced subject is conjugated
+    and the name is written once, which keeps memories short and unambiguous.
+    """
+
+    def __init__(self, speaker: str, other: str, mentioned: bool = False) -> None:
+        self.speaker, self.other = speaker, other
+        self.subject_named = self.any_named = mentioned
+        self.later = True  # may later mentions use they/them/their?
+
+    def __call__(self, text: str) -> str:
+        text = re.sub(r"\b[Yy]ou (?:mentioned|said|told me)(?: that)? (?=you\b)", "", text)
+        if re.search(r"\b(?:they|them|their|theirs|they're|they've)\b", text, re.I):
+            self.later = False  # 'they' would be ambiguous: keep the name everywhere
+        tokens = list(_TOKEN.finditer(text))
+        repl: dict[int, str] = {}
+        for i, m in enumerate(tokens):
+            if i in repl:
+                continue
+            low = m.group(0).lower()
+            if (
+                low.startswith("i")
+                and low in ("i", "i'm", "i've", "i'll", "i'd")
+                and not m.group(0).startswith("I")
+            ):
+                continue  # a lowercase 'i' is not the pronoun
+            verb = self._next_verb(tokens, i)
+            out = self._first_person(low, tokens, verb, repl) or self._second_person(low, tokens, verb, repl)
+            if out is not None:
+                repl[i] = out
+        parts, pos = [], 0
+        for i, m in enumerate(tokens):
+            if i in repl:
+                word = repl[i]
+                if _SENTENCE_START.search(text[: m.start()]) and word[:1].islower():
+                    word = word[:1].upper() + word[1:]
+                parts += [text[pos : m.start()], word]
+                pos = m.end()
+        return "".join(parts) + text[pos:]
+
+    @staticmethod
+    def _next_verb(tokens: list[re.Match[str]], i: int) -> int | None:
+        j = i + 1
+        while j < len(tokens) and (
+            tokens[j].group(0).lower() in lx.ADVERBS or tokens[j].group(0).endswith("ly")
+        ):
+            j += 1
+        return j if j < len(tokens) else None
+
+    def _first_person(
+        self, low: str, tokens: list[re.Match[str]], verb: int | None, repl: dict[int, str]
+    ) -> str | None:
+        name_subject = not (self.subject_named and self.later)
+        subject = {"i": "", "i'm": "is|'re", "i've": "has|'ve", "i'll": "will|'ll", "i'd": "would|'d"}
+        if low in subject:
+            self.subject_named = self.any_named = True
+            if low == "i":
+                if verb is not None:
+                    v = tokens[verb].group(0)
+                    repl[verb] = (
+                        _conjugate(v) if name_subject else {"am": "are", "was": "were"}.get(v.lower(), v)
+                    )
+                return self.speaker if name_subject else "they"
+            named, short = subject[low].split("|")
+            if (
+                low == "i'd"
+                and verb is not None
+                and re.fullmatch(r"been|had|gone|done|seen|\w+ed", tokens[verb].group(0))
+            ):
+                named = "had"
+            return f"{self.speaker} {named}" if name_subject else f"they{short}"
+        plural = {"we": "", "we're": " are", "we've": " have", "we'll": " will", "we'd": " would"}
+        if low in plural:
+            first = not (self.any_named and self.later)
+            self.subject_named = self.any_named = True
+            return f"{self.speaker} and others{plural[low]}" if first else "they" + low[2:]
+        objects = {
+            "my": ("'s", "their"),
+            "our": ("'s", "their"),
+            "mine": ("'s", "theirs"),
+            "ours": ("'s", "theirs"),
+            "me": ("", "them"),
+            "myself": ("", "themself"),
+            "us": (" and others", "them"),
+        }
+        if low in objects:
+            suffix, later = objects[low]
+            first = not (self.any_named and self.later)
+            self.any_named = True
+            return f"{self.speaker}{suffix}" if first else later
+        return None
+
+    def _second_person(
+        self, low: str, tokens: list[re.Match[str]], verb: int | None, repl: dict[int, str]
+    ) -> str | None:
+        contracted = {"you're": " is", "you've": " has", "you'll": " will", "you'd": " would"}
+        if low in contracted:
+            return self.other + contracted[low]
+        if low in ("your", "yours"):
+            return f"{self.other}'s"
+        if low == "yourself":
+            return self.other
+        if low != "you":
+            return None
+        if verb is not None and tokens[verb].group(0).lower() in _YOU_VERBS | lx.MODALS:
+            v = tokens[verb].group(0)
+            repl[verb] = {"are": "is", "were": "was"}.get(v.lower()) or _conjugate(v)
+        return self.other
+
+
+def _third_person(text: str, speaker: str, other: str, mentioned: bool = False) -> str:
+    """Rewrite a sentence so it names its people; see _Rewriter."""
+    return _Rewriter(speaker, other, mentioned)(text)
 
 
 def _strip_en(sentence: str, names: Sequence[str]) -> str:
@@ -450,7 +534,7 @@ def _stamp(content: str, ftype: str, said_on: date, zh: bool) -> str:
     if ftype not in ("experience", "imprint") or _ISO_DATE.search(content):
         return content
     body = content.rstrip("。.!！")
-    return f"{body}（截至{said_on.isoformat()}）。" if zh else f"{body} (as of {said_on.isoformat()})."
+    return f"{body}（{said_on.isoformat()}）。" if zh else f"{body} ({said_on.isoformat()})."
 
 
 def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, float] | None:
@@ -469,7 +553,11 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
             original = "I " + original[0].lower() + original[1:]
     titles = _titles(original)
     if titles and (lx.EN_RECOMMENDATION.search(original) or _YOU_SHOULD_TRY.search(original)):
-        return "experience", f"{ctx.speaker} recommended {', '.join(chr(34) + t + chr(34) for t in titles)} to {ctx.other}", 0.7
+        return (
+            "experience",
+            f"{ctx.speaker} recommended {', '.join(chr(34) + t + chr(34) for t in titles)} to {ctx.other}",
+            0.7,
+        )
     intro = re.search(r"\bmy name(?:'s| is) ([A-Z][\w-]+)", original)
     if intro and intro.group(1) == ctx.speaker:
         return "world", f"{ctx.label} name is {ctx.speaker}", 0.9
@@ -486,7 +574,7 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
         return None
     significance = narrative_significance(original)
     score = _en_score(original, ctx.names, significance) + (1.5 if you_mode else 0.0)
-    if score < 2.5:
+    if score < _MIN_SCORE:
         return None
     ftype = _en_type(original.replace("you", "I") if you_mode else original, significance)
     confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
@@ -529,7 +617,7 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     cues = (lx.ZH_PREFERENCE, lx.ZH_PLAN, lx.ZH_WORLD, lx.ZH_OPINION, lx.ZH_EVENT)
     score = (1.5 if any(c.search(text) for c in cues) else 0.0) + 0.25 * min(_zh_content_chars(text), 10)
     score += 1.0 if significance else 0.0
-    if score < 2.5:
+    if score < _MIN_SCORE:
         return None
     ftype = _zh_type(text.replace("你", "我") if you_mode else text, significance)
     confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
@@ -562,7 +650,7 @@ def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
             if named:
                 fact = ("world", named, 0.85)
             elif previous_kept and lx.PRONOUN_CONTINUATION.match(sentence) and _is_informative(sentence):
-                tail = _third_person(_strip_en(sentence, ctx.names), ctx.speaker, ctx.other)
+                tail = _third_person(_strip_en(sentence, ctx.names), ctx.speaker, ctx.other, mentioned=True)
                 last = out[-1]
                 merged = last.content.rstrip(".") + "; " + tail[:1].lower() + tail[1:]
                 if len(merged) <= _MAX_CHARS and not tail.endswith("?"):

@@ -1,0 +1,1 @@
+"""The nightly sleep cycle as Dagster assets (DESIGN §4)."""

@@ -1,0 +1,600 @@
+"""Pattern extraction of (subject, attribute, value, polarity) facts, English and Chinese.
+
+Deep sleep round 1 needs to know when two memories talk about the *same* exclusive
+attribute of the *same* person. The offline engine cannot understand language, so it
+recognises a small, explicit set of sentence shapes and nothing else; a sentence it does
+not recognise yields no fact, which means "never flagged" — the safe direction for a step
+that deprecates memories.
+
+Attributes and how a newer differing value is judged (see `ATTRIBUTE_CLASS`):
+
+- immutable: chinese_zodiac (属虎 / "born in the Year of the Tiger"), zodiac_sign,
+  birthday, hometown ("is from", 老家, 来自) — two values cannot both be true.
+- exclusive: occupation ("works as", 职业是, 是一名), age — a contradiction unless the
+  newer statement marks a change ("now", 现在, "turned", ...) or, for age, the years
+  elapsed between the observations explain the difference.
+- changeable: residence ("lives in", "moved to", 住在, 搬到), employer ("works at",
+  在…工作), relationship (single / married / dating, 单身 / 结婚了) — a newer value simply
+  supersedes the older one.
+- preference: likes ("likes / doesn't like X", 喜欢 / 不喜欢 X). Only the *same* object
+  with opposite polarity collides; "likes apples" and "likes cherries" coexist.
+  "now prefers A over B" (更喜欢A而不是B + a change marker) also denies B, which is how
+  "likes Python" expires against "now prefers TypeScript over Python"; a bare "now
+  prefers TypeScript" says nothing about Python and never collides with it.
+
+The subject is the named person the clause is about ("caroline's daughter", "张三"),
+lower-cased; "she"/"他" are resolved to the person named earlier in the same memory, and a
+clause whose subject cannot be named yields no fact, so different people never collide.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from .sentences import split_sentences
+from .similarity import has_cjk
+
+ATTRIBUTE_CLASS: dict[str, str] = {
+    "chinese_zodiac": "immutable",
+    "zodiac_sign": "immutable",
+    "birthday": "immutable",
+    "hometown": "immutable",
+    "occupation": "exclusive",
+    "age": "exclusive",
+    "residence": "changeable",
+    "employer": "changeable",
+    "relationship": "changeable",
+    "likes": "preference",
+}
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One recognised statement. `polarity` is +1 (asserted) or -1 (denied, e.g. "doesn't
+    like", "no longer lives in"); `changed` says the clause itself announces a change of
+    state ("now", "no longer", "moved", 现在, 不再), which turns a clash into an expiry."""
+
+    subject: str
+    attribute: str
+    value: str
+    polarity: int
+    changed: bool
+
+
+# --- vocabularies -----------------------------------------------------------------------
+
+_ANIMALS = {
+    "rat": "rat", "mouse": "rat", "ox": "ox", "cow": "ox", "buffalo": "ox", "tiger": "tiger",
+    "rabbit": "rabbit", "hare": "rabbit", "dragon": "dragon", "snake": "snake",
+    "horse": "horse", "goat": "goat", "sheep": "goat", "ram": "goat", "monkey": "monkey",
+    "rooster": "rooster", "chicken": "rooster", "dog": "dog", "pig": "pig", "boar": "pig",
+    "鼠": "rat", "牛": "ox", "虎": "tiger", "兔": "rabbit", "龙": "dragon", "蛇": "snake",
+    "马": "horse", "羊": "goat", "猴": "monkey", "鸡": "rooster", "狗": "dog", "猪": "pig",
+}  # fmt: skip
+_SIGNS = {
+    "aries": "aries", "taurus": "taurus", "gemini": "gemini", "cancer": "cancer", "leo": "leo",
+    "virgo": "virgo", "libra": "libra", "scorpio": "scorpio", "sagittarius": "sagittarius",
+    "capricorn": "capricorn", "aquarius": "aquarius", "pisces": "pisces",
+    "白羊": "aries", "金牛": "taurus", "双子": "gemini", "巨蟹": "cancer", "狮子": "leo",
+    "处女": "virgo", "天秤": "libra", "天平": "libra", "天蝎": "scorpio", "射手": "sagittarius",
+    "人马": "sagittarius", "摩羯": "capricorn", "山羊": "capricorn", "水瓶": "aquarius",
+    "宝瓶": "aquarius", "双鱼": "pisces",
+}  # fmt: skip
+_MONTHS = {
+    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
+    "apr": 4, "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8,
+    "september": 9, "sept": 9, "sep": 9, "october": 10, "oct": 10, "november": 11, "nov": 11,
+    "december": 12, "dec": 12,
+}  # fmt: skip
+_RELATIONSHIP = {
+    "single": "single", "married": "married", "divorced": "divorced", "engaged": "engaged",
+    "widowed": "widowed", "separated": "separated", "dating": "in a relationship",
+    "in a relationship": "in a relationship", "seeing someone": "in a relationship",
+    "boyfriend": "in a relationship", "girlfriend": "in a relationship",
+    "partner": "in a relationship", "broke up": "single",
+    "单身": "single", "已婚": "married", "离异": "divorced", "丧偶": "widowed",
+    "结婚": "married", "离婚": "divorced", "订婚": "engaged", "分手": "single",
+    "女朋友": "in a relationship", "男朋友": "in a relationship", "对象": "in a relationship",
+    "伴侣": "in a relationship", "谈恋爱": "in a relationship",
+}  # fmt: skip
+
+# Gendered relation nouns let "she" after "Caroline's son" resolve to Caroline, and after
+# "Caroline's daughter" to the daughter.
+_MALE = {
+    "son", "brother", "father", "dad", "husband", "boyfriend", "grandfather", "grandpa",
+    "uncle", "nephew", "grandson", "stepson", "儿子", "哥哥", "弟弟", "爸爸", "父亲", "丈夫",
+    "老公", "男朋友", "爷爷", "外公", "叔叔", "舅舅", "侄子", "孙子",
+}  # fmt: skip
+_FEMALE = {
+    "daughter", "sister", "mother", "mom", "mum", "wife", "girlfriend", "grandmother",
+    "grandma", "aunt", "niece", "granddaughter", "stepdaughter", "女儿", "姐姐", "妹妹",
+    "妈妈", "母亲", "妻子", "老婆", "女朋友", "奶奶", "外婆", "阿姨", "姑姑", "侄女", "孙女",
+}  # fmt: skip
+
+_EN_PRONOUNS = {"he": "m", "she": "f", "him": "m", "her": "f", "his": "m"}
+_CN_PRONOUNS = {"他": "m", "她": "f"}
+# Subjects that cannot name anyone on their own: never compared across memories.
+_UNRESOLVABLE = {
+    "it", "they", "them", "their", "its", "we", "you", "this", "that", "these", "those",
+    "someone", "somebody", "everyone", "everybody", "people", "who", "which", "there",
+    "它", "他们", "她们", "它们", "这", "那", "这个", "那个", "大家", "有人", "别人",
+}  # fmt: skip
+# A "subject" containing one of these is a mis-parse (reported speech, a modal, a clause).
+_EN_SUBJECT_STOP = re.compile(
+    r"\b(?:is|was|are|were|be|been|has|have|had|and|or|but|who|which|that|said|says|say|"
+    r"thinks?|believes?|feels?|looks?|seems?|sounds?|acts?|would|will|should|could|can|"
+    r"might|may|must|wants?|not|to|if|when|because|so|than|like|likes|by|with|about)\b"
+)
+_CN_SUBJECT_STOP = re.compile(r"[有说是在和跟把被给对觉认想要会个为]|以为|知道")
+_EN_ADVERBS = (
+    r"also|still|now|currently|really|actually|definitely|certainly|truly|genuinely|"
+    r"absolutely|always|originally|apparently|reportedly|recently|just|even|too"
+)
+_CN_ADVERBS = (
+    "也|还是|还|都|很|非常|特别|最|一直|现在|目前|如今|已经|今年|本来|其实|真的|确实|更|原本|"
+    "仍然|依然|从小"
+)  # no 正/则/就: common last characters of given names, and the subject match is lazy
+_USER_ALIASES = {"user", "the user", "用户", "该用户", "这位用户"}
+
+# A clause that announces a change of state: its fact supersedes rather than contradicts.
+_CHANGE_EN = re.compile(
+    r"\b(?:now|no\s+longer|not\s+any\s*more|any\s*more|currently|these\s+days|nowadays|"
+    r"recently|moved|relocated|switched|changed|turned|since\s+then|has\s+become|became)\b"
+)
+_CHANGE_CN = re.compile(
+    r"现在|如今|目前|最近|不再|已经不|搬到|搬去|搬回|换了|改为|转而|后来|当上|入职|跳槽|结婚了|离婚了|分手了|订婚了"
+)
+
+_CN_NUM = "零〇一二两三四五六七八九十百"
+
+# --- clause text ------------------------------------------------------------------------
+
+
+def _clause_text(text: str) -> str:
+    """NFKC, straight apostrophes, lowercase, single spaces: the form patterns see."""
+    text = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u2018", "'")
+    return re.sub(r"\s+", " ", text.lower()).strip()
+
+
+_CLAUSE_SPLIT = re.compile(
+    r"[,，、:：]|\s+(?:and|but|while|whereas)\s+|而且|并且|但是|不过|(?<!不)但|同时"
+)
+_LEADING_CONNECTOR = re.compile(r"^(?:(?:and|also|but|so|then|plus)\s+|也|还|并且|而且)+")
+
+
+def _clauses(text: str) -> list[str]:
+    out: list[str] = []
+    for sentence in split_sentences(unicodedata.normalize("NFKC", text)):
+        for clause in _CLAUSE_SPLIT.split(_clause_text(sentence)):
+            clause = clause.strip(" .!?;。！？；\"'()[]“”「」『』（）")
+            if clause:
+                out.append(clause)
+    return out
+
+
+# --- subjects ---------------------------------------------------------------------------
+
+_POSSESSIVE_EN = re.compile(r"^(?P<owner>.+?)(?:'s|s')\s+(?P<rel>.+)$")
+_POSSESSIVE_CN = re.compile(r"^(?P<owner>.+?)的(?P<rel>.+)$")
+
+
+def _relation_gender(relation: str) -> str | None:
+    head = relation.strip().split(" ")[-1].lower()
+    if head in _MALE:
+        return "m"
+    if head in _FEMALE:
+        return "f"
+    return None
+
+
+def resolve_pronoun(gender: str | None, antecedent: str) -> str:
+    """Who "she"/"he" (gender 'f'/'m') means after `antecedent`: the relation in
+    "Caroline's daughter" when the gender fits it (or is unknown), else its owner."""
+    for pattern in (_POSSESSIVE_EN, _POSSESSIVE_CN):
+        m = pattern.match(antecedent)
+        if m:
+            rel_gender = _relation_gender(m["rel"])
+            if gender is not None and rel_gender is not None and rel_gender != gender:
+                return m["owner"]
+            return antecedent
+    return antecedent
+
+
+def _possessive(owner: str, relation: str, cjk: bool) -> str:
+    return f"{owner}的{relation}" if cjk else f"{owner}'s {relation}"
+
+
+def _clean_subject(raw: str, context: str | None) -> str | None:
+    """Canonical subject, or None when the clause does not name anyone we can identify."""
+    subject = _LEADING_CONNECTOR.sub("", raw.strip())
+    subject = re.sub(rf"(?:\s+(?:{_EN_ADVERBS}))+$", "", subject)
+    subject = subject.strip()
+    if not subject:
+        return None
+    words = subject.split(" ")
+    if words[0] in _EN_PRONOUNS or words[0] in _UNRESOLVABLE:
+        gender = _EN_PRONOUNS.get(words[0])
+        if gender is None or context is None:
+            return None
+        target = resolve_pronoun(gender, context)
+        subject = _possessive(target, " ".join(words[1:]), False) if len(words) > 1 else target
+    elif subject[0] in _CN_PRONOUNS and not subject.startswith(("他们", "她们")):
+        if context is None:
+            return None
+        target = resolve_pronoun(_CN_PRONOUNS[subject[0]], context)
+        subject = target + subject[1:]
+    elif subject in _UNRESOLVABLE or subject.startswith(("他们", "她们", "它")):
+        return None
+    if subject.startswith("the ") and subject != "the user":
+        subject = subject[4:]
+    if subject in _USER_ALIASES:
+        return "user"
+    if re.search(r"\d", subject):
+        return None
+    if re.search(r"[a-z]", subject):
+        if len(subject.split(" ")) > 5 or _EN_SUBJECT_STOP.search(subject):
+            return None
+    elif len(subject) > 12 or _CN_SUBJECT_STOP.search(subject[1:]):
+        return None
+    return subject
+
+
+_EN_NAME = re.compile(
+    r"^\s*(?P<name>(?:[Tt]he\s+)?[Uu]ser|[A-Z][\w.-]*(?:['\u2019][A-Z][\w-]*)?(?:\s+[A-Z][\w-]*){0,2})"
+    r"(?:(?:'s|\u2019s)\s+(?P<rel>(?:(?:younger|older|elder|eldest|youngest|oldest|little|big|"
+    r"baby|best|new|late)\s+)?[a-z]+(?:-in-law)?))?(?=[\s,.;!?]|$)"
+)
+_EN_NOT_NAMES = {
+    "the", "a", "an", "in", "on", "at", "last", "next", "this", "that", "these", "those", "it",
+    "he", "she", "they", "we", "you", "i", "when", "after", "before", "during", "since",
+    "yesterday", "today", "tomorrow", "recently", "also", "and", "but", "so", "her", "his",
+    "their", "its", "my", "our", "your", "there", "here", "then", "if", "as", "while", "once",
+    "every", "each", "some", "many", "most", "both", "all", "one", "for", "from", "with",
+    "however", "although", "because", "now", "later", "earlier", "sometimes", "often",
+}  # fmt: skip
+# What may follow a Chinese name: an adverb, a verb, a number (age, date) or 的+attribute.
+_CN_VERB_ANCHOR = (
+    rf"(?:{_CN_ADVERBS}|是|在|有|喜欢|不|爱|讨厌|住|属|来自|出生|生于|会|要|想|觉得|认为|说|曾|和|跟|从|把|"
+    rf"被|刚|正在|每|总|对|给|常|经常|养|学|做|当|搬|结婚|离婚|单身|已婚|去|"
+    rf"的(?:生日|老家|家乡|星座|生肖|职业|工作|爱好))"
+)
+_CN_NAME = re.compile(
+    rf"^\s*(?P<subj>我们?|[^\s，。；！？,.;!?]{{2,12}}?)(?={_CN_VERB_ANCHOR}|[\d{_CN_NUM}]|\s*[，,])"
+)
+# Sentence openers that look like a topic before a comma but name no one.
+_CN_NOT_NAMES = {
+    "昨天", "今天", "明天", "前天", "后天", "去年", "今年", "明年", "上周", "下周", "周末", "最近",
+    "以前", "之前", "之后", "后来", "然后", "现在", "当时", "那天", "早上", "晚上", "另外", "此外",
+}  # fmt: skip
+
+
+def guess_subject(sentence: str) -> str | None:
+    """The person a sentence opens with, in its original casing ("Caroline",
+    "Caroline's daughter", "The user", "张三", "张三的女儿"), or None.
+
+    Deliberately narrow: a capitalised name or "the user" in English, a short run of
+    characters before a verb/adverb in Chinese. A wrong guess would put the wrong name
+    into a rewritten memory, so anything unclear is None.
+    """
+    m = _EN_NAME.match(sentence)
+    if m and re.match(r"\s+(?:and|&)\s+[A-Z]", sentence[m.end() :]):
+        return None  # "Mel and Caroline …": a later "she" could be either
+    if m and m["name"].split()[0].lower() not in _EN_NOT_NAMES - {"the"}:
+        name = m["name"]
+        if name.split()[0].lower() == "the" and not name.lower().endswith("user"):
+            return None
+        return f"{name}'s {m['rel']}" if m["rel"] else name
+    m = _CN_NAME.match(unicodedata.normalize("NFKC", sentence))
+    if m:
+        subject = m["subj"]
+        if subject in _CN_NOT_NAMES or subject.startswith(("他", "她", "它", "这", "那")) or (
+            len(subject) > 1 and re.search(_CN_VERB_ANCHOR, subject[1:])
+        ):
+            return None
+        return subject
+    return None
+
+
+# --- values -----------------------------------------------------------------------------
+
+_EN_VALUE_TAIL = re.compile(
+    r"(?:\s+(?:now|currently|these\s+days|nowadays|any\s*more|a\s+lot|very\s+much|so\s+much|"
+    r"too|as\s+well|either|again))+$"
+)
+# Circumstances that do not change *which* place or job it is: "lives in Paris with her
+# husband since 2020" is still Paris. Not applied to likes: "tea with milk" is not "tea".
+_EN_CIRCUMSTANCE_TAIL = re.compile(
+    r"(?:\s+(?:since\s+.+|for\s+(?:\d+|many|several|a\s+few|the\s+past)\s+.+|with\s+.+|"
+    r"in\s+\d{4}.*|last\s+\w+|this\s+\w+))+$"
+)
+_CN_VALUE_TAIL = re.compile(r"(?:去了|去|了|啦|呢|的|居住|生活|工作|上班|住)+$")
+_PLACE_LIKE = {"hometown", "residence", "employer", "occupation"}
+
+
+def _clean_text_value(value: str, place_like: bool = False) -> str | None:
+    value = value.strip(" .\"'")
+    value = _EN_VALUE_TAIL.sub("", value)
+    if place_like:
+        value = _EN_CIRCUMSTANCE_TAIL.sub("", value)
+        value = _EN_VALUE_TAIL.sub("", value)
+    value = re.sub(r"^(?:the|a|an)\s+", "", value)
+    value = _CN_VALUE_TAIL.sub("", value).lstrip("了").strip()
+    if not value or len(value) > 60 or value.startswith("的"):
+        return None
+    return value
+
+
+def _cn_number(text: str) -> int | None:
+    """Small Chinese numerals (一..九百九十九), enough for ages and dates."""
+    if text.isdigit():
+        return int(text)
+    digits = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+    total, current = 0, 0
+    for ch in text:
+        if ch in digits:
+            current = digits[ch]
+        elif ch == "十":
+            total += (current or 1) * 10
+            current = 0
+        elif ch == "百":
+            total += (current or 1) * 100
+            current = 0
+        else:
+            return None
+    return total + current
+
+
+def _parse_birthday(value: str) -> str | None:
+    """Month and day as "MM-DD": the year is often omitted, and only month/day are
+    exclusive for a birthday ("May 3" and "3 May 1990" agree)."""
+    value = value.strip()
+    m = re.search(rf"([\d{_CN_NUM}]+)月([\d{_CN_NUM}]+)[日号]", value)
+    if m:
+        month, day = _cn_number(m[1]), _cn_number(m[2])
+    elif m := re.search(r"\b\d{4}-(\d{1,2})-(\d{1,2})\b", value):
+        month, day = int(m[1]), int(m[2])
+    else:
+        names = "|".join(sorted(_MONTHS, key=len, reverse=True))
+        m1 = re.search(rf"\b({names})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", value)
+        m2 = re.search(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({names})\b", value)
+        if m1:
+            month, day = _MONTHS[m1[1]], int(m1[2])
+        elif m2:
+            month, day = _MONTHS[m2[2]], int(m2[1])
+        else:
+            return None
+    if month is None or day is None or not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    return f"{month:02d}-{day:02d}"
+
+
+def _parse_age(value: str) -> str | None:
+    n = _cn_number(value)
+    return str(n) if n is not None and 0 < n < 130 else None
+
+
+def _value(attribute: str, raw: str) -> str | None:
+    raw = raw.strip()
+    if attribute == "chinese_zodiac":
+        return _ANIMALS.get(raw)
+    if attribute == "zodiac_sign":
+        return _SIGNS.get(raw.removesuffix("座"))
+    if attribute == "birthday":
+        return _parse_birthday(raw)
+    if attribute == "age":
+        return _parse_age(raw)
+    if attribute == "relationship":
+        return _RELATIONSHIP.get(re.sub(r"\s+", " ", raw))
+    return _clean_text_value(raw, place_like=attribute in _PLACE_LIKE)
+
+
+# --- patterns ---------------------------------------------------------------------------
+
+_S_EN = r"(?P<subj>[^\W\d_][^,;:]{0,60}?)"
+_A_EN = rf"(?:(?:{_EN_ADVERBS})\s+)*"
+_ANIMALS_EN = "|".join(k for k in _ANIMALS if k.isascii())
+_SIGNS_EN = "|".join(k for k in _SIGNS if k.isascii())
+_MONTHS_EN = "|".join(_MONTHS)
+_LIKE_EN = (
+    r"(?:does\s*n[o']?t|do\s*n[o']?t|did\s*n[o']?t|no\s+longer|never)\s+(?:really\s+|particularly\s+|much\s+)?"
+    r"(?:like|love|enjoy|care\s+for)s?"
+    r"|(?:is|are)\s*(?:n[o']?t|\s+no\s+longer)\s+(?:a\s+(?:big\s+)?fan\s+of|fond\s+of|into|keen\s+on)"
+    r"|dislikes?|hates?|detests?|can'?t\s+stand|cannot\s+stand"
+    r"|(?:is|are)\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|(?:very\s+|really\s+)?fond\s+of|really\s+into|keen\s+on)"
+    r"|likes?|loves?|enjoys?|adores?"
+)
+_S_CN = r"(?P<subj>[^\s,;:!?。、]{1,12}?)"
+_A_CN = rf"(?:{_CN_ADVERBS})*"
+_ANIMALS_CN = "".join(k for k in _ANIMALS if not k.isascii())
+_SIGNS_CN = "|".join(k for k in _SIGNS if not k.isascii())
+# Strict numeral shapes, so that the lazy subject cannot swallow or lend a digit-like
+# character: in "张三三十岁" the age must be 三十, not 三三十 with subject "张".
+_CN_AGE = "一百(?:零[一二三四五六七八九]|[一二]十[一二三四五六七八九]?)?|[二三四五六七八九]?十[一二三四五六七八九]?|[一二两三四五六七八九]"
+_CN_MONTH = "1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九]"
+_CN_DAY = "[12][0-9]|3[01]|0?[1-9]|[二三]?十[一二三四五六七八九]?|三十一?|[一二三四五六七八九]"
+_DATE_CN = rf"(?:\d{{4}}|[〇零一二三四五六七八九]{{4}})?年?(?:{_CN_MONTH})月(?:{_CN_DAY})[日号]"
+_LIKE_CN = (
+    "不再喜欢|不再爱|不太喜欢|不怎么喜欢|不喜欢|不爱(?![人好情国心])|讨厌|厌恶|受不了|"
+    "喜欢|热爱|偏爱|爱(?![人好情国心])"
+)
+_NEGATIVE_VERB = re.compile(r"n[o']?t\b|never|no longer|dislike|hate|detest|stand|^不|讨厌|厌恶|受不了")
+_TIMELESS_OCCUPATION_TAIL = re.compile(r"\s+(?:at|for|in|with|since)\s+.*$")
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    attribute: str
+    regex: re.Pattern[str]
+    changed: bool = False  # the construction itself announces a change ("moved to", 搬到)
+
+
+def _p(attribute: str, regex: str, changed: bool = False) -> _Pattern:
+    return _Pattern(attribute, re.compile(regex), changed)
+
+
+# Order matters within an attribute: the first pattern that matches a clause wins.
+_PATTERNS: tuple[_Pattern, ...] = (
+    # chinese zodiac
+    _p("chinese_zodiac", rf"{_S_EN}\s+(?:was\s+|is\s+|were\s+)?born\s+in\s+(?:a|the)\s+year\s+of\s+the\s+(?P<val>{_ANIMALS_EN})\b"),
+    _p("chinese_zodiac", rf"{_S_EN}(?:'s)?\s+chinese\s+zodiac(?:\s+sign|\s+animal)?\s+is\s+(?:the\s+|a\s+|an\s+)?(?P<val>{_ANIMALS_EN})\b"),
+    _p("chinese_zodiac", rf"{_S_EN}\s+(?:is|was)\s+(?:a|an)\s+(?P<val>{_ANIMALS_EN})\s+(?:in|according\s+to)\s+the\s+chinese\s+zodiac"),
+    _p("chinese_zodiac", rf"{_S_CN}{_A_CN}是?属(?P<val>[{_ANIMALS_CN}])(?!于)"),
+    _p("chinese_zodiac", rf"{_S_CN}{_A_CN}(?:是|在)?(?P<val>[{_ANIMALS_CN}])年(?:出生|生)"),
+    _p("chinese_zodiac", rf"{_S_CN}的?生肖(?:是|为)?属?(?P<val>[{_ANIMALS_CN}])"),
+    # western zodiac sign
+    _p("zodiac_sign", rf"{_S_EN}(?:'s)?\s+(?:star|zodiac|sun|astrological)\s+sign\s+is\s+(?:a\s+|an\s+)?(?P<val>{_SIGNS_EN})\b"),
+    _p("zodiac_sign", rf"{_S_EN}\s+is\s+(?:a|an)\s+(?P<val>{_SIGNS_EN})$"),
+    _p("zodiac_sign", rf"{_S_CN}的?星座(?:是|为)(?P<val>{_SIGNS_CN})座?"),
+    _p("zodiac_sign", rf"{_S_CN}{_A_CN}是(?P<val>{_SIGNS_CN})座"),
+    # birthday
+    _p("birthday", rf"{_S_EN}(?:'s)?\s+birthday\s+is\s+(?:on\s+)?(?P<val>.+)$"),
+    _p("birthday", rf"{_S_EN}\s+(?:was\s+)?born\s+on\s+(?P<val>.+)$"),
+    _p("birthday", rf"{_S_CN}的?生日(?:是|在|为)?(?P<val>.+)$"),
+    _p("birthday", rf"{_S_CN}{_A_CN}(?:出生于|生于|出生在|是)(?P<val>{_DATE_CN})"),
+    _p("birthday", rf"{_S_CN}{_A_CN}(?P<val>{_DATE_CN})(?:出生|生)"),
+    # hometown
+    _p("hometown", rf"{_S_EN}\s+{_A_EN}(?:is|comes|came)\s+{_A_EN}from\s+(?P<val>.+)$"),
+    _p("hometown", rf"{_S_EN}(?:'s)?\s+(?:hometown|home\s+town|birthplace|place\s+of\s+birth)\s+is\s+(?:in\s+)?(?P<val>.+)$"),
+    _p("hometown", rf"{_S_EN}\s+(?:was\s+)?born\s+(?:and\s+raised\s+)?in\s+(?!(?:the|a)\s+year\b|\d|(?:{_MONTHS_EN})\b)(?P<val>.+)$"),
+    _p("hometown", rf"{_S_CN}{_A_CN}(?:来自|出身于?)(?P<val>.+)$"),
+    _p("hometown", rf"{_S_CN}的?(?:老家|家乡|故乡|籍贯|出生地)(?:是|在|为)(?P<val>.+)$"),
+    _p("hometown", rf"{_S_CN}{_A_CN}(?:出生在|出生于|生于|生在)(?![\d{_CN_NUM}]|[{_ANIMALS_CN}]年)(?P<val>.+)$"),
+    # occupation ("works as"; the employer after "at" is a separate attribute)
+    _p("occupation", rf"{_S_EN}\s+{_A_EN}works?\s+as\s+(?:a\s+|an\s+|the\s+)?(?P<val>.+)$"),
+    _p("occupation", rf"{_S_EN}\s+{_A_EN}(?:started|began)\s+working\s+as\s+(?:a\s+|an\s+)?(?P<val>.+)$", changed=True),
+    _p("occupation", rf"{_S_EN}(?:'s)?\s+(?:job|occupation|profession)\s+is\s+(?:a\s+|an\s+|the\s+)?(?P<val>.+)$"),
+    _p("occupation", rf"{_S_EN}\s+{_A_EN}is\s+(?:a|an)\s+(?P<val>.+?)\s+by\s+(?:profession|trade)\b"),
+    _p("occupation", rf"{_S_CN}的?(?:职业|工作)是(?P<val>.+)$"),
+    _p("occupation", rf"{_S_CN}{_A_CN}是一(?:名|位)(?P<val>.+)$"),
+    _p("occupation", rf"{_S_CN}{_A_CN}(?:当上了?|成为了?一(?:名|位))(?P<val>.+)$", changed=True),
+    # age
+    _p("age", rf"{_S_EN}\s+{_A_EN}is\s+(?P<val>\d{{1,3}})(?:\s+(?:years?|yrs?)(?:\s+old)?)?(?:\s+now)?$"),
+    _p("age", rf"{_S_EN}\s+{_A_EN}is\s+(?P<val>\d{{1,3}})\s+(?:years?|yrs?)\s+old\b"),
+    _p("age", rf"{_S_EN}\s+{_A_EN}(?:has\s+|just\s+)?turned\s+(?P<val>\d{{1,3}})\b", changed=True),
+    _p("age", rf"{_S_EN}(?:'s)?\s+age\s+is\s+(?P<val>\d{{1,3}})\b"),
+    _p("age", rf"{_S_CN}{_A_CN}(?P<val>\d{{1,3}}|{_CN_AGE})周?岁"),
+    # likes / preferences
+    _p("likes", rf"{_S_EN}\s+{_A_EN}prefers?\s+(?P<val>.+?)(?:\s+(?:over|rather\s+than|instead\s+of|more\s+than)\s+(?P<over>.+))?$"),
+    _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<verb>{_LIKE_EN})\s+(?P<val>.+)$"),
+    _p("likes", rf"{_S_CN}{_A_CN}(?:更喜欢|更爱|偏好)(?P<val>.+?)(?:而不是|而非|胜过|多过)(?P<over>.+)$"),
+    _p("likes", rf"{_S_CN}{_A_CN}(?P<verb>{_LIKE_CN})(?P<val>.+)$"),
+    _p("likes", rf"{_S_CN}的?爱好是(?P<val>.+)$"),
+    # residence
+    _p("residence", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}(?:lives|is\s+living|resides|is\s+based|has\s+settled)\s+in\s+(?P<val>.+)$"),
+    _p("residence", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:moved|relocated|emigrated)(?:\s+back)?\s+to\s+(?P<val>.+)$", changed=True),
+    _p("residence", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}(?:住在|居住在|居住于|生活在|现居于?|定居在|定居于)(?P<val>.+)$"),
+    _p("residence", rf"{_S_CN}{_A_CN}(?:搬到了|搬到|搬去了|搬去|搬回了?|迁居到?|移居到?|移民到?)(?P<val>.+)$", changed=True),
+    # employer
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}works\s+(?:as\s+[^,]+?\s+)?(?:at|for)\s+(?P<val>.+)$"),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}is\s+employed\s+(?:at|by)\s+(?P<val>.+)$"),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:started\s+(?:working|a\s+(?:new\s+)?job)\s+(?:at|for))\s+(?P<val>.+)$", changed=True),
+    _p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)"),
+    _p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?(?:就职于|任职于|供职于|受雇于)(?P<val>.+)$"),
+    _p("employer", rf"{_S_CN}{_A_CN}(?:入职了?|跳槽到了?|跳槽去了?)(?P<val>.+)$", changed=True),
+    # relationship status
+    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?:is|has\s+been)\s+{_A_EN}(?P<val>single|married|divorced|engaged|widowed|separated)\b"),
+    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?:got|became|has\s+gotten|has\s+got)\s+(?P<val>married|divorced|engaged|separated)\b", changed=True),
+    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?:is\s+)?(?P<val>dating|in\s+a\s+relationship|seeing\s+someone)\b"),
+    _p("relationship", rf"{_S_EN}\s+{_A_EN}has\s+a\s+(?P<val>boyfriend|girlfriend|partner)\b"),
+    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?P<val>broke\s+up)\s+with\b", changed=True),
+    _p("relationship", rf"{_S_CN}{_A_CN}是?(?P<val>单身|已婚|离异|丧偶)"),
+    _p("relationship", rf"{_S_CN}{_A_CN}(?P<val>结婚|离婚|订婚|分手)了", changed=True),
+    _p("relationship", rf"{_S_CN}{_A_CN}(?:有|交了)(?:一个|个)?(?P<val>女朋友|男朋友|对象|伴侣)"),
+    _p("relationship", rf"{_S_CN}{_A_CN}在?(?P<val>谈恋爱)"),
+)  # fmt: skip
+
+
+def _match_clause(clause: str, context: str | None) -> list[Fact]:
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    clause_changed = bool(_CHANGE_EN.search(clause) or _CHANGE_CN.search(clause))
+    for pattern in _PATTERNS:
+        if pattern.attribute in seen:
+            continue
+        m = pattern.regex.match(clause)
+        if not m:
+            continue
+        subject = _clean_subject(m["subj"], context)
+        if subject is None:
+            continue
+        value = _value(pattern.attribute, m["val"])
+        if pattern.attribute == "occupation" and value is not None:
+            value = _TIMELESS_OCCUPATION_TAIL.sub("", value) or None
+        if value is None:
+            continue
+        groups = m.groupdict()
+        polarity = -1 if groups.get("neg") or (groups.get("verb") and _NEGATIVE_VERB.search(groups["verb"])) else 1
+        changed = pattern.changed or clause_changed
+        seen.add(pattern.attribute)
+        facts.append(Fact(subject, pattern.attribute, value, polarity, changed))
+        over = groups.get("over")
+        if over and changed:
+            # "now prefers A over B" denies B as of now — only with a change marker, since
+            # preferring A over B does not stop anyone liking B.
+            over_value = _clean_text_value(over)
+            if over_value:
+                facts.append(Fact(subject, "likes", over_value, -1, True))
+    return facts
+
+
+def extract_attributes(content: str) -> list[Fact]:
+    """Every recognised fact of a memory, in reading order (a memory can hold several).
+
+    A clause with no subject of its own ("…, and loves horses", "30岁") borrows the last
+    person named in the memory; pronouns resolve the same way."""
+    facts: list[Fact] = []
+    sentences = split_sentences(unicodedata.normalize("NFKC", content))
+    guessed = guess_subject(sentences[0]) if sentences else None
+    context = _clean_subject(_clause_text(guessed), None) if guessed else None
+    for clause in _clauses(content):
+        clause = _LEADING_CONNECTOR.sub("", clause).strip()
+        if not clause:
+            continue
+        found = _match_clause(clause, context)
+        if not found and context is not None:
+            sep = "" if has_cjk(context[-1] + clause[0]) else " "
+            found = _match_clause(f"{context}{sep}{clause}", context)
+        for fact in found:
+            if fact not in facts:
+                facts.append(fact)
+        if found:
+            context = found[0].subject
+    return facts
+
+
+def extract_attribute(content: str) -> tuple[str, str, str, int] | None:
+    """The first recognised (subject, attribute, value, polarity) of a memory, or None.
+
+    Cheap enough for a program pre-filter over the whole store (message 2 of round 1):
+    memories that return None can never be part of a flagged pair."""
+    facts = extract_attributes(content)
+    if not facts:
+        return None
+    f = facts[0]
+    return (f.subject, f.attribute, f.value, f.polarity)
+
+
+def values_compatible(a: str, b: str) -> bool:
+    """Same value, or one refines the other ("paris" / "paris with her husband",
+    "四川" / "四川成都"), so it is not a different value."""
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    if long.startswith(short):
+        rest = long[len(short) :]
+        return rest.startswith(" ") or not re.match(r"[a-z0-9]", rest)
+    return False
+
+
+def facts_conflict(older: Fact, newer: Fact) -> bool:
+    """Whether `newer` makes `older` false (same subject and attribute assumed)."""
+    if older.attribute == "likes":
+        return older.value == newer.value and older.polarity != newer.polarity
+    compatible = values_compatible(older.value, newer.value)
+    if older.polarity > 0 and newer.polarity > 0:
+        return not compatible
+    if older.polarity != newer.polarity:
+        return compatible
+    return False
