@@ -15,7 +15,9 @@ from anima_pipeline.store.db import Connection
 DAY = date(2026, 11, 16)
 
 
-def _conv(conn: Connection, anima: str, cid: str, roles: list[str], hours_ago: float, debug: bool = False) -> None:
+def _conv(
+    conn: Connection, anima: str, cid: str, roles: list[str], hours_ago: float, debug: bool = False
+) -> None:
     """A conversation last updated `hours_ago` before now, with one message per role."""
     conn.execute(
         """INSERT INTO conversation (id, anima_id, title, debug, created_at, updated_at)
@@ -31,7 +33,9 @@ def _conv(conn: Connection, anima: str, cid: str, roles: list[str], hours_ago: f
 
 
 def _ids(conn: Connection, anima: str) -> set[str]:
-    return {r["id"] for r in conn.execute("SELECT id FROM conversation WHERE anima_id = %s", (anima,)).fetchall()}
+    return {
+        r["id"] for r in conn.execute("SELECT id FROM conversation WHERE anima_id = %s", (anima,)).fetchall()
+    }
 
 
 @pytest.fixture
@@ -57,9 +61,12 @@ def test_rules_one_by_one(seeded):
     with seeded.transaction() as conn:
         assert _ids(conn, "a") == {"stale-dialogue", "debug-empty", "recent-empty", "recent-single"}
         assert _ids(conn, "b") == {"other-anima"}  # another anima is its own step run
-        assert conn.execute("SELECT count(*) AS n FROM message WHERE conversation_id LIKE 'stale-%%'").fetchone()[
-            "n"
-        ] == 2  # only the kept dialogue's messages
+        assert (
+            conn.execute(
+                "SELECT count(*) AS n FROM message WHERE conversation_id LIKE 'stale-%%'"
+            ).fetchone()["n"]
+            == 2
+        )  # only the kept dialogue's messages
 
 
 def test_every_deletion_is_audited_with_its_messages(seeded):
@@ -72,7 +79,9 @@ def test_every_deletion_is_audited_with_its_messages(seeded):
         ).fetchall()
     assert [e["memory_id"] for e in events] == ["stale-empty", "stale-no-assistant", "stale-single"]
     by_id = {e["memory_id"]: e for e in events}
-    assert all(e["step"] == "conversations/cleaned" and e["day"] == DAY and e["after"] is None for e in events)
+    assert all(
+        e["step"] == "conversations/cleaned" and e["day"] == DAY and e["after"] is None for e in events
+    )
     no_assistant = by_id["stale-no-assistant"]["before"]
     assert no_assistant["conversation"]["title"] == "title of stale-no-assistant"
     assert [m["role"] for m in no_assistant["messages"]] == ["user", "user", "system"]
@@ -115,7 +124,10 @@ def test_restore_puts_back_conversation_messages_and_citations(db):
         assert restored["id"] == "cited-single" and restored["title"] == "title of cited-single"
         back = conn.execute("SELECT * FROM message WHERE conversation_id = 'cited-single'").fetchone()
         assert (back["id"], back["content"], back["created_at"], back["metadata"]) == (
-            msg["id"], msg["content"], msg["created_at"], {"k": 1},
+            msg["id"],
+            msg["content"],
+            msg["created_at"],
+            {"k": 1},
         )
         ref = conn.execute("SELECT * FROM memory_reference").fetchone()
         assert ref["message_id"] == msg["id"] and ref["memory_id"] == mem

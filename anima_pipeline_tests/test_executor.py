@@ -124,47 +124,236 @@ LIGHT_TOOLS = (
 
 # (case id, tool, input, phrases the message must contain so the model can act on it)
 REFUSALS: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
-    ("unknown tool", "forget_everything", {"id": "{shown}"}, ("unknown tool 'forget_everything'", "create_semantic_memory")),
-    ("not whitelisted", "write_dream_entry", {}, ("not available in this step", "use one of", "update_semantic_memory")),
-    ("unknown id", "update_semantic_memory", {"id": "f-999999", "content": "x y z"}, ("f-999999 does not exist", "use an id you were shown")),
-    ("bare number id", "update_semantic_memory", {"id": "12", "content": "x y z"}, ("'12' is not a memory id", "'f-12'")),
-    ("wrong prefix id", "deprecate_semantic_memory", {"id": "x-3", "reason": "wrong"}, ("'x-3' is not a memory id", "'f-12'")),
-    ("another anima's id", "update_semantic_memory", {"id": "{foreign}", "content": "x y z"}, ("does not exist",)),
-    ("outside scope", "update_semantic_memory", {"id": "{hidden}", "content": "Mia grew up in Chengdu."}, ("outside this step's scope", "{shown}")),
+    (
+        "unknown tool",
+        "forget_everything",
+        {"id": "{shown}"},
+        ("unknown tool 'forget_everything'", "create_semantic_memory"),
+    ),
+    (
+        "not whitelisted",
+        "write_dream_entry",
+        {},
+        ("not available in this step", "use one of", "update_semantic_memory"),
+    ),
+    (
+        "unknown id",
+        "update_semantic_memory",
+        {"id": "f-999999", "content": "x y z"},
+        ("f-999999 does not exist", "use an id you were shown"),
+    ),
+    (
+        "bare number id",
+        "update_semantic_memory",
+        {"id": "12", "content": "x y z"},
+        ("'12' is not a memory id", "'f-12'"),
+    ),
+    (
+        "wrong prefix id",
+        "deprecate_semantic_memory",
+        {"id": "x-3", "reason": "wrong"},
+        ("'x-3' is not a memory id", "'f-12'"),
+    ),
+    (
+        "another anima's id",
+        "update_semantic_memory",
+        {"id": "{foreign}", "content": "x y z"},
+        ("does not exist",),
+    ),
+    (
+        "outside scope",
+        "update_semantic_memory",
+        {"id": "{hidden}", "content": "Mia grew up in Chengdu."},
+        ("outside this step's scope", "{shown}"),
+    ),
     ("outside scope (pin)", "pin_semantic_memory", {"id": "{hidden}"}, ("outside this step's scope",)),
-    ("deprecated id", "update_semantic_memory", {"id": "{retired}", "content": "x y z"}, ("{retired} is deprecated", "superseded by {shown}", "active")),
-    ("deprecated successor", "deprecate_semantic_memory", {"id": "{shown}", "reason": "r", "superseded_by": "{retired}"}, ("{retired} is deprecated",)),
-    ("bad enum", "create_semantic_memory", {"type": "fact", "content": "Mia likes tea."}, ("field 'type'", "'world'", "'imprint'")),
+    (
+        "deprecated id",
+        "update_semantic_memory",
+        {"id": "{retired}", "content": "x y z"},
+        ("{retired} is deprecated", "superseded by {shown}", "active"),
+    ),
+    (
+        "deprecated successor",
+        "deprecate_semantic_memory",
+        {"id": "{shown}", "reason": "r", "superseded_by": "{retired}"},
+        ("{retired} is deprecated",),
+    ),
+    (
+        "bad enum",
+        "create_semantic_memory",
+        {"type": "fact", "content": "Mia likes tea."},
+        ("field 'type'", "'world'", "'imprint'"),
+    ),
     ("empty content", "create_semantic_memory", {"type": "world", "content": ""}, ("field 'content'",)),
-    ("whitespace content", "create_semantic_memory", {"type": "world", "content": " \n\t "}, ("field 'content'",)),
-    ("whitespace update", "update_semantic_memory", {"id": "{shown}", "content": "   "}, ("field 'content'",)),
-    ("oversized content", "create_semantic_memory", {"type": "world", "content": "x" * (MAX_CONTENT_CHARS + 1)}, ("field 'content'", str(MAX_CONTENT_CHARS))),
-    ("unknown field", "create_semantic_memory", {"type": "world", "content": "Mia likes tea.", "colour": "red"}, ("field 'colour': unknown field",)),
-    ("typo of a field", "update_semantic_memory", {"id": "{shown}", "contents": "Mia likes tea."}, ("field 'contents': unknown field",)),
-    ("confidence range", "create_semantic_memory", {"type": "world", "content": "Mia likes tea.", "confidence": 1.5}, ("field 'confidence'",)),
+    (
+        "whitespace content",
+        "create_semantic_memory",
+        {"type": "world", "content": " \n\t "},
+        ("field 'content'",),
+    ),
+    (
+        "whitespace update",
+        "update_semantic_memory",
+        {"id": "{shown}", "content": "   "},
+        ("field 'content'",),
+    ),
+    (
+        "oversized content",
+        "create_semantic_memory",
+        {"type": "world", "content": "x" * (MAX_CONTENT_CHARS + 1)},
+        ("field 'content'", str(MAX_CONTENT_CHARS)),
+    ),
+    (
+        "unknown field",
+        "create_semantic_memory",
+        {"type": "world", "content": "Mia likes tea.", "colour": "red"},
+        ("field 'colour': unknown field",),
+    ),
+    (
+        "typo of a field",
+        "update_semantic_memory",
+        {"id": "{shown}", "contents": "Mia likes tea."},
+        ("field 'contents': unknown field",),
+    ),
+    (
+        "confidence range",
+        "create_semantic_memory",
+        {"type": "world", "content": "Mia likes tea.", "confidence": 1.5},
+        ("field 'confidence'",),
+    ),
     ("not an object", "create_semantic_memory", ["world", "Mia likes tea."], ("must be a JSON object",)),  # type: ignore[list-item]
-    ("foreign sources", "create_semantic_memory", {"type": "world", "content": "Mia likes tea.", "source_sessions": ["nova:2023-04-01-a"]}, ("not among this input's conversations", TODAY[0], "cite only conversations you were shown")),
-    ("blank source", "create_semantic_memory", {"type": "world", "content": "Mia likes tea.", "source_sessions": [" "]}, ("source_sessions",)),
-    ("foreign sources (update)", "update_semantic_memory", {"id": "{shown}", "source_sessions": ["elsewhere"]}, ("not among this input's conversations",)),
-    ("merge one id", "merge_semantic_memories", {"source_ids": ["{shown}"], "content": "Mia is a nurse."}, ("at least two", "update_semantic_memory")),
-    ("merge repeated ids", "merge_semantic_memories", {"source_ids": ["{shown}", "{shown}"], "content": "Mia is a nurse."}, ("repeat",)),
-    ("split identical parts", "split_semantic_memory", {"id": "{shown}", "parts": ["Mia is a nurse.", "Mia  is a   nurse."]}, ("two parts are the same",)),
-    ("split one part", "split_semantic_memory", {"id": "{shown}", "parts": ["Mia is a nurse."]}, ("field 'parts'",)),
-    ("self block identity", "write_self_block", {"name": "identity", "content": "I am someone else."}, ("field 'name'", "'persona'")),
-    ("self block not this step", "write_self_block", {"name": "persona", "content": "Warm and curious."}, ("'persona' is not written by this step", "autobiography_summary")),
-    ("summary level", "write_temporal_summary", {"level": "week", "period_start": "2023-05-08", "period_end": "2023-05-14", "content": "A week."}, ("level 'week' is not written by this step",)),
-    ("summary bad level", "write_temporal_summary", {"level": "decade", "period_start": "2023-05-08", "period_end": "2023-05-14", "content": "A week."}, ("field 'level'",)),
-    ("summary backwards", "write_temporal_summary", {"level": "day", "period_start": "2023-05-08", "period_end": "2023-05-07", "content": "A day."}, ("period_end is before period_start",)),
-    ("anchor foreign conversation", "create_emotional_anchor", {"conversation_id": "elsewhere", "occurred_at": "2023-05-08T10:00:00+08:00", "emotion": "joy", "valence": 0.8, "arousal": 0.6}, ("not among this input's conversations",)),
-    ("anchor valence range", "create_emotional_anchor", {"conversation_id": TODAY[0], "occurred_at": "2023-05-08T10:00:00+08:00", "emotion": "joy", "valence": 2, "arousal": 0.6}, ("field 'valence'",)),
-    ("narrative hidden memory", "create_autobiographical_memory", {"title": "Roots", "narrative": "Mia grew up in Leshan.", "significance": "notable", "source_memory_ids": ["{hidden}"]}, ("outside this step's scope",)),
-    ("narrative significance", "create_autobiographical_memory", {"title": "Roots", "narrative": "Mia grew up.", "significance": "huge"}, ("field 'significance'",)),
-    ("narrative id malformed", "deprecate_autobiographical_memory", {"id": "{shown}", "reason": "wrong"}, ("not a narrative id", "'a-3'")),
-    ("narrative of another anima", "deprecate_autobiographical_memory", {"id": "{foreign_narrative}", "reason": "wrong"}, ("does not exist",)),
+    (
+        "foreign sources",
+        "create_semantic_memory",
+        {"type": "world", "content": "Mia likes tea.", "source_sessions": ["nova:2023-04-01-a"]},
+        ("not among this input's conversations", TODAY[0], "cite only conversations you were shown"),
+    ),
+    (
+        "blank source",
+        "create_semantic_memory",
+        {"type": "world", "content": "Mia likes tea.", "source_sessions": [" "]},
+        ("source_sessions",),
+    ),
+    (
+        "foreign sources (update)",
+        "update_semantic_memory",
+        {"id": "{shown}", "source_sessions": ["elsewhere"]},
+        ("not among this input's conversations",),
+    ),
+    (
+        "merge one id",
+        "merge_semantic_memories",
+        {"source_ids": ["{shown}"], "content": "Mia is a nurse."},
+        ("at least two", "update_semantic_memory"),
+    ),
+    (
+        "merge repeated ids",
+        "merge_semantic_memories",
+        {"source_ids": ["{shown}", "{shown}"], "content": "Mia is a nurse."},
+        ("repeat",),
+    ),
+    (
+        "split identical parts",
+        "split_semantic_memory",
+        {"id": "{shown}", "parts": ["Mia is a nurse.", "Mia  is a   nurse."]},
+        ("two parts are the same",),
+    ),
+    (
+        "split one part",
+        "split_semantic_memory",
+        {"id": "{shown}", "parts": ["Mia is a nurse."]},
+        ("field 'parts'",),
+    ),
+    (
+        "self block identity",
+        "write_self_block",
+        {"name": "identity", "content": "I am someone else."},
+        ("field 'name'", "'persona'"),
+    ),
+    (
+        "self block not this step",
+        "write_self_block",
+        {"name": "persona", "content": "Warm and curious."},
+        ("'persona' is not written by this step", "autobiography_summary"),
+    ),
+    (
+        "summary level",
+        "write_temporal_summary",
+        {"level": "week", "period_start": "2023-05-08", "period_end": "2023-05-14", "content": "A week."},
+        ("level 'week' is not written by this step",),
+    ),
+    (
+        "summary bad level",
+        "write_temporal_summary",
+        {"level": "decade", "period_start": "2023-05-08", "period_end": "2023-05-14", "content": "A week."},
+        ("field 'level'",),
+    ),
+    (
+        "summary backwards",
+        "write_temporal_summary",
+        {"level": "day", "period_start": "2023-05-08", "period_end": "2023-05-07", "content": "A day."},
+        ("period_end is before period_start",),
+    ),
+    (
+        "anchor foreign conversation",
+        "create_emotional_anchor",
+        {
+            "conversation_id": "elsewhere",
+            "occurred_at": "2023-05-08T10:00:00+08:00",
+            "emotion": "joy",
+            "valence": 0.8,
+            "arousal": 0.6,
+        },
+        ("not among this input's conversations",),
+    ),
+    (
+        "anchor valence range",
+        "create_emotional_anchor",
+        {
+            "conversation_id": TODAY[0],
+            "occurred_at": "2023-05-08T10:00:00+08:00",
+            "emotion": "joy",
+            "valence": 2,
+            "arousal": 0.6,
+        },
+        ("field 'valence'",),
+    ),
+    (
+        "narrative hidden memory",
+        "create_autobiographical_memory",
+        {
+            "title": "Roots",
+            "narrative": "Mia grew up in Leshan.",
+            "significance": "notable",
+            "source_memory_ids": ["{hidden}"],
+        },
+        ("outside this step's scope",),
+    ),
+    (
+        "narrative significance",
+        "create_autobiographical_memory",
+        {"title": "Roots", "narrative": "Mia grew up.", "significance": "huge"},
+        ("field 'significance'",),
+    ),
+    (
+        "narrative id malformed",
+        "deprecate_autobiographical_memory",
+        {"id": "{shown}", "reason": "wrong"},
+        ("not a narrative id", "'a-3'"),
+    ),
+    (
+        "narrative of another anima",
+        "deprecate_autobiographical_memory",
+        {"id": "{foreign_narrative}", "reason": "wrong"},
+        ("does not exist",),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("tool", "raw_input", "phrases"), [c[1:] for c in REFUSALS], ids=[c[0] for c in REFUSALS])
+@pytest.mark.parametrize(
+    ("tool", "raw_input", "phrases"), [c[1:] for c in REFUSALS], ids=[c[0] for c in REFUSALS]
+)
 def test_refused_call_is_actionable_and_writes_nothing(refusal_world, tool, raw_input, phrases):
     conn, ids = refusal_world
     ex = _executor(
@@ -197,7 +386,9 @@ def test_same_id_written_two_ways_is_a_repeat_not_a_self_merge(refusal_world):
     conn, ids = refusal_world
     shown = ids["shown"]
     ex = _executor(conn, memory_ids=frozenset({int(shown[2:])}), conversation_ids=frozenset(TODAY))
-    result = ex.call("merge_semantic_memories", {"source_ids": [shown, "f-0" + shown[2:]], "content": "Mia is a nurse."})
+    result = ex.call(
+        "merge_semantic_memories", {"source_ids": [shown, "f-0" + shown[2:]], "content": "Mia is a nurse."}
+    )
     assert result.is_error and "repeat" in result.content
     assert _mem(conn, shown).status == "active"
     assert _events(conn) == []
@@ -206,7 +397,9 @@ def test_same_id_written_two_ways_is_a_repeat_not_a_self_merge(refusal_world):
 def test_memory_created_in_the_step_is_updatable_outside_message_2(db: Database):
     with db.transaction() as conn:
         ex = _executor(conn, memory_ids=frozenset(), conversation_ids=frozenset(TODAY), default_sources=TODAY)
-        ref = _ok(ex, "create_semantic_memory", {"type": "preference", "content": "Mia likes green tea."}).data["id"]
+        ref = _ok(
+            ex, "create_semantic_memory", {"type": "preference", "content": "Mia likes green tea."}
+        ).data["id"]
         res = _ok(ex, "update_semantic_memory", {"id": ref, "content": "Mia likes green tea, no sugar."})
         assert "content" in res.content
         assert _mem(conn, ref).content == "Mia likes green tea, no sugar."
@@ -223,8 +416,12 @@ def test_memory_created_in_the_step_is_updatable_outside_message_2(db: Database)
 def test_create_defaults_to_the_step_sources_and_time(db: Database):
     observed = datetime(2023, 5, 8, 21, 30, tzinfo=UTC)
     with db.transaction() as conn:
-        ex = _executor(conn, conversation_ids=frozenset(TODAY), default_sources=TODAY, default_observed_at=observed)
-        res = _ok(ex, "create_semantic_memory", {"type": "world", "content": "  Mia works   at Ruijin\nHospital. "})
+        ex = _executor(
+            conn, conversation_ids=frozenset(TODAY), default_sources=TODAY, default_observed_at=observed
+        )
+        res = _ok(
+            ex, "create_semantic_memory", {"type": "world", "content": "  Mia works   at Ruijin\nHospital. "}
+        )
         assert re.fullmatch(r"f-\d+", res.data["id"]) and res.content == f"created {res.data['id']}"
         mem = _mem(conn, res.data["id"])
         assert mem.anima_id == ANIMA and mem.type == "world" and mem.status == "active"
@@ -250,7 +447,10 @@ def test_create_defaults_to_the_step_sources_and_time(db: Database):
         assert mem2.confidence == pytest.approx(0.6)
 
         events = _events(conn)
-        assert [(e["op"], e["memory_id"]) for e in events] == [("create", str(mem.id)), ("create", str(mem2.id))]
+        assert [(e["op"], e["memory_id"]) for e in events] == [
+            ("create", str(mem.id)),
+            ("create", str(mem2.id)),
+        ]
         assert events[0]["before"] is None and events[0]["after"]["content"] == mem.content
         assert ex.stats["created"] == 2 and ex.stats["calls"] == 2
 
@@ -259,16 +459,27 @@ def test_update_overwrites_only_the_fields_passed(db: Database):
     observed = datetime(2023, 5, 1, 8, 0, tzinfo=UTC)
     with db.transaction() as conn:
         mem = _seed(
-            conn, type="world", content="Mia works as a nurse.", confidence=0.7,
-            source_sessions=["nova:2023-04-01-a", TODAY[0]], observed_at=observed,
+            conn,
+            type="world",
+            content="Mia works as a nurse.",
+            confidence=0.7,
+            source_sessions=["nova:2023-04-01-a", TODAY[0]],
+            observed_at=observed,
         )
         ex = _executor(conn, memory_ids=frozenset({mem.id}), conversation_ids=frozenset(TODAY))
 
-        _ok(ex, "update_semantic_memory", {"id": mem.ref, "content": "Mia works as a nurse at Ruijin Hospital."})
+        _ok(
+            ex,
+            "update_semantic_memory",
+            {"id": mem.ref, "content": "Mia works as a nurse at Ruijin Hospital."},
+        )
         after = _mem(conn, mem.ref)
         assert after.content == "Mia works as a nurse at Ruijin Hospital."
         assert (after.type, after.confidence, after.source_sessions, after.observed_at) == (
-            "world", pytest.approx(0.7), ["nova:2023-04-01-a", TODAY[0]], observed,
+            "world",
+            pytest.approx(0.7),
+            ["nova:2023-04-01-a", TODAY[0]],
+            observed,
         )
 
         # sources already on the memory may stay even though they are not today's
@@ -284,7 +495,11 @@ def test_update_overwrites_only_the_fields_passed(db: Database):
         typed = _mem(conn, mem.ref)
         assert (typed.type, typed.confidence, typed.source_sessions) == ("experience", pytest.approx(0.9), [])
 
-        same = _ok(ex, "update_semantic_memory", {"id": mem.ref, "content": "Mia works as a nurse at Ruijin Hospital."})
+        same = _ok(
+            ex,
+            "update_semantic_memory",
+            {"id": mem.ref, "content": "Mia works as a nurse at Ruijin Hospital."},
+        )
         assert "nothing changed" in same.content
 
         events = _events(conn)
@@ -302,17 +517,26 @@ def test_deprecate_with_successor_and_validity(db: Database):
         old = _seed(conn, content="Mia drinks three cups of coffee a day.")
         other = _seed(conn, content="Mia lives in Pudong.")
         ex = _executor(conn, memory_ids=frozenset({old.id, other.id}), conversation_ids=frozenset(TODAY))
-        new = _ok(ex, "create_semantic_memory", {"type": "preference", "content": "Mia switched to oolong tea."})
+        new = _ok(
+            ex, "create_semantic_memory", {"type": "preference", "content": "Mia switched to oolong tea."}
+        )
         _ok(
             ex,
             "deprecate_semantic_memory",
-            {"id": old.ref, "reason": "she switched to tea", "superseded_by": new.data["id"], "valid_until": until.isoformat()},
+            {
+                "id": old.ref,
+                "reason": "she switched to tea",
+                "superseded_by": new.data["id"],
+                "valid_until": until.isoformat(),
+            },
         )
         gone = _mem(conn, old.ref)
         assert gone.status == "deprecated" and gone.deprecated_reason == "she switched to tea"
         assert f"f-{gone.superseded_by}" == new.data["id"] and gone.valid_until == until
 
-        self_sup = ex.call("deprecate_semantic_memory", {"id": other.ref, "reason": "x", "superseded_by": other.ref})
+        self_sup = ex.call(
+            "deprecate_semantic_memory", {"id": other.ref, "reason": "x", "superseded_by": other.ref}
+        )
         assert self_sup.is_error and "supersede itself" in self_sup.content
 
         _ok(ex, "deprecate_semantic_memory", {"id": other.ref, "reason": "moved away"})
@@ -323,7 +547,11 @@ def test_deprecate_with_successor_and_validity(db: Database):
         assert again.is_error and "deprecated" in again.content
 
         ops = [(e["op"], e["memory_id"]) for e in _events(conn)]
-        assert ops == [("create", new.data["id"][2:]), ("deprecate", str(old.id)), ("deprecate", str(other.id))]
+        assert ops == [
+            ("create", new.data["id"][2:]),
+            ("deprecate", str(old.id)),
+            ("deprecate", str(other.id)),
+        ]
         assert _events(conn)[1]["before"]["status"] == "active"
         assert _events(conn)[1]["after"]["superseded_by"] == int(new.data["id"][2:])
 
@@ -332,17 +560,33 @@ def test_merge_stitches_provenance(db: Database):
     early, late = datetime(2023, 5, 1, 8, 0, tzinfo=UTC), datetime(2023, 5, 6, 8, 0, tzinfo=UTC)
     with db.transaction() as conn:
         a = _seed(
-            conn, type="preference", content="Mia loves spicy hotpot.", confidence=0.7,
-            source_sessions=["c-3", "c-1"], observed_at=late, reference_count=1.5, pinned=True, pinned_at=late,
+            conn,
+            type="preference",
+            content="Mia loves spicy hotpot.",
+            confidence=0.7,
+            source_sessions=["c-3", "c-1"],
+            observed_at=late,
+            reference_count=1.5,
+            pinned=True,
+            pinned_at=late,
         )
         b = _seed(
-            conn, type="preference", content="Mia's favourite food is hotpot.", confidence=0.9,
-            source_sessions=["c-2", "c-1"], observed_at=early, reference_count=2.0,
+            conn,
+            type="preference",
+            content="Mia's favourite food is hotpot.",
+            confidence=0.9,
+            source_sessions=["c-2", "c-1"],
+            observed_at=early,
+            reference_count=2.0,
         )
         c = _seed(conn, type="world", content="Mia's cat is Pepper.", observed_at=None)
         ex = _executor(conn)
 
-        res = _ok(ex, "merge_semantic_memories", {"source_ids": [a.ref, b.ref], "content": "Mia loves spicy hotpot."})
+        res = _ok(
+            ex,
+            "merge_semantic_memories",
+            {"source_ids": [a.ref, b.ref], "content": "Mia loves spicy hotpot."},
+        )
         merged = _mem(conn, res.data["id"])
         assert merged.id not in (a.id, b.id) and merged.status == "active"
         assert merged.source_sessions == ["c-1", "c-2", "c-3"]  # sorted union
@@ -358,8 +602,14 @@ def test_merge_stitches_provenance(db: Database):
         # an explicit type and confidence win; unpinned sources give an unpinned memory
         d = _seed(conn, type="world", content="Mia has a cat called Pepper.", reference_count=1.0)
         res2 = _ok(
-            ex, "merge_semantic_memories",
-            {"source_ids": [c.ref, d.ref], "content": "Mia has a cat, Pepper.", "type": "experience", "confidence": 0.5},
+            ex,
+            "merge_semantic_memories",
+            {
+                "source_ids": [c.ref, d.ref],
+                "content": "Mia has a cat, Pepper.",
+                "type": "experience",
+                "confidence": 0.5,
+            },
         )
         merged2 = _mem(conn, res2.data["id"])
         assert (merged2.type, merged2.confidence, merged2.pinned) == ("experience", pytest.approx(0.5), False)
@@ -378,25 +628,45 @@ def test_split_parts_inherit_and_original_is_superseded(db: Database):
     observed = datetime(2023, 5, 8, 2, 0, tzinfo=UTC)
     with db.transaction() as conn:
         mem = _seed(
-            conn, type="world", confidence=0.75, source_sessions=[TODAY[0], TODAY[1]], observed_at=observed,
+            conn,
+            type="world",
+            confidence=0.75,
+            source_sessions=[TODAY[0], TODAY[1]],
+            observed_at=observed,
             content="Mia's sister Mei is a nurse in Chengdu and has two kids.",
         )
         ex = _executor(conn, memory_ids=frozenset({mem.id}), conversation_ids=frozenset(TODAY))
         res = _ok(
-            ex, "split_semantic_memory",
-            {"id": mem.ref, "parts": ["Mia's sister Mei is a nurse in Chengdu.", "Mia's sister Mei has two kids."]},
+            ex,
+            "split_semantic_memory",
+            {
+                "id": mem.ref,
+                "parts": ["Mia's sister Mei is a nurse in Chengdu.", "Mia's sister Mei has two kids."],
+            },
         )
         parts = [_mem(conn, ref) for ref in res.data["parts"]]
-        assert [p.content for p in parts] == ["Mia's sister Mei is a nurse in Chengdu.", "Mia's sister Mei has two kids."]
+        assert [p.content for p in parts] == [
+            "Mia's sister Mei is a nurse in Chengdu.",
+            "Mia's sister Mei has two kids.",
+        ]
         for p in parts:
-            assert (p.type, p.source_sessions, p.observed_at, p.status) == ("world", [TODAY[0], TODAY[1]], observed, "active")
+            assert (p.type, p.source_sessions, p.observed_at, p.status) == (
+                "world",
+                [TODAY[0], TODAY[1]],
+                observed,
+                "active",
+            )
             assert p.confidence == pytest.approx(0.75)
         original = _mem(conn, mem.ref)
         assert original.status == "deprecated" and original.superseded_by == parts[0].id
         ops = [(e["op"], e["memory_id"]) for e in _events(conn)]
         assert ops == [("create", str(parts[0].id)), ("create", str(parts[1].id)), ("split", str(mem.id))]
         # the parts were created in this step, so they are in scope for further work
-        _ok(ex, "update_semantic_memory", {"id": parts[1].ref, "content": "Mia's sister Mei has two kids, Tangtang and Guoguo."})
+        _ok(
+            ex,
+            "update_semantic_memory",
+            {"id": parts[1].ref, "content": "Mia's sister Mei has two kids, Tangtang and Guoguo."},
+        )
 
 
 def test_pin_and_unpin(db: Database):
@@ -422,10 +692,16 @@ def test_emotional_anchor(db: Database):
     with db.transaction() as conn:
         ex = _executor(conn, conversation_ids=frozenset(TODAY))
         res = _ok(
-            ex, "create_emotional_anchor",
+            ex,
+            "create_emotional_anchor",
             {
-                "conversation_id": TODAY[0], "occurred_at": "2023-05-08T22:15:00+08:00", "emotion": "relief",
-                "valence": 0.7, "arousal": 0.4, "trigger": "Dad is out of hospital.", "note": "turning point",
+                "conversation_id": TODAY[0],
+                "occurred_at": "2023-05-08T22:15:00+08:00",
+                "emotion": "relief",
+                "valence": 0.7,
+                "arousal": 0.4,
+                "trigger": "Dad is out of hospital.",
+                "note": "turning point",
             },
         )
         assert re.fullmatch(r"e-\d+", res.data["id"])
@@ -434,18 +710,30 @@ def test_emotional_anchor(db: Database):
         assert row["occurred_at"] == datetime(2023, 5, 8, 14, 15, tzinfo=UTC)
         assert row["intensity"] == pytest.approx(0.5)  # default
         [event] = _events(conn)
-        assert (event["table_name"], event["op"], event["memory_id"]) == ("emotional_anchor", "create", str(row["id"]))
+        assert (event["table_name"], event["op"], event["memory_id"]) == (
+            "emotional_anchor",
+            "create",
+            str(row["id"]),
+        )
 
 
 def test_narrative_create_and_deprecate(db: Database):
     with db.transaction() as conn:
-        mem = _seed(conn, type="experience", content="Mia ran her first marathon on 2023-05-07.", source_sessions=[TODAY[1]])
+        mem = _seed(
+            conn,
+            type="experience",
+            content="Mia ran her first marathon on 2023-05-07.",
+            source_sessions=[TODAY[1]],
+        )
         ex = _executor(conn, memory_ids=frozenset({mem.id}), narrative_ids=None)
         res = _ok(
-            ex, "create_autobiographical_memory",
+            ex,
+            "create_autobiographical_memory",
             {
-                "title": "  First   marathon ", "narrative": "Mia finished her first marathon.",
-                "significance": "milestone", "occurred_from": "2023-05-07T07:00:00+08:00",
+                "title": "  First   marathon ",
+                "narrative": "Mia finished her first marathon.",
+                "significance": "milestone",
+                "occurred_from": "2023-05-07T07:00:00+08:00",
                 "source_memory_ids": [mem.ref],
             },
         )
@@ -466,7 +754,9 @@ def test_narrative_create_and_deprecate(db: Database):
 
         # a narrative outside the step's narrative scope is refused
         scoped = _executor(conn, narrative_ids=frozenset())
-        other = _ok(ex, "create_autobiographical_memory", {"title": "T", "narrative": "N.", "significance": "notable"})
+        other = _ok(
+            ex, "create_autobiographical_memory", {"title": "T", "narrative": "N.", "significance": "notable"}
+        )
         outside = scoped.call("deprecate_autobiographical_memory", {"id": other.data["id"], "reason": "x"})
         assert outside.is_error and "outside this step's scope" in outside.content
 
@@ -481,7 +771,9 @@ def test_self_block_versioning(db: Database):
     with db.transaction() as conn:
         ex = _executor(conn, self_blocks=frozenset({"autobiography_summary"}))
         block = {"name": "autobiography_summary"}
-        assert _ok(ex, "write_self_block", {**block, "content": "## Recent\n- first chat"}).content.startswith("wrote")
+        assert _ok(
+            ex, "write_self_block", {**block, "content": "## Recent\n- first chat"}
+        ).content.startswith("wrote")
         _ok(ex, "write_self_block", {**block, "content": "## Recent\n- first marathon"})
         unchanged = _ok(ex, "write_self_block", {**block, "content": "## Recent\n- first marathon"})
         assert "unchanged" in unchanged.content
@@ -489,7 +781,9 @@ def test_self_block_versioning(db: Database):
         current = conn.execute("SELECT * FROM self_block WHERE anima_id = %s", (ANIMA,)).fetchall()
         assert len(current) == 1
         assert (current[0]["version"], current[0]["content"], current[0]["updated_by"]) == (
-            2, "## Recent\n- first marathon", STEP,
+            2,
+            "## Recent\n- first marathon",
+            STEP,
         )
         history = conn.execute("SELECT * FROM self_block_history WHERE anima_id = %s", (ANIMA,)).fetchall()
         assert [(h["version"], h["content"]) for h in history] == [(1, "## Recent\n- first chat")]
@@ -537,7 +831,10 @@ def test_dream_entry_applies_confidence_updates(db: Database):
             ("semantic_memory", "confidence"),  # the update equal to the current value wrote nothing
             ("dream_journal", "upsert"),
         ]
-        bad_slug = ex.call("write_dream_entry", {"bank_suggestions": [{"slug": "Mia Running", "kind": "concept", "seed_content": "x"}]})
+        bad_slug = ex.call(
+            "write_dream_entry",
+            {"bank_suggestions": [{"slug": "Mia Running", "kind": "concept", "seed_content": "x"}]},
+        )
         assert bad_slug.is_error and "slug" in bad_slug.content
 
         no_day = _executor(conn, run_id="run-no-day", day=None, tools=("write_dream_entry",))
@@ -548,26 +845,67 @@ def test_dream_entry_applies_confidence_updates(db: Database):
 def test_every_write_is_audited_with_run_day_step(db: Database):
     with db.transaction() as conn:
         seeded = _seed(conn)
-        ex = _executor(conn, conversation_ids=frozenset(TODAY), default_sources=TODAY,
-                       self_blocks=frozenset({"persona"}), summary_levels=frozenset({"day"}))
-        ref = _ok(ex, "create_semantic_memory", {"type": "world", "content": "Mia lives in Jing'an."}).data["id"]
+        ex = _executor(
+            conn,
+            conversation_ids=frozenset(TODAY),
+            default_sources=TODAY,
+            self_blocks=frozenset({"persona"}),
+            summary_levels=frozenset({"day"}),
+        )
+        ref = _ok(ex, "create_semantic_memory", {"type": "world", "content": "Mia lives in Jing'an."}).data[
+            "id"
+        ]
         _ok(ex, "update_semantic_memory", {"id": ref, "confidence": 0.95})
         _ok(ex, "pin_semantic_memory", {"id": ref})
-        part = _ok(ex, "split_semantic_memory", {"id": seeded.ref, "parts": ["Mia is a nurse.", "Mia works nights."]})
-        _ok(ex, "merge_semantic_memories", {"source_ids": part.data["parts"], "content": "Mia is a nurse who works nights."})
-        _ok(ex, "create_emotional_anchor", {"conversation_id": TODAY[0], "occurred_at": "2023-05-08T10:00:00+08:00",
-                                            "emotion": "calm", "valence": 0.2, "arousal": 0.1})
-        _ok(ex, "create_autobiographical_memory", {"title": "T", "narrative": "N.", "significance": "notable"})
+        part = _ok(
+            ex, "split_semantic_memory", {"id": seeded.ref, "parts": ["Mia is a nurse.", "Mia works nights."]}
+        )
+        _ok(
+            ex,
+            "merge_semantic_memories",
+            {"source_ids": part.data["parts"], "content": "Mia is a nurse who works nights."},
+        )
+        _ok(
+            ex,
+            "create_emotional_anchor",
+            {
+                "conversation_id": TODAY[0],
+                "occurred_at": "2023-05-08T10:00:00+08:00",
+                "emotion": "calm",
+                "valence": 0.2,
+                "arousal": 0.1,
+            },
+        )
+        _ok(
+            ex, "create_autobiographical_memory", {"title": "T", "narrative": "N.", "significance": "notable"}
+        )
         _ok(ex, "write_self_block", {"name": "persona", "content": "Warm."})
-        _ok(ex, "write_temporal_summary", {"level": "day", "period_start": "2023-05-08", "period_end": "2023-05-08",
-                                           "content": "A day."})
-        _ok(ex, "write_dream_entry", {"confidence_updates": [{"id": ref, "new_confidence": 0.5, "reason": "r"}]})
+        _ok(
+            ex,
+            "write_temporal_summary",
+            {"level": "day", "period_start": "2023-05-08", "period_end": "2023-05-08", "content": "A day."},
+        )
+        _ok(
+            ex,
+            "write_dream_entry",
+            {"confidence_updates": [{"id": ref, "new_confidence": 0.5, "reason": "r"}]},
+        )
         _ok(ex, "deprecate_semantic_memory", {"id": ref, "reason": "moved"})
 
         events = _events(conn)
-        assert {(e["run_id"], e["day"], e["step"], e["anima_id"]) for e in events} == {(RUN, DAY, STEP, ANIMA)}
+        assert {(e["run_id"], e["day"], e["step"], e["anima_id"]) for e in events} == {
+            (RUN, DAY, STEP, ANIMA)
+        }
         assert {e["op"] for e in events} == {
-            "create", "update", "pin", "split", "merge", "write", "upsert", "confidence", "deprecate",
+            "create",
+            "update",
+            "pin",
+            "split",
+            "merge",
+            "write",
+            "upsert",
+            "confidence",
+            "deprecate",
         }
         for e in events:
             assert e["after"] is not None
@@ -575,7 +913,9 @@ def test_every_write_is_audited_with_run_day_step(db: Database):
                 assert e["before"] is not None and e["before"] != e["after"]
         assert "search" not in events[0]["after"]  # the generated tsvector is not audited
         # no write without an event: every semantic_memory row of this step has one
-        written = {str(r["id"]) for r in conn.execute("SELECT id FROM semantic_memory WHERE id <> %s", (seeded.id,))}
+        written = {
+            str(r["id"]) for r in conn.execute("SELECT id FROM semantic_memory WHERE id <> %s", (seeded.id,))
+        }
         assert written <= {e["memory_id"] for e in events if e["table_name"] == "semantic_memory"}
 
 
@@ -589,7 +929,9 @@ def test_a_failing_step_leaves_nothing_and_is_recorded_failed(db: Database):
     calls: list[bool] = []
 
     def body(conn: Connection, audit: Audit) -> StepOutcome:
-        ex = ToolExecutor(conn, Scope(anima_id=ANIMA, tools=tuple(TOOLS), self_blocks=frozenset({"persona"})), audit)
+        ex = ToolExecutor(
+            conn, Scope(anima_id=ANIMA, tools=tuple(TOOLS), self_blocks=frozenset({"persona"})), audit
+        )
         for call in (
             ("create_semantic_memory", {"type": "world", "content": "Mia lives in Jing'an."}),
             ("update_semantic_memory", {"id": seeded.ref, "content": "Mia is a night-shift nurse."}),
@@ -632,7 +974,10 @@ def test_a_refusal_by_the_database_undoes_only_that_call(db: Database):
         ref = _ok(ex, "create_semantic_memory", {"type": "world", "content": "Mia works nights."}).data["id"]
         refused = ex.call(
             "write_dream_entry",
-            {"aha_moments": ["a\x00b"], "confidence_updates": [{"id": ref, "new_confidence": 0.2, "reason": "r"}]},
+            {
+                "aha_moments": ["a\x00b"],
+                "confidence_updates": [{"id": ref, "new_confidence": 0.2, "reason": "r"}],
+            },
         )
         assert refused.is_error
         assert refused.content.startswith("write_dream_entry: the store refused the write: ")
@@ -673,7 +1018,9 @@ def test_tool_specs_give_every_tool_a_strict_schema():
         model_required = {n for n, f in TOOLS[spec.name].model_fields.items() if f.is_required()}
         assert required == model_required, spec.name
     by_name = {s.name: s.input_schema for s in specs}
-    assert by_name["create_semantic_memory"]["properties"]["type"]["enum"] == list(schemas.MemoryType.__args__)
+    assert by_name["create_semantic_memory"]["properties"]["type"]["enum"] == list(
+        schemas.MemoryType.__args__
+    )
     assert by_name["create_semantic_memory"]["properties"]["content"]["maxLength"] == MAX_CONTENT_CHARS
     assert "identity" not in by_name["write_self_block"]["properties"]["name"]["enum"]
     assert "source_sessions: []" in tool_specs(["update_semantic_memory"])[0].description
@@ -701,7 +1048,13 @@ _UNDOCUMENTED = pytest.mark.xfail(
     "tool",
     [
         pytest.param(t, marks=_UNDOCUMENTED)
-        if t in ("deprecate_semantic_memory", "split_semantic_memory", "pin_semantic_memory", "unpin_semantic_memory")
+        if t
+        in (
+            "deprecate_semantic_memory",
+            "split_semantic_memory",
+            "pin_semantic_memory",
+            "unpin_semantic_memory",
+        )
         else t
         for t in _ID_FIELDS
     ],

@@ -66,7 +66,9 @@ def import_files(db: Database, *paths: Path) -> ImportStats:
     with db.transaction() as conn:
         audit = Audit(conn=conn, anima_id="", run_id="test-import", step="import")
         for path in paths:
-            import_records(conn, parse_lines(path.read_text(encoding="utf-8").split("\n"), str(path)), audit, stats)
+            import_records(
+                conn, parse_lines(path.read_text(encoding="utf-8").split("\n"), str(path)), audit, stats
+            )
             stats.files += 1
     return stats
 
@@ -124,7 +126,10 @@ def test_a_good_file_is_imported(db: Database, tmp_path: Path) -> None:
     assert [
         (m["anima_id"], m["conversation_id"], m["external_id"], m["role"], m["speaker"], m["content"])
         for m in stored
-    ] == [(r["anima_id"], r["conversation_id"], r["message_id"], r["role"], r["speaker"], r["content"]) for r in rows]
+    ] == [
+        (r["anima_id"], r["conversation_id"], r["message_id"], r["role"], r["speaker"], r["content"])
+        for r in rows
+    ]
     assert [m["created_at"] for m in stored] == [datetime.fromisoformat(r["created_at"]) for r in rows]
     assert stored[5]["metadata"] == {"source": "test", "tags": ["x"]}
     assert stored[0]["metadata"] == {}
@@ -200,7 +205,7 @@ def test_platform_title_and_debug_are_kept(db: Database, tmp_path: Path) -> None
     ]
     import_files(db, write_jsonl(tmp_path / "a.jsonl", rows))
     # re-importing without the optional keys keeps them too
-    import_files(db, write_jsonl(tmp_path / "b.jsonl", [{k: v for k, v in rec("cron1", 3).items()}]))
+    import_files(db, write_jsonl(tmp_path / "b.jsonl", [rec("cron1", 3)]))
     with db.transaction() as conn:
         convs = {
             r["id"]: (r["platform"], r["title"], r["debug"])
@@ -214,7 +219,9 @@ def test_platform_title_and_debug_are_kept(db: Database, tmp_path: Path) -> None
 
 
 def test_unknown_keys_are_ignored_and_optional_keys_may_be_null(db: Database, tmp_path: Path) -> None:
-    rows = [rec("c1", 1, extra_key="whatever", platform=None, title=None, debug=None, metadata=None, speaker=None)]
+    rows = [
+        rec("c1", 1, extra_key="whatever", platform=None, title=None, debug=None, metadata=None, speaker=None)
+    ]
     stats = import_files(db, write_jsonl(tmp_path / "a.jsonl", rows))
     assert stats.messages_added == 1
     with db.transaction() as conn:
@@ -255,30 +262,52 @@ BAD_LINES: list[tuple[str, str, str]] = [
     ("non-object-number", "42", "JSON object"),
     ("non-object-null", "null", "JSON object"),
     *[
-        (f"missing-{f}", json.dumps({k: v for k, v in rec("c9", 1).items() if k != f}), f"field '{f}': required field is missing")
+        (
+            f"missing-{f}",
+            json.dumps({k: v for k, v in rec("c9", 1).items() if k != f}),
+            f"field '{f}': required field is missing",
+        )
         for f in ("anima_id", "conversation_id", "message_id", "role", "content", "created_at")
     ],
     *[
         (f"empty-{f}", json.dumps(rec("c9", 1, **{f: ""})), f"field '{f}': required field is empty")
         for f in ("anima_id", "conversation_id", "message_id", "content")
     ],
-    ("blank-content", json.dumps(rec("c9", 1, content="  \t ")), "field 'content': Value error, must not be blank"),
+    (
+        "blank-content",
+        json.dumps(rec("c9", 1, content="  \t ")),
+        "field 'content': Value error, must not be blank",
+    ),
     ("blank-anima", json.dumps(rec("c9", 1, anima_id="   ")), "field 'anima_id'"),
     ("null-content", json.dumps(rec("c9", 1, content=None)), "field 'content'"),
     ("number-content", json.dumps(rec("c9", 1, content=5)), "field 'content'"),
     ("unknown-role", json.dumps(rec("c9", 1, role="bot")), "field 'role'"),
     ("role-wrong-case", json.dumps(rec("c9", 1, role="User")), "field 'role'"),
-    ("timestamp-no-offset", json.dumps(rec("c9", 1, created_at="2024-03-01T10:01:00")), "field 'created_at': Value error, timestamp '2024-03-01T10:01:00' has no UTC offset"),
+    (
+        "timestamp-no-offset",
+        json.dumps(rec("c9", 1, created_at="2024-03-01T10:01:00")),
+        "field 'created_at': Value error, timestamp '2024-03-01T10:01:00' has no UTC offset",
+    ),
     ("date-only", json.dumps(rec("c9", 1, created_at="2024-03-01")), "field 'created_at'"),
-    ("timestamp-garbage", json.dumps(rec("c9", 1, created_at="yesterday")), "field 'created_at': Value error, not an ISO-8601 timestamp"),
+    (
+        "timestamp-garbage",
+        json.dumps(rec("c9", 1, created_at="yesterday")),
+        "field 'created_at': Value error, not an ISO-8601 timestamp",
+    ),
     ("timestamp-number", json.dumps(rec("c9", 1, created_at=1709258460)), "field 'created_at'"),
-    ("nul-in-content", json.dumps(rec("c9", 1, content="a\u0000b")), "field 'content': Value error, contains a NUL"),
+    (
+        "nul-in-content",
+        json.dumps(rec("c9", 1, content="a\u0000b")),
+        "field 'content': Value error, contains a NUL",
+    ),
     ("nul-in-metadata", json.dumps(rec("c9", 1, metadata={"k": "a\u0000b"})), "field 'metadata'"),
     ("metadata-not-object", json.dumps(rec("c9", 1, metadata=[1, 2])), "field 'metadata'"),
 ]
 
 
-@pytest.mark.parametrize(("line", "expected"), [(b[1], b[2]) for b in BAD_LINES], ids=[b[0] for b in BAD_LINES])
+@pytest.mark.parametrize(
+    ("line", "expected"), [(b[1], b[2]) for b in BAD_LINES], ids=[b[0] for b in BAD_LINES]
+)
 def test_a_bad_line_is_named_with_file_line_and_field(line: str, expected: str) -> None:
     lines = [json.dumps(rec("c1", 1)), "", json.dumps(rec("c1", 2)), line, json.dumps(rec("c1", 4))]
     with pytest.raises(ArchiveError) as info:
@@ -295,7 +324,9 @@ def test_no_bad_line_leaves_a_trace_even_after_good_lines_and_files(db: Database
     before, before_counts = snapshot(db), counts(db)
     first = write_jsonl(tmp_path / "first.jsonl", [rec("n1", 1), rec("n1", 2), rec("n2", 1, anima="new")])
     for case, line, expected in BAD_LINES:
-        second = write_jsonl(tmp_path / f"second-{case}.jsonl", [rec("n3", 1), rec("n3", 2), line, rec("n3", 4)])
+        second = write_jsonl(
+            tmp_path / f"second-{case}.jsonl", [rec("n3", 1), rec("n3", 2), line, rec("n3", 4)]
+        )
         with pytest.raises(ArchiveError) as info:
             import_files(db, first, second)
         message = str(info.value)
@@ -374,7 +405,14 @@ def test_cli_file_names_are_not_read_as_markup(run_cli, tmp_path: Path) -> None:
 
 def test_cli_text_that_is_not_utf8_is_a_named_bad_line(run_cli, db: Database, tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
-    path.write_bytes((json.dumps(rec("c1", 1)) + "\n" + json.dumps(rec("c1", 2, content="café"), ensure_ascii=False) + "\n").encode("latin-1"))
+    path.write_bytes(
+        (
+            json.dumps(rec("c1", 1))
+            + "\n"
+            + json.dumps(rec("c1", 2, content="café"), ensure_ascii=False)
+            + "\n"
+        ).encode("latin-1")
+    )
     result = run_cli("import", str(path))
     assert result.exit_code == 1
     assert f"{path}:2:notUTF-8" in squash(result.stderr), result.stderr
@@ -386,7 +424,9 @@ def test_cli_accepts_crlf_a_byte_order_mark_and_unicode_line_separators(
 ) -> None:
     rows = [rec("c1", 1, content="one\u2028two"), rec("c1", 2, content="three\u0085four")]
     path = tmp_path / "windows.jsonl"
-    path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows).encode() + b"\r\n")
+    path.write_bytes(
+        b"\xef\xbb\xbf" + "\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows).encode() + b"\r\n"
+    )
     result = run_cli("import", str(path))
     assert result.exit_code == 0, result.output
     with db.transaction() as conn:
@@ -447,7 +487,9 @@ def test_locomo_dev_archive_imports_and_reimports(run_cli, db: Database, tmp_pat
     assert snapshot(db) == imported
 
 
-def test_locomo_dev_archive_with_line_100_broken_writes_nothing(run_cli, db: Database, tmp_path: Path) -> None:
+def test_locomo_dev_archive_with_line_100_broken_writes_nothing(
+    run_cli, db: Database, tmp_path: Path
+) -> None:
     broken = broken_copy(shared_file("locomo", "dev.archive.jsonl"), tmp_path)
     before = counts(db)
     result = run_cli("import", str(broken))

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from anima_pipeline.store.migrations import SQL_DIR, MigrationError, load_migrations, migrate
+from anima_pipeline.store.migrations import _LOCK_KEY, SQL_DIR, MigrationError, load_migrations, migrate
 
 TABLES = {
     "conversation",
@@ -43,7 +44,9 @@ def _recorded(url: str) -> list[tuple[int, str, str]]:
     with psycopg.connect(url) as conn:
         if conn.execute("SELECT to_regclass('schema_migration')").fetchone()[0] is None:
             return []
-        return conn.execute("SELECT version, name, checksum FROM schema_migration ORDER BY version").fetchall()
+        return conn.execute(
+            "SELECT version, name, checksum FROM schema_migration ORDER BY version"
+        ).fetchall()
 
 
 def _index_defs(url: str, table: str) -> list[str]:
@@ -156,7 +159,9 @@ def test_a_missing_applied_file_is_refused(empty_db_url: str, sql_copy: Path) ->
     assert "missing" in str(info.value)
 
 
-@pytest.mark.parametrize("bad_name", ["4_short.sql", "0004_Upper.sql", "0004-dash.sql", "0004_.sql", "v0004_x.sql"])
+@pytest.mark.parametrize(
+    "bad_name", ["4_short.sql", "0004_Upper.sql", "0004-dash.sql", "0004_.sql", "v0004_x.sql"]
+)
 def test_a_badly_named_file_is_refused(empty_db_url: str, sql_copy: Path, bad_name: str) -> None:
     (sql_copy / bad_name).write_text("CREATE TABLE never (id int);\n")
     with pytest.raises(MigrationError, match=bad_name.replace(".", r"\.")):
@@ -230,7 +235,7 @@ def test_concurrent_migrations_of_a_fresh_database_apply_each_file_once(empty_db
         try:
             start.wait()
             results.append(migrate(empty_db_url))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=run) for _ in range(5)]
@@ -241,3 +246,19 @@ def test_concurrent_migrations_of_a_fresh_database_apply_each_file_once(empty_db
     assert errors == []
     assert sorted(name for names in results for name in names) == sorted(ALL_NAMES)
     assert [r[1] for r in _recorded(empty_db_url)] == ALL_NAMES
+
+
+def test_nothing_is_created_while_another_process_migrates(empty_db_url: str) -> None:
+    """Even the bookkeeping table waits for the migration lock (CREATE TABLE IF NOT EXISTS is
+    not safe against a concurrent twin: it can fail on pg_type's unique index)."""
+    results: list[list[str]] = []
+    with psycopg.connect(empty_db_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        worker = threading.Thread(target=lambda: results.append(migrate(empty_db_url)))
+        worker.start()
+        time.sleep(0.5)
+        assert worker.is_alive()
+        assert _tables(empty_db_url) == set()
+        holder.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    worker.join(timeout=60)
+    assert results == [ALL_NAMES]

@@ -69,7 +69,9 @@ def _insert_world(conn) -> None:
            VALUES ('bob', %s, %s, %s, 'b1', now())""",
         (facts["Bob has a dog"], facts["Bob has a dog"], message_id),
     )
-    conn.execute("INSERT INTO dream_journal (anima_id, day) VALUES ('ana', '2024-03-01'), ('ana', '2024-03-02')")
+    conn.execute(
+        "INSERT INTO dream_journal (anima_id, day) VALUES ('ana', '2024-03-01'), ('ana', '2024-03-02')"
+    )
     # not counted anywhere
     conn.execute("INSERT INTO self_block (anima_id, name, content) VALUES ('dora', 'identity', 'I am Dora')")
     conn.execute(
@@ -98,7 +100,10 @@ def test_status_counts_rows_inserted_directly(db: Database) -> None:
     assert set(data["totals"]) == KEYS
     for row in data["animas"]:
         assert set(row) == KEYS | {"anima_id"}
-    assert [row["anima_id"] for row in data["animas"]] == ["ana", "bob"]  # sorted; carl has only deprecated rows
+    assert [row["anima_id"] for row in data["animas"]] == [
+        "ana",
+        "bob",
+    ]  # sorted; carl has only deprecated rows
 
     ana, bob = data["animas"]
     assert ana == {
@@ -131,7 +136,10 @@ def test_status_counts_rows_inserted_directly(db: Database) -> None:
 @pytest.mark.parametrize(
     ("sql", "key"),
     [
-        ("UPDATE semantic_memory SET status = 'deprecated' WHERE content = 'Lin likes jazz'", "semantic_active"),
+        (
+            "UPDATE semantic_memory SET status = 'deprecated' WHERE content = 'Lin likes jazz'",
+            "semantic_active",
+        ),
         ("UPDATE emotional_anchor SET status = 'deprecated' WHERE anima_id = 'ana'", "emotional_anchors"),
         ("DELETE FROM dream_journal WHERE day = '2024-03-02'", "dream_entries"),
     ],

@@ -21,7 +21,10 @@ What is measured (one run, ratios printed, nothing asserted):
   stopword list (articles, prepositions, pronouns, be/have/do) is dropped and a
   trailing plural "s"/"es"/"ies" is folded. A date key word in the answer matches a
   memory date with the same prefix (answer "2023-05" matches "2023-05-07").
-  Answers whose key words are all stopwords are not considered.
+  Answers whose key words are all stopwords are not considered. When the answer
+  is only a date or duration, the memory must also share two key words of the
+  question (all of them if it has fewer), speakers' names and question words
+  excluded: otherwise any memory of that day carrying its date would "answer" it.
 * Secondary figures, for context: "union" counts a question covered when the key
   words are spread over several memories of the evidence conversations (what a
   reader of all of them could answer), and "ceiling" applies the single-memory
@@ -241,7 +244,8 @@ def evaluate(questions: list[dict], memories_for: MemoriesFor, names: dict[str, 
         if any(_has_all(words, tokens) for tokens in relevant):
             stats["lenient"][cat] += 1
         topic = _topic_words(q["question"], names.get(q["anima_id"], set())) if _only_dates(words) else set()
-        if any(_has_all(words, tokens) and (not topic or topic & tokens) for tokens in relevant):
+        need = min(2, len(topic))
+        if any(_has_all(words, tokens) and len(topic & tokens) >= need for tokens in relevant):
             stats["covered"][cat] += 1
         if relevant and _has_all(words, set().union(*relevant)):
             stats["union"][cat] += 1

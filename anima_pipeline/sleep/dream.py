@@ -55,7 +55,11 @@ _NOT_NAMES = frozenset(
     monday tuesday wednesday thursday friday saturday sunday january february march april may june
     july august september october november december""".split()
 )
-_CAPITAL_RUN = re.compile(r"[A-Z][A-Za-z]+(?:[’'][a-z]+)?(?:\s+[A-Z][A-Za-z]+(?:[’'][a-z]+)?)*")
+# Proper-case words (not SHOUTING), possibly glued to CJK text on either side ("2026-11-16Lin Wei去了").
+_CAPITAL_RUN = re.compile(
+    r"(?<![A-Za-z])[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:[’'][a-z]+)?"
+    r"(?:\s+[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:[’'][a-z]+)?)*(?![A-Za-z])"
+)
 _ZH_NAMED = re.compile(r"(?:名叫|叫做|叫|名字是)([\u4e00-\u9fff]{2,3})(?=[，,。.、\s的是]|$)")
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")
 _WORD = re.compile(r"[a-z][a-z'-]{4,}")
@@ -68,7 +72,11 @@ _GENERIC = frozenset(
     today tomorrow yesterday night morning evening first second third three later early great
     little makes made takes taken gives given feels felt thinks thought knows known says said
     enjoys enjoyed prefers preferred hates hated lives lived moved visit visited favorite favourite
-    recently currently""".split()
+    recently currently around instead right along among another either enough except however
+    inside outside perhaps please quite rather though toward towards unless whether within without
+    while whole whose everyone everybody nobody somebody anyone three seven eight needs needed
+    keeps tried tries tells asked asks getting become became doing coming comes taking trying
+    finally""".split()
 )
 _PET_WORD = (
     r"(?:cat|dog|puppy|kitten|pet|hamster|rabbit|bunny|parrot|bird|turtle|tortoise|fish|horse|tabby|"
@@ -94,7 +102,9 @@ _PLAN = re.compile(
 )
 _ZH_FUNCTION = frozenset("的了是在和与我你他她它们着也都就很还又把被给叫说有这那个不")
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_FUTURE_WORD = re.compile(r"\b(?:tomorrow|next (?:week|month|year|weekend))\b|明天|下周|下个月|明年", re.IGNORECASE)
+_FUTURE_WORD = re.compile(
+    r"\b(?:tomorrow|next (?:week|month|year|weekend))\b|明天|下周|下个月|明年", re.IGNORECASE
+)
 
 
 def _sentence_starts(text: str) -> set[int]:
@@ -125,17 +135,25 @@ def entities(text: str) -> list[tuple[str, bool]]:
     return out
 
 
-def entity_index(mems: list[SemanticMemory]) -> dict[str, set[int]]:
-    """Entity -> ids of the memories naming it. A capitalised word seen only at sentence
-    starts ("Running is fun") is not a name unless it also appears mid-sentence somewhere."""
+def entity_index(mems: list[SemanticMemory], exclude: frozenset[str] = frozenset()) -> dict[str, set[int]]:
+    """Entity -> ids of the memories naming it; names in `exclude` (lower case: the anima's
+    own name) are left out. A capitalised run at a sentence start is trusted only when it
+    also appears mid-sentence somewhere or has several words; "Because Lin Wei" becomes
+    "Lin Wei" when that is a known name, and a lone "Running" stays out."""
+    raw = [(m.id, name, initial) for m in mems for name, initial in entities(m.content)]
+    mid = {name for _, name, initial in raw if not initial}
+    known = {name for _, name, _ in raw}
     found: dict[str, set[int]] = defaultdict(set)
-    mid_sentence: set[str] = set()
-    for m in mems:
-        for name, initial in entities(m.content):
-            found[name].add(m.id)
-            if not initial or " " in name:
-                mid_sentence.add(name)
-    return {k: v for k, v in found.items() if k in mid_sentence}
+    for mid_id, name, initial in raw:
+        if initial and name not in mid:
+            tail = name.partition(" ")[2]
+            if tail in known:
+                name = tail
+            elif not tail:
+                continue
+        if name.lower() not in exclude:
+            found[name].add(mid_id)
+    return dict(found)
 
 
 def _pet_tied(name: str, text: str) -> bool:
@@ -163,12 +181,16 @@ def entity_kind(name: str, mems: list[SemanticMemory]) -> str:
         for hit in re.finditer(re.escape(name), m.content):
             mentions += 1
             place += bool(_PLACE_BEFORE.search(m.content[: hit.start()]))
-    return "place" if mentions and place * 2 > mentions else "person"
+    return "place" if mentions and place * 2 >= mentions else "person"
 
 
 def words(text: str) -> set[str]:
     """Content words for rarity: Latin words of 5+ letters that say something, and CJK bigrams."""
-    latin = {re.sub(r"'s$", "", w).strip("'-") for w in _WORD.findall(text.lower().replace("’", "'"))}
+    latin = {
+        w
+        for w in _WORD.findall(text.lower().replace("’", "'"))
+        if "'" not in w and not w.endswith("ly") and not w.endswith("-")
+    }
     cjk = {
         run[i : i + 2]
         for run in re.findall(r"[\u4e00-\u9fff]+", text)
@@ -178,8 +200,17 @@ def words(text: str) -> set[str]:
     return {w for w in latin if w not in _GENERIC and w not in _NOT_NAMES} | cjk
 
 
-def plan_of_memory(content: str, today: date) -> str | None:
-    """A next-session action when the memory is a plan or names a future date, else None."""
+_DISCOURSE = re.compile(
+    r"^(?:(?:then|so|and|but|now|also|maybe|well|oh|ok|okay|actually)\b[\s,]*)+", re.IGNORECASE
+)
+
+
+def plan_of_memory(content: str, today: date, not_subjects: frozenset[str] = frozenset()) -> str | None:
+    """A next-session action when the memory is a plan or names a future date, else None.
+    Memories whose subject is in `not_subjects` (lower case: the anima itself, "Aria said
+    ...") are what the anima said, not plans to follow up."""
+    if content.split(" ", 1)[0].lower().strip(",:") in not_subjects:
+        return None
     dates = [date(int(y), int(mo), int(d)) for y, mo, d in _ISO_DATE.findall(content) if _valid(y, mo, d)]
     future = [d for d in dates if d > today]
     m = _PLAN.search(content)
@@ -188,13 +219,18 @@ def plan_of_memory(content: str, today: date) -> str | None:
     if dates and not future:
         return None  # the plan's date has passed: nothing to follow up
     text = content.rstrip(" .。!！")
-    when = f"after {min(future).isoformat()}: " if future else ""
+    when = f"After {min(future).isoformat()}: ask" if future else "Ask"
     if m and m.group("rest"):
-        subject = content[: m.start()].strip(" ,")
-        subject = re.sub(r"\s+(?:is|are|was)$", "", subject) if len(subject.split()) <= 5 else ""
+        head = _DISCOURSE.sub("", content[: m.start()]).strip(" ,")
+        named = [name for name, _ in entities(head)]
+        subject = (
+            named[-1]
+            if named
+            else (re.sub(r"\s+(?:is|are|was)$", "", head) if len(head.split()) <= 5 else "")
+        )
         rest = m.group("rest").rstrip(" .。!！")
-        return f"{when.capitalize()}Ask {subject or 'them'} how the plan to {rest} went".replace("  ", " ")
-    return f"{when.capitalize()}Ask how it went: {text}"
+        return f"{when} {subject or 'them'} how the plan to {rest} went"
+    return f"{when} how it went: {text}"
 
 
 def _valid(y: str, mo: str, d: str) -> bool:
@@ -256,7 +292,9 @@ def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
             merged[int(e["after"]["superseded_by"])].append(f"f-{mid}")
     for target, sources in merged.items():
         reconfirmed[target] = f"re-confirmed today (merged from {', '.join(sources)})"
-    active = {m.id: m for m in MemoryRepo(conn).get_many(list(dict.fromkeys(touched))) if m.status == "active"}
+    active = {
+        m.id: m for m in MemoryRepo(conn).get_many(list(dict.fromkeys(touched))) if m.status == "active"
+    }
     return DayMemories(
         today=[active[i] for i in sorted(active)],
         reconfirmed={i: why for i, why in reconfirmed.items() if i in active},
@@ -267,11 +305,13 @@ def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
 # ---- offline synthesis ----------------------------------------------------------------
 
 
-def synthesize(day: date, dm: DayMemories, store: list[SemanticMemory]) -> dict:
-    """The write_dream_entry input of the offline baseline (deterministic)."""
+def synthesize(day: date, dm: DayMemories, store: list[SemanticMemory], anima_id: str = "") -> dict:
+    """The write_dream_entry input of the offline baseline (deterministic). The anima's own
+    name is not a topic of its dreams: it is in everything it says about itself."""
     today_ids = {m.id for m in dm.today}
     by_id = {m.id: m for m in store}
-    index = entity_index(store)
+    me = frozenset({anima_id.lower()}) if anima_id else frozenset()
+    index = entity_index(store, me)
     n = max(len(store), 1)
     ubiquitous = {e for e, ids in index.items() if n >= 5 and len(ids) > 0.6 * n}  # the user's own name
     return {
@@ -279,7 +319,7 @@ def synthesize(day: date, dm: DayMemories, store: list[SemanticMemory]) -> dict:
         "aha_moments": _aha(index, today_ids, ubiquitous, by_id),
         "confidence_updates": _confidence(dm, by_id),
         "next_session_actions": list(
-            dict.fromkeys(a for m in dm.today if (a := plan_of_memory(m.content, day)))
+            dict.fromkeys(a for m in dm.today if (a := plan_of_memory(m.content, day, me)))
         )[:MAX_ACTIONS],
         "bank_suggestions": _bank(index, today_ids, store, by_id),
     }
@@ -342,7 +382,7 @@ def _aha(
     out = []
     for e in recurring[:MAX_AHA]:
         ids = sorted(index[e])
-        new = by_id[min(ids & today_ids)]
+        new = by_id[min(index[e] & today_ids)]
         old = by_id[ids[0]] if ids[0] != new.id else by_id[ids[-1]]
         out.append(
             f"{e} runs through {len(ids)} memories: today “{clip(new.content, 80)}”, "
@@ -367,7 +407,10 @@ def _confidence(dm: DayMemories, by_id: dict[int, SemanticMemory]) -> list[dict]
 
 
 def _bank(
-    index: dict[str, set[int]], today_ids: set[int], store: list[SemanticMemory], by_id: dict[int, SemanticMemory]
+    index: dict[str, set[int]],
+    today_ids: set[int],
+    store: list[SemanticMemory],
+    by_id: dict[int, SemanticMemory],
 ) -> list[dict]:
     """Pages for entities and concepts in RECUR+ active memories, today's topics first."""
 
@@ -415,9 +458,7 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
             return StepOutcome(stats={"today_memories": 0, "dreams": 0, "input_chars": 0})
         store = MemoryRepo(conn).active(anima_id)
         today_ids = {m.id for m in dm.today}
-        older = sorted(
-            (m for m in store if m.id not in today_ids), key=lambda m: (-m.reference_count, -m.id)
-        )
+        older = sorted((m for m in store if m.id not in today_ids), key=lambda m: (-m.reference_count, -m.id))
         shown, size = [], 0
         for m in older:  # the most cited first when the store is larger than one message
             size += len(m.content) + 60
@@ -430,10 +471,8 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
             sorted(shown, key=lambda m: m.id),
             f"# Long-term store: {len(shown)} of {len(older)} other active memories",
         )
-        entry = synthesize(night.day, dm, store)
-        scope = Scope(
-            anima_id=anima_id, tools=TOOLS, memory_ids=frozenset(today_ids | {m.id for m in shown})
-        )
+        entry = synthesize(night.day, dm, store, anima_id)
+        scope = Scope(anima_id=anima_id, tools=TOOLS, memory_ids=frozenset(today_ids | {m.id for m in shown}))
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(
             step=STEP,

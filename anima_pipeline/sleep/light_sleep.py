@@ -40,6 +40,13 @@ LIGHT_STEPS = (STEP_SEMANTIC, STEP_LIMBIC, STEP_NARRATIVE, STEP_SUMMARY)
 
 SEMANTIC_TOOLS = ("create_semantic_memory", "update_semantic_memory", "deprecate_semantic_memory")
 NARRATIVE_WINDOW_DAYS = 7
+# The counts each stage always reports, 0 included, so a quiet night plots as 0 instead of a gap.
+ZERO_COUNTS = {
+    STEP_SEMANTIC: ("created", "updated", "deprecated", "errors"),
+    STEP_LIMBIC: ("anchors", "errors"),
+    STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
+    STEP_SUMMARY: ("self_blocks", "errors"),
+}
 
 
 def _utterances(convs: list[DayConversation], tz: ZoneInfo) -> list[Utterance]:
@@ -68,6 +75,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         convs = load_day(conn, anima_id, night.start, night.end)
         stats: dict[str, int] = {"conversations": len(convs), "messages": sum(len(c.messages) for c in convs)}
+        stats.update(dict.fromkeys(ZERO_COUNTS[STEP_SEMANTIC], 0))  # a night that writes nothing still reports 0
         usage, chunks_log, input_chars = Usage(), [], 0
         if convs:
             system = identity_context(conn, anima_id)
@@ -127,7 +135,7 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         convs = load_day(conn, anima_id, night.start, night.end)
         if not convs:
-            return StepOutcome(stats={"conversations": 0, "anchors": 0, "input_chars": 0})
+            return StepOutcome(stats={"conversations": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0)})
         ids = sorted(c.id for c in convs)
         existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
         system = identity_context(conn, anima_id)
@@ -142,7 +150,10 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
         usage = night.engine.run(request, executor, lambda: _anchor_plan(convs, night.tz, seen))
         return StepOutcome(
-            stats={"conversations": len(convs), "input_chars": len(system) + len(msg1) + len(msg2), **executor.stats},
+            stats={
+                "conversations": len(convs), "input_chars": len(system) + len(msg1) + len(msg2),
+                **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0), **executor.stats,
+            },
             usage=usage,
         )
 
@@ -174,7 +185,7 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         ]
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not recent:
-            return StepOutcome(stats={"candidates": 0, "narratives": 0, "input_chars": 0})
+            return StepOutcome(stats={"candidates": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0)})
         system = identity_context(conn, anima_id)
         msg1 = render_memories(recent, f"# Experience and imprint memories, {since.date()} to {night.day}")
         msg2 = "# Existing narratives\n" + (
@@ -189,7 +200,10 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         told = {i for n in narratives for i in n["source_memory_ids"]}
         usage = night.engine.run(request, executor, lambda: _narrative_plan(recent, told, night.tz))
         return StepOutcome(
-            stats={"candidates": len(recent), "input_chars": len(system) + len(msg1) + len(msg2), **executor.stats},
+            stats={
+                "candidates": len(recent), "input_chars": len(system) + len(msg1) + len(msg2),
+                **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0), **executor.stats,
+            },
             usage=usage,
         )
 
@@ -229,7 +243,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not narratives:
-            return StepOutcome(stats={"narratives": 0, "self_blocks": 0, "input_chars": 0})
+            return StepOutcome(stats={"narratives": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)})
         system = identity_context(conn, anima_id)
         msg1 = "# Active narratives\n" + "\n".join(
             f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}" for n in narratives
@@ -245,7 +259,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
         return StepOutcome(
             stats={"narratives": len(narratives), "input_chars": len(system) + len(msg1),
-                   "summary_chars": len(current), **executor.stats},
+                   "summary_chars": len(current), **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0), **executor.stats},
             usage=usage,
         )
 

@@ -124,9 +124,7 @@ def _chains(conn: Connection, anima_id: str) -> _Chains:
 # ---- 1. citations ---------------------------------------------------------------------
 
 
-def _collect(
-    conn: Connection, audit: Audit, night: Night, anima_id: str, chains: _Chains
-) -> tuple[int, int]:
+def _collect(conn: Connection, audit: Audit, night: Night, anima_id: str, chains: _Chains) -> tuple[int, int]:
     """Insert one memory_reference per (message, cited id); a re-run adds nothing."""
     messages = conn.execute(
         """SELECT id, conversation_id, content, created_at FROM message
@@ -209,9 +207,7 @@ def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str, cfg: d
     updated = 0
     for mem in repo.active(anima_id):
         times = refs.get(mem.id, [])
-        count = decayed_count(
-            times, night.end, cfg["decay_days"], cfg["recent_weight"], cfg["stale_weight"]
-        )
+        count = decayed_count(times, night.end, cfg["decay_days"], cfg["recent_weight"], cfg["stale_weight"])
         last = max(times) if times else mem.last_referenced_at
         changes: dict[str, Any] = {}
         if abs(count - mem.reference_count) > _EPS:

@@ -46,8 +46,8 @@ def _when(m: SemanticMemory) -> datetime:
     return m.observed_at or m.created_at
 
 
-def relationships(mems: list[SemanticMemory]) -> str:
-    index = entity_index(mems)
+def relationships(mems: list[SemanticMemory], anima_id: str = "") -> str:
+    index = entity_index(mems, frozenset({anima_id.lower()}))
     by_id = {m.id: m for m in mems}
     groups: dict[str, list[str]] = {"person": [], "pet": []}
     for name in sorted(index, key=lambda e: (-len(index[e]), e)):
@@ -68,16 +68,23 @@ def relationships(mems: list[SemanticMemory]) -> str:
     return "\n".join(lines)[:BLOCK_CHARS]
 
 
-def current_state(mems: list[SemanticMemory], end: datetime, tz) -> str:
+def current_state(mems: list[SemanticMemory], end: datetime, tz, anima_id: str = "") -> str:
     since = end - timedelta(days=RECENT_DAYS)
     recent = [m for m in mems if since <= _when(m) < end]
     today = (end - timedelta(days=1)).date()
-    experiences = sorted((m for m in recent if m.type == "experience"), key=lambda m: (_when(m), m.id), reverse=True)
-    plans = sorted((m for m in recent if plan_of_memory(m.content, today)), key=lambda m: (_when(m), m.id))
+    experiences = sorted(
+        (m for m in recent if m.type == "experience"), key=lambda m: (_when(m), m.id), reverse=True
+    )
+    plans = sorted(
+        (m for m in recent if plan_of_memory(m.content, today, frozenset({anima_id.lower()}))),
+        key=lambda m: (_when(m), m.id),
+    )
     lines = []
     if experiences:
         lines.append(f"Recently (last {RECENT_DAYS} days):")
-        lines += [f"- {_when(m).astimezone(tz):%Y-%m-%d}: {clip(m.content, 200)}" for m in experiences[:MAX_ITEMS]]
+        lines += [
+            f"- {_when(m).astimezone(tz):%Y-%m-%d}: {clip(m.content, 200)}" for m in experiences[:MAX_ITEMS]
+        ]
     if plans:
         lines.append("Plans ahead:")
         lines += [f"- {clip(m.content, 200)}" for m in plans[:MAX_ITEMS]]
@@ -103,13 +110,13 @@ def persona(mems: list[SemanticMemory]) -> str:
     return "\n".join(lines)
 
 
-def templates(mems: list[SemanticMemory], end: datetime, tz) -> dict[str, str]:
+def templates(mems: list[SemanticMemory], end: datetime, tz, anima_id: str = "") -> dict[str, str]:
     """The offline blocks; an empty string means "no material, keep the current block"."""
     return {
         "persona": persona(mems),
         "values": values(mems),
-        "relationships": relationships(mems),
-        "current_state": current_state(mems, end, tz),
+        "relationships": relationships(mems, anima_id),
+        "current_state": current_state(mems, end, tz, anima_id),
     }
 
 
@@ -128,8 +135,12 @@ def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
         msg1 = render_memories(
             sorted(shown, key=lambda m: m.id), f"# Consolidated active memories ({len(shown)} of {len(mems)})"
         )
-        blocks = templates(mems, night.end, night.tz)
-        calls = [ToolCall(name="write_self_block", input={"name": n, "content": blocks[n]}) for n in BLOCKS if blocks[n]]
+        blocks = templates(mems, night.end, night.tz, anima_id)
+        calls = [
+            ToolCall(name="write_self_block", input={"name": n, "content": blocks[n]})
+            for n in BLOCKS
+            if blocks[n]
+        ]
         scope = Scope(anima_id=anima_id, tools=TOOLS, self_blocks=frozenset(BLOCKS))
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(

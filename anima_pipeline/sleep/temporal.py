@@ -19,13 +19,13 @@ import re
 from datetime import date, timedelta
 from typing import Any
 
-from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, Usage
+from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import load_day, render_day
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
-from anima_pipeline.store.archive import DayConversation
+from anima_pipeline.store.archive import DayConversation, animas_active_between
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import TemporalRepo
@@ -119,19 +119,31 @@ def highlights(convs: list[DayConversation], tz: Any, limit: int = HIGHLIGHTS) -
     return [line for _, _, line in sorted(best, key=lambda x: x[1])]
 
 
-def _pick_lines(content: str, k: int) -> list[str]:
-    """The k most informative lines of a lower-level summary, in their order."""
-    units = []
+_CONV_LINE = re.compile(r"^\d\d:\d\d–\d\d:\d\d\s+(?P<title>.+?)\s+\(\d+ messages\)$")
+_HEADER_LINE = re.compile(r"^(?:Day|Week|Month|Year) \d{4}")
+_FACT_LINE = re.compile(r"^f-\d+\s+\(\w+\)\s+")
+
+
+def _pick_lines(content: str, k: int) -> tuple[list[str], list[str]]:
+    """(conversation titles, the k most informative other lines in their order) of a
+    lower-level summary. Learned facts weigh more than quoted highlights: they are the
+    distilled part of a day."""
+    titles, units = [], []
     for i, raw in enumerate(content.splitlines()):
         line = raw.strip().lstrip("-•* ").strip()
-        if not line or line.endswith(":") or line.startswith("#"):
+        if not line or line.endswith(":") or line.startswith("#") or _HEADER_LINE.match(line):
+            continue
+        if conv := _CONV_LINE.match(line):
+            titles.append(conv.group("title").strip('"'))
             continue
         line = re.sub(r"^\[\d\d:\d\d\]\s*", "", line)
+        fact = bool(_FACT_LINE.match(line))
+        line = _FACT_LINE.sub("", line)
         score = informativeness(_PREFIX.sub("", line))
         if score is not None:
-            units.append((score, i, _clip(line)))
+            units.append((score + (1.5 if fact else 0.0), i, _clip(line)))
     best = sorted(units, key=lambda x: (-x[0], x[1]))[:k]
-    return [u for _, _, u in sorted(best, key=lambda x: x[1])]
+    return titles, [u for _, _, u in sorted(best, key=lambda x: x[1])]
 
 
 # ---- day ------------------------------------------------------------------------------
@@ -161,9 +173,13 @@ def render_changes(conn: Connection, events: list[dict]) -> tuple[list[str], lis
         mid, before, after = int(e["memory_id"]), e["before"] or {}, e["after"] or {}
         if e["op"] == "update" and mid not in created:
             if before.get("content") != after.get("content"):
-                changed.append(f'updated f-{mid}: "{_clip(before.get("content", ""), 140)}" → "{_clip(after.get("content", ""), 140)}"')
+                changed.append(
+                    f'updated f-{mid}: "{_clip(before.get("content", ""), 140)}" → "{_clip(after.get("content", ""), 140)}"'
+                )
             else:
-                fields = sorted(k for k in after if k not in ("updated_at",) and after.get(k) != before.get(k))
+                fields = sorted(
+                    k for k in after if k not in ("updated_at",) and after.get(k) != before.get(k)
+                )
                 changed.append(f"updated f-{mid} ({', '.join(fields) or 'no visible change'})")
         elif e["op"] == "deprecate":
             succ = f", superseded by f-{after['superseded_by']}" if after.get("superseded_by") else ""
@@ -208,9 +224,16 @@ def day_summary(
     return "\n".join(lines)[:MAX_SUMMARY_CHARS]
 
 
+def _debug_ids(conn: Connection, anima_id: str) -> set[str]:
+    """Debug conversations (test harnesses, prompt checks) are not part of the anima's day."""
+    rows = conn.execute("SELECT id FROM conversation WHERE anima_id = %s AND debug", (anima_id,)).fetchall()
+    return {r["id"] for r in rows}
+
+
 def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
-        convs = load_day(conn, anima_id, night.start, night.end)
+        debug = _debug_ids(conn, anima_id)
+        convs = [c for c in load_day(conn, anima_id, night.start, night.end) if c.id not in debug]
         if not convs:
             return StepOutcome(stats={"levels": 0, "conversations": 0, "input_chars": 0, "summary_chars": 0})
         events = memory_changes(conn, anima_id, night.day)
@@ -218,14 +241,26 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
         day = night.day.isoformat()
         system = identity_context(conn, anima_id)
         msg1 = render_day(convs, night.tz, day)
-        msg2 = "\n".join(["# Memory changes of the day", "Learned:", *_bullets(learned), "Changed:", *_bullets(changed)])
+        msg2 = "\n".join(
+            ["# Memory changes of the day", "Learned:", *_bullets(learned), "Changed:", *_bullets(changed)]
+        )
         period = f"Period: level day, period_start {day}, period_end {day}."
         content = day_summary(convs, learned, changed, night.day, night.tz)
         call = ToolCall(
             name="write_temporal_summary",
             input={"level": "day", "period_start": day, "period_end": day, "content": content},
         )
-        usage, stats = _write(conn, audit, night, anima_id, STEP_DAY, system, [msg1, msg2, period, prompts.TEMPORAL_DAY], {"day"}, call)
+        usage, stats = _write(
+            conn,
+            audit,
+            night,
+            anima_id,
+            STEP_DAY,
+            system,
+            [msg1, msg2, period, prompts.TEMPORAL_DAY],
+            ("day", night.day, night.day),
+            call,
+        )
         row = TemporalRepo(conn).get(anima_id, "day", night.day)
         return StepOutcome(
             stats={
@@ -242,6 +277,25 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
     return run_step(db, night, anima_id, STEP_DAY, body)
 
 
+class _PeriodGuard:
+    """The executor, restricted to one (level, period): the scope limits levels, and this
+    keeps a model from overwriting another day's or week's summary by a wrong date."""
+
+    def __init__(self, executor: ToolExecutor, level: str, start: date, end: date) -> None:
+        self.executor, self.level, self.start, self.end = executor, level, start.isoformat(), end.isoformat()
+
+    def call(self, name: str, input: dict[str, Any]) -> ToolResult:
+        if name == "write_temporal_summary" and isinstance(input, dict):
+            got = (input.get("level"), str(input.get("period_start")), str(input.get("period_end")))
+            if got != (self.level, self.start, self.end):
+                return ToolResult(
+                    is_error=True,
+                    content=f"this step writes level {self.level!r} for period_start {self.start}, "
+                    f"period_end {self.end}; got {got[0]!r} {got[1]}–{got[2]}",
+                )
+        return self.executor.call(name, input)
+
+
 def _write(
     conn: Connection,
     audit: Audit,
@@ -250,10 +304,11 @@ def _write(
     step: str,
     system: str,
     user: list[str],
-    levels: set[str],
+    period: tuple[str, date, date],
     call: ToolCall,
 ) -> tuple[Usage, dict[str, int]]:
-    scope = Scope(anima_id=anima_id, tools=TOOLS, summary_levels=frozenset(levels))
+    """One write_temporal_summary for one period, through the engine (offline: `call`)."""
+    scope = Scope(anima_id=anima_id, tools=TOOLS, summary_levels=frozenset({period[0]}))
     executor = ToolExecutor(conn, scope, audit)
     request = StepRequest(
         step=step,
@@ -261,7 +316,7 @@ def _write(
         user=[TextBlock(text=t) for t in user],
         tools=tool_specs(TOOLS),
     )
-    usage = night.engine.run(request, executor, plan_of(call))
+    usage = night.engine.run(request, _PeriodGuard(executor, *period), plan_of(call))
     return usage, dict(executor.stats)
 
 
@@ -281,18 +336,22 @@ def closed_periods(day: date) -> list[tuple[str, date, date]]:
 
 
 def animas_for(conn: Connection, night: Night) -> list[str]:
-    """For the cascade: animas with a day summary inside a period this day closes, so a
-    quiet Sunday still closes the week. (summarize_day keeps the default: active animas.)"""
+    """Animas active that day (the day summary's default) and, for the cascade, animas with
+    a day summary inside a period this day closes, so a quiet Sunday still closes the week.
+
+    The registry's hook is per module and both steps live here, so it is the union: the day
+    step writes nothing for a quiet anima and the cascade nothing on a day closing nothing.
+    """
+    found = set(animas_active_between(conn, night.start, night.end))
     periods = closed_periods(night.day)
-    if not periods:
-        return []
-    start = min(p[1] for p in periods)
-    rows = conn.execute(
-        """SELECT DISTINCT anima_id FROM temporal_summary
-           WHERE level = 'day' AND period_start >= %s AND period_start <= %s ORDER BY anima_id""",
-        (start, night.day),
-    ).fetchall()
-    return [r["anima_id"] for r in rows]
+    if periods:
+        rows = conn.execute(
+            """SELECT DISTINCT anima_id FROM temporal_summary
+               WHERE level = 'day' AND period_start >= %s AND period_start <= %s""",
+            (min(p[1] for p in periods), night.day),
+        ).fetchall()
+        found |= {r["anima_id"] for r in rows}
+    return sorted(found)
 
 
 def cascade_inputs(conn: Connection, anima_id: str, level: str, start: date, end: date) -> list[dict]:
@@ -306,7 +365,10 @@ def cascade_inputs(conn: Connection, anima_id: str, level: str, start: date, end
         for row in repo.between(anima_id, lower, start, end):
             if row["period_end"] > end:
                 continue
-            days = {row["period_start"] + timedelta(days=i) for i in range((row["period_end"] - row["period_start"]).days + 1)}
+            days = {
+                row["period_start"] + timedelta(days=i)
+                for i in range((row["period_end"] - row["period_start"]).days + 1)
+            }
             if days & covered:
                 continue
             chosen.append(row)
@@ -329,11 +391,15 @@ def period_summary(level: str, start: date, end: date, inputs: list[dict]) -> st
         "month": f"Month {start:%Y-%m}",
         "year": f"Year {start.year}",
     }[level]
-    lines = [f"{head}: built from {len(inputs)} summaries ({', '.join(sorted({r['level'] for r in inputs}))})."]
+    lines = [
+        f"{head}: built from {len(inputs)} summaries ({', '.join(sorted({r['level'] for r in inputs}))})."
+    ]
     for row in inputs:
-        picked = _pick_lines(row["content"], PICK.get(row["level"], 3))
-        if picked:
-            lines.append(f"- {_label(row)}: " + "; ".join(picked))
+        titles, picked = _pick_lines(row["content"], PICK.get(row["level"], 3))
+        parts = [" / ".join(_clip(t, 80) for t in titles[:4])] if titles else []
+        parts += ["; ".join(picked)] if picked else []
+        if parts:
+            lines.append(f"- {_label(row)}: " + " — ".join(parts))
     return "\n".join(lines)[:MAX_SUMMARY_CHARS]
 
 
@@ -362,7 +428,17 @@ def cascade(db: Database, night: Night, anima_id: str) -> StepResult:
                 },
             )
             prompt = prompts.TEMPORAL_CASCADE.format(level=level)
-            used, stats = _write(conn, audit, night, anima_id, STEP_CASCADE, system, [msg1, period, prompt], {level}, call)
+            used, stats = _write(
+                conn,
+                audit,
+                night,
+                anima_id,
+                STEP_CASCADE,
+                system,
+                [msg1, period, prompt],
+                (level, start, end),
+                call,
+            )
             usage += used
             input_chars += len(system) + len(msg1)
             row = TemporalRepo(conn).get(anima_id, level, start)

@@ -89,7 +89,9 @@ class ToolExecutor:
             with self.conn.transaction():
                 return self._handlers[name](args)
         except psycopg.Error as exc:
-            diag = exc.diag.message_primary or type(exc).__name__
+            # a client-side refusal (e.g. a NUL character in text) has no diag: its message is the reason
+            text = str(exc).strip()
+            diag = exc.diag.message_primary or (text.splitlines()[0] if text else type(exc).__name__)
             raise ToolError(f"{name}: the store refused the write: {diag}") from None
 
     # id and scope checks
@@ -185,9 +187,10 @@ class ToolExecutor:
                 "merge_semantic_memories needs at least two source ids; to change a single memory "
                 "use update_semantic_memory"
             )
-        if len(set(a.source_ids)) != len(a.source_ids):
-            raise ToolError(f"merge_semantic_memories: source_ids repeat an id: {a.source_ids}")
         sources = [self._memory(ref) for ref in a.source_ids]
+        # compare the resolved ids, not the strings: "f-3" and "f-03" are the same memory
+        if len({m.id for m in sources}) != len(sources):
+            raise ToolError(f"merge_semantic_memories: source_ids repeat an id: {a.source_ids}")
         observed = [m.observed_at for m in sources if m.observed_at is not None]
         pinned = [m for m in sources if m.pinned]
         merged = self.memories.create(

@@ -124,8 +124,9 @@ _UNRESOLVABLE = {
 # A "subject" containing one of these is a mis-parse (reported speech, a modal, a clause).
 _EN_SUBJECT_STOP = re.compile(
     r"\b(?:is|was|are|were|be|been|has|have|had|and|or|but|who|which|that|said|says|say|"
-    r"thinks?|believes?|feels?|looks?|seems?|sounds?|acts?|would|will|should|could|can|"
-    r"might|may|must|wants?|not|to|if|when|because|so|than|like|likes|by|with|about)\b"
+    r"thinks?|believes?|feels?|felt|feeling|looks?|seems?|sounds?|acts?|would|will|should|could|can|"
+    r"might|may|must|wants?|not|to|if|when|because|so|than|like|likes|by|with|about|do|does|did|"
+    r"you|your|what|where|how|why)\b|'(?:d|ll|m|re|ve)\b"
 )
 _CN_SUBJECT_STOP = re.compile(r"[有说是在和跟把被给对觉认想要会个为]|以为|知道")
 _EN_ADVERBS = (
@@ -134,7 +135,7 @@ _EN_ADVERBS = (
 )
 _CN_ADVERBS = (
     "也|还是|还|都|很|非常|特别|最|一直|现在|目前|如今|已经|今年|本来|其实|真的|确实|更|原本|"
-    "仍然|依然|从小"
+    "仍然|依然|从小|周末|每天|每周|平时|平常|经常|常常|总是|通常|有时|偶尔|晚上|早上"
 )  # no 正/则/就: common last characters of given names, and the subject match is lazy
 _USER_ALIASES = {"user", "the user", "用户", "该用户", "这位用户"}
 
@@ -214,6 +215,8 @@ def _clean_subject(raw: str, context: str | None) -> str | None:
     if not subject:
         return None
     words = subject.split(" ")
+    if words[0].split("'")[0] in _UNRESOLVABLE - {"it"} or words[0] in ("it's", "that's", "there's"):
+        return None
     if words[0] in _EN_PRONOUNS or words[0] in _UNRESOLVABLE:
         gender = _EN_PRONOUNS.get(words[0])
         if gender is None or context is None:
@@ -253,6 +256,8 @@ _EN_NOT_NAMES = {
     "their", "its", "my", "our", "your", "there", "here", "then", "if", "as", "while", "once",
     "every", "each", "some", "many", "most", "both", "all", "one", "for", "from", "with",
     "however", "although", "because", "now", "later", "earlier", "sometimes", "often",
+    "wow", "yeah", "yes", "no", "oh", "hey", "hi", "hello", "thanks", "thank", "ok", "okay",
+    "yup", "well", "sure", "great", "cool", "nice", "love", "like", "what", "how", "why",
 }  # fmt: skip
 # What may follow a Chinese name: an adverb, a verb, a number (age, date) or 的+attribute.
 _CN_VERB_ANCHOR = (
@@ -311,6 +316,10 @@ _EN_CIRCUMSTANCE_TAIL = re.compile(
 )
 _CN_VALUE_TAIL = re.compile(r"(?:去了|去|了|啦|呢|的|居住|生活|工作|上班|住)+$")
 _PLACE_LIKE = {"hometown", "residence", "employer", "occupation"}
+# "lives in an apartment", "works at his own studio", "在一家公司工作" describe a place
+# without naming it; two such descriptions cannot be told apart or against a real name.
+_UNNAMED_PLACE = re.compile(r"^(?:an?|his|her|their|my|our|some|one)\s|^(?:一|某)[家个所间座]")
+_PLACE_ATTRIBUTES = {"hometown", "residence", "employer"}
 
 
 def _clean_text_value(value: str, place_like: bool = False) -> str | None:
@@ -387,6 +396,10 @@ def _value(attribute: str, raw: str) -> str | None:
         return _parse_age(raw)
     if attribute == "relationship":
         return _RELATIONSHIP.get(re.sub(r"\s+", " ", raw))
+    if attribute in _PLACE_ATTRIBUTES and _UNNAMED_PLACE.match(raw):
+        return None
+    if attribute == "likes":
+        raw = re.split(r"\s+(?:because|since|when|so that|as long as)\s+|因为|因此|所以", raw)[0]
     return _clean_text_value(raw, place_like=attribute in _PLACE_LIKE)
 
 
@@ -476,7 +489,7 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p("age", rf"{_S_EN}(?:'s)?\s+age\s+is\s+(?P<val>\d{{1,3}})\b"),
     _p("age", rf"{_S_CN}{_A_CN}(?P<val>\d{{1,3}}|{_CN_AGE})周?岁"),
     # likes / preferences
-    _p("likes", rf"{_S_EN}\s+{_A_EN}prefers?\s+(?P<val>.+?)(?:\s+(?:over|rather\s+than|instead\s+of|more\s+than)\s+(?P<over>.+))?$"),
+    _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<pverb>prefers?)\s+(?P<val>.+?)(?:\s+(?:over|rather\s+than|instead\s+of|more\s+than)\s+(?P<over>.+))?$"),
     _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<verb>{_LIKE_EN})\s+(?P<val>.+)$"),
     _p("likes", rf"{_S_CN}{_A_CN}(?:更喜欢|更爱|偏好)(?P<val>.+?)(?:而不是|而非|胜过|多过)(?P<over>.+)$"),
     _p("likes", rf"{_S_CN}{_A_CN}(?P<verb>{_LIKE_CN})(?P<val>.+)$"),
@@ -506,18 +519,45 @@ _PATTERNS: tuple[_Pattern, ...] = (
 )  # fmt: skip
 
 
+# A literal every pattern of the attribute needs: most clauses mention none of these, and
+# skipping ~60 lazily-anchored regexes for them keeps a full-store pass cheap.
+_TRIGGERS: dict[str, re.Pattern[str]] = {
+    attribute: re.compile(trigger)
+    for attribute, trigger in {
+        "chinese_zodiac": r"year of|zodiac|属|生肖|年",
+        "zodiac_sign": rf"sign|{_SIGNS_EN}|座",
+        "birthday": r"birthday|born on|生日|月",
+        "hometown": r"from|home\s*town|birthplace|place of birth|born|来自|出身|老家|家乡|故乡|籍贯|出生|生于|生在",
+        "occupation": r"work|job|occupation|profession|trade|职业|工作|是一名|是一位|当上|成为",
+        "age": r"\d|岁|age",
+        "likes": r"lik|lov|enjoy|ador|prefer|hate|detest|stand|fan of|fond of|into|keen on|喜欢|爱|讨厌|厌恶|受不了|偏好",
+        "residence": r"live|living|reside|based|settled|moved|relocated|emigrated|住|居|生活在|搬|迁|移",
+        "employer": r"work|employed|job|工作|上班|任职|就职|打工|供职|受雇|入职|跳槽",
+        "relationship": r"single|married|divorced|engaged|widowed|separated|dating|relationship|seeing|friend|"
+        r"partner|broke up|单身|已婚|离异|丧偶|结婚|离婚|订婚|分手|朋友|对象|伴侣|恋爱",
+    }.items()
+}
+# Base verb forms ("like", "love", "don't like") belong to "I"; after any other subject
+# they are a preposition or a noun ("stuff like canned food", "unconditional love is").
+_BASE_FORM_VERB = re.compile(r"^(?:(?:do\s*n[o']?t|did\s*n[o']?t|do\s+not)\s+.*|like|love|enjoy|adore|prefer|hate|detest)$")
+
+
 def _match_clause(clause: str, context: str | None) -> list[Fact]:
     facts: list[Fact] = []
     seen: set[str] = set()
     clause_changed = bool(_CHANGE_EN.search(clause) or _CHANGE_CN.search(clause))
+    triggered = {a for a, trigger in _TRIGGERS.items() if trigger.search(clause)}
     for pattern in _PATTERNS:
-        if pattern.attribute in seen:
+        if pattern.attribute in seen or pattern.attribute not in triggered:
             continue
         m = pattern.regex.match(clause)
         if not m:
             continue
         subject = _clean_subject(m["subj"], context)
         if subject is None:
+            continue
+        verb = (m.groupdict().get("verb") or m.groupdict().get("pverb") or "").strip()
+        if subject != "i" and _BASE_FORM_VERB.match(re.sub(r"\s+", " ", verb)):
             continue
         value = _value(pattern.attribute, m["val"])
         if pattern.attribute == "occupation" and value is not None:

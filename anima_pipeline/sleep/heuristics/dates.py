@@ -94,6 +94,13 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         return lambda m: _with_prep(m, prefix, (said + timedelta(days=offset)).isoformat())
 
     def ago(m: re.Match[str]) -> str:
+        approx = (m.groupdict().get("approx") or "").strip().lower()
+        resolved = _ago(m)
+        if approx and re.match(r"(?:on|in|around) ", resolved):
+            return "around " + resolved.split(" ", 1)[1]  # "about a year ago" -> "around 2022"
+        return resolved
+
+    def _ago(m: re.Match[str]) -> str:
         n, unit = _count(m.group("n")), m.group("unit").lower()
         sign = -1 if m.group("dir").lower() == "ago" else 1
         if n is None:
@@ -127,7 +134,7 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
 
     def weekday(m: re.Match[str]) -> str:
         which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
-        target = _WEEKDAYS.index(m.group("wd").lower())
+        target = _weekday_index(m.group("wd"))
         if which in ("last", "this past", "past"):
             direction = "past"
         elif which in ("next", "coming"):
@@ -155,7 +162,11 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
         (re.compile(r"\bthe\s+other\s+day\b", re.I), lambda m: f"a few days before {said.isoformat()}"),
         (
             re.compile(
-                _PREP + r"\b(?P<n>" + _NUM + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
+                _PREP
+                + r"(?P<approx>\b(?:around|about|roughly|almost|nearly|over|some|like)\s+)?"
+                + r"\b(?P<n>"
+                + _NUM
+                + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
                 re.I,
             ),
             ago,
@@ -183,7 +194,13 @@ def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable
             relative,
         ),
         (re.compile(_PREP + which + r"?(?P<wd>" + wd + r")\b(?!s)", re.I), weekday),
+        (re.compile(_PREP + which + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), weekday),
     ]
+
+
+def _weekday_index(word: str) -> int:
+    """Index of a weekday from its name or a common abbreviation ('Tues', 'Thurs')."""
+    return [d[:3] for d in _WEEKDAYS].index(word.lower()[:3])
 
 
 def _zh_number(text: str) -> int | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -296,6 +295,7 @@ class _Entry:
     numbers: frozenset[str]
     negations: int
     facts: tuple[Fact, ...]
+    tiny: bool
 
 
 def _entry(m: MemoryView) -> _Entry:
@@ -307,6 +307,7 @@ def _entry(m: MemoryView) -> _Entry:
         numbers=frozenset(re.findall(r"\d+", norm)),
         negations=len(_NEGATION.findall(norm)),
         facts=tuple(extract_attributes(m.content)),
+        tiny=is_tiny(m.content),
     )
 
 
@@ -342,55 +343,71 @@ def _edge(a: _Entry, b: _Entry, threshold: float) -> tuple[float, int, str] | No
     ida, idb = a.memory.id, b.memory.id
     if a.norm == b.norm and a.norm:
         return (1.0, 0, f"f-{ida} and f-{idb} are identical once normalized")
-    if _facts_clash(a, b):
-        return None
-    short, long = sorted((a, b), key=lambda e: (len(e.norm), e.memory.id))
-    if not is_tiny(short.memory.content):
+    short, long = (a, b) if (len(a.norm), ida) < (len(b.norm), idb) else (b, a)
+    contained = False
+    if not short.tiny and short.norm in long.norm:
         at = _contained_at_boundary(short.norm, long.norm)
-        if at is not None and not _NEGATION_BEFORE.search(long.norm[:at].rstrip()):
-            return (1.0, 1, f"f-{short.memory.id} is contained in f-{long.memory.id}")
-    if a.numbers != b.numbers or a.negations != b.negations:
+        contained = at is not None and not _NEGATION_BEFORE.search(long.norm[:at].rstrip())
+    if not contained:
+        if a.numbers != b.numbers or a.negations != b.negations:
+            return None
+        if min(len(a.grams), len(b.grams)) < threshold * max(len(a.grams), len(b.grams)) - 1e-9:
+            return None  # J ≤ |smaller| / |larger|: the threshold is out of reach
+        score = jaccard(a.grams, b.grams)
+        if score < threshold:
+            return None
+    if (a.facts and b.facts) and _facts_clash(a, b):
         return None
-    score = jaccard(a.grams, b.grams)
-    if score >= threshold:
-        return (score, 2, f"f-{ida} ~ f-{idb} similarity {score:.2f}")
-    return None
+    if contained:
+        return (1.0, 1, f"f-{short.memory.id} is contained in f-{long.memory.id}")
+    return (score, 2, f"f-{ida} ~ f-{idb} similarity {score:.2f}")
 
 
 def _candidate_pairs(entries: list[_Entry], threshold: float) -> set[tuple[int, int]]:
-    """Index pairs worth an exact check (prefix filtering, so a large store is not n²).
+    """Index pairs worth an exact check, so a large store is not compared n² times.
 
-    Jaccard ≥ t needs at least ceil(t·|A|) of A's grams in B, so any |A| − ceil(t·|A|) + 1
-    of A's grams — the rarest ones, to keep postings short — must meet B. Containment
-    puts every multi-character gram of the shorter text into the longer one, so A's
-    rarest such gram suffices. Exact twins share their normalized text.
+    Jaccard: prefix filtering. Order grams rarest first; J(A, B) ≥ t implies
+    |A ∩ B| ≥ ceil(t·|X|) for X = A and B, so the first |X| − ceil(t·|X|) + 1 grams of A
+    and of B share at least one gram. Only those prefixes are indexed and probed.
+    Containment: every multi-character gram of the contained text is a gram of the
+    container (whole words, CJK bigrams), so the container is in the postings of each of
+    the contained text's rarest such grams. Exact twins: same normalized text.
     """
     df = Counter(g for e in entries for g in e.grams)
-    postings: dict[str, list[int]] = defaultdict(list)
-    for i, e in enumerate(entries):
-        for g in e.grams:
-            postings[g].append(i)
+    ranked = [sorted(e.grams, key=lambda g: (df[g], g)) for e in entries]
+    prefix_postings: dict[str, list[int]] = defaultdict(list)
+    full_postings: dict[str, set[int]] = defaultdict(set)
+    for i, grams_i in enumerate(ranked):
+        size = len(grams_i) - math.ceil(threshold * len(grams_i) - 1e-9) + 1
+        for g in grams_i[: max(size, 1)]:
+            prefix_postings[g].append(i)
+        for g in grams_i:
+            full_postings[g].add(i)
+
     pairs: set[tuple[int, int]] = set()
-
-    def add(i: int, js: Iterable[int]) -> None:
-        pairs.update((min(i, j), max(i, j)) for j in js if j != i)
-
+    for members in prefix_postings.values():
+        # Length filter: J(A, B) ≤ |A| / |B| for |A| ≤ |B|, so stop once B is too large.
+        members.sort(key=lambda k: len(ranked[k]))
+        for x, i in enumerate(members):
+            limit = len(ranked[i]) / threshold + 1e-9
+            for j in members[x + 1 :]:
+                if len(ranked[j]) > limit:
+                    break
+                pairs.add((min(i, j), max(i, j)))
+    for i, e in enumerate(entries):
+        if e.tiny:
+            continue
+        probes = [g for g in ranked[i] if len(g) > 1][:3]
+        if not probes:
+            continue
+        containers = set.intersection(*(full_postings[g] for g in probes))
+        pairs.update((min(i, j), max(i, j)) for j in containers if len(entries[j].norm) > len(e.norm))
     by_norm: dict[str, list[int]] = defaultdict(list)
     for i, e in enumerate(entries):
         if e.norm:
             by_norm[e.norm].append(i)
-        ranked = sorted(e.grams, key=lambda g: (df[g], g))
-        if not ranked:
-            continue
-        prefix = len(ranked) - math.ceil(threshold * len(ranked) - 1e-9) + 1
-        for g in ranked[: max(prefix, 1)]:
-            add(i, postings[g])
-        multi = next((g for g in ranked if len(g) > 1), None)
-        if multi is not None:
-            add(i, postings[multi])
     for same in by_norm.values():
-        for i in same:
-            add(i, same)
+        pairs.update((i, j) for x, i in enumerate(same) for j in same[x + 1 :])
     return pairs
 
 

@@ -15,7 +15,8 @@ import re
 # Interjections and discourse openers stripped from the start of a sentence:
 # they carry no fact and only inflate memory size.
 LEADING_FILLERS = re.compile(
-    r"^(?:(?:thanks? (?:you )?(?:so much )?for (?:asking|sharing|the [\w-]+|your [\w-]+|that)|wow+|whoa|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
+    r"^(?:(?:you (?:won't|will not|wouldn't) believe (?:it|this|what happened)|believe it or not|fun fact|"
+    r"good news|big news|thanks? (?:you )?(?:so much )?for (?:asking|sharing|the [\w-]+|your [\w-]+|that)|wow+|whoa|woah|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
     r"well|hey+|hi+|hello|so|um+|uh+|hmm+|ok|okay|alright|sure|cool|nice|great|awesome|sweet|"
     r"totally|definitely|absolutely|honestly|actually|anyway|anyways|btw|by the way|guess what|"
     r"you know what|you know|i mean|exactly|right|true|thanks|thank you|thx|also|and|but|plus|"
@@ -42,7 +43,7 @@ URL = re.compile(r"https?://\S+")
 
 ZH_LEADING_FILLERS = re.compile(
     r"^(?:(?:哈+|呵+|嘿+|嗯+|啊+|哇塞?|哦+|噢+|呃+|唉+|嗨|对了|其实|那个|好的|好吧|是的|当然|确实|"
-    r"没错|没问题|谢谢你?|真的|说起来|话说)[\s，,！!。~、]*)+"
+    r"没错|没问题|谢谢你?|真的|说起来|话说|可以|你好[啊呀]?|您好)[\s，,！!。~、]*)+"
 )
 ZH_SMALL_TALK_CLAUSE = re.compile(
     r"^(?:你好啊?|您好|嗨|早上好|晚上好|下午好|晚安|再见|拜拜|很高兴认识你|很高兴和你聊天|谢谢你?的?\S{0,6}|"
@@ -57,6 +58,22 @@ SMALL_TALK_WORDS = frozenset(
     wow haha lol how doing going things everything anything much new up weather day today sure yes
     yeah yep no nope take care catch time long hope doing pretty busy same too also lot lots
     amazing wonderful fantastic sounds sound love glad miss missed tired""".split()
+)
+
+# Evaluative and generic words: frequent in chat, they say how something felt, not what it was.
+# They do not count towards a sentence's informativeness.
+VAGUE_WORDS = frozenset(
+    """amazing awesome great good nice cool fun happy glad excited proud lovely beautiful wonderful fantastic
+    incredible super pretty tough hard difficult easy sure thing things stuff something anything everything nothing
+    much many way time times life journey experience moment moments feel feeling feelings felt make made keep
+    keeping kept getting know knew think thought want wanted need needed try trying tried seeing saw look looking
+    looked hope hoping support supportive help helping helped share sharing shared people others someone everyone
+    anyone part kind sort whole big small little best better worst bad important special meaningful rewarding
+    inspiring inspired motivated hear heard tell told talk talking said say saying mean means remind reminds
+    reminder cause because though although maybe probably perhaps still even always never often sometimes lately
+    recently now right wow yes totally definitely blast crazy wild insane cute sweet grateful thankful thrilled
+    stoked joy passion passionate dream dreams goal goals progress positive believe happen happened happening
+    done doing""".split()
 )
 
 ZH_SMALL_TALK = re.compile(
@@ -102,7 +119,8 @@ EN_PREFERENCE = re.compile(
     + _ADV
     + r"(?:love[sd]?|like[sd]?|enjoy(?:s|ed)?|adore[sd]?|"
     r"hate[sd]?|prefer(?:s|red)?|dislike[sd]?|can't stand|loving|enjoying|been loving|been into|"
-    r"into|a (?:big |huge )?fan of|passionate about|obsessed with|crazy about|addicted to)\b"
+    r"into|a (?:big |huge )?fan of|passionate about|obsessed with|crazy about|addicted to|drawn to|fond of|"
+    r"keen on|hooked on)\b"
     r"|\b(?:my|our) (?:\w+ )?(?:favou?rite|fave)\b|\bfavou?rite\b",
     re.IGNORECASE,
 )
@@ -110,13 +128,14 @@ EN_PLAN = re.compile(
     r"\b(?:I|we)(?:'m|'re|\s+am|\s+are)\s+"
     + _ADV
     + r"(?:going to|gonna|planning|thinking (?:about|of)|hoping|"
-    r"about to|looking forward|considering|aiming|trying to)\b"
+    r"about to|looking forward|considering|aiming|trying to|(?!doing|feeling|loving|going\b)\w+ing\b)"
     r"|\b(?:I|we)(?:'ll|'d)\b|\b(?:I|we)\s+" + _ADV + r"(?:plan|want|intend|hope|aim|decided|will|would like|"
     r"can't wait|cannot wait)\b|^(?:going to|gonna|planning|thinking of|hoping to)\b",
     re.IGNORECASE,
 )
 EN_WORLD = re.compile(
-    r"\bmy name(?:'s| is)\b|\b(?:I'm|I am) called\b|\bcall me\b|\bI\s+"
+    r"\bmy name(?:'s| is)\b|\b(?:I'm|I am) called\b|\bcall me\b"
+    r"|\b(?:I|we)\s+(?:usually|always|often|normally|regularly|typically)\s+\w+|\bI\s+"
     + _ADV
     + r"(?:work|live|study|teach)\b"
     r"|\b(?:I'm|I am) (?:a|an) \w+|\b(?:I'm|I am) from\b|\bI grew up\b|\bI was born\b"
@@ -152,6 +171,7 @@ EN_SUBJECTLESS = re.compile(
 # A first-person sentence that only reacts to the other person ("I'm so happy for you").
 EN_REACTION = re.compile(
     r"\b(?:happy|glad|proud|sorry|excited|thrilled|stoked|grateful|thankful) (?:for|of|to hear|that) you\b"
+    r"|^(?:that|it|this)?\s*(?:sounds|seems|looks)\b|^(?:good|great|nice) (?:idea|point|question|choice)\b"
     r"|\b(?:can't|cannot) wait to (?:see|hear|read|try)\b|\bI hope (?:you|it|that|so|things)\b"
     r"|\bI'm (?:always )?here for you\b|\bI (?:can|could) (?:imagine|tell|see)\b|\bI bet\b"
     r"|\b(?:I|we) (?:totally |really |completely )?(?:get it|understand|know what you mean|hear you|agree)\b"
@@ -162,7 +182,9 @@ EN_REACTION = re.compile(
 )
 # What a helpful AI says about itself (not a fact about anybody).
 EN_SERVICE = re.compile(
-    r"\bI\s+(?:can|could|would|'d|will|'ll)\s+(?:be happy to |gladly )?(?:help|suggest|recommend|assist|try)\b"
+    r"\bI(?:\s+(?:can|could|would|will)|'d|'ll)\s+(?:be happy to |gladly |definitely )?"
+    r"(?:help|suggest|recommend|assist|try|check|look into|keep that in mind)\b"
+    r"|\bI(?: also| really)?(?: want|'d like| would like|'d love| would love) to (?:try|see|read|watch|hear) (?:it|that|this|them)\b"
     r"|\bI(?:'m| am) (?:your|an|a) (?:ai|assistant|companion)\b|\bI(?:'m| am) (?:here|happy|glad) to\b"
     r"|\bI (?:suggest|recommend|understand)\b|\bas an ai\b",
     re.IGNORECASE,
@@ -176,6 +198,12 @@ EN_YOU_FACT = re.compile(
 EN_YOU_NOT_FACT = re.compile(
     r"^(?:so |and )?you(?:'ll|'d| can| could| should| might| may| will| would| must| need to| have to|"
     r" got this| are welcome| 're welcome| deserve| rock)\b|\byou(?:'re| are) (?:welcome|right|so|too)\b",
+    re.IGNORECASE,
+)
+IMPERATIVE = re.compile(
+    r"^(?:build|try|make|keep|take|go|get|do|don't|be|remember|find|check|look|let|give|start|stay|focus|trust|"
+    r"follow|practice|consider|use|join|reach|ask|enjoy|have|stop|learn|believe|surround|set|treat|write|read|"
+    r"never|always|just|please|imagine|think|listen|watch|drink|eat|spend|talk|tell|show|hang|send|bring|put)\b",
     re.IGNORECASE,
 )
 PRONOUN_CONTINUATION = re.compile(r"^(?:it|he|she|they|this|that|his|her|their|its|there)\b", re.IGNORECASE)
@@ -214,8 +242,10 @@ TRAILING_FILLERS = re.compile(
     r"(?:[,\s]+(?:haha+|hehe|lol|lmao|:\)|:D|xd|right|you know|though))+\s*([.!]*)$", re.I
 )
 ZH_SERVICE = re.compile(
-    r"我(?:可以|会|能|建议|推荐|理解|明白|很高兴|很乐意|相信你|是你的|一直在|随时)|作为(?:一个)?AI|AI伴侣"
+    r"我(?:可以|会|能|建议|推荐|理解|明白|很高兴|很乐意|相信你|是你的|一直在|随时|也想|也很想|也喜欢|也很喜欢|没法|无法)"
+    r"|作为(?:一个)?(?:AI|ai)|AI伴侣|如果你|祝你|希望你"
 )
+ZH_REACTION = re.compile(r"随时|欢迎|不客气|没问题|祝你|加油|希望你|谢谢|请教|分享给我")
 ZH_YOU_FACT = re.compile(r"^你(?:喜欢|爱|讨厌|是|在|住|养|有|去了|提到|说过|曾经|最近|之前)")
 ZH_YOU_NOT_FACT = re.compile(r"^你(?:可以|应该|可能|不妨|要|需要|得|会|能|试试|也可以|是不是|真|太|好)")
 ZH_QUESTION = re.compile(r"[？?]|(?:吗|呢|么|没有)[。！!～~]*$")

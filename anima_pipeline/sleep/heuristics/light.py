@@ -130,7 +130,10 @@ def _content_words(text: str) -> list[str]:
     return [
         w
         for w in _WORD.findall(text)
-        if len(w) > 2 and w.lower() not in lx.STOPWORDS and w.lower() not in lx.SMALL_TALK_WORDS
+        if len(w) > 2
+        and w.lower() not in lx.STOPWORDS
+        and w.lower() not in lx.SMALL_TALK_WORDS
+        and w.lower() not in lx.VAGUE_WORDS
     ]
 
 
@@ -283,7 +286,7 @@ _YOU_VERBS = frozenset(
     """are were have had love like enjoy prefer hate work live want need go make do get know think feel
     seem look sound said told mentioned went got did made""".split()
 )
-_SENTENCE_START = re.compile(r"(?:^|[.!?;:]\s*|[-–—]\s*)$")
+_SENTENCE_START = re.compile(r"(?:^|[.!?;:]\s*)$")
 
 
 class _Rewriter:
@@ -296,6 +299,7 @@ class _Rewriter:
     def __init__(self, speaker: str, other: str, mentioned: bool = False) -> None:
         self.speaker, self.other = speaker, other
         self.subject_named = self.any_named = mentioned
+        self.plural_named = False
         self.later = True  # may later mentions use they/them/their?
 
     def __call__(self, text: str) -> str:
@@ -360,9 +364,9 @@ class _Rewriter:
                 named = "had"
             return f"{self.speaker} {named}" if name_subject else f"they{short}"
         plural = {"we": "", "we're": " are", "we've": " have", "we'll": " will", "we'd": " would"}
-        if low in plural:
-            first = not (self.any_named and self.later)
-            self.subject_named = self.any_named = True
+        if low in plural:  # 'we' names the group once; a later singular 'I' still gets the name
+            first = not (self.plural_named and self.later)
+            self.plural_named = True
             return f"{self.speaker} and others{plural[low]}" if first else "they" + low[2:]
         objects = {
             "my": ("'s", "their"),
@@ -375,8 +379,12 @@ class _Rewriter:
         }
         if low in objects:
             suffix, later = objects[low]
-            first = not (self.any_named and self.later)
-            self.any_named = True
+            group = low in ("our", "ours", "us")
+            first = not ((self.plural_named if group else self.any_named) and self.later)
+            if group:
+                self.plural_named = True
+            else:
+                self.any_named = True
             return f"{self.speaker}{suffix}" if first else later
         return None
 
@@ -409,7 +417,9 @@ def _strip_en(sentence: str, names: Sequence[str]) -> str:
     while prev != sentence:
         prev = sentence
         sentence = lx.LEADING_FILLERS.sub("", sentence).strip()
-        m = re.match(r"^([A-Z][a-z]+)\s*[,!.]+\s*", sentence)
+        m = re.match(
+            r"^([A-Z][A-Za-z]+)(?:\s+(?:companion|friend|buddy|dear|assistant|pal))?\s*[,!.]+\s*", sentence
+        )
         if m and _is_vocative(m.group(1), names):
             sentence = sentence[m.end() :]
     m = re.search(r",\s*([A-Z][a-z]+)\s*([!.]*)$", sentence)
@@ -449,21 +459,33 @@ def _en_score(sentence: str, speaker_names: Sequence[str], significance: str | N
     score = 1.5 if any(c.search(sentence) for c in cues) else 0.0
     words = _content_words(sentence)
     score += 0.4 * min(len(words), 6)
-    proper = [
-        w
-        for w in _WORD.findall(sentence)[1:]
-        if w[0].isupper() and w != "I" and not _is_vocative(w, speaker_names)
-    ]
+    tokens = _WORD.findall(sentence)
+    proper = [w for w in tokens[1:] if w[0].isupper() and w != "I" and not _is_vocative(w, speaker_names)]
+    if tokens and _looks_like_name(tokens[0]) and not _is_vocative(tokens[0], speaker_names):
+        proper.append(tokens[0])
     score += 0.7 * min(len(proper), 2)
     if re.search(r"\d", sentence):
         score += 0.8
     if significance:
         score += 1.0
     if re.search(r"\byou(?:r|rs|'re|'ve)?\b", sentence, re.I):
-        score -= 1.5
+        score -= 1.5 if len(words) < 5 else 0.5  # about the listener, unless rich in its own content
     if lx.EN_REACTION.search(sentence):
         score -= 2.0
     return score
+
+
+def _looks_like_name(word: str) -> bool:
+    """A capitalised sentence opener that is not a common word ('Tilly helps me' vs 'Seeing it')."""
+    low = word.lower().split("'", 1)[0]
+    return (
+        word[:1].isupper()
+        and len(low) > 2
+        and low not in lx.STOPWORDS | lx.SMALL_TALK_WORDS | lx.VAGUE_WORDS | lx.ADVERBS
+        and not low.endswith(("ing", "ed", "ly"))
+        and not lx.IMPERATIVE.match(low)
+        and not lx.LEADING_FILLERS.match(low)
+    )
 
 
 def _titles(text: str) -> list[str]:
@@ -505,6 +527,7 @@ class _Context:
     speaker: str
     other: str
     label: str  # role label used when the name is the fact itself ("The user's name is ...")
+    role: str
     names: tuple[str, ...]
     said_on: date
 
@@ -568,7 +591,7 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
             or not lx.EN_YOU_FACT.match(original)
             or lx.EN_YOU_NOT_FACT.search(original)
         ):
-            return None
+            return _attributed(original, ctx)
         you_mode = True
     elif lx.EN_SERVICE.search(original):
         return None
@@ -583,6 +606,36 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     if re.search(r"\b(?:maybe|might|probably|perhaps|thinking (?:about|of))\b", original, re.I):
         confidence -= 0.1
     return ftype, _third_person(original, ctx.speaker, ctx.other), round(confidence, 2)
+
+
+_MIN_ATTRIBUTED = 2.0  # a statement without first person must be clearly specific to be kept
+
+
+def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
+    """A specific third-person statement, kept as reported speech ("Gina said the store is doing great").
+
+    In conversation most such sentences are still about the speaker's own world
+    (their shop, their pet, their book); reported speech records that honestly
+    without pretending to know whose it is.
+    """
+    if re.search(r"\byou(?:r|rs|'re|'ve|'ll)?\b|^(?:let's|here's|here is|check|look|thank)", sentence, re.I):
+        return None
+    if lx.EN_REACTION.search(sentence) or _en_score(sentence, ctx.names, None) < _MIN_ATTRIBUTED:
+        return None
+    specific = re.search(r"\d|\"", sentence) or any(
+        w[0].isupper() for w in _WORD.findall(sentence)[1:] if w != "I"
+    )
+    if ctx.role == "assistant" and not specific and _en_score(sentence, ctx.names, None) < _MIN_SCORE:
+        return None  # the assistant's general remark ("reading can change your mood") is not a memory
+    if lx.IMPERATIVE.match(sentence):
+        return None  # advice to the other person, not a fact
+    base = sentence.split(" ", 1)[0].split("'", 1)[0].lower()
+    if base in lx.STOPWORDS or base in lx.SMALL_TALK_WORDS or base in lx.VAGUE_WORDS:
+        sentence = sentence[:1].lower() + sentence[1:]
+    ftype = (
+        "opinion" if re.search(r"\b(?:should|best|better|worst|important|key)\b", sentence, re.I) else "world"
+    )
+    return ftype, f"{ctx.speaker} said {sentence}", 0.5
 
 
 def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, float] | None:
@@ -611,7 +664,7 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
         if utt.role != "assistant" or not lx.ZH_YOU_FACT.match(text) or lx.ZH_YOU_NOT_FACT.match(text):
             return None
         you_mode = True
-    elif utt.role == "assistant" and lx.ZH_SERVICE.search(text):
+    elif (utt.role == "assistant" and lx.ZH_SERVICE.search(text)) or lx.ZH_REACTION.search(text):
         return None
     significance = narrative_significance(text)
     cues = (lx.ZH_PREFERENCE, lx.ZH_PLAN, lx.ZH_WORLD, lx.ZH_OPINION, lx.ZH_EVENT)
@@ -637,14 +690,34 @@ def _pet_name(sentence: str, previous: str, speaker: str) -> str | None:
     return f"{speaker}'s {noun.group(1)} is named {m.group(1)}"
 
 
+def _continues(sentence: str, following: str) -> bool:
+    """Is `following` a short elaboration of a short, vague `sentence`?"""
+    return (
+        bool(following)
+        and not following.rstrip().endswith("?")
+        and not sentence.rstrip().endswith("?")
+        and bool(lx.PRONOUN_CONTINUATION.match(following))
+        and len(_WORD.findall(sentence)) <= 10
+    )
+
+
 def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
     text = _clean(utt.text)
     zh = is_chinese(text)
     out: list[FactCandidate] = []
     previous, previous_kept = "", False
-    for raw in split_sentences(text):
-        sentence = resolve_relative_dates(raw, ctx.said_on)
+    sentences = [resolve_relative_dates(raw, ctx.said_on) for raw in split_sentences(text)]
+    skip = False
+    for i, sentence in enumerate(sentences):
+        if skip:
+            skip = False
+            continue
         fact = _zh_fact(sentence, utt, ctx) if zh else _en_fact(sentence, utt, ctx)
+        following = sentences[i + 1] if i + 1 < len(sentences) else ""
+        if fact is None and not zh and _continues(sentence, following):
+            # "I love this series. It has adventures and magic." is one fact, said in two sentences.
+            fact = _en_fact(sentence.rstrip(".! ") + "; " + following[:1].lower() + following[1:], utt, ctx)
+            skip = fact is not None
         if fact is None and not zh:
             named = _pet_name(_strip_en(sentence, ctx.names), previous, ctx.speaker)
             if named:
@@ -692,7 +765,7 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
         )
         label = default_user if utt.role == "user" else default_ai
         label = label if zh else label[0].upper() + label[1:] + "'s"
-        ctx = _Context(speaker, other, label, tuple(roles.values()), utt.created_at.date())
+        ctx = _Context(speaker, other, label, utt.role, tuple(roles.values()), utt.created_at.date())
         for fact in _facts_of(utt, ctx):
             if fact.key and fact.key not in seen:
                 seen.add(fact.key)

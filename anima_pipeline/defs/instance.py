@@ -1,0 +1,138 @@
+"""Dagster's own storage (run history, event log, schedules), chosen by the environment.
+
+dagster.yaml cannot say "PostgreSQL if DAGSTER_PG_URL is set, else SQLite": an `env:`
+reference to an unset variable is an error when the instance loads. So dagster.yaml names
+this module's `AnimaDagsterStorage` as its storage, and the choice happens each time an
+instance loads (webserver, daemon, run workers, `anima sleep`), from the environment:
+
+- DAGSTER_PG_URL set: dagster-postgres on that database (a postgresql:// URL is given the
+  psycopg2 driver, see `sqlalchemy_pg_url`). It must not be the memory store's database
+  (ANIMA_DATABASE_URL): the two are kept apart, and that is checked.
+- otherwise: SQLite under $DAGSTER_HOME/storage, exactly where Dagster puts it when no
+  storage is configured; with DAGSTER_HOME unset (`dagster dev` with a temporary instance),
+  under $ANIMA_HOME/dagster/storage, so run history survives the session.
+
+`dagster_home()` gives the CLI a DAGSTER_HOME that holds this dagster.yaml (written there
+when missing), so a run launched by `anima sleep` shows up in `dagster dev` and vice versa.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dagster._core.storage.base_storage import DagsterStorage
+from dagster._serdes import ConfigurableClass, ConfigurableClassData
+from psycopg.conninfo import conninfo_to_dict
+
+DAGSTER_YAML = """\
+# Dagster's own storage: dagster-postgres when DAGSTER_PG_URL is set, otherwise SQLite under
+# $DAGSTER_HOME/storage. The choice is made by anima_pipeline.defs.instance when the
+# instance loads; see that module. Never the memory store's database.
+storage:
+  custom:
+    module: anima_pipeline.defs.instance
+    class: AnimaDagsterStorage
+    config: {}
+telemetry:
+  enabled: false
+"""
+
+
+class StorageConfigError(ValueError):
+    pass
+
+
+def sqlalchemy_pg_url(url: str) -> str:
+    """DAGSTER_PG_URL for dagster-postgres, with the psycopg2 driver named explicitly.
+
+    dagster-postgres hands the URL to SQLAlchemy, and SQLAlchemy 2.1 maps a bare
+    postgresql:// to psycopg 3, under which dagster-postgres' `NOTIFY run_events, %(id)s`
+    fails (server-side binding: syntax error at or near "$1"). psycopg2 (a dependency of
+    dagster-postgres) interpolates client-side, so the storage works."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg2://" + url[len(scheme):]
+    return url
+
+
+def _libpq_url(url: str) -> str:
+    head, sep, rest = url.partition("://")
+    return f"{head.split('+')[0]}{sep}{rest}" if sep else url
+
+
+def _same_database(a: str, b: str) -> bool:
+    def key(url: str) -> tuple:
+        p = conninfo_to_dict(_libpq_url(url))
+        return (p.get("host") or "localhost", str(p.get("port") or 5432), p.get("dbname") or p.get("user"))
+
+    try:
+        return key(a) == key(b)
+    except Exception:
+        return a == b
+
+
+def sqlite_base_dir(env: dict[str, str] | None = None) -> Path:
+    e = os.environ if env is None else env
+    if e.get("DAGSTER_HOME"):
+        return Path(e["DAGSTER_HOME"]).expanduser() / "storage"
+    return Path(e.get("ANIMA_HOME") or "~/.anima").expanduser() / "dagster" / "storage"
+
+
+def storage_choice(env: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """("postgres", {"postgres_url": ...}) or ("sqlite", {"base_dir": ...}) for this environment."""
+    e = os.environ if env is None else env
+    pg = (e.get("DAGSTER_PG_URL") or "").strip()
+    if pg:
+        memory = (e.get("ANIMA_DATABASE_URL") or "").strip()
+        if memory and _same_database(pg, memory):
+            raise StorageConfigError(
+                "DAGSTER_PG_URL and ANIMA_DATABASE_URL name the same database; Dagster's storage must be "
+                "a separate database (e.g. CREATE DATABASE dagster on the same server)"
+            )
+        return "postgres", {"postgres_url": sqlalchemy_pg_url(pg)}
+    return "sqlite", {"base_dir": str(sqlite_base_dir(e))}
+
+
+class AnimaDagsterStorage(DagsterStorage, ConfigurableClass):
+    """A storage 'class' for dagster.yaml that builds the real storage the environment asks
+    for: DagsterPostgresStorage or DagsterSqliteStorage (see the module docstring). It is a
+    DagsterStorage only for Dagster's type check when loading; it is never instantiated."""
+
+    @classmethod
+    def config_type(cls) -> dict:
+        return {}
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Any) -> DagsterStorage:
+        kind, config = storage_choice()
+        if kind == "postgres":
+            from dagster_postgres import DagsterPostgresStorage
+
+            return DagsterPostgresStorage.from_config_value(inst_data, config)
+        from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
+
+        Path(config["base_dir"]).mkdir(parents=True, exist_ok=True)
+        return DagsterSqliteStorage.from_config_value(inst_data, config)
+
+
+def dagster_home(env: dict[str, str] | None = None) -> Path:
+    """DAGSTER_HOME (or $ANIMA_HOME/dagster when unset), created, holding a dagster.yaml
+    (this module's, written when none is there; an existing one is left alone)."""
+    e = os.environ if env is None else env
+    home = Path(e.get("DAGSTER_HOME") or Path(e.get("ANIMA_HOME") or "~/.anima") / "dagster").expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    yaml_path = home / "dagster.yaml"
+    if not yaml_path.exists():
+        yaml_path.write_text(DAGSTER_YAML)
+    return home
+
+
+def get_instance():
+    """The persistent Dagster instance the CLI records its runs in (see dagster_home)."""
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    home = dagster_home()
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))

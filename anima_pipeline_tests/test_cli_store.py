@@ -1,0 +1,155 @@
+"""The store commands of `anima` against a real PostgreSQL named by ANIMA_DATABASE_URL:
+`db migrate`, `status` (JSON and table), `db stop`, `demo`, and how they report store errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from typer.testing import CliRunner
+
+from anima_pipeline import cli
+from anima_pipeline.config import get_settings
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.migrations import load_migrations
+from anima_pipeline.store.status import STATUS_KEYS, status
+
+ALL_NAMES = [m.name for m in load_migrations()]
+
+
+def _archive(path: Path) -> Path:
+    rows = [
+        {
+            "anima_id": anima,
+            "conversation_id": conv,
+            "message_id": f"{conv}:{i}",
+            "role": "user" if i % 2 else "assistant",
+            "content": f"line {i}",
+            "created_at": f"2024-03-0{day}T20:0{i}:00+08:00",
+        }
+        for anima, conv, day, n in [("ana", "a1", 1, 3), ("ana", "a2", 2, 2), ("bob", "b1", 1, 4)]
+        for i in range(1, n + 1)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator:
+    """run(url, *args): `anima ...` in-process with ANIMA_DATABASE_URL=url (None: unset)."""
+    monkeypatch.setenv("ANIMA_HOME", str(tmp_path / "anima_home"))
+    runner = CliRunner()
+
+    def run(url: str | None, *args: str, **env: str):
+        if url is None:
+            monkeypatch.delenv("ANIMA_DATABASE_URL", raising=False)
+        else:
+            monkeypatch.setenv("ANIMA_DATABASE_URL", url)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        get_settings.cache_clear()  # settings are read once per process
+        return runner.invoke(cli.app, list(args))
+
+    yield run
+    get_settings.cache_clear()
+
+
+def test_db_migrate_applies_then_reports_up_to_date(cli_env, empty_db_url: str) -> None:
+    first = cli_env(empty_db_url, "db", "migrate")
+    assert first.exit_code == 0, first.output
+    assert f"applied {len(ALL_NAMES)} migration(s): {', '.join(ALL_NAMES)}" in first.stdout.replace("\n", " ")
+
+    second = cli_env(empty_db_url, "db", "migrate")
+    assert second.exit_code == 0, second.output
+    assert "applied 0 migration(s) (up to date)" in second.stdout
+
+
+def test_status_json_matches_the_store(cli_env, db_url: str, db: Database, tmp_path: Path) -> None:
+    assert cli_env(db_url, "import", str(_archive(tmp_path / "a.jsonl"))).exit_code == 0
+    with db.transaction() as conn:
+        conn.execute(
+            "INSERT INTO semantic_memory (anima_id, type, content, status) VALUES "
+            "('ana', 'world', 'Lin works at a bank', 'active'), ('ana', 'world', 'old', 'deprecated'), "
+            "('bob', 'preference', 'Bob likes tea', 'active')"
+        )
+        conn.execute(
+            "INSERT INTO emotional_anchor (anima_id, occurred_at, emotion, valence, arousal) "
+            "VALUES ('bob', now(), 'pride', 0.8, 0.6)"
+        )
+
+    result = cli_env(db_url, "status", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    with db.transaction() as conn:
+        assert data == status(conn)
+    assert data["totals"]["messages"] == 9 and data["totals"]["conversations"] == 3
+    by_anima = {row["anima_id"]: row for row in data["animas"]}
+    assert set(by_anima) == {"ana", "bob"}
+    assert (by_anima["ana"]["semantic_active"], by_anima["ana"]["semantic_deprecated"]) == (1, 1)
+    assert by_anima["bob"]["emotional_anchors"] == 1
+    for row in data["animas"]:
+        assert set(row) == {"anima_id", *STATUS_KEYS}
+
+
+def test_status_table_lists_each_anima_and_the_total(cli_env, db_url: str, tmp_path: Path) -> None:
+    assert cli_env(db_url, "import", str(_archive(tmp_path / "a.jsonl"))).exit_code == 0
+    result = cli_env(db_url, "status")
+    assert result.exit_code == 0, result.output
+    rows = {
+        cells[0]: cells[1:]
+        for line in result.stdout.splitlines()
+        if len(cells := [c.strip() for c in line.strip("│ ").split("│")]) == 1 + len(STATUS_KEYS)
+    }
+    zeros = ["0"] * (len(STATUS_KEYS) - 2)
+    assert rows["ana"] == ["2", "5", *zeros]
+    assert rows["bob"] == ["1", "4", *zeros]
+    assert rows["total"] == ["3", "9", *zeros]
+
+
+def test_status_on_an_unmigrated_database_migrates_it_first(cli_env, empty_db_url: str) -> None:
+    result = cli_env(empty_db_url, "status", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"totals": dict.fromkeys(STATUS_KEYS, 0), "animas": []}
+    with psycopg.connect(empty_db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migration").fetchone()[0] == len(ALL_NAMES)
+
+
+def test_db_stop_with_a_database_url_stops_nothing(cli_env, db_url: str, tmp_path: Path) -> None:
+    result = cli_env(db_url, "db", "stop")
+    assert result.exit_code == 0, result.output
+    assert "ANIMA_DATABASE_URL is set" in result.stdout
+    assert not (tmp_path / "anima_home" / "pg").exists()
+
+
+def test_demo_imports_the_sample_week(cli_env, db_url: str, db: Database) -> None:
+    if not cli.SAMPLE.exists():
+        pytest.skip(f"no bundled sample at {cli.SAMPLE}")
+    result = cli_env(db_url, "demo")
+    assert result.exit_code == 0, result.output
+    with db.transaction() as conn:
+        totals = status(conn)["totals"]
+    assert totals["messages"] > 0
+    assert "total" in result.stdout
+
+
+@pytest.mark.parametrize("command", [("status", "--json"), ("db", "migrate"), ("import", "-")])
+def test_an_unreachable_database_is_a_store_error_not_a_traceback(
+    cli_env, pg_admin_url: str, command: tuple[str, ...]
+) -> None:
+    params = conninfo_to_dict(pg_admin_url)
+    params["dbname"] = "anima_no_such_database"
+    result = cli_env(make_conninfo(**params), *command)
+    assert result.exit_code == 1, result.output
+    assert "anima_no_such_database" in result.stderr
+    assert not isinstance(result.exception, psycopg.Error)
+
+
+def test_a_bad_setting_is_a_configuration_error(cli_env, db_url: str) -> None:
+    result = cli_env(db_url, "status", "--json", ANIMA_ENGINE="telepathy")
+    assert result.exit_code == 2
+    assert "configuration error" in result.stderr
+    assert "telepathy" in result.stderr

@@ -1,0 +1,513 @@
+"""Offline deep-sleep heuristics: contradiction/expiry, split, merge, pin review and the
+normalization shared with SQL. Synthetic English and Chinese sentences only."""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from anima_pipeline.sleep.heuristics.deep import (
+    NORMALIZED_CONTENT_SQL,
+    MemoryView,
+    extract_attribute,
+    find_contradictions,
+    is_split_candidate,
+    merge_groups,
+    normalize_content,
+    normalized_content_sql,
+    similarity,
+    split_parts,
+    stale_pins,
+)
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def mem(
+    id: int,
+    content: str,
+    *,
+    days: float = 0,
+    type: str = "world",
+    pinned: bool = False,
+    pinned_days: float | None = None,
+    referenced_days: float | None = None,
+    refs: float = 0.0,
+    observed: bool = True,
+) -> MemoryView:
+    """A memory observed `days` after T0 (pins and references also as offsets from T0)."""
+    at = T0 + timedelta(days=days)
+    return MemoryView(
+        id=id,
+        type=type,
+        content=content,
+        confidence=0.8,
+        source_sessions=(f"s-{id}",),
+        observed_at=at if observed else None,
+        updated_at=at,
+        pinned=pinned,
+        pinned_at=None if pinned_days is None else T0 + timedelta(days=pinned_days),
+        reference_count=refs,
+        last_referenced_at=None if referenced_days is None else T0 + timedelta(days=referenced_days),
+    )
+
+
+def flagged(*contents: str) -> list[tuple[int, int | None, str, str]]:
+    """Contradictions among memories 1..n, observed one day apart in the given order."""
+    found = find_contradictions([mem(i + 1, c, days=i) for i, c in enumerate(contents)])
+    return [(c.loser_id, c.winner_id, c.kind, c.attribute) for c in found]
+
+
+# --- round 1: contradiction + expiry ----------------------------------------------------
+
+
+class TestContradictions:
+    def test_chinese_zodiac_tiger_vs_goat_is_a_contradiction(self) -> None:
+        assert flagged(
+            "Caroline's daughter was born in the Year of the Tiger.",
+            "Caroline's daughter was born in the Year of the Goat.",
+        ) == [(1, 2, "contradiction", "chinese_zodiac")]
+
+    def test_chinese_zodiac_in_chinese(self) -> None:
+        assert flagged("张三的女儿属虎。", "张三的女儿属羊。") == [(1, 2, "contradiction", "chinese_zodiac")]
+
+    def test_older_loses_by_observed_at_not_by_id(self) -> None:
+        found = find_contradictions(
+            [mem(1, "张三的女儿属羊。", days=5), mem(2, "张三的女儿属虎。", days=1)]
+        )
+        assert [(c.loser_id, c.winner_id) for c in found] == [(2, 1)]
+
+    def test_same_day_tie_broken_by_id(self) -> None:
+        found = find_contradictions([mem(7, "张三属虎"), mem(3, "张三属羊")])
+        assert [(c.loser_id, c.winner_id) for c in found] == [(3, 7)]
+
+    def test_coexisting_preferences_are_never_flagged(self) -> None:
+        assert flagged("Caroline likes apples.", "Caroline likes cherries.") == []
+        assert flagged("张三喜欢苹果", "张三喜欢樱桃") == []
+
+    def test_likes_python_then_now_prefers_typescript_is_not_flagged(self) -> None:
+        # Seed: "likes Python" vs "now prefers TypeScript" — both can be true.
+        assert flagged("Melanie likes Python.", "Melanie now prefers TypeScript.") == []
+        assert flagged("张三喜欢Python", "张三现在更喜欢TypeScript") == []
+
+    def test_python_expires_only_when_the_newer_memory_says_now_or_no_longer(self) -> None:
+        assert flagged("Melanie likes Python.", "Melanie now prefers TypeScript over Python.") == [
+            (1, 2, "expiry", "likes")
+        ]
+        assert flagged("Melanie likes Python.", "Melanie no longer likes Python.") == [(1, 2, "expiry", "likes")]
+        assert flagged("张三喜欢Python", "张三不再喜欢Python了") == [(1, 2, "expiry", "likes")]
+        # Without a change marker, preferring A over B says nothing against liking B.
+        assert flagged("Melanie likes Python.", "Melanie prefers TypeScript over Python.") == []
+
+    def test_likes_vs_does_not_like_english(self) -> None:
+        assert flagged("Caroline likes spicy food.", "Caroline doesn't like spicy food.") == [
+            (1, 2, "contradiction", "likes")
+        ]
+        assert flagged("Caroline does not like jazz.", "Caroline really loves jazz.") == [
+            (1, 2, "contradiction", "likes")
+        ]
+
+    def test_likes_vs_does_not_like_chinese(self) -> None:
+        assert flagged("张三不喜欢吃辣。", "张三喜欢吃辣。") == [(1, 2, "contradiction", "likes")]
+        assert flagged("张三很喜欢吃辣", "张三讨厌吃辣") == [(1, 2, "contradiction", "likes")]
+
+    def test_different_objects_of_like_and_dislike_coexist(self) -> None:
+        assert flagged("Caroline likes tea.", "Caroline doesn't like coffee.") == []
+        assert flagged("Caroline likes tea.", "Caroline doesn't like tea with milk.") == []
+
+    def test_hometown(self) -> None:
+        assert flagged("Caroline is from Sweden.", "Caroline is originally from Norway.") == [
+            (1, 2, "contradiction", "hometown")
+        ]
+        assert flagged("张三的老家是湖南。", "张三来自四川成都。") == [(1, 2, "contradiction", "hometown")]
+        # A refinement of the same place is not a different value.
+        assert flagged("张三来自四川", "张三来自四川成都") == []
+
+    def test_age_contradiction_and_ageing(self) -> None:
+        assert flagged("Caroline is 34 years old.", "Caroline is 36.") == [(1, 2, "contradiction", "age")]
+        assert flagged("张三今年三十岁", "张三三十二岁") == [(1, 2, "contradiction", "age")]
+        # 34 then 35 observed a year apart is ageing: the old age expires.
+        found = find_contradictions([mem(1, "Caroline is 34.", days=0), mem(2, "Caroline is 35.", days=400)])
+        assert [(c.loser_id, c.winner_id, c.kind) for c in found] == [(1, 2, "expiry")]
+
+    def test_birthday_compares_month_and_day(self) -> None:
+        assert flagged("Caroline's birthday is May 3.", "Caroline was born on 3rd May 1990.") == []
+        assert flagged("Caroline's birthday is May 3.", "Caroline's birthday is June 3.") == [
+            (1, 2, "contradiction", "birthday")
+        ]
+        assert flagged("张三的生日是五月三日", "张三1990年5月4日出生") == [(1, 2, "contradiction", "birthday")]
+
+    def test_occupation_contradicts_unless_the_newer_one_marks_a_change(self) -> None:
+        assert flagged("Caroline works as a nurse.", "Caroline works as a teacher.") == [
+            (1, 2, "contradiction", "occupation")
+        ]
+        assert flagged("Caroline works as a nurse.", "Caroline now works as a teacher.") == [
+            (1, 2, "expiry", "occupation")
+        ]
+        assert flagged("张三是一名医生", "张三是一名律师") == [(1, 2, "contradiction", "occupation")]
+
+    def test_changeable_states_expire(self) -> None:
+        assert flagged("Caroline lives in Paris.", "Caroline moved to Lyon.") == [(1, 2, "expiry", "residence")]
+        assert flagged("Caroline works at Google.", "Caroline works for Microsoft.") == [
+            (1, 2, "expiry", "employer")
+        ]
+        assert flagged("Caroline is single.", "Caroline got married last June.") == [
+            (1, 2, "expiry", "relationship")
+        ]
+        assert flagged("张三住在北京", "张三搬到了上海") == [(1, 2, "expiry", "residence")]
+        assert flagged("张三在上海浦东工作", "张三在杭州工作") == [(1, 2, "expiry", "employer")]
+        assert flagged("张三单身", "张三结婚了") == [(1, 2, "expiry", "relationship")]
+
+    def test_no_longer_lives_in_expires_the_same_place_only(self) -> None:
+        assert flagged("Caroline lives in Paris.", "Caroline no longer lives in Paris.") == [
+            (1, 2, "expiry", "residence")
+        ]
+        assert flagged("Caroline lives in Paris with her husband.", "Caroline lives in Paris.") == []
+
+    def test_different_subjects_never_collide(self) -> None:
+        assert flagged(
+            "Caroline's daughter was born in the Year of the Tiger.",
+            "Melanie's daughter was born in the Year of the Goat.",
+        ) == []
+        assert flagged("张三属虎", "李四属羊") == []
+        assert flagged("Caroline's son is 5.", "Caroline is 34.") == []
+
+    def test_unresolvable_pronoun_subject_is_never_compared(self) -> None:
+        assert flagged("She is from Sweden.", "She is from Norway.") == []
+
+    def test_pronoun_resolves_to_the_person_named_in_the_same_memory(self) -> None:
+        assert flagged(
+            "Caroline's daughter is 7. She was born in the Year of the Tiger.",
+            "Caroline's daughter was born in the Year of the Goat.",
+        ) == [(1, 2, "contradiction", "chinese_zodiac")]
+
+    def test_survivor_rule_tiger_goat_tiger(self) -> None:
+        # The old tiger agrees with the current value, so only the goat is deprecated.
+        assert flagged("张三属虎", "张三属羊", "张三属虎") == [(2, 3, "contradiction", "chinese_zodiac")]
+
+    def test_missing_observed_at_falls_back_to_updated_at(self) -> None:
+        found = find_contradictions(
+            [mem(1, "Caroline is from Sweden.", days=3, observed=False), mem(2, "Caroline is from Norway.", days=1)]
+        )
+        assert [(c.loser_id, c.winner_id) for c in found] == [(2, 1)]
+
+    def test_reason_names_both_memories(self) -> None:
+        (c,) = find_contradictions([mem(1, "张三属虎"), mem(2, "张三属羊", days=1)])
+        assert "f-1" in c.reason and "f-2" in c.reason and "张三" in c.reason
+
+    def test_extract_attribute(self) -> None:
+        assert extract_attribute("Caroline doesn't like spicy food.") == ("caroline", "likes", "spicy food", -1)
+        assert extract_attribute("张三的女儿属虎") == ("张三的女儿", "chinese_zodiac", "tiger", 1)
+        assert extract_attribute("The user lives in Berlin.") == ("user", "residence", "berlin", 1)
+        assert extract_attribute("Caroline said that Mel likes tea.") is None  # reported speech
+        assert extract_attribute("The weather was nice today.") is None
+
+
+# --- round 2: split ---------------------------------------------------------------------
+
+
+class TestSplit:
+    def test_multi_fact_entry_with_pronoun_rewrite(self) -> None:
+        m = mem(1, "Caroline is from Sweden. She also plays the violin every weekend.")
+        assert split_parts(m) == ["Caroline is from Sweden.", "Caroline also plays the violin every weekend."]
+
+    def test_pronoun_follows_the_gender_of_the_relation(self) -> None:
+        assert split_parts(mem(1, "Caroline's daughter loves horses. She also plays the violin.")) == [
+            "Caroline's daughter loves horses.",
+            "Caroline's daughter also plays the violin.",
+        ]
+        assert split_parts(mem(2, "Caroline's son is 5 years old. She lives in Paris now.")) == [
+            "Caroline's son is 5 years old.",
+            "Caroline lives in Paris now.",
+        ]
+
+    def test_and_also_boundary_gets_the_subject(self) -> None:
+        assert split_parts(mem(1, "Caroline likes green tea and also plays the violin.")) == [
+            "Caroline likes green tea.",
+            "Caroline also plays the violin.",
+        ]
+
+    def test_chinese_split_with_pronoun_rewrite(self) -> None:
+        assert split_parts(mem(1, "张三喜欢吃辣；她也喜欢喝绿茶。")) == ["张三喜欢吃辣。", "张三也喜欢喝绿茶。"]
+        assert split_parts(mem(2, "张三的儿子在北京上大学。他也喜欢踢足球。")) == [
+            "张三的儿子在北京上大学。",
+            "张三的儿子也喜欢踢足球。",
+        ]
+
+    def test_dependent_sentences_are_not_split(self) -> None:
+        assert split_parts(mem(1, "Caroline adopted a dog last spring. It is a beagle named Max.")) is None
+        assert split_parts(mem(2, "Caroline went to a support group on May 7. She found it inspiring.")) is None
+        assert split_parts(mem(3, "张三上周去了杭州出差。这次出差让他很累。")) is None
+        assert split_parts(mem(4, "Caroline failed her driving test. But she will try again.")) is None
+
+    def test_one_fact_is_not_split(self) -> None:
+        assert split_parts(mem(1, "Caroline likes green tea.")) is None
+        assert split_parts(mem(2, "张三喜欢吃辣。")) is None
+
+    def test_tiny_parts_are_not_split(self) -> None:
+        assert split_parts(mem(1, "Caroline likes green tea. She paints.")) is None
+        assert split_parts(mem(2, "张三喜欢吃辣。也喝茶。")) is None
+
+    def test_unknown_antecedent_is_not_split(self) -> None:
+        assert split_parts(mem(1, "She likes green tea. She also plays the violin.")) is None
+        assert split_parts(mem(2, "Mel and Caroline went hiking together. She also plays the violin.")) is None
+
+    def test_abbreviations_and_decimals_are_not_boundaries(self) -> None:
+        assert split_parts(mem(1, "Caroline sees Dr. Smith every month about her knee.")) is None
+        assert split_parts(mem(2, "Caroline ran 5.5 km on Sunday morning.")) is None
+
+    def test_is_split_candidate(self) -> None:
+        assert is_split_candidate("Caroline is from Sweden. She also plays the violin.")
+        assert is_split_candidate("张三喜欢吃辣；她也喜欢喝绿茶。")
+        assert is_split_candidate("Caroline likes tea and also plays the violin.")
+        assert is_split_candidate("x" * 200)
+        assert not is_split_candidate("Caroline likes green tea.")
+        assert not is_split_candidate("张三喜欢吃辣。")
+
+
+# --- round 3: merge ---------------------------------------------------------------------
+
+
+class TestMerge:
+    def test_exact_twins(self) -> None:
+        groups = merge_groups([mem(1, "Caroline has a dog named Max."), mem(2, "caroline has a dog named max")])
+        assert [(g.ids, g.content) for g in groups] == [((1, 2), "Caroline has a dog named Max.")]
+
+    def test_near_duplicates(self) -> None:
+        groups = merge_groups(
+            [
+                mem(1, "Caroline adopted a beagle named Max in 2021."),
+                mem(2, "Caroline adopted a beagle called Max in 2021.", days=1),
+            ]
+        )
+        assert [g.ids for g in groups] == [(1, 2)]
+        assert "similarity" in groups[0].reason
+
+    def test_containment_keeps_the_fuller_content(self) -> None:
+        groups = merge_groups([mem(1, "张三住在北京"), mem(2, "张三住在北京朝阳区", days=1)])
+        assert [(g.ids, g.content) for g in groups] == [((1, 2), "张三住在北京朝阳区")]
+        assert "contained" in groups[0].reason
+        groups = merge_groups([mem(3, "Caroline likes tea and coffee."), mem(4, "Caroline likes tea.")])
+        assert [(g.ids, g.content) for g in groups] == [((3, 4), "Caroline likes tea and coffee.")]
+
+    def test_equal_length_tie_goes_to_the_newest(self) -> None:
+        groups = merge_groups([mem(1, "Caroline has a dog named Max!", days=2), mem(2, "Caroline has a dog named Max.")])
+        assert groups[0].content == "Caroline has a dog named Max!"
+
+    def test_dissimilar_not_merged(self) -> None:
+        assert merge_groups([mem(1, "Caroline likes green tea."), mem(2, "Melanie plays the violin.")]) == []
+        assert merge_groups([mem(1, "张三喜欢吃辣"), mem(2, "李四住在上海")]) == []
+
+    def test_lookalikes_that_disagree_are_not_merged(self) -> None:
+        assert merge_groups([mem(1, "Caroline likes spicy food."), mem(2, "Caroline doesn't like spicy food.")]) == []
+        assert merge_groups([mem(1, "Caroline is 34 years old."), mem(2, "Caroline is 35 years old.")]) == []
+        assert merge_groups([mem(1, "喜欢吃辣的人很多"), mem(2, "不喜欢吃辣的人很多")]) == []
+
+    def test_different_types_are_not_merged(self) -> None:
+        assert merge_groups([mem(1, "Caroline likes green tea."), mem(2, "Caroline likes green tea.", type="preference")]) == []
+
+    def test_threshold_boundary_is_inclusive(self) -> None:
+        a, b = "Caroline paints at home.", "Caroline usually paints at home."
+        assert similarity(a, b) == 0.75
+        pair = [mem(1, a), mem(2, b)]
+        assert [g.ids for g in merge_groups(pair, threshold=0.75)] == [(1, 2)]
+        assert merge_groups(pair, threshold=0.76) == []
+        a, b = "张三周末去公园跑步锻炼", "张三周末常去公园跑步锻炼"
+        assert similarity(a, b) == 0.75
+        assert [g.ids for g in merge_groups([mem(1, a), mem(2, b)], threshold=0.75)] == [(1, 2)]
+        assert merge_groups([mem(1, a), mem(2, b)], threshold=0.76) == []
+
+    def test_groups_are_disjoint_and_deterministic(self) -> None:
+        memories = [
+            mem(5, "Caroline adopted a beagle named Max in 2021."),
+            mem(2, "Caroline adopted a beagle called Max in 2021."),
+            mem(9, "caroline adopted a beagle named max in 2021"),
+            mem(4, "张三住在北京"),
+            mem(7, "张三住在北京朝阳区"),
+            mem(3, "Melanie plays the violin."),
+        ]
+        groups = merge_groups(memories)
+        assert [g.ids for g in groups] == [(2, 5, 9), (4, 7)]
+        ids = [i for g in groups for i in g.ids]
+        assert len(ids) == len(set(ids))
+        assert merge_groups(list(reversed(memories))) == groups
+
+    def test_complete_linkage_does_not_chain_dissimilar_memories(self) -> None:
+        # 1 and 3 are both contained in 2, but 1 and 3 share nothing: one group may take 2,
+        # the other stays alone.
+        memories = [
+            mem(1, "Caroline likes green tea."),
+            mem(2, "Caroline likes green tea. Melanie plays the violin."),
+            mem(3, "Melanie plays the violin."),
+        ]
+        groups = merge_groups(memories)
+        assert len(groups) == 1 and len(groups[0].ids) == 2 and 2 in groups[0].ids
+
+    def test_candidate_filter_matches_brute_force(self) -> None:
+        rng = random.Random(7)
+        words = ["caroline", "melanie", "likes", "tea", "green", "plays", "violin", "often", "the", "at", "home"]
+        zh = "张三李四喜欢吃辣住在北京上海公园跑步"
+        memories = []
+        for i in range(1, 121):
+            if i % 2:
+                text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 6)))
+            else:
+                text = "".join(rng.choice(zh) for _ in range(rng.randint(6, 10)))
+            memories.append(mem(i, text))
+        groups = merge_groups(memories, threshold=0.6)
+        # Every pair in a group must really be linked; reproducible without the index.
+        for g in groups:
+            for a in g.ids:
+                for b in g.ids:
+                    if a < b:
+                        ca, cb = memories[a - 1].content, memories[b - 1].content
+                        na, nb = normalize_content(ca), normalize_content(cb)
+                        assert na == nb or na in nb or nb in na or similarity(ca, cb) >= 0.6
+        from anima_pipeline.sleep.heuristics import deep
+
+        entries = [deep._entry(m) for m in memories]
+        brute = {
+            (i, j)
+            for i in range(len(entries))
+            for j in range(i + 1, len(entries))
+            if deep._edge(entries[i], entries[j], 0.6) is not None
+        }
+        assert brute <= deep._candidate_pairs(entries, 0.6)
+
+    def test_invalid_threshold(self) -> None:
+        with pytest.raises(ValueError, match="threshold"):
+            merge_groups([], threshold=0)
+
+
+# --- round 4: pin review ----------------------------------------------------------------
+
+
+class TestStalePins:
+    NOW = T0 + timedelta(days=100)
+
+    def test_stale_by_last_reference_then_pinned_at(self) -> None:
+        memories = [
+            mem(1, "a", pinned=True, pinned_days=0, referenced_days=95),  # referenced 5 days ago
+            mem(2, "b", pinned=True, pinned_days=0, referenced_days=60),  # 40 days ago: stale
+            mem(3, "c", pinned=True, pinned_days=80),  # pinned 20 days ago, never referenced
+            mem(4, "d", pinned=True, pinned_days=10),  # pinned 90 days ago, never referenced
+            mem(5, "e", pinned=False, referenced_days=0),  # not pinned: not reviewed
+        ]
+        result = stale_pins(memories, self.NOW)
+        assert [i for i, _ in result] == [4, 2]
+        assert all("stale pin" in why for _, why in result)
+        assert "90 days" in result[0][1]
+
+    def test_exactly_at_the_threshold_is_not_stale(self) -> None:
+        assert stale_pins([mem(1, "a", pinned=True, pinned_days=70)], self.NOW, stale_days=30) == []
+        assert [i for i, _ in stale_pins([mem(1, "a", pinned=True, pinned_days=69)], self.NOW)] == [1]
+
+    def test_cap_suggests_the_least_referenced_beyond_it(self) -> None:
+        memories = [mem(i, f"pin {i}", pinned=True, pinned_days=99, refs=float(i)) for i in range(1, 46)]
+        result = stale_pins(memories, self.NOW)
+        assert [i for i, _ in result] == [1, 2, 3, 4, 5]
+        assert all("resident cap" in why for _, why in result)
+
+    def test_stale_pins_count_against_the_cap_first(self) -> None:
+        fresh = [mem(i, f"pin {i}", pinned=True, pinned_days=99, refs=10.0) for i in range(1, 41)]
+        old = [mem(i, f"pin {i}", pinned=True, pinned_days=1, refs=50.0) for i in range(41, 44)]
+        result = stale_pins(fresh + old, self.NOW)
+        assert sorted(i for i, _ in result) == [41, 42, 43]
+        assert all("stale pin" in why for _, why in result)
+
+
+# --- normalization shared with SQL ------------------------------------------------------
+
+SAMPLES = [
+    "Caroline likes green tea.",
+    "  CAROLINE   likes\tgreen\ntea!!! ",
+    "Caroline's daughter — born in the Year of the Tiger…",
+    "“Quoted” (parenthetical) [bracket] {brace} a/b a_b a-b a:b a;b",
+    "C++ and C# cost $5 & 50% @home <3 x=y",
+    "张三，喜欢 吃辣。",
+    "张三喜欢吃辣",
+    "张三 喜欢 吃辣！",
+    "《三体》是张三最喜欢的书；他读了三遍。",
+    "ＡＢＣ　ｄｅｆ，１２３",
+    "「引号」『书名』【标题】〔注〕",
+    "私は寿司が好きです。",
+    "𠮷野家の牛丼",
+    "Mixed 中文 and English 文本",
+    "zero\u200bwidth\u00a0nbsp\u3000ideographic",
+    "",
+    "!!!",
+]
+
+
+def _random_samples(n: int) -> list[str]:
+    rng = random.Random(20260301)
+    pool = "abcXYZ019 ,.!?;:'\"-_/()[]{}#$%&+<=>@~`|^*\\\t\n张三李四喜欢吃辣。，！？；：、“”‘’《》「」ＡＢＣ１２３　\u00a0\u200b…—"
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(0, 30))) for _ in range(n)]
+
+
+class TestNormalize:
+    def test_folds_case_width_punctuation_and_cjk_spacing(self) -> None:
+        assert normalize_content("  CAROLINE   likes\tgreen\ntea!!! ") == "caroline likes green tea"
+        assert normalize_content("张三，喜欢 吃辣。") == normalize_content("张三喜欢吃辣") == "张三喜欢吃辣"
+        assert normalize_content("ＡＢＣ　ｄｅｆ") == "abc def"
+        assert normalize_content("likes C++") != normalize_content("likes C")
+
+    def test_sql_constant_targets_content_column(self) -> None:
+        assert "normalize(content, NFKC)" in NORMALIZED_CONTENT_SQL
+        assert "%" not in NORMALIZED_CONTENT_SQL
+        assert "m.content" in normalized_content_sql("m.content")
+        with pytest.raises(ValueError):
+            normalized_content_sql("content); DROP TABLE x; --")
+
+    def test_python_and_sql_agree(self) -> None:
+        psycopg = pytest.importorskip("psycopg")
+        url = os.environ.get("ANIMA_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+        try:
+            conn = psycopg.connect(url, connect_timeout=3)
+        except psycopg.OperationalError as exc:
+            pytest.skip(f"PostgreSQL at {url.rsplit('@', 1)[-1]} not reachable ({type(exc).__name__}); SQL agreement not checked")
+        samples = SAMPLES + _random_samples(300)
+        with conn:
+            rows = conn.execute(
+                f"SELECT {NORMALIZED_CONTENT_SQL} FROM unnest(%s::text[]) WITH ORDINALITY AS v(content, i) ORDER BY i",
+                (samples,),
+            ).fetchall()
+            single = conn.execute(
+                f"SELECT {NORMALIZED_CONTENT_SQL} FROM (VALUES (%s)) v(content)", ("张三，喜欢 吃辣。",)
+            ).fetchone()
+        assert single == ("张三喜欢吃辣",)
+        mismatches = [(s, sql, normalize_content(s)) for s, (sql,) in zip(samples, rows, strict=True) if sql != normalize_content(s)]
+        assert mismatches == []
+
+    def test_similarity_matches_pg_trgm_on_ascii(self) -> None:
+        psycopg = pytest.importorskip("psycopg")
+        url = os.environ.get("ANIMA_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+        try:
+            conn = psycopg.connect(url, connect_timeout=3)
+        except psycopg.OperationalError as exc:
+            pytest.skip(f"PostgreSQL at {url.rsplit('@', 1)[-1]} not reachable ({type(exc).__name__})")
+        pairs = [
+            ("Caroline paints at home", "Caroline usually paints at home"),
+            ("Caroline likes spicy food", "Caroline doesn't like spicy food"),
+            ("Caroline adopted a beagle named Max", "caroline adopted a beagle called max!"),
+            ("tea", "coffee"),
+        ]
+        with conn.transaction(force_rollback=True):
+            # Created inside a rolled-back transaction: the shared database is left as it was.
+            try:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+            except psycopg.Error as exc:
+                pytest.skip(f"pg_trgm not available: {exc}")
+            for a, b in pairs:
+                (expected,) = conn.execute("SELECT similarity(%s, %s)", (a, b)).fetchone()
+                assert similarity(a, b) == pytest.approx(expected, abs=1e-6), (a, b)
+        conn.close()
+
+    def test_similarity_basics(self) -> None:
+        assert similarity("Caroline likes tea", "caroline likes tea!") == 1.0
+        assert similarity("", "anything") == 0.0
+        assert similarity("张三喜欢吃辣", "李四住在上海") == 0.0
+        assert 0.0 < similarity("张三喜欢吃辣", "张三喜欢喝茶") < 1.0

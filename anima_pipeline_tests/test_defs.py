@@ -1,0 +1,227 @@
+"""The Dagster definitions without running a night: what loads, what the UI shows, the
+schedule, the storage choice of dagster.yaml, and the runner's pure helpers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, date, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import dagster as dg
+import pytest
+
+from anima_pipeline.definitions import defs
+from anima_pipeline.defs import instance as dinstance
+from anima_pipeline.defs.night import assets as night_assets
+from anima_pipeline.defs.night.resources import EngineResource, build_resources
+from anima_pipeline.llm.errors import BudgetExceeded, RetriesExhausted
+from anima_pipeline.llm.types import Usage
+from anima_pipeline.sleep import runner
+from anima_pipeline.sleep.cycle import STEP_KEYS, STEPS
+from anima_pipeline.sleep.night import StepResult
+
+REPO = Path(__file__).resolve().parents[1]
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+EXPECTED_KEYS = {
+    "conversations/cleaned", "semantic_memory/extracted", "emotional_anchors/extracted",
+    "autobiographical_memory/narrated", "self_blocks/autobiography_summary", "semantic_memory/deconflicted",
+    "semantic_memory/split", "semantic_memory/merged", "semantic_memory/pins_reviewed", "memory_references/synced",
+    "temporal_summaries/day", "temporal_summaries/cascade", "dreams/journal", "self_blocks/refreshed",
+}
+
+
+@pytest.fixture(scope="module")
+def repo_def():
+    return defs.get_repository_def()
+
+
+def test_definitions_load_and_validate(repo_def) -> None:
+    dg.Definitions.validate_loadable(defs)
+    keys = {k.to_user_string() for k in repo_def.asset_graph.get_all_asset_keys()}
+    assert keys == EXPECTED_KEYS == set(STEP_KEYS)
+    assert set(defs.resources) == {"memory_store", "anima_engine"}
+    assert [s.name for s in repo_def.schedule_defs] == ["nightly_sleep_schedule"]
+
+
+def test_one_multi_asset_follows_the_registry(repo_def) -> None:
+    night = night_assets.night
+    assert night.op.name == "night"
+    assert {k.to_user_string() for k in night.keys} == EXPECTED_KEYS
+    specs = {s.key.to_user_string(): s for s in night.specs}
+    for step in STEPS:
+        spec = specs[step.key]
+        assert {d.asset_key.to_user_string() for d in spec.deps} == set(step.deps), step.key
+        assert spec.group_name == step.group
+        assert spec.description == step.description
+        assert spec.kinds == {"postgres", "python"}
+    # the DESIGN §4 DAG, spot-checked: the cascade waits for deep sleep and the day summary
+    graph = repo_def.asset_graph
+    cascade = dg.AssetKey(["temporal_summaries", "cascade"])
+    assert {k.to_user_string() for k in graph.get(cascade).parent_keys} == {
+        "semantic_memory/pins_reviewed", "temporal_summaries/day",
+    }
+
+
+def test_backfill_subset_and_retry_policies() -> None:
+    night = night_assets.night
+    assert night.can_subset
+    assert night.backfill_policy == dg.BackfillPolicy.single_run()
+    policy = night.op.retry_policy
+    assert policy is not None and policy.max_retries >= 1 and policy.backoff == dg.Backoff.EXPONENTIAL
+
+
+def test_daily_partitions_in_shanghai() -> None:
+    parts = night_assets.night.partitions_def
+    assert isinstance(parts, dg.DailyPartitionsDefinition)
+    assert parts.timezone == "Asia/Shanghai"
+    window = parts.time_window_for_partition_key("2026-11-28")
+    assert window.start == datetime(2026, 11, 28, tzinfo=SHANGHAI)
+    assert window.end == datetime(2026, 11, 29, tzinfo=SHANGHAI)
+    # the partition of a chat at 23:30 UTC on Nov 27 is Nov 28 (07:30 in Shanghai)
+    assert parts.get_partition_key_for_timestamp(datetime(2026, 11, 27, 23, 30, tzinfo=UTC).timestamp()) == "2026-11-28"
+
+
+def test_schedule_requests_the_previous_day(repo_def) -> None:
+    schedule = repo_def.get_schedule_def("nightly_sleep_schedule")
+    assert schedule.cron_schedule == "0 2 * * *"
+    assert schedule.execution_timezone == "Asia/Shanghai"
+    job = repo_def.get_job(schedule.job_name)
+    assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == EXPECTED_KEYS
+    for tick in (datetime(2026, 11, 29, 2, 0, tzinfo=SHANGHAI), datetime(2026, 11, 28, 18, 0, tzinfo=UTC)):
+        ctx = dg.build_schedule_context(repository_def=repo_def, scheduled_execution_time=tick)
+        [request] = schedule.evaluate_tick(ctx).run_requests
+        assert request.partition_key == "2026-11-28"
+        assert request.run_config == {"ops": {"night": {"config": {"mode": "scheduled"}}}}
+
+
+def test_night_config_defaults() -> None:
+    config = night_assets.NightConfig()
+    assert (config.mode, config.force, config.animas) == ("full", False, [])
+    assert config.runner_mode() == "full"
+    assert night_assets.NightConfig(mode="scheduled").runner_mode() is None
+
+
+def test_at_least_four_checks_on_night_keys(repo_def) -> None:
+    checks = {(k.asset_key.to_user_string(), k.name) for k in repo_def.asset_graph.asset_check_keys}
+    assert len(checks) >= 4
+    assert {
+        ("semantic_memory/merged", "no_duplicate_active_memories"),
+        ("semantic_memory/pins_reviewed", "superseded_by_chains_end"),
+        ("semantic_memory/extracted", "deep_sleep_input_within_limits"),
+        ("semantic_memory/extracted", "light_sleep_within_scope"),
+        ("conversations/cleaned", "memory_sources_exist"),
+    } <= checks
+
+
+def test_api_key_is_an_env_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-ant-test-never-print-me"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    monkeypatch.setenv("ANIMA_DATABASE_URL", "postgresql://u:pw-never-print@127.0.0.1/x")
+    res = build_resources()
+    engine = res["anima_engine"]
+    assert isinstance(engine.anthropic_api_key, dg.EnvVar)
+    assert isinstance(res["memory_store"].database_url, dg.EnvVar)
+    assert secret not in repr(res) and "pw-never-print" not in repr(res)
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert build_resources()["anima_engine"].anthropic_api_key is None
+
+
+def test_engine_resource_applies_to_settings() -> None:
+    from anima_pipeline.config import Settings
+
+    s = EngineResource(engine="anthropic", model="m", anthropic_api_key="sk-zz-secret", budget_usd=1.5).apply(Settings())
+    assert (s.engine, s.model, s.budget_usd) == ("anthropic", "m", 1.5)
+    assert s.anthropic_api_key.get_secret_value() == "sk-zz-secret" and "sk-zz" not in repr(s)
+    with pytest.raises(ValueError, match="ANIMA_ENGINE"):
+        EngineResource(engine="gpt").apply(Settings())
+
+
+# ---- Dagster's own storage (dagster.yaml) -------------------------------------------------
+
+def test_storage_choice_follows_the_environment(tmp_path: Path) -> None:
+    kind, cfg = dinstance.storage_choice({"DAGSTER_HOME": str(tmp_path)})
+    assert (kind, cfg) == ("sqlite", {"base_dir": str(tmp_path / "storage")})
+    kind, cfg = dinstance.storage_choice({"ANIMA_HOME": str(tmp_path)})
+    assert cfg["base_dir"] == str(tmp_path / "dagster" / "storage")
+    kind, cfg = dinstance.storage_choice(
+        {"DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1:5432/dagster", "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima"}
+    )
+    assert (kind, cfg) == ("postgres", {"postgres_url": "postgresql+psycopg2://postgres@127.0.0.1:5432/dagster"})
+    with pytest.raises(dinstance.StorageConfigError, match="separate database"):
+        dinstance.storage_choice(
+            {"DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1/anima", "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima"}
+        )
+
+
+def test_repo_dagster_yaml_gives_sqlite_under_dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dagster._core.instance.ref import InstanceRef
+    from dagster._core.storage.runs import SqliteRunStorage
+
+    assert (REPO / "dagster.yaml").read_text() == dinstance.DAGSTER_YAML
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path))) as instance:
+        assert isinstance(instance.run_storage, SqliteRunStorage)
+    assert (tmp_path / "storage").is_dir()
+
+
+def test_cli_home_gets_the_dagster_yaml(tmp_path: Path) -> None:
+    home = dinstance.dagster_home({"ANIMA_HOME": str(tmp_path)})
+    assert home == tmp_path / "dagster"
+    assert (home / "dagster.yaml").read_text() == dinstance.DAGSTER_YAML
+
+
+def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    env.pop("DAGSTER_PG_URL", None)
+    dagster = Path(sys.executable).parent / "dagster"
+    proc = subprocess.run(
+        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Validation successful" in proc.stdout + proc.stderr
+
+
+# ---- runner helpers (no database) ---------------------------------------------------------
+
+def test_select_steps_keeps_registry_order() -> None:
+    picked = runner.select_steps(["dreams/journal", "conversations/cleaned", "semantic_memory/merged"])
+    assert [s.key for s in picked] == ["conversations/cleaned", "semantic_memory/merged", "dreams/journal"]
+    assert [s.key for s in runner.select_steps(None)] == list(STEP_KEYS)
+    with pytest.raises(ValueError, match="unknown step"):
+        runner.select_steps(["semantic_memory/typo"])
+
+
+def test_summarize_sums_over_animas() -> None:
+    day = date(2026, 11, 28)
+    results = [
+        StepResult(step="s", anima_id="a", day=day, status="done", duration_s=0.5,
+                   stats={"created": 2, "input_chars": 100, "llm_calls": 1, "tokens_in": 10, "cost_usd": 0.25,
+                          "size_band": "normal", "anchors": 1}),
+        StepResult(step="s", anima_id="b", day=day, status="skipped", duration_s=0.25,
+                   stats={"created": 3, "merged": 1, "already_done": 1}, usage=Usage(calls=4)),
+    ]
+    s = runner.summarize(results)
+    assert s["created"] == 5 and s["merged"] == 1 and s["input_chars"] == 100
+    assert s["llm_calls"] == 5 and s["tokens_in"] == 10 and s["cost_usd"] == 0.25
+    assert s["duration_s"] == 0.75 and s["animas"] == 2 and s["already_done"] == 1
+    assert s["split"] == 0 and s["skipped_rounds"] == 0 and s["anchors"] == 1
+    assert "size_band" not in s
+    empty = runner.summarize([])
+    assert all(empty[k] == 0 for k in runner.SUMMARY_KEYS) and empty["animas"] == 0
+
+
+def test_transient_errors_are_the_only_retried_ones() -> None:
+    day = date(2026, 11, 28)
+    budget = runner.NightFailed(day, "semantic_memory/extracted", "a", BudgetExceeded("spent", step="x"), [])
+    overload = runner.NightFailed(day, "semantic_memory/extracted", "a", RetriesExhausted("529", step="x"), [])
+    assert not runner.is_transient(budget)
+    assert runner.is_transient(overload)
+    assert not runner.is_transient(ValueError("bad setting"))
