@@ -1038,27 +1038,7 @@ _ID_FIELDS = {
     "pin_semantic_memory": ["id"],
     "unpin_semantic_memory": ["id"],
 }
-_UNDOCUMENTED = pytest.mark.xfail(
-    strict=True,
-    reason="schemas.py: this tool's id field has no description giving the 'f-12' format (reported, not owned here)",
-)
-
-
-@pytest.mark.parametrize(
-    "tool",
-    [
-        pytest.param(t, marks=_UNDOCUMENTED)
-        if t
-        in (
-            "deprecate_semantic_memory",
-            "split_semantic_memory",
-            "pin_semantic_memory",
-            "unpin_semantic_memory",
-        )
-        else t
-        for t in _ID_FIELDS
-    ],
-)
+@pytest.mark.parametrize("tool", list(_ID_FIELDS))
 def test_id_fields_document_their_format(tool):
     schema = tool_specs([tool])[0].input_schema
     for path in _ID_FIELDS[tool]:

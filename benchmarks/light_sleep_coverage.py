@@ -22,9 +22,11 @@ What is measured (one run, ratios printed, nothing asserted):
   trailing plural "s"/"es"/"ies" is folded. A date key word in the answer matches a
   memory date with the same prefix (answer "2023-05" matches "2023-05-07").
   Answers whose key words are all stopwords are not considered. When the answer
-  is only a date or duration, the memory must also share two key words of the
-  question (all of them if it has fewer), speakers' names and question words
-  excluded: otherwise any memory of that day carrying its date would "answer" it.
+  is only a date or duration, the memory must also share key words of the
+  question (one if the question has at most two, else two; speakers' names and
+  question words excluded; compared after mapping common irregular past tenses
+  and crude suffix stripping, so "paint" meets "painted" and "get" meets "got"):
+  otherwise any memory of that day carrying its date would "answer" it.
 * Secondary figures, for context: "union" counts a question covered when the key
   words are spread over several memories of the evidence conversations (what a
   reader of all of them could answer), and "ceiling" applies the single-memory
@@ -244,8 +246,8 @@ def evaluate(questions: list[dict], memories_for: MemoriesFor, names: dict[str, 
         if any(_has_all(words, tokens) for tokens in relevant):
             stats["lenient"][cat] += 1
         topic = _topic_words(q["question"], names.get(q["anima_id"], set())) if _only_dates(words) else set()
-        need = min(2, len(topic))
-        if any(_has_all(words, tokens) and len(topic & tokens) >= need for tokens in relevant):
+        need = 0 if not topic else 1 if len(topic) <= 2 else 2
+        if any(_has_all(words, tokens) and len(topic & _stems(tokens)) >= need for tokens in relevant):
             stats["covered"][cat] += 1
         if relevant and _has_all(words, set().union(*relevant)):
             stats["union"][cat] += 1
@@ -272,7 +274,21 @@ def _only_dates(words: set[str]) -> bool:
 
 def _topic_words(question: str, names: set[str]) -> set[str]:
     """Question words that say what happened: a date stamp alone must not answer 'when'."""
-    return key_words(question) - QUESTION_WORDS - names
+    return _stems(key_words(question) - QUESTION_WORDS - names)
+
+
+IRREGULAR = dict(
+    pair.split(":")
+    for pair in """got:get met:meet went:go gone:go made:make took:take bought:buy won:win gave:give saw:see
+    ran:run wrote:write began:begin had:have did:do found:find felt:feel left:leave told:tell taught:teach
+    held:hold kept:keep lost:lose sold:sell spent:spend brought:bring thought:think built:build""".split()
+)
+
+
+def _stems(words: set[str]) -> set[str]:
+    """Irregular past tenses to their base, then crude suffix stripping (ing, ed, es, s, e)."""
+    words = {IRREGULAR.get(w, w) for w in words}
+    return {re.sub(r"(?:ing|ed|es|s|e)$", "", w) if len(w) > 4 else w for w in words}
 
 
 def speaker_names(messages: Iterable[dict]) -> dict[str, set[str]]:

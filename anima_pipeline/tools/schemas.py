@@ -24,6 +24,7 @@ _FACT_ID = re.compile(r"^f-(\d+)$")
 _NARRATIVE_ID = re.compile(r"^a-(\d+)$")
 
 Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_CHARS)]
+FactId = Annotated[str, Field(description="memory id as shown, e.g. f-12")]
 
 
 def parse_fact_id(value: str) -> int:
@@ -82,9 +83,9 @@ class UpdateSemanticMemory(_Tool):
 class DeprecateSemanticMemory(_Tool):
     """Retire a memory that is wrong, contradicted or superseded. Nothing is deleted."""
 
-    id: str
+    id: FactId
     reason: str = Field(min_length=1, max_length=500)
-    superseded_by: str | None = Field(None, description="the id of the memory that replaces it, if any")
+    superseded_by: str | None = Field(None, description="the id of the memory that replaces it, if any, e.g. f-12")
     valid_until: datetime | None = None
 
 
@@ -103,21 +104,21 @@ class SplitSemanticMemory(_Tool):
     """Split an entry holding several independent facts into one memory per fact. Sources and
     observed_at are inherited; the original is deprecated, superseded by the first part."""
 
-    id: str
+    id: FactId
     parts: list[Content] = Field(min_length=2, description="self-contained sentences, one fact each")
 
 
 class PinSemanticMemory(_Tool):
     """Keep a memory resident in the agent's context."""
 
-    id: str
+    id: FactId
     reason: str | None = None
 
 
 class UnpinSemanticMemory(_Tool):
     """Stop keeping a memory resident (it stays active and searchable)."""
 
-    id: str
+    id: FactId
     reason: str = Field(min_length=1, max_length=500)
 
 
