@@ -75,9 +75,7 @@ class TestContradictions:
         assert flagged("张三的女儿属虎。", "张三的女儿属羊。") == [(1, 2, "contradiction", "chinese_zodiac")]
 
     def test_older_loses_by_observed_at_not_by_id(self) -> None:
-        found = find_contradictions(
-            [mem(1, "张三的女儿属羊。", days=5), mem(2, "张三的女儿属虎。", days=1)]
-        )
+        found = find_contradictions([mem(1, "张三的女儿属羊。", days=5), mem(2, "张三的女儿属虎。", days=1)])
         assert [(c.loser_id, c.winner_id) for c in found] == [(2, 1)]
 
     def test_same_day_tie_broken_by_id(self) -> None:
@@ -97,7 +95,9 @@ class TestContradictions:
         assert flagged("Melanie likes Python.", "Melanie now prefers TypeScript over Python.") == [
             (1, 2, "expiry", "likes")
         ]
-        assert flagged("Melanie likes Python.", "Melanie no longer likes Python.") == [(1, 2, "expiry", "likes")]
+        assert flagged("Melanie likes Python.", "Melanie no longer likes Python.") == [
+            (1, 2, "expiry", "likes")
+        ]
         assert flagged("张三喜欢Python", "张三不再喜欢Python了") == [(1, 2, "expiry", "likes")]
         # Without a change marker, preferring A over B says nothing against liking B.
         assert flagged("Melanie likes Python.", "Melanie prefers TypeScript over Python.") == []
@@ -138,7 +138,9 @@ class TestContradictions:
         assert flagged("Caroline's birthday is May 3.", "Caroline's birthday is June 3.") == [
             (1, 2, "contradiction", "birthday")
         ]
-        assert flagged("张三的生日是五月三日", "张三1990年5月4日出生") == [(1, 2, "contradiction", "birthday")]
+        assert flagged("张三的生日是五月三日", "张三1990年5月4日出生") == [
+            (1, 2, "contradiction", "birthday")
+        ]
 
     def test_occupation_contradicts_unless_the_newer_one_marks_a_change(self) -> None:
         assert flagged("Caroline works as a nurse.", "Caroline works as a teacher.") == [
@@ -148,9 +150,12 @@ class TestContradictions:
             (1, 2, "expiry", "occupation")
         ]
         assert flagged("张三是一名医生", "张三是一名律师") == [(1, 2, "contradiction", "occupation")]
+        assert flagged("张三是一名医生", "张三现在是一名律师") == [(1, 2, "expiry", "occupation")]
 
     def test_changeable_states_expire(self) -> None:
-        assert flagged("Caroline lives in Paris.", "Caroline moved to Lyon.") == [(1, 2, "expiry", "residence")]
+        assert flagged("Caroline lives in Paris.", "Caroline moved to Lyon.") == [
+            (1, 2, "expiry", "residence")
+        ]
         assert flagged("Caroline works at Google.", "Caroline works for Microsoft.") == [
             (1, 2, "expiry", "employer")
         ]
@@ -168,10 +173,13 @@ class TestContradictions:
         assert flagged("Caroline lives in Paris with her husband.", "Caroline lives in Paris.") == []
 
     def test_different_subjects_never_collide(self) -> None:
-        assert flagged(
-            "Caroline's daughter was born in the Year of the Tiger.",
-            "Melanie's daughter was born in the Year of the Goat.",
-        ) == []
+        assert (
+            flagged(
+                "Caroline's daughter was born in the Year of the Tiger.",
+                "Melanie's daughter was born in the Year of the Goat.",
+            )
+            == []
+        )
         assert flagged("张三属虎", "李四属羊") == []
         assert flagged("Caroline's son is 5.", "Caroline is 34.") == []
 
@@ -190,7 +198,10 @@ class TestContradictions:
 
     def test_missing_observed_at_falls_back_to_updated_at(self) -> None:
         found = find_contradictions(
-            [mem(1, "Caroline is from Sweden.", days=3, observed=False), mem(2, "Caroline is from Norway.", days=1)]
+            [
+                mem(1, "Caroline is from Sweden.", days=3, observed=False),
+                mem(2, "Caroline is from Norway.", days=1),
+            ]
         )
         assert [(c.loser_id, c.winner_id) for c in found] == [(2, 1)]
 
@@ -199,7 +210,12 @@ class TestContradictions:
         assert "f-1" in c.reason and "f-2" in c.reason and "张三" in c.reason
 
     def test_extract_attribute(self) -> None:
-        assert extract_attribute("Caroline doesn't like spicy food.") == ("caroline", "likes", "spicy food", -1)
+        assert extract_attribute("Caroline doesn't like spicy food.") == (
+            "caroline",
+            "likes",
+            "spicy food",
+            -1,
+        )
         assert extract_attribute("张三的女儿属虎") == ("张三的女儿", "chinese_zodiac", "tiger", 1)
         assert extract_attribute("The user lives in Berlin.") == ("user", "residence", "berlin", 1)
         assert extract_attribute("Caroline said that Mel likes tea.") is None  # reported speech
@@ -231,7 +247,10 @@ class TestSplit:
         ]
 
     def test_chinese_split_with_pronoun_rewrite(self) -> None:
-        assert split_parts(mem(1, "张三喜欢吃辣；她也喜欢喝绿茶。")) == ["张三喜欢吃辣。", "张三也喜欢喝绿茶。"]
+        assert split_parts(mem(1, "张三喜欢吃辣；她也喜欢喝绿茶。")) == [
+            "张三喜欢吃辣。",
+            "张三也喜欢喝绿茶。",
+        ]
         assert split_parts(mem(2, "张三的儿子在北京上大学。他也喜欢踢足球。")) == [
             "张三的儿子在北京上大学。",
             "张三的儿子也喜欢踢足球。",
@@ -239,7 +258,9 @@ class TestSplit:
 
     def test_dependent_sentences_are_not_split(self) -> None:
         assert split_parts(mem(1, "Caroline adopted a dog last spring. It is a beagle named Max.")) is None
-        assert split_parts(mem(2, "Caroline went to a support group on May 7. She found it inspiring.")) is None
+        assert (
+            split_parts(mem(2, "Caroline went to a support group on May 7. She found it inspiring.")) is None
+        )
         assert split_parts(mem(3, "张三上周去了杭州出差。这次出差让他很累。")) is None
         assert split_parts(mem(4, "Caroline failed her driving test. But she will try again.")) is None
 
@@ -253,7 +274,9 @@ class TestSplit:
 
     def test_unknown_antecedent_is_not_split(self) -> None:
         assert split_parts(mem(1, "She likes green tea. She also plays the violin.")) is None
-        assert split_parts(mem(2, "Mel and Caroline went hiking together. She also plays the violin.")) is None
+        assert (
+            split_parts(mem(2, "Mel and Caroline went hiking together. She also plays the violin.")) is None
+        )
 
     def test_abbreviations_and_decimals_are_not_boundaries(self) -> None:
         assert split_parts(mem(1, "Caroline sees Dr. Smith every month about her knee.")) is None
@@ -273,7 +296,9 @@ class TestSplit:
 
 class TestMerge:
     def test_exact_twins(self) -> None:
-        groups = merge_groups([mem(1, "Caroline has a dog named Max."), mem(2, "caroline has a dog named max")])
+        groups = merge_groups(
+            [mem(1, "Caroline has a dog named Max."), mem(2, "caroline has a dog named max")]
+        )
         assert [(g.ids, g.content) for g in groups] == [((1, 2), "Caroline has a dog named Max.")]
 
     def test_near_duplicates(self) -> None:
@@ -294,7 +319,9 @@ class TestMerge:
         assert [(g.ids, g.content) for g in groups] == [((3, 4), "Caroline likes tea and coffee.")]
 
     def test_equal_length_tie_goes_to_the_newest(self) -> None:
-        groups = merge_groups([mem(1, "Caroline has a dog named Max!", days=2), mem(2, "Caroline has a dog named Max.")])
+        groups = merge_groups(
+            [mem(1, "Caroline has a dog named Max!", days=2), mem(2, "Caroline has a dog named Max.")]
+        )
         assert groups[0].content == "Caroline has a dog named Max!"
 
     def test_dissimilar_not_merged(self) -> None:
@@ -302,12 +329,20 @@ class TestMerge:
         assert merge_groups([mem(1, "张三喜欢吃辣"), mem(2, "李四住在上海")]) == []
 
     def test_lookalikes_that_disagree_are_not_merged(self) -> None:
-        assert merge_groups([mem(1, "Caroline likes spicy food."), mem(2, "Caroline doesn't like spicy food.")]) == []
+        assert (
+            merge_groups([mem(1, "Caroline likes spicy food."), mem(2, "Caroline doesn't like spicy food.")])
+            == []
+        )
         assert merge_groups([mem(1, "Caroline is 34 years old."), mem(2, "Caroline is 35 years old.")]) == []
         assert merge_groups([mem(1, "喜欢吃辣的人很多"), mem(2, "不喜欢吃辣的人很多")]) == []
 
     def test_different_types_are_not_merged(self) -> None:
-        assert merge_groups([mem(1, "Caroline likes green tea."), mem(2, "Caroline likes green tea.", type="preference")]) == []
+        assert (
+            merge_groups(
+                [mem(1, "Caroline likes green tea."), mem(2, "Caroline likes green tea.", type="preference")]
+            )
+            == []
+        )
 
     def test_threshold_boundary_is_inclusive(self) -> None:
         a, b = "Caroline paints at home.", "Caroline usually paints at home."
@@ -348,7 +383,19 @@ class TestMerge:
 
     def test_candidate_filter_matches_brute_force(self) -> None:
         rng = random.Random(7)
-        words = ["caroline", "melanie", "likes", "tea", "green", "plays", "violin", "often", "the", "at", "home"]
+        words = [
+            "caroline",
+            "melanie",
+            "likes",
+            "tea",
+            "green",
+            "plays",
+            "violin",
+            "often",
+            "the",
+            "at",
+            "home",
+        ]
         zh = "张三李四喜欢吃辣住在北京上海公园跑步"
         memories = []
         for i in range(1, 121):
@@ -468,7 +515,9 @@ class TestNormalize:
         try:
             conn = psycopg.connect(url, connect_timeout=3)
         except psycopg.OperationalError as exc:
-            pytest.skip(f"PostgreSQL at {url.rsplit('@', 1)[-1]} not reachable ({type(exc).__name__}); SQL agreement not checked")
+            pytest.skip(
+                f"PostgreSQL at {url.rsplit('@', 1)[-1]} not reachable ({type(exc).__name__}); SQL agreement not checked"
+            )
         samples = SAMPLES + _random_samples(300)
         with conn:
             rows = conn.execute(
@@ -479,7 +528,11 @@ class TestNormalize:
                 f"SELECT {NORMALIZED_CONTENT_SQL} FROM (VALUES (%s)) v(content)", ("张三，喜欢 吃辣。",)
             ).fetchone()
         assert single == ("张三喜欢吃辣",)
-        mismatches = [(s, sql, normalize_content(s)) for s, (sql,) in zip(samples, rows, strict=True) if sql != normalize_content(s)]
+        mismatches = [
+            (s, sql, normalize_content(s))
+            for s, (sql,) in zip(samples, rows, strict=True)
+            if sql != normalize_content(s)
+        ]
         assert mismatches == []
 
     def test_similarity_matches_pg_trgm_on_ascii(self) -> None:
@@ -495,7 +548,7 @@ class TestNormalize:
             ("Caroline adopted a beagle named Max", "caroline adopted a beagle called max!"),
             ("tea", "coffee"),
         ]
-        with conn.transaction(force_rollback=True):
+        with conn, conn.transaction(force_rollback=True):
             # Created inside a rolled-back transaction: the shared database is left as it was.
             try:
                 conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
@@ -504,7 +557,6 @@ class TestNormalize:
             for a, b in pairs:
                 (expected,) = conn.execute("SELECT similarity(%s, %s)", (a, b)).fetchone()
                 assert similarity(a, b) == pytest.approx(expected, abs=1e-6), (a, b)
-        conn.close()
 
     def test_similarity_basics(self) -> None:
         assert similarity("Caroline likes tea", "caroline likes tea!") == 1.0

@@ -27,10 +27,20 @@ from anima_pipeline.sleep.night import StepResult
 REPO = Path(__file__).resolve().parents[1]
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 EXPECTED_KEYS = {
-    "conversations/cleaned", "semantic_memory/extracted", "emotional_anchors/extracted",
-    "autobiographical_memory/narrated", "self_blocks/autobiography_summary", "semantic_memory/deconflicted",
-    "semantic_memory/split", "semantic_memory/merged", "semantic_memory/pins_reviewed", "memory_references/synced",
-    "temporal_summaries/day", "temporal_summaries/cascade", "dreams/journal", "self_blocks/refreshed",
+    "conversations/cleaned",
+    "semantic_memory/extracted",
+    "emotional_anchors/extracted",
+    "autobiographical_memory/narrated",
+    "self_blocks/autobiography_summary",
+    "semantic_memory/deconflicted",
+    "semantic_memory/split",
+    "semantic_memory/merged",
+    "semantic_memory/pins_reviewed",
+    "memory_references/synced",
+    "temporal_summaries/day",
+    "temporal_summaries/cascade",
+    "dreams/journal",
+    "self_blocks/refreshed",
 }
 
 
@@ -62,7 +72,8 @@ def test_one_multi_asset_follows_the_registry(repo_def) -> None:
     graph = repo_def.asset_graph
     cascade = dg.AssetKey(["temporal_summaries", "cascade"])
     assert {k.to_user_string() for k in graph.get(cascade).parent_keys} == {
-        "semantic_memory/pins_reviewed", "temporal_summaries/day",
+        "semantic_memory/pins_reviewed",
+        "temporal_summaries/day",
     }
 
 
@@ -82,7 +93,10 @@ def test_daily_partitions_in_shanghai() -> None:
     assert window.start == datetime(2026, 11, 28, tzinfo=SHANGHAI)
     assert window.end == datetime(2026, 11, 29, tzinfo=SHANGHAI)
     # the partition of a chat at 23:30 UTC on Nov 27 is Nov 28 (07:30 in Shanghai)
-    assert parts.get_partition_key_for_timestamp(datetime(2026, 11, 27, 23, 30, tzinfo=UTC).timestamp()) == "2026-11-28"
+    assert (
+        parts.get_partition_key_for_timestamp(datetime(2026, 11, 27, 23, 30, tzinfo=UTC).timestamp())
+        == "2026-11-28"
+    )
 
 
 def test_schedule_requests_the_previous_day(repo_def) -> None:
@@ -133,7 +147,9 @@ def test_api_key_is_an_env_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_engine_resource_applies_to_settings() -> None:
     from anima_pipeline.config import Settings
 
-    s = EngineResource(engine="anthropic", model="m", anthropic_api_key="sk-zz-secret", budget_usd=1.5).apply(Settings())
+    s = EngineResource(engine="anthropic", model="m", anthropic_api_key="sk-zz-secret", budget_usd=1.5).apply(
+        Settings()
+    )
     assert (s.engine, s.model, s.budget_usd) == ("anthropic", "m", 1.5)
     assert s.anthropic_api_key.get_secret_value() == "sk-zz-secret" and "sk-zz" not in repr(s)
     with pytest.raises(ValueError, match="ANIMA_ENGINE"):
@@ -142,22 +158,34 @@ def test_engine_resource_applies_to_settings() -> None:
 
 # ---- Dagster's own storage (dagster.yaml) -------------------------------------------------
 
+
 def test_storage_choice_follows_the_environment(tmp_path: Path) -> None:
     kind, cfg = dinstance.storage_choice({"DAGSTER_HOME": str(tmp_path)})
     assert (kind, cfg) == ("sqlite", {"base_dir": str(tmp_path / "storage")})
     kind, cfg = dinstance.storage_choice({"ANIMA_HOME": str(tmp_path)})
     assert cfg["base_dir"] == str(tmp_path / "dagster" / "storage")
     kind, cfg = dinstance.storage_choice(
-        {"DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1:5432/dagster", "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima"}
+        {
+            "DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1:5432/dagster",
+            "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima",
+        }
     )
-    assert (kind, cfg) == ("postgres", {"postgres_url": "postgresql+psycopg2://postgres@127.0.0.1:5432/dagster"})
+    assert (kind, cfg) == (
+        "postgres",
+        {"postgres_url": "postgresql+psycopg2://postgres@127.0.0.1:5432/dagster"},
+    )
     with pytest.raises(dinstance.StorageConfigError, match="separate database"):
         dinstance.storage_choice(
-            {"DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1/anima", "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima"}
+            {
+                "DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1/anima",
+                "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima",
+            }
         )
 
 
-def test_repo_dagster_yaml_gives_sqlite_under_dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_repo_dagster_yaml_gives_sqlite_under_dagster_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dagster._core.instance.ref import InstanceRef
     from dagster._core.storage.runs import SqliteRunStorage
 
@@ -183,13 +211,18 @@ def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
     dagster = Path(sys.executable).parent / "dagster"
     proc = subprocess.run(
         [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Validation successful" in proc.stdout + proc.stderr
 
 
 # ---- runner helpers (no database) ---------------------------------------------------------
+
 
 def test_select_steps_keeps_registry_order() -> None:
     picked = runner.select_steps(["dreams/journal", "conversations/cleaned", "semantic_memory/merged"])
@@ -202,11 +235,31 @@ def test_select_steps_keeps_registry_order() -> None:
 def test_summarize_sums_over_animas() -> None:
     day = date(2026, 11, 28)
     results = [
-        StepResult(step="s", anima_id="a", day=day, status="done", duration_s=0.5,
-                   stats={"created": 2, "input_chars": 100, "llm_calls": 1, "tokens_in": 10, "cost_usd": 0.25,
-                          "size_band": "normal", "anchors": 1}),
-        StepResult(step="s", anima_id="b", day=day, status="skipped", duration_s=0.25,
-                   stats={"created": 3, "merged": 1, "already_done": 1}, usage=Usage(calls=4)),
+        StepResult(
+            step="s",
+            anima_id="a",
+            day=day,
+            status="done",
+            duration_s=0.5,
+            stats={
+                "created": 2,
+                "input_chars": 100,
+                "llm_calls": 1,
+                "tokens_in": 10,
+                "cost_usd": 0.25,
+                "size_band": "normal",
+                "anchors": 1,
+            },
+        ),
+        StepResult(
+            step="s",
+            anima_id="b",
+            day=day,
+            status="skipped",
+            duration_s=0.25,
+            stats={"created": 3, "merged": 1, "already_done": 1},
+            usage=Usage(calls=4),
+        ),
     ]
     s = runner.summarize(results)
     assert s["created"] == 5 and s["merged"] == 1 and s["input_chars"] == 100
@@ -221,7 +274,9 @@ def test_summarize_sums_over_animas() -> None:
 def test_transient_errors_are_the_only_retried_ones() -> None:
     day = date(2026, 11, 28)
     budget = runner.NightFailed(day, "semantic_memory/extracted", "a", BudgetExceeded("spent", step="x"), [])
-    overload = runner.NightFailed(day, "semantic_memory/extracted", "a", RetriesExhausted("529", step="x"), [])
+    overload = runner.NightFailed(
+        day, "semantic_memory/extracted", "a", RetriesExhausted("529", step="x"), []
+    )
     assert not runner.is_transient(budget)
     assert runner.is_transient(overload)
     assert not runner.is_transient(ValueError("bad setting"))

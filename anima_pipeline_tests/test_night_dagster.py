@@ -39,8 +39,23 @@ from .conftest import DATA_DIR
 # 12-05, 12-11, 12-20; yue on 12-02, 12-06, 12-13, 12-21.
 D_BOTH = date(2026, 12, 2)
 METADATA_KEYS = {
-    "created", "updated", "deprecated", "merged", "split", "input_chars", "llm_calls", "tokens_in", "tokens_out",
-    "cache_read", "cache_write", "cost_usd", "duration_s", "chunks", "skipped_rounds", "mode", "animas",
+    "created",
+    "updated",
+    "deprecated",
+    "merged",
+    "split",
+    "input_chars",
+    "llm_calls",
+    "tokens_in",
+    "tokens_out",
+    "cache_read",
+    "cache_write",
+    "cost_usd",
+    "duration_s",
+    "chunks",
+    "skipped_rounds",
+    "mode",
+    "animas",
 }
 SECRET = "sk-ant-test-must-never-appear-0xDEADBEEF"
 LIGHT_AND_DEEP = STEP_KEYS[: STEP_KEYS.index("memory_references/synced") + 1]
@@ -105,6 +120,7 @@ def failure_of(result: dg.ExecuteInProcessResult) -> dg.DagsterEvent:
 
 # ---- one partition -----------------------------------------------------------------------
 
+
 def test_one_partition_runs_every_step_with_metadata(store: Database, resources: dict, instance) -> None:
     result = materialize_night(D_BOTH, instance=instance, resources=resources)
     assert result.success
@@ -114,20 +130,31 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
         assert METADATA_KEYS <= set(mat.metadata), step
         assert mat.metadata["mode"].value == "full"
     extracted = materializations(instance, "semantic_memory/extracted", day)[0].metadata
-    assert extracted["animas"].value == 2 and extracted["created"].value > 0 and extracted["input_chars"].value > 0
+    assert (
+        extracted["animas"].value == 2
+        and extracted["created"].value > 0
+        and extracted["input_chars"].value > 0
+    )
     assert isinstance(extracted["cost_usd"], dg.FloatMetadataValue)
     # the asset checks ran in the same run and hold on a store the night produced
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) >= 4
-    assert all(e.passed for e in evaluations), [(e.check_name, e.description) for e in evaluations if not e.passed]
+    assert all(e.passed for e in evaluations), [
+        (e.check_name, e.description) for e in evaluations if not e.passed
+    ]
     # the night is recorded, and the audit trail names the Dagster run
     [marker] = markers(store)
     assert (marker["day"], marker["status"], marker["run_id"]) == (D_BOTH, "done", result.run_id)
     with store.transaction() as conn:
-        runs = {r["run_id"] for r in conn.execute("SELECT DISTINCT run_id FROM memory_event WHERE day = %s", (D_BOTH,))}
+        runs = {
+            r["run_id"]
+            for r in conn.execute("SELECT DISTINCT run_id FROM memory_event WHERE day = %s", (D_BOTH,))
+        }
     assert runs == {result.run_id}
     # the key is referenced, never written anywhere Dagster keeps
-    logs = [json.dumps(e.to_json() if hasattr(e, "to_json") else str(e)) for e in instance.all_logs(result.run_id)]
+    logs = [
+        json.dumps(e.to_json() if hasattr(e, "to_json") else str(e)) for e in instance.all_logs(result.run_id)
+    ]
     run = instance.get_run_by_id(result.run_id)
     assert SECRET not in "".join(logs) + json.dumps(run.run_config, default=str) + repr(run.tags)
 
@@ -149,6 +176,7 @@ def test_rerunning_a_day_is_idempotent(store: Database, resources: dict, instanc
 
 # ---- a range in one run ------------------------------------------------------------------
 
+
 def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dict, instance) -> None:
     first, last = date(2026, 12, 5), date(2026, 12, 7)  # Sat (kai), Sun (yue), Mon (quiet)
     result = materialize_night(first, last, mode="scheduled", instance=instance, resources=resources)
@@ -161,7 +189,9 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     assert [per_day[d]["animas"].value for d in days] == [1, 1, 0]  # each day its own metadata
     assert [per_day[d]["mode"].value for d in days] == ["incremental", "incremental", "full"]  # Monday full
     # whole nights strictly one after another: every row of day D finished before day D+1's first
-    assert [(m["day"], m["status"]) for m in markers(store)] == [(date(2026, 12, d), "done") for d in (5, 6, 7)]
+    assert [(m["day"], m["status"]) for m in markers(store)] == [
+        (date(2026, 12, d), "done") for d in (5, 6, 7)
+    ]
     with store.transaction() as conn:
         rows = conn.execute(
             "SELECT day, min(started_at) AS first_start, max(finished_at) AS last_finish FROM sleep_state "
@@ -176,17 +206,27 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
 
 # ---- ordering guard, one-step re-run, failure mid-range -----------------------------------
 
-def test_guard_refuses_a_day_after_a_failed_night_unless_forced(store: Database, resources: dict, instance) -> None:
+
+def test_guard_refuses_a_day_after_a_failed_night_unless_forced(
+    store: Database, resources: dict, instance
+) -> None:
     with store.transaction() as conn:
         sleep_state.fail(conn, runner.NIGHT_ANIMA, date(2026, 12, 1), NIGHT_MARKER, "planted", "run-planted")
     refused = materialize_night(D_BOTH, instance=instance, resources=resources, raise_on_error=False)
     assert not refused.success
     failure = failure_of(refused).step_failure_data.user_failure_data
-    assert "2026-12-01" in failure.description and "failed" in failure.description and "force" in failure.description
+    assert (
+        "2026-12-01" in failure.description
+        and "failed" in failure.description
+        and "force" in failure.description
+    )
     assert failure.metadata["previous_run_id"].value == "run-planted"
     assert not [e for e in refused.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
     with store.transaction() as conn:
-        assert conn.execute("SELECT count(*) AS n FROM sleep_state WHERE day = %s", (D_BOTH,)).fetchone()["n"] == 0
+        assert (
+            conn.execute("SELECT count(*) AS n FROM sleep_state WHERE day = %s", (D_BOTH,)).fetchone()["n"]
+            == 0
+        )
     forced = materialize_night(D_BOTH, force=True, instance=instance, resources=resources)
     assert forced.success
     assert markers(store)[-1]["status"] == "done"
@@ -200,13 +240,17 @@ def test_one_step_rerun_for_one_day(store: Database, resources: dict, instance) 
     )
     assert rerun.success
     mats = rerun.get_asset_materialization_events()
-    assert [(m.asset_key.to_user_string(), m.partition) for m in mats] == [("semantic_memory/merged", "2026-12-02")]
+    assert [(m.asset_key.to_user_string(), m.partition) for m in mats] == [
+        ("semantic_memory/merged", "2026-12-02")
+    ]
     assert mats[0].materialization.metadata["already_done"].value == 0  # forced: really ran again
     assert {e.check_name for e in rerun.get_asset_check_evaluations()} == {"no_duplicate_active_memories"}
     with store.transaction() as conn:
         run_ids = {
             r["step"]: r["run_id"]
-            for r in conn.execute("SELECT step, run_id FROM sleep_state WHERE day = %s AND anima_id = 'kai'", (D_BOTH,))
+            for r in conn.execute(
+                "SELECT step, run_id FROM sleep_state WHERE day = %s AND anima_id = 'kai'", (D_BOTH,)
+            )
         }
     assert run_ids["semantic_memory/merged"] == rerun.run_id
     assert run_ids["semantic_memory/split"] == full.run_id
@@ -227,31 +271,43 @@ def test_failing_day_mid_range_keeps_finished_days(
             return real_dream(db, night, anima_id)
 
         def body(conn, audit) -> StepOutcome:
-            raise BudgetExceeded("budget exhausted, step 'dreams/journal' stopped before its next API call",
-                                 step="dreams/journal")
+            raise BudgetExceeded(
+                "budget exhausted, step 'dreams/journal' stopped before its next API call",
+                step="dreams/journal",
+            )
 
         return run_step(db, night, anima_id, "dreams/journal", body)
 
     monkeypatch.setattr(dream_module, "dream", dream_over_budget)
-    result = materialize_night(date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources,
-                               raise_on_error=False)
+    result = materialize_night(
+        date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
+    )
     assert not result.success
     failure = failure_of(result).step_failure_data.user_failure_data
-    assert failure.metadata["step"].value == "dreams/journal" and failure.metadata["cause"].value == "BudgetExceeded"
+    assert (
+        failure.metadata["step"].value == "dreams/journal"
+        and failure.metadata["cause"].value == "BudgetExceeded"
+    )
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # budget: no retry
     before_dream = STEP_KEYS[: STEP_KEYS.index("dreams/journal")]
     for step in STEP_KEYS:
         expected = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
         assert partitions_of(instance, step) == expected, step
-    assert [(m["day"], m["status"]) for m in markers(store)] == [(date(2026, 12, 4), "done"), (bad_day, "failed")]
+    assert [(m["day"], m["status"]) for m in markers(store)] == [
+        (date(2026, 12, 4), "done"),
+        (bad_day, "failed"),
+    ]
     assert "BudgetExceeded" in markers(store)[-1]["error"]
     # the next day waits for the failed one
-    refused = materialize_night(date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False)
+    refused = materialize_night(
+        date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
+    )
     assert not refused.success
     assert "2026-12-05" in failure_of(refused).step_failure_data.user_failure_data.description
 
 
 # ---- asset checks fail on planted violations ----------------------------------------------
+
 
 @pytest.fixture
 def slept(store: Database, db_url: str, tmp_path: Path) -> tuple[Database, MemoryStoreResource]:
@@ -261,8 +317,13 @@ def slept(store: Database, db_url: str, tmp_path: Path) -> tuple[Database, Memor
     settings = Settings(database_url=db_url, home=tmp_path / "anima_home")
     runner.run_days(store, settings, [D_BOTH], LIGHT_AND_DEEP)
     resource = MemoryStoreResource(database_url=db_url, home=str(tmp_path / "anima_home"))
-    for check in (checks.no_duplicate_active_memories, checks.superseded_by_chains_end,
-                  checks.deep_sleep_input_within_limits, checks.light_sleep_within_scope, checks.memory_sources_exist):
+    for check in (
+        checks.no_duplicate_active_memories,
+        checks.superseded_by_chains_end,
+        checks.deep_sleep_input_within_limits,
+        checks.light_sleep_within_scope,
+        checks.memory_sources_exist,
+    ):
         assert check(memory_store=resource).passed, check.check_key
     return store, resource
 
@@ -303,7 +364,9 @@ def test_chain_check_fails_on_cycles_foreign_and_active_successors(slept) -> Non
         conn.execute("UPDATE semantic_memory SET superseded_by = %s WHERE id = %s", (foreign, a))
         active = _memory(conn, "kai", "planted active with successor", [])
         conn.execute("UPDATE semantic_memory SET superseded_by = %s WHERE id = %s", (b, active))
-    problems = {v["problem"] for v in checks.superseded_by_chains_end(memory_store=resource).metadata["sample"].value}
+    problems = {
+        v["problem"] for v in checks.superseded_by_chains_end(memory_store=resource).metadata["sample"].value
+    }
     assert problems == {"points at another anima's memory", "active memory has a successor"}
 
 
@@ -325,18 +388,33 @@ def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:
     store, resource = slept
     with store.transaction() as conn:
         foreign = _memory(conn, "kai", "planted from another day", ["kai:2026-12-10-a"])
-        audit = Audit(conn=conn, anima_id="kai", run_id="run-planted", step="semantic_memory/extracted", day=D_BOTH)
-        audit.record("semantic_memory", foreign, "create", None, {"id": foreign, "source_sessions": ["kai:2026-12-10-a"]})
+        audit = Audit(
+            conn=conn, anima_id="kai", run_id="run-planted", step="semantic_memory/extracted", day=D_BOTH
+        )
+        audit.record(
+            "semantic_memory",
+            foreign,
+            "create",
+            None,
+            {"id": foreign, "source_sessions": ["kai:2026-12-10-a"]},
+        )
     result = checks.light_sleep_within_scope(memory_store=resource)
     assert not result.passed and result.metadata["violations"].value == 1
-    assert result.metadata["sample"].value[0]["problem"] == "created with sources outside the day's conversations"
+    assert (
+        result.metadata["sample"].value[0]["problem"]
+        == "created with sources outside the day's conversations"
+    )
     with store.transaction() as conn:
         conn.execute("DELETE FROM memory_event WHERE run_id = 'run-planted'")
-        audit = Audit(conn=conn, anima_id="kai", run_id="run-planted", step="semantic_memory/extracted", day=D_BOTH)
+        audit = Audit(
+            conn=conn, anima_id="kai", run_id="run-planted", step="semantic_memory/extracted", day=D_BOTH
+        )
         before = {"id": foreign, "source_sessions": ["kai:2026-12-10-a"]}
         audit.record("semantic_memory", foreign, "deprecate", before, {**before, "status": "deprecated"})
         audit.record("emotional_anchor", 1, "create", None, {"conversation_id": "kai:2026-12-01-a"})
-    problems = {v["problem"] for v in checks.light_sleep_within_scope(memory_store=resource).metadata["sample"].value}
+    problems = {
+        v["problem"] for v in checks.light_sleep_within_scope(memory_store=resource).metadata["sample"].value
+    }
     assert problems == {
         "changed a memory whose sources do not meet the day's conversations",
         "wrote emotional_anchor, which this step does not own",
@@ -346,7 +424,9 @@ def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:
 def test_sources_check_fails_on_unknown_conversations(slept) -> None:
     store, resource = slept
     with store.transaction() as conn:
-        audit = Audit(conn=conn, anima_id="kai", run_id="run-planted", step="conversations/cleaned", day=D_BOTH)
+        audit = Audit(
+            conn=conn, anima_id="kai", run_id="run-planted", step="conversations/cleaned", day=D_BOTH
+        )
         audit.record("conversation", "kai:cleaned-one", "delete", {"conversation": {}, "messages": []}, None)
         _memory(conn, "kai", "from a cleaned conversation", ["kai:cleaned-one"])
     assert checks.memory_sources_exist(memory_store=resource).passed  # cleaned is not missing
@@ -359,13 +439,16 @@ def test_sources_check_fails_on_unknown_conversations(slept) -> None:
 
 # ---- Dagster's run storage in PostgreSQL --------------------------------------------------
 
+
 @pytest.fixture
 def dagster_pg_url() -> Iterator[str]:
     admin = "postgresql://postgres@127.0.0.1:5432/postgres"
     try:
         conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
     except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is unreachable ({exc}); dagster-postgres storage not tested")
+        pytest.skip(
+            f"PostgreSQL at 127.0.0.1:5432 is unreachable ({exc}); dagster-postgres storage not tested"
+        )
     name = f"dagster_t_{uuid.uuid4().hex[:10]}"
     with conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -380,12 +463,16 @@ def test_runs_are_recorded_in_dagster_postgres(store: Database, resources: dict,
     url = f"postgresql://postgres@127.0.0.1:5432/{conninfo_to_dict(dagster_pg_url)['dbname']}"
     overrides = {"storage": {"postgres": {"postgres_url": sqlalchemy_pg_url(url)}}}
     with dg.instance_for_test(overrides=overrides) as inst:
-        result = materialize_night(D_BOTH, steps=["conversations/cleaned"], instance=inst, resources=resources)
+        result = materialize_night(
+            D_BOTH, steps=["conversations/cleaned"], instance=inst, resources=resources
+        )
         assert result.success
         assert inst.get_run_by_id(result.run_id).status == dg.DagsterRunStatus.SUCCESS
         assert partitions_of(inst, "conversations/cleaned") == {"2026-12-02"}
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT status FROM runs WHERE run_id = %s", (result.run_id,)).fetchone() == ("SUCCESS",)
+        assert conn.execute("SELECT status FROM runs WHERE run_id = %s", (result.run_id,)).fetchone() == (
+            "SUCCESS",
+        )
     with store.transaction() as conn:  # Dagster's tables are not in the memory store
         assert conn.execute("SELECT to_regclass('public.runs') AS t").fetchone()["t"] is None
 
@@ -403,9 +490,12 @@ def test_dagster_yaml_switches_to_postgres_with_dagster_pg_url(
     home = dagster_home()
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:
         assert isinstance(inst.run_storage, PostgresRunStorage)
-        result = materialize_night(D_BOTH, steps=["conversations/cleaned"], instance=inst, resources=resources)
+        result = materialize_night(
+            D_BOTH, steps=["conversations/cleaned"], instance=inst, resources=resources
+        )
         assert result.success
     with psycopg.connect(dagster_pg_url) as conn:
-        assert conn.execute("SELECT count(*) FROM runs WHERE run_id = %s", (result.run_id,)).fetchone() == (1,)
-    assert not (home / "storage").exists()
-
+        assert conn.execute("SELECT count(*) FROM runs WHERE run_id = %s", (result.run_id,)).fetchone() == (
+            1,
+        )
+    assert not (home / "storage" / "history").exists()  # no SQLite run storage was made

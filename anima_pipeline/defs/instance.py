@@ -53,7 +53,16 @@ def sqlalchemy_pg_url(url: str) -> str:
     dagster-postgres) interpolates client-side, so the storage works."""
     for scheme in ("postgresql://", "postgres://"):
         if url.startswith(scheme):
-            return "postgresql+psycopg2://" + url[len(scheme):]
+            return "postgresql+psycopg2://" + url[len(scheme) :]
+    if "://" not in url:  # libpq keyword form: host=... dbname=...
+        from urllib.parse import quote
+
+        p = conninfo_to_dict(url)
+        auth = quote(str(p.get("user", "")), safe="")
+        if p.get("password"):
+            auth += ":" + quote(str(p["password"]), safe="")
+        host = str(p.get("host") or "localhost") + (f":{p['port']}" if p.get("port") else "")
+        return f"postgresql+psycopg2://{auth + '@' if auth else ''}{host}/{quote(str(p.get('dbname', '')), safe='')}"
     return url
 
 

@@ -24,10 +24,12 @@ from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResul
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.heuristics.deep import (
     MemoryView,
-    extract_attribute,
+    MergeGroup,
+    extract_attributes,
     find_contradictions,
     is_split_candidate,
     merge_groups,
+    normalize_content,
     split_parts,
     stale_pins,
 )
@@ -218,10 +220,10 @@ def similar_pairs(conn: Connection, ids: list[int], threshold: float) -> list[tu
 def _attribute_pairs(memories: list[SemanticMemory]) -> list[tuple[int, int, str]]:
     by_key: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for m in memories:
-        attr = extract_attribute(m.content)
-        if attr:
-            subject, attribute, value, polarity = attr
-            by_key.setdefault((subject.lower(), attribute), []).append((m.id, f"{value}|{polarity}"))
+        for fact in extract_attributes(m.content):  # every fact of a memory, not just its first
+            by_key.setdefault((fact.subject.lower(), fact.attribute), []).append(
+                (m.id, f"{fact.value}|{fact.polarity}")
+            )
     pairs = []
     for (subject, attribute), items in sorted(by_key.items()):
         for i, (a, va) in enumerate(items):
@@ -255,9 +257,11 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
         head = "# Pre-filter: long or multi-sentence entries (split candidates)"
     elif round_name == "merge":
         sim = similar_pairs(conn, ids, cfg.trgm_threshold)
-        lines = [f"- f-{a} ~ f-{b}: similarity {s}" for a, b, s in sim]
-        picked = {x for a, b, _ in sim for x in (a, b)}
-        head = "# Pre-filter: similar pairs (possible duplicates)"
+        groups = merge_candidates(memories, cfg)
+        lines = [f"- {' + '.join(f'f-{i}' for i in g.ids)}: {g.reason}" for g in groups]
+        lines += [f"- f-{a} ~ f-{b}: similarity {s}" for a, b, s in sim]
+        picked = {x for a, b, _ in sim for x in (a, b)} | {i for g in groups for i in g.ids}
+        head = "# Pre-filter: possible duplicates (groups found by the program, then similar pairs)"
     else:
         pins = [m for m in memories if m.pinned]
         lines = [
@@ -276,6 +280,24 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
 
 
 # ---- offline decisions ---------------------------------------------------------------------
+
+def merge_candidates(memories: list[SemanticMemory], cfg: Settings) -> list[MergeGroup]:
+    """Exact twins (same normalized content, whatever their type) first, then near-duplicates
+    and containment within a type. Containment pairs can have low trigram similarity, so the
+    heuristic looks at the whole active set rather than only the SQL pairs."""
+    by_norm: dict[str, list[SemanticMemory]] = {}
+    for m in memories:
+        by_norm.setdefault(normalize_content(m.content), []).append(m)
+    groups, taken = [], set()
+    for twins in by_norm.values():
+        if len(twins) > 1:
+            keep = max(twins, key=lambda m: (len(m.content), m.updated_at, m.id))
+            groups.append(MergeGroup(ids=tuple(m.id for m in twins), content=keep.content, reason="exact twins"))
+            taken |= {m.id for m in twins}
+    rest = [_view(m) for m in memories if m.id not in taken]
+    groups += merge_groups(rest, threshold=cfg.merge_threshold)
+    return groups
+
 
 def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night: Night, cfg: Settings,
           full_split: bool) -> Generator[ToolCall, ToolResult, None]:
@@ -300,7 +322,7 @@ def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night:
                 if parts:
                     yield ToolCall(name="split_semantic_memory", input={"id": f"f-{v.id}", "parts": parts})
     elif round_name == "merge":
-        for g in merge_groups([v for v in views if v.id in pre.ids], threshold=cfg.merge_threshold):
+        for g in merge_candidates(current, cfg):
             yield ToolCall(
                 name="merge_semantic_memories", input={"source_ids": [f"f-{i}" for i in g.ids], "content": g.content}
             )

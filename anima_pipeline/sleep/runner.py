@@ -168,8 +168,15 @@ def _restore_marker(db: Database, day: date, prev: dict | None) -> None:
                    finished_at = %s, error = %s
                WHERE anima_id = %s AND day = %s AND step = %s""",
             (
-                prev["status"], Jsonb(prev["stats"]), prev["run_id"], prev["started_at"],
-                prev["finished_at"], prev["error"], NIGHT_ANIMA, day, NIGHT_MARKER,
+                prev["status"],
+                Jsonb(prev["stats"]),
+                prev["run_id"],
+                prev["started_at"],
+                prev["finished_at"],
+                prev["error"],
+                NIGHT_ANIMA,
+                day,
+                NIGHT_MARKER,
             ),
         )
 
@@ -223,22 +230,34 @@ def run_days(
     all_results: list[StepResult] = []
     for day in ordered:
         night = Night(
-            day=day, engine=engine, tz=settings.tz, run_id=run_id, force=force,
-            mode=mode or scheduled_mode(day), log_dir=settings.log_dir, settings=dict(step_settings or {}),
+            day=day,
+            engine=engine,
+            tz=settings.tz,
+            run_id=run_id,
+            force=force,
+            mode=mode or scheduled_mode(day),
+            log_dir=settings.log_dir,
+            settings=dict(step_settings or {}),
         )
         with db.transaction() as conn:
             before = night_marker(conn, day - timedelta(days=1))
             prev = night_marker(conn, day)
         if before and before["status"] in ("running", "failed") and not force:
             raise NightOrderError(day, before)
-        stats: dict[str, Any] = {"steps": keys, "mode": night.mode, "animas": sorted(animas) if animas else []}
+        stats: dict[str, Any] = {
+            "steps": keys,
+            "mode": night.mode,
+            "animas": sorted(animas) if animas else [],
+        }
         _mark_running(db, day, run_id, stats)
         try:
             results = run_night(db, night, [s.key for s in selected], animas, on_step=on_step)
         except BaseException as exc:
             try:
                 with db.transaction() as conn:
-                    sleep_state.fail(conn, NIGHT_ANIMA, day, NIGHT_MARKER, f"{type(exc).__name__}: {exc}", run_id)
+                    sleep_state.fail(
+                        conn, NIGHT_ANIMA, day, NIGHT_MARKER, f"{type(exc).__name__}: {exc}", run_id
+                    )
             except Exception:  # the store is gone too: the original error is the one to report
                 pass
             raise
@@ -257,19 +276,37 @@ def run_days(
 # ---- what a (day, step) did, summed over animas: Dagster metadata and CLI output ---------
 
 SUMMARY_KEYS: tuple[str, ...] = (
-    "created", "updated", "deprecated", "merged", "split", "input_chars", "llm_calls", "tokens_in",
-    "tokens_out", "cache_read", "cache_write", "cost_usd", "duration_s", "chunks", "skipped_rounds",
+    "created",
+    "updated",
+    "deprecated",
+    "merged",
+    "split",
+    "input_chars",
+    "llm_calls",
+    "tokens_in",
+    "tokens_out",
+    "cache_read",
+    "cache_write",
+    "cost_usd",
+    "duration_s",
+    "chunks",
+    "skipped_rounds",
 )
 _USAGE_FIELDS = {
-    "llm_calls": "calls", "tokens_in": "input_tokens", "tokens_out": "output_tokens",
-    "cache_read": "cache_read_tokens", "cache_write": "cache_write_tokens", "cost_usd": "cost_usd",
+    "llm_calls": "calls",
+    "tokens_in": "input_tokens",
+    "tokens_out": "output_tokens",
+    "cache_read": "cache_read_tokens",
+    "cache_write": "cache_write_tokens",
+    "cost_usd": "cost_usd",
 }
 
 
 def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
     """Sum the results of one (day, step) over animas: every SUMMARY_KEYS entry (0 when no
     result has it), plus any other numeric stat the steps reported, plus `animas` (how many
-    ran) and `already_done` (how many were skipped as done before). A skipped step reports
+    ran) and `already_done` (how many were skipped as done before); strings and `*_index` /
+    `*_cap` labels are left out. A skipped step reports
     the stats recorded when it ran, so re-runs do not flatten the plots."""
     out: dict[str, int | float] = dict.fromkeys(SUMMARY_KEYS, 0)
     out["cost_usd"] = 0.0
@@ -281,7 +318,15 @@ def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
             if key not in stats:
                 stats[key] = getattr(r.usage, field)
         for key, value in stats.items():
-            if key in ("duration_s", "already_done") or isinstance(value, bool) or not isinstance(value, int | float):
+            if (
+                key in ("duration_s", "already_done")
+                or isinstance(value, bool)
+                or not isinstance(value, int | float)
+            ):
+                continue
+            if key.endswith(
+                ("_index", "_cap")
+            ):  # labels and constants, not amounts (round_index, resident_cap)
                 continue
             target = out if key in out else extra
             target[key] = target.get(key, 0) + value
@@ -310,8 +355,12 @@ def is_transient(exc: BaseException) -> bool:
             continue
         if isinstance(
             cur,
-            RetriesExhausted | psycopg.OperationalError | psycopg.errors.SerializationFailure
-            | psycopg.errors.DeadlockDetected | ConnectionError | TimeoutError,
+            RetriesExhausted
+            | psycopg.OperationalError
+            | psycopg.errors.SerializationFailure
+            | psycopg.errors.DeadlockDetected
+            | ConnectionError
+            | TimeoutError,
         ):
             return True
         cur = cur.__cause__ or cur.__context__

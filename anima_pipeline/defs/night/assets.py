@@ -16,7 +16,6 @@ the (day, step) pairs that finished are logged as AssetMaterialization events be
 failure is raised, so Dagster's partition status matches the store.
 """
 
-
 from datetime import date
 from typing import Any, Literal
 
@@ -56,7 +55,10 @@ def night_specs() -> list[dg.AssetSpec]:
         for s in STEPS
     ]
 
-RETRY_POLICY = dg.RetryPolicy(max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+RETRY_POLICY = dg.RetryPolicy(
+    max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 
 class NightConfig(dg.Config):
@@ -72,14 +74,31 @@ class NightConfig(dg.Config):
         description="Redo steps already done for (anima, day), and run a day even when the night "
         "before is recorded as running or failed. For diagnostic re-runs.",
     )
-    animas: list[str] = Field(default=[], description="Only these animas (empty = every anima active that day).")
+    animas: list[str] = Field(
+        default=[], description="Only these animas (empty = every anima active that day)."
+    )
 
     def runner_mode(self) -> Literal["full", "incremental"] | None:
         return None if self.mode == "scheduled" else self.mode
 
 
-INT_KEYS = {"created", "updated", "deprecated", "merged", "split", "input_chars", "llm_calls", "tokens_in",
-            "tokens_out", "cache_read", "cache_write", "chunks", "skipped_rounds", "animas", "already_done"}
+INT_KEYS = {
+    "created",
+    "updated",
+    "deprecated",
+    "merged",
+    "split",
+    "input_chars",
+    "llm_calls",
+    "tokens_in",
+    "tokens_out",
+    "cache_read",
+    "cache_write",
+    "chunks",
+    "skipped_rounds",
+    "animas",
+    "already_done",
+}
 
 
 def step_metadata(night: Night, results: list[StepResult]) -> dict[str, dg.MetadataValue]:
@@ -116,7 +135,9 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
             previous_run_id=dg.MetadataValue.text(str(exc.previous_run_id)),
         )
     else:
-        md.update(cause=dg.MetadataValue.text(type(exc).__name__), error=dg.MetadataValue.text(str(exc)[:4000]))
+        md.update(
+            cause=dg.MetadataValue.text(type(exc).__name__), error=dg.MetadataValue.text(str(exc)[:4000])
+        )
     return md
 
 
@@ -149,28 +170,40 @@ def night(
         partition = n.day.isoformat()
         context.add_asset_metadata(md, asset_key=asset_key(key), partition_key=partition)
         done.append((asset_key(key), partition, md))
+        counts = [
+            f"{k} {md[k].value}"
+            for k in ("created", "updated", "deprecated", "merged", "split")
+            if md[k].value
+        ]
         context.log.info(
-            f"{partition} {key} ({n.mode}): {md['animas'].value} anima(s), "
-            + ", ".join(f"{k} {md[k].value}" for k in ("created", "updated", "deprecated", "merged", "split") if md[k].value)
+            f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
         )
 
     try:
         settings = night_settings(memory_store, anima_engine)
         context.log.info(
             f"night over {days[0]}..{days[-1]} ({len(days)} day(s)), {len(steps)} step(s), engine {settings.engine}, "
-            f"mode {config.mode}, force {config.force}" + (f", animas {config.animas}" if config.animas else "")
+            f"mode {config.mode}, force {config.force}"
+            + (f", animas {config.animas}" if config.animas else "")
         )
         with memory_store.open(settings) as db:
             runner.run_days(
-                db, settings, days, steps, mode=config.runner_mode(), force=config.force,
-                animas=config.animas or None, on_step=on_step, run_id=context.run_id,
+                db,
+                settings,
+                days,
+                steps,
+                mode=config.runner_mode(),
+                force=config.force,
+                animas=config.animas or None,
+                on_step=on_step,
+                run_id=context.run.run_id,
             )
     except Exception as exc:
         for key, partition, md in done:  # what finished stays recorded as materialized
             context.log_event(dg.AssetMaterialization(asset_key=key, partition=partition, metadata=md))
         raise dg.Failure(
             description=str(exc),
-            metadata=failure_metadata(exc, context.run_id),
+            metadata=failure_metadata(exc, context.run.run_id),
             allow_retries=runner.is_transient(exc),
         ) from exc
 

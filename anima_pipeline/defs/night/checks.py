@@ -5,7 +5,6 @@ be executed alone from the UI. They are not partitioned: each one looks at the s
 is, and the metadata names the offending animas and ids.
 """
 
-
 import json
 
 import dagster as dg
@@ -74,12 +73,16 @@ def deep_sleep_input_within_limits(memory_store: MemoryStoreResource) -> dg.Asse
     }
     if refused:
         return dg.AssetCheckResult(
-            passed=False, severity=dg.AssetCheckSeverity.ERROR, metadata=metadata,
+            passed=False,
+            severity=dg.AssetCheckSeverity.ERROR,
+            metadata=metadata,
             description=f"deep sleep would refuse {sorted(refused)}: message 1 over {DEEP_INPUT_MAX_CHARS:,} chars",
         )
     if over:
         return dg.AssetCheckResult(
-            passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
+            passed=False,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata=metadata,
             description=f"message 1 over {DEEP_INPUT_WARN_CHARS:,} chars (batched by type) for {sorted(over)}",
         )
     return dg.AssetCheckResult(passed=True, metadata=metadata)

@@ -23,7 +23,9 @@ def night_checks_defs() -> list[dg.AssetChecksDefinition]:
 
 
 def night_run_config(mode: str = "full", force: bool = False, animas: Sequence[str] = ()) -> dict:
-    return {"ops": {night_assets.NIGHT_OP: {"config": {"mode": mode, "force": force, "animas": list(animas)}}}}
+    return {
+        "ops": {night_assets.NIGHT_OP: {"config": {"mode": mode, "force": force, "animas": list(animas)}}}
+    }
 
 
 def materialize_night(

@@ -57,7 +57,9 @@ class EngineResource(dg.ConfigurableResource):
     )
     anthropic_base_url: str | None = Field(default=None, description="API base URL override (tests).")
     budget_usd: float | None = Field(default=None, description="Stop the run's LLM calls at this cost.")
-    budget_tokens: int | None = Field(default=None, description="Stop the run's LLM calls at this many tokens.")
+    budget_tokens: int | None = Field(
+        default=None, description="Stop the run's LLM calls at this many tokens."
+    )
 
     def apply(self, settings: Settings) -> Settings:
         """`settings` with this engine's fields (validated: a bad engine name is named)."""

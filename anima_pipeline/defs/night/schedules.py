@@ -6,7 +6,12 @@ from __future__ import annotations
 import dagster as dg
 
 from anima_pipeline.defs.night import assets as night_assets
-from anima_pipeline.defs.night.partitions import START_DATE, TIMEZONE, night_partitions, previous_day_partition
+from anima_pipeline.defs.night.partitions import (
+    START_DATE,
+    TIMEZONE,
+    night_partitions,
+    previous_day_partition,
+)
 
 SCHEDULED_RUN_CONFIG = {"ops": {night_assets.NIGHT_OP: {"config": {"mode": "scheduled"}}}}
 

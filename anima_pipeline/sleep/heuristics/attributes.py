@@ -159,9 +159,7 @@ def _clause_text(text: str) -> str:
     return re.sub(r"\s+", " ", text.lower()).strip()
 
 
-_CLAUSE_SPLIT = re.compile(
-    r"[,，、:：]|\s+(?:and|but|while|whereas)\s+|而且|并且|但是|不过|(?<!不)但|同时"
-)
+_CLAUSE_SPLIT = re.compile(r"[,，、:：]|\s+(?:and|but|while|whereas)\s+|而且|并且|但是|不过|(?<!不)但|同时")
 _LEADING_CONNECTOR = re.compile(r"^(?:(?:and|also|but|so|then|plus)\s+|也|还|并且|而且)+")
 
 
@@ -203,10 +201,6 @@ def resolve_pronoun(gender: str | None, antecedent: str) -> str:
     return antecedent
 
 
-def _possessive(owner: str, relation: str, cjk: bool) -> str:
-    return f"{owner}的{relation}" if cjk else f"{owner}'s {relation}"
-
-
 def _clean_subject(raw: str, context: str | None) -> str | None:
     """Canonical subject, or None when the clause does not name anyone we can identify."""
     subject = _LEADING_CONNECTOR.sub("", raw.strip())
@@ -215,14 +209,15 @@ def _clean_subject(raw: str, context: str | None) -> str | None:
     if not subject:
         return None
     words = subject.split(" ")
-    if words[0].split("'")[0] in _UNRESOLVABLE - {"it"} or words[0] in ("it's", "that's", "there's"):
-        return None
-    if words[0] in _EN_PRONOUNS or words[0] in _UNRESOLVABLE:
-        gender = _EN_PRONOUNS.get(words[0])
+    first = words[0]
+    if "'" in first and not (first.endswith("'s") and first[:-2] not in _EN_PRONOUNS.keys() | _UNRESOLVABLE):
+        return None  # a contraction ("it's", "i'd", "they'll"), not a name
+    if first in _EN_PRONOUNS or first in _UNRESOLVABLE:
+        gender = _EN_PRONOUNS.get(first)
         if gender is None or context is None:
             return None
         target = resolve_pronoun(gender, context)
-        subject = _possessive(target, " ".join(words[1:]), False) if len(words) > 1 else target
+        subject = f"{target}'s {' '.join(words[1:])}" if len(words) > 1 else target
     elif subject[0] in _CN_PRONOUNS and not subject.startswith(("他们", "她们")):
         if context is None:
             return None
@@ -258,7 +253,9 @@ _EN_NOT_NAMES = {
     "however", "although", "because", "now", "later", "earlier", "sometimes", "often",
     "wow", "yeah", "yes", "no", "oh", "hey", "hi", "hello", "thanks", "thank", "ok", "okay",
     "yup", "well", "sure", "great", "cool", "nice", "love", "like", "what", "how", "why",
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "year",
 }  # fmt: skip
+_EN_NOT_NAMES |= set(_MONTHS)  # "May was hard. She …" names a month, not a person
 # What may follow a Chinese name: an adverb, a verb, a number (age, date) or 的+attribute.
 _CN_VERB_ANCHOR = (
     rf"(?:{_CN_ADVERBS}|是|在|有|喜欢|不|爱|讨厌|住|属|来自|出生|生于|会|要|想|觉得|认为|说|曾|和|跟|从|把|"
@@ -294,8 +291,10 @@ def guess_subject(sentence: str) -> str | None:
     m = _CN_NAME.match(unicodedata.normalize("NFKC", sentence))
     if m:
         subject = m["subj"]
-        if subject in _CN_NOT_NAMES or subject.startswith(("他", "她", "它", "这", "那")) or (
-            len(subject) > 1 and re.search(_CN_VERB_ANCHOR, subject[1:])
+        if (
+            subject in _CN_NOT_NAMES
+            or subject.startswith(("他", "她", "它", "这", "那"))
+            or (len(subject) > 1 and re.search(_CN_VERB_ANCHOR, subject[1:]))
         ):
             return None
         return subject
@@ -339,7 +338,20 @@ def _cn_number(text: str) -> int | None:
     """Small Chinese numerals (一..九百九十九), enough for ages and dates."""
     if text.isdigit():
         return int(text)
-    digits = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+    digits = {
+        "零": 0,
+        "〇": 0,
+        "一": 1,
+        "二": 2,
+        "两": 2,
+        "三": 3,
+        "四": 4,
+        "五": 5,
+        "六": 6,
+        "七": 7,
+        "八": 8,
+        "九": 9,
+    }
     total, current = 0, 0
     for ch in text:
         if ch in digits:
@@ -539,7 +551,9 @@ _TRIGGERS: dict[str, re.Pattern[str]] = {
 }
 # Base verb forms ("like", "love", "don't like") belong to "I"; after any other subject
 # they are a preposition or a noun ("stuff like canned food", "unconditional love is").
-_BASE_FORM_VERB = re.compile(r"^(?:(?:do\s*n[o']?t|did\s*n[o']?t|do\s+not)\s+.*|like|love|enjoy|adore|prefer|hate|detest)$")
+_BASE_FORM_VERB = re.compile(
+    r"^(?:(?:do\s*n[o']?t|did\s*n[o']?t|do\s+not)\s+.*|like|love|enjoy|adore|prefer|hate|detest)$"
+)
 
 
 def _match_clause(clause: str, context: str | None) -> list[Fact]:
@@ -565,7 +579,9 @@ def _match_clause(clause: str, context: str | None) -> list[Fact]:
         if value is None:
             continue
         groups = m.groupdict()
-        polarity = -1 if groups.get("neg") or (groups.get("verb") and _NEGATIVE_VERB.search(groups["verb"])) else 1
+        polarity = (
+            -1 if groups.get("neg") or (groups.get("verb") and _NEGATIVE_VERB.search(groups["verb"])) else 1
+        )
         changed = pattern.changed or clause_changed
         seen.add(pattern.attribute)
         facts.append(Fact(subject, pattern.attribute, value, polarity, changed))

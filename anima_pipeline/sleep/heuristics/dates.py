@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 from .lexicon import IRREGULAR_PAST, NOT_PAST_ED, NUMBER_WORDS, ZH_NUMBERS
 
-__all__ = ["resolve_relative_dates", "iso_month", "shift_month"]
+__all__ = ["iso_month", "resolve_relative_dates", "shift_month"]
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
+_ZH_YEARS = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
+_ZH_STEP = {"上": -1, "这": 0, "本": 0, "下": 1}
 _NUM = r"(?:\d+|" + "|".join(NUMBER_WORDS) + r"|a|an|a couple of|couple of|a few|few|several)"
+_PREP = r"(?:\b(?P<prep>on|in|during|over|since|until|till|by|from|before|after)\s+)?"
+_WHICH = r"(?:(?:the\s+)?(?P<which>last|this\s+past|past|this|next|coming)\s+)"
+_KEEP_PREP = ("since", "until", "till", "by", "from", "before", "after")
 _PAST = re.compile(
     r"\b(?:\w{2,}ed|" + "|".join(sorted(IRREGULAR_PAST)) + r"|ago|last|past)\b|'ve\b|\bhave been\b", re.I
 )
@@ -29,7 +35,27 @@ _FUTURE = re.compile(
     r"\b(?:will|'ll|gonna|going to|plan(?:ning)?|next|coming|upcoming|tomorrow|hope to|want to|can't wait)\b",
     re.I,
 )
-_PREP = r"(?:\b(?P<prep>on|in|during|over|since|until|till|by|from|before|after)\s+)?"
+# Cheap gate: most sentences hold no time expression at all.
+_ANY_EN = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|this|next|past|coming|morning|evening|afternoon|other day|"
+    r"weekend|in\s+\S+\s+(?:day|week|month|year)s?|"
+    + "|".join(_WEEKDAYS)
+    + r"|mon|tues?|wed|thur?s?|fri|sat|sun)\b",
+    re.I,
+)
+_ANY_ZH = re.compile(r"[天晚早日周星期礼拜月年]")
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;\n])")
+
+
+@dataclass(frozen=True)
+class _Said:
+    """The speaking day and the sentence's tense, which orients bare weekdays."""
+
+    day: date
+    past: bool
+
+
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str], _Said], str]]
 
 
 def iso_month(d: date) -> str:
@@ -43,7 +69,7 @@ def shift_month(d: date, months: int) -> date:
 
 
 def _is_past(sentence: str) -> bool:
-    """Crude tense guess used only to orient bare weekdays and weekends."""
+    """Crude tense guess (past unless a future cue is present)."""
     if _FUTURE.search(sentence):
         return False
     return any(m.group(0).lower() not in NOT_PAST_ED for m in _PAST.finditer(sentence))
@@ -61,11 +87,11 @@ def _count(word: str) -> int | None:
     return NUMBER_WORDS.get(word)
 
 
-def _with_prep(match: re.Match[str], default: str, phrase: str) -> str:
+def _with_prep(m: re.Match[str], default: str, phrase: str) -> str:
     """Keep a meaningful preposition of the original ('since last year' -> 'since 2022')."""
-    prep = (match.group("prep") or "").lower()
-    if prep in ("since", "until", "till", "by", "from", "before", "after"):
-        return f"{match.group('prep')} {phrase}"
+    prep = (m.groupdict().get("prep") or "").lower()
+    if prep in _KEEP_PREP:
+        return f"{m.group('prep')} {phrase}"
     return f"{default} {phrase}" if default else phrase
 
 
@@ -87,120 +113,122 @@ def _weekday(d: date, target: int, direction: str) -> date:
     return d + timedelta(days=target - d.weekday())  # same Monday-based week
 
 
-def _en_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
-    past = _is_past(sentence)
-
-    def day(offset: int, prefix: str = "on") -> Callable[[re.Match[str]], str]:
-        return lambda m: _with_prep(m, prefix, (said + timedelta(days=offset)).isoformat())
-
-    def ago(m: re.Match[str]) -> str:
-        approx = (m.groupdict().get("approx") or "").strip().lower()
-        resolved = _ago(m)
-        if approx and re.match(r"(?:on|in|around) ", resolved):
-            return "around " + resolved.split(" ", 1)[1]  # "about a year ago" -> "around 2022"
-        return resolved
-
-    def _ago(m: re.Match[str]) -> str:
-        n, unit = _count(m.group("n")), m.group("unit").lower()
-        sign = -1 if m.group("dir").lower() == "ago" else 1
-        if n is None:
-            rel = "before" if sign < 0 else "after"
-            anchor = str(said.year) if unit == "year" else said.isoformat()
-            return f"a few {unit}s {rel} {anchor}"
-        if unit == "day":
-            return _with_prep(m, "on", (said + timedelta(days=sign * n)).isoformat())
-        if unit == "week":
-            return _with_prep(m, "around", (said + timedelta(days=sign * 7 * n)).isoformat())
-        if unit == "weekend":
-            return f"{n} weekends {'before' if sign < 0 else 'after'} {said.isoformat()}"
-        if unit == "month":
-            return _with_prep(m, "in", iso_month(shift_month(said, sign * n)))
-        return _with_prep(m, "in", str(said.year + sign * n))
-
-    def relative(m: re.Match[str]) -> str:
-        which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
-        unit = m.group("unit").lower()
-        step = -1 if which in ("last", "this past", "past") else 1 if which in ("next", "coming") else 0
-        if unit == "month":
-            return _with_prep(m, "in", iso_month(shift_month(said, step)))
-        if unit == "year":
-            return _with_prep(m, "in", str(said.year + step))
-        if unit in _SEASONS:
-            return _with_prep(m, "in", f"{unit} {_season_year(said, _SEASONS[unit], step)}")
-        if unit == "weekend" and step == 0:
-            step = -1 if past and said.weekday() < 5 else 0
-        rel = {-1: "before", 0: "of", 1: "after"}[step]
-        return _with_prep(m, "on" if unit == "weekend" else "in", f"the {unit} {rel} {said.isoformat()}")
-
-    def weekday(m: re.Match[str]) -> str:
-        which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
-        target = _weekday_index(m.group("wd"))
-        if which in ("last", "this past", "past"):
-            direction = "past"
-        elif which in ("next", "coming"):
-            direction = "future"
-        elif which == "this":
-            direction = "same"
-        else:
-            direction = "past" if past else "future"
-        return _with_prep(m, "on", _weekday(said, target, direction).isoformat())
-
-    wd = "|".join(_WEEKDAYS)
-    which = r"(?:(?:the\s+)?(?P<which>last|this\s+past|past|this|next|coming)\s+)"
-    return [
-        (re.compile(_PREP + r"\b(?:the\s+)?day\s+before\s+yesterday\b", re.I), day(-2)),
-        (re.compile(_PREP + r"\b(?:the\s+)?day\s+after\s+tomorrow\b", re.I), day(2)),
-        (re.compile(_PREP + r"\blast\s+night\b", re.I), day(-1, "on the night of")),
-        (re.compile(_PREP + r"\byesterday(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), day(-1)),
-        (re.compile(_PREP + r"\btomorrow(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), day(1)),
-        (
-            re.compile(
-                _PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I
-            ),
-            day(0),
-        ),
-        (re.compile(r"\bthe\s+other\s+day\b", re.I), lambda m: f"a few days before {said.isoformat()}"),
-        (
-            re.compile(
-                _PREP
-                + r"(?P<approx>\b(?:around|about|roughly|almost|nearly|over|some|like)\s+)?"
-                + r"\b(?P<n>"
-                + _NUM
-                + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
-                re.I,
-            ),
-            ago,
-        ),
-        (
-            re.compile(
-                r"\b(?P<prep>in)\s+(?P<n>"
-                + _NUM
-                + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
-                re.I,
-            ),
-            lambda m: m.group(0) if past else ago(m),
-        ),
-        (
-            re.compile(
-                _PREP + which + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I
-            ),
-            relative,
-        ),
-        (
-            re.compile(
-                r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
-                re.I,
-            ),
-            relative,
-        ),
-        (re.compile(_PREP + which + r"?(?P<wd>" + wd + r")\b(?!s)", re.I), weekday),
-        (re.compile(_PREP + which + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), weekday),
-    ]
-
-
 def _weekday_index(word: str) -> int:
     """Index of a weekday from its name or a common abbreviation ('Tues', 'Thurs')."""
     return [d[:3] for d in _WEEKDAYS].index(word.lower()[:3])
+
+
+def _step(which: str | None) -> int:
+    which = re.sub(r"\s+", " ", (which or "").lower())
+    return -1 if which in ("last", "this past", "past") else 1 if which in ("next", "coming") else 0
+
+
+# --- English handlers ------------------------------------------------------------------
+
+
+def _day(offset: int, prefix: str = "on") -> Callable[[re.Match[str], _Said], str]:
+    return lambda m, s: _with_prep(m, prefix, (s.day + timedelta(days=offset)).isoformat())
+
+
+def _ago(m: re.Match[str], s: _Said) -> str:
+    """'two weeks ago' / 'in 3 days'; an approximator is kept ('about a year ago' -> 'around 2022')."""
+    n, unit = _count(m.group("n")), m.group("unit").lower()
+    sign = -1 if m.group("dir").lower() == "ago" else 1
+    if n is None:
+        anchor = str(s.day.year) if unit == "year" else s.day.isoformat()
+        return f"a few {unit}s {'before' if sign < 0 else 'after'} {anchor}"
+    if unit == "weekend":
+        return f"{n} weekends {'before' if sign < 0 else 'after'} {s.day.isoformat()}"
+    if unit == "day":
+        prefix, phrase = "on", (s.day + timedelta(days=sign * n)).isoformat()
+    elif unit == "week":
+        prefix, phrase = "around", (s.day + timedelta(days=sign * 7 * n)).isoformat()
+    elif unit == "month":
+        prefix, phrase = "in", iso_month(shift_month(s.day, sign * n))
+    else:
+        prefix, phrase = "in", str(s.day.year + sign * n)
+    if (m.groupdict().get("approx") or "").strip():
+        return f"around {phrase}"
+    return _with_prep(m, prefix, phrase)
+
+
+def _in_future(m: re.Match[str], s: _Said) -> str:
+    return m.group(0) if s.past else _ago(m, s)  # "read it in one day" is a duration, not a date
+
+
+def _relative(m: re.Match[str], s: _Said) -> str:
+    unit, step = m.group("unit").lower(), _step(m.group("which"))
+    if unit == "month":
+        return _with_prep(m, "in", iso_month(shift_month(s.day, step)))
+    if unit == "year":
+        return _with_prep(m, "in", str(s.day.year + step))
+    if unit in _SEASONS:
+        return _with_prep(m, "in", f"{unit} {_season_year(s.day, _SEASONS[unit], step)}")
+    if unit == "weekend" and step == 0 and s.past and s.day.weekday() < 5:
+        step = -1  # "this weekend we went ..." said on a weekday
+    rel = {-1: "before", 0: "of", 1: "after"}[step]
+    return _with_prep(m, "on" if unit == "weekend" else "in", f"the {unit} {rel} {s.day.isoformat()}")
+
+
+def _named_weekday(m: re.Match[str], s: _Said) -> str:
+    which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
+    step = _step(which)
+    direction = "past" if step < 0 else "future" if step > 0 else "same" if which == "this" else None
+    direction = direction or ("past" if s.past else "future")
+    return _with_prep(m, "on", _weekday(s.day, _weekday_index(m.group("wd")), direction).isoformat())
+
+
+_EN_RULES: list[Rule] = [
+    (re.compile(_PREP + r"\b(?:the\s+)?day\s+before\s+yesterday\b", re.I), _day(-2)),
+    (re.compile(_PREP + r"\b(?:the\s+)?day\s+after\s+tomorrow\b", re.I), _day(2)),
+    (re.compile(_PREP + r"\blast\s+night\b", re.I), _day(-1, "on the night of")),
+    (re.compile(_PREP + r"\byesterday(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), _day(-1)),
+    (re.compile(_PREP + r"\btomorrow(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), _day(1)),
+    (
+        re.compile(
+            _PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I
+        ),
+        _day(0),
+    ),
+    (re.compile(r"\bthe\s+other\s+day\b", re.I), lambda m, s: f"a few days before {s.day.isoformat()}"),
+    (
+        re.compile(
+            _PREP
+            + r"(?P<approx>\b(?:around|about|roughly|almost|nearly|over|some|like)\s+)?\b(?P<n>"
+            + _NUM
+            + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
+            re.I,
+        ),
+        _ago,
+    ),
+    (
+        re.compile(
+            r"\b(?P<prep>in)\s+(?P<n>"
+            + _NUM
+            + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
+            re.I,
+        ),
+        _in_future,
+    ),
+    (
+        re.compile(
+            _PREP + _WHICH + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I
+        ),
+        _relative,
+    ),
+    (
+        re.compile(
+            r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
+            re.I,
+        ),
+        _relative,
+    ),
+    (re.compile(_PREP + _WHICH + r"?(?P<wd>" + "|".join(_WEEKDAYS) + r")\b(?!s)", re.I), _named_weekday),
+    (re.compile(_PREP + _WHICH + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), _named_weekday),
+]
+
+
+# --- Chinese handlers --------------------------------------------------------------------
 
 
 def _zh_number(text: str) -> int | None:
@@ -215,75 +243,76 @@ def _zh_number(text: str) -> int | None:
     return None
 
 
-def _zh_rules(said: date, sentence: str) -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
-    past = "了" in sentence or "过" in sentence
+def _zh_day(offset: int, suffix: str = "") -> Callable[[re.Match[str], _Said], str]:
+    return lambda m, s: (s.day + timedelta(days=offset)).isoformat() + suffix
 
-    def day(offset: int, suffix: str = "") -> Callable[[re.Match[str]], str]:
-        return lambda m: (said + timedelta(days=offset)).isoformat() + suffix
 
-    def ago(m: re.Match[str]) -> str:
-        n, unit = _zh_number(m.group("n")), m.group("unit")
-        if n is None:
-            return m.group(0)
-        if unit == "天":
-            return (said - timedelta(days=n)).isoformat()
-        if unit in ("周", "个星期", "星期", "个礼拜"):
-            return f"{(said - timedelta(days=7 * n)).isoformat()}前后"
-        if unit in ("个月", "月"):
-            return iso_month(shift_month(said, -n))
-        return f"{said.year - n}年"
+def _zh_ago(m: re.Match[str], s: _Said) -> str:
+    n, unit = _zh_number(m.group("n")), m.group("unit")
+    if n is None:
+        return m.group(0)
+    if unit == "天":
+        return (s.day - timedelta(days=n)).isoformat()
+    if unit in ("周", "个星期", "星期", "个礼拜"):
+        return f"{(s.day - timedelta(days=7 * n)).isoformat()}前后"
+    if unit in ("个月", "月"):
+        return iso_month(shift_month(s.day, -n))
+    return f"{s.day.year - n}年"
 
-    def week(m: re.Match[str]) -> str:
-        step = {"上": -1, "这": 0, "本": 0, "下": 1}[m.group("which")]
-        wd = m.group("wd")
-        if wd:
-            monday = said - timedelta(days=said.weekday()) + timedelta(days=7 * step)
-            return (monday + timedelta(days=_ZH_WEEKDAYS[wd])).isoformat()
-        if m.group("weekend"):
-            return said.isoformat() + ("之前的周末", "所在的周末", "之后的周末")[step + 1]
-        return said.isoformat() + ("的前一周", "这一周", "的后一周")[step + 1]
 
-    def bare_weekday(m: re.Match[str]) -> str:
-        target = _ZH_WEEKDAYS[m.group("wd")]
-        return _weekday(said, target, "past" if past else "future").isoformat()
+def _zh_week(m: re.Match[str], s: _Said) -> str:
+    step = _ZH_STEP[m.group("which")]
+    if m.group("wd"):
+        monday = s.day - timedelta(days=s.day.weekday()) + timedelta(days=7 * step)
+        return (monday + timedelta(days=_ZH_WEEKDAYS[m.group("wd")])).isoformat()
+    if m.group("weekend"):
+        return s.day.isoformat() + ("之前的周末", "所在的周末", "之后的周末")[step + 1]
+    return s.day.isoformat() + ("的前一周", "这一周", "的后一周")[step + 1]
 
-    def month(m: re.Match[str]) -> str:
-        return iso_month(shift_month(said, {"上": -1, "这": 0, "本": 0, "下": 1}[m.group("which")]))
 
-    year = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
-    return [
-        (
-            re.compile(
-                r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"
-            ),
-            ago,
+_ZH_RULES: list[Rule] = [
+    (
+        re.compile(
+            r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"
         ),
-        (re.compile(r"大前天"), day(-3)),
-        (re.compile(r"(?<![之以])前天"), day(-2)),
-        (re.compile(r"昨晚|昨天晚上"), day(-1, "晚上")),
-        (re.compile(r"昨天|昨日"), day(-1)),
-        (re.compile(r"今晚|今天晚上"), day(0, "晚上")),
-        (re.compile(r"今天|今日|今早"), day(0)),
-        (re.compile(r"明晚"), day(1, "晚上")),
-        (re.compile(r"明天|明日|明早"), day(1)),
-        (re.compile(r"(?<![先然之以])后天"), day(2)),
-        (
-            re.compile(
-                r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"
-            ),
-            week,
+        _zh_ago,
+    ),
+    (re.compile(r"大前天"), _zh_day(-3)),
+    (re.compile(r"(?<![之以])前天"), _zh_day(-2)),
+    (re.compile(r"昨晚|昨天晚上"), _zh_day(-1, "晚上")),
+    (re.compile(r"昨天|昨日"), _zh_day(-1)),
+    (re.compile(r"今晚|今天晚上"), _zh_day(0, "晚上")),
+    (re.compile(r"今天|今日|今早"), _zh_day(0)),
+    (re.compile(r"明晚"), _zh_day(1, "晚上")),
+    (re.compile(r"明天|明日|明早"), _zh_day(1)),
+    (re.compile(r"(?<![先然之以])后天"), _zh_day(2)),
+    (
+        re.compile(
+            r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"
         ),
-        (re.compile(r"(?<![上这本下个每])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"), bare_weekday),
-        (re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份[的]?工资)"), month),
-        (
-            re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"),
-            lambda m: f"{said.year + year[m.group(0)]}年",
-        ),
-        (re.compile(r"前几天|几天前"), lambda m: f"{said.isoformat()}之前几天"),
-    ]
+        _zh_week,
+    ),
+    (
+        re.compile(r"(?<![上这本下个每])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"),
+        lambda m, s: _weekday(s.day, _ZH_WEEKDAYS[m.group("wd")], "past" if s.past else "future").isoformat(),
+    ),
+    (
+        re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份的?工资)"),
+        lambda m, s: iso_month(shift_month(s.day, _ZH_STEP[m.group("which")])),
+    ),
+    (
+        re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"),
+        lambda m, s: f"{s.day.year + _ZH_YEARS[m.group(0)]}年",
+    ),
+    (re.compile(r"前几天|几天前"), lambda m, s: f"{s.day.isoformat()}之前几天"),
+]
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？；;\n])")
+def _keep_case(original: str, replacement: str) -> str:
+    """Capitalise the replacement when the phrase opened a sentence."""
+    if original[:1].isupper() and replacement[:1].islower():
+        return replacement[:1].upper() + replacement[1:]
+    return replacement
 
 
 def resolve_relative_dates(text: str, said_on: date) -> str:
@@ -294,14 +323,14 @@ def resolve_relative_dates(text: str, said_on: date) -> str:
     """
     out: list[str] = []
     for sentence in _SENTENCE_END.split(text):
-        for pattern, replace in _en_rules(said_on, sentence) + _zh_rules(said_on, sentence):
-            sentence = pattern.sub(lambda m, r=replace: _keep_case(m.group(0), r(m)), sentence)
+        rules: list[Rule] = []
+        if _ANY_EN.search(sentence):
+            rules += _EN_RULES
+        if _ANY_ZH.search(sentence):
+            rules += _ZH_RULES
+        if rules:
+            said = _Said(said_on, ("了" in sentence or "过" in sentence) or _is_past(sentence))
+            for pattern, handler in rules:
+                sentence = pattern.sub(lambda m, h=handler, s=said: _keep_case(m.group(0), h(m, s)), sentence)
         out.append(sentence)
     return "".join(out)
-
-
-def _keep_case(original: str, replacement: str) -> str:
-    """Capitalise the replacement when the phrase opened a sentence."""
-    if original[:1].isupper() and replacement[:1].islower():
-        return replacement[:1].upper() + replacement[1:]
-    return replacement

@@ -180,7 +180,9 @@ _DEPENDENT_START_EN = re.compile(
     r"hence|they|them|their|afterwards|meanwhile|as\s+a\s+result|in\s+that\s+case)\b",
     re.IGNORECASE,
 )
-_DEPENDENT_START_CN = re.compile(r"^(?:它|这|那|此|该|其|但|不过|然而|所以|因此|因为|于是|然后|而且|并且|他们|她们|后来|同时)")
+_DEPENDENT_START_CN = re.compile(
+    r"^(?:它|这|那|此|该|其|但|不过|然而|所以|因此|因为|于是|然后|而且|并且|他们|她们|后来|同时)"
+)
 # Anaphora inside a later sentence ("She found it inspiring"): also dependent. Errs on
 # the side of not splitting, since a wrong split produces two broken memories.
 # "this summer" / 这周 point at the time of the memory, not back at a sentence.
@@ -282,9 +284,7 @@ _NEGATION = re.compile(
     r"\b(?:not|no|never|nor|without|dislikes?|hates?|\w+n t)\b"
     r"|不(?!错|过|但|仅|久|少|同|断)|没|未(?!来)|别(?!人)|非(?!常)|无(?!论)"
 )
-_NEGATION_BEFORE = re.compile(
-    r"(?:\b(?:not|no|never|longer|\w+n t)\s*|不再?|没有?|未|别|非)$"
-)
+_NEGATION_BEFORE = re.compile(r"(?:\b(?:not|no|never|longer|\w+n t)\s*|不再?|没有?|未|别|非)$")
 
 
 @dataclass(frozen=True)
@@ -442,7 +442,9 @@ def merge_groups(memories: list[MemoryView], threshold: float = 0.75) -> list[Me
         cluster_of = {i: i for i in range(len(entries))}
         members: dict[int, list[int]] = {i: [i] for i in range(len(entries))}
         reasons: dict[int, list[str]] = {i: [] for i in range(len(entries))}
-        for (i, j), (_score, _rank, why) in sorted(edges.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0])):
+        for (i, j), (_score, _rank, why) in sorted(
+            edges.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0])
+        ):
             ci, cj = cluster_of[i], cluster_of[j]
             if ci == cj:
                 continue

@@ -16,6 +16,9 @@ import re
 # they carry no fact and only inflate memory size.
 LEADING_FILLERS = re.compile(
     r"^(?:(?:you (?:won't|will not|wouldn't) believe (?:it|this|what happened)|believe it or not|fun fact|"
+    r"on another note|besides that|other than that|in other news|funny enough|(?:crazy|funny|cool) thing happened|"
+    r"(?:a lot|so much|lots)(?:'s| has) (?:happened|been going on)(?: since (?:we|I) last (?:talked|chatted|spoke))?|"
+    r"long time no (?:talk|see|chat)|it's been (?:a while|ages)|since (?:we|I) last (?:talked|chatted|spoke)|"
     r"good news|big news|thanks? (?:you )?(?:so much )?for (?:asking|sharing|the [\w-]+|your [\w-]+|that)|wow+|whoa|woah|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
     r"well|hey+|hi+|hello|so|um+|uh+|hmm+|ok|okay|alright|sure|cool|nice|great|awesome|sweet|"
     r"totally|definitely|absolutely|honestly|actually|anyway|anyways|btw|by the way|guess what|"
@@ -43,7 +46,7 @@ URL = re.compile(r"https?://\S+")
 
 ZH_LEADING_FILLERS = re.compile(
     r"^(?:(?:哈+|呵+|嘿+|嗯+|啊+|哇塞?|哦+|噢+|呃+|唉+|嗨|对了|其实|那个|好的|好吧|是的|当然|确实|"
-    r"没错|没问题|谢谢你?|真的|说起来|话说|可以|你好[啊呀]?|您好)[\s，,！!。~、]*)+"
+    r"没错|没问题|谢谢你?|真的|说起来|话说|可以|你好[啊呀]?|您好|是啊|对啊?|嗯嗯)[\s，,！!。~、]+)+"
 )
 ZH_SMALL_TALK_CLAUSE = re.compile(
     r"^(?:你好啊?|您好|嗨|早上好|晚上好|下午好|晚安|再见|拜拜|很高兴认识你|很高兴和你聊天|谢谢你?的?\S{0,6}|"
@@ -115,7 +118,7 @@ NOT_PAST_ED = frozenset(
 
 _ADV = r"(?:(?:\w+ly|really|just|also|still|always|never|absolutely|totally|kinda|even|now)\s+)*"
 EN_PREFERENCE = re.compile(
-    r"\b(?:I|we)(?:'m|'ve|'re|\s+am|\s+have|\s+are)?\s+"
+    r"\b(?:I|we)(?:'m|'ve|'re|\s+am|\s+have|\s+are)?\s+(?:(?:always|really|also|just)\s+)*(?:been\s+)?"
     + _ADV
     + r"(?:love[sd]?|like[sd]?|enjoy(?:s|ed)?|adore[sd]?|"
     r"hate[sd]?|prefer(?:s|red)?|dislike[sd]?|can't stand|loving|enjoying|been loving|been into|"
@@ -246,6 +249,11 @@ ZH_SERVICE = re.compile(
     r"|作为(?:一个)?(?:AI|ai)|AI伴侣|如果你|祝你|希望你"
 )
 ZH_REACTION = re.compile(r"随时|欢迎|不客气|没问题|祝你|加油|希望你|谢谢|请教|分享给我")
+# Pleasantries that contain emotion words without expressing an emotion.
+FORMULAIC_EMOTION = re.compile(
+    r"nice to (?:meet|see|hear)|(?:glad|happy) to (?:help|hear|meet|assist)|很高兴(?:认识|和你|见到|为你)|祝你|希望你",
+    re.IGNORECASE,
+)
 ZH_YOU_FACT = re.compile(r"^你(?:喜欢|爱|讨厌|是|在|住|养|有|去了|提到|说过|曾经|最近|之前)")
 ZH_YOU_NOT_FACT = re.compile(r"^你(?:可以|应该|可能|不妨|要|需要|得|会|能|试试|也可以|是不是|真|太|好)")
 ZH_QUESTION = re.compile(r"[？?]|(?:吗|呢|么|没有)[。！!～~]*$")
@@ -253,19 +261,19 @@ ZH_QUESTION = re.compile(r"[？?]|(?:吗|呢|么|没有)[。！!～~]*$")
 # --- narrative significance --------------------------------------------------------
 
 MILESTONE = re.compile(
-    r"\bfirst time\b|\bmy first\b|\bfor the first time\b|\bgraduat(?:ed|ion|ing)\b|\bgot (?:married|engaged)\b"
+    r"\bfirst time\b|\b(?:my|our|their|his|her|\w+'s) first\b|\bfor the first time\b|\bgraduat(?:ed|ion|ing)\b|\bgot (?:married|engaged)\b"
     r"|\bwedding\b|\bengaged\b|\badopt(?:ed|ion)\b|\bnew job\b|\bgot (?:a|the) job\b|\bgot hired\b|\bhired\b"
-    r"|\bpromot(?:ed|ion)\b|\bmoved (?:to|into|in|out|from|back|here)\b|\bbought (?:a|our|my) (?:house|home|car|flat)\b"
+    r"|\bpromot(?:ed|ion)\b|\bmoved (?:to|into|in|out|from|back|here)\b|\bbought (?:a|our|my|their|his|her) (?:house|home|car|flat)\b"
     r"|\bwas born\b|\bgave birth\b|\bhad a baby\b|\b(?:baby|son|daughter) (?:is|was) born\b|\bretir(?:ed|ement)\b"
-    r"|\bpublished\b|\blaunched\b|\bopened (?:my|our|a|the) (?:own )?\w+|\bwon (?:the|a|my|first)\b|\bbirthday\b"
-    r"|\banniversary\b|\bcompleted\b|\bfinished (?:my|the) (?:first|degree|thesis|book|novel|screenplay)"
+    r"|\bpublished\b|\blaunched\b|\bopened (?:my|our|their|his|her|a|the) (?:own )?\w+|\bwon (?:the|a|my|first)\b|\bbirthday\b"
+    r"|\banniversary\b|\bcompleted\b|\bfinished (?:my|their|his|her|the) (?:first|degree|thesis|book|novel|screenplay)"
     r"|第一次|首次|毕业|结婚|订婚|婚礼|领养|收养|新工作|找到(?:了)?工作|入职|升职|晋升|搬家|搬到|出生|生了(?:个|一个)?(?:孩子|宝宝|儿子|女儿)"
     r"|退休|买了房|买房|出版|发表|开业|创业|获奖|拿到了?(?:offer|学位|证书)|考上|生日|周年",
     re.IGNORECASE,
 )
 TURNING_POINT = re.compile(
     r"\bquit\b|\bresign(?:ed)?\b|\bbroke up\b|\bbreak ?up\b|\bdivorc(?:e|ed)\b|\bdiagnos(?:ed|is)\b"
-    r"|\blost (?:my|our|his|her) (?:job|mom|mother|dad|father|husband|wife|friend|dog|cat|home)\b"
+    r"|\blost (?:my|our|his|her|their|\w+'s) (?:job|mom|mother|dad|father|husband|wife|friend|dog|cat|home)\b"
     r"|\b(?:got|was) (?:fired|laid off)\b|\blaid off\b|\bdecided to\b|\bpassed away\b|\bdied\b|\bfuneral\b"
     r"|\baccident\b|\bchang(?:ed|ing) (?:my )?career\b|\bstart(?:ed|ing)? over\b|\bcame out\b|\btransition(?:ed|ing)?\b"
     r"|\bsurgery\b|\bcancer\b|\bmiscarriage\b|\bsober\b"

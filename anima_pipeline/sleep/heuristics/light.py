@@ -92,7 +92,9 @@ _ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|vs|etc|e\.g|i\.e|Mt)\.$"
 _EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
 _MAX_CHARS = 240
-_MIN_SCORE = 2.5  # informativeness a sentence needs to become a memory (see _en_score)
+_CUE_WEIGHTS = {"preference": 2.0, "world": 2.0}
+_MIN_SCORE = 2.5
+_IMPRINT_FEELING = 0.7  # message intensity that makes a milestone or turning point an imprint  # informativeness a sentence needs to become a memory (see _en_score)
 
 
 def is_chinese(text: str) -> bool:
@@ -438,11 +440,13 @@ def _is_vocative(word: str, names: Sequence[str]) -> bool:
     return any(n and n.lower().startswith(low) and len(low) >= 2 for n in names)
 
 
-def _en_type(sentence: str, significance: str | None) -> str:
-    if (
-        significance in ("milestone", "turning_point")
-        and _intensity(sentence, _emotion_hits(sentence)) >= 0.7
-    ):
+def _feeling(text: str) -> float:
+    """Emotional intensity of a whole message: a milestone said with strong feeling is an imprint."""
+    return _intensity(text, _emotion_hits(text))
+
+
+def _en_type(sentence: str, significance: str | None, feeling: float) -> str:
+    if significance in ("milestone", "turning_point") and feeling >= _IMPRINT_FEELING:
         return "imprint"
     if lx.EN_PREFERENCE.search(sentence):
         return "preference"
@@ -455,8 +459,14 @@ def _en_type(sentence: str, significance: str | None) -> str:
 
 
 def _en_score(sentence: str, speaker_names: Sequence[str], significance: str | None) -> float:
-    cues = (lx.EN_PREFERENCE, lx.EN_PLAN, lx.EN_WORLD, lx.EN_PAST_EVENT, lx.EN_OPINION)
-    score = 1.5 if any(c.search(sentence) for c in cues) else 0.0
+    cues = (
+        (lx.EN_PREFERENCE, _CUE_WEIGHTS["preference"]),
+        (lx.EN_WORLD, _CUE_WEIGHTS["world"]),
+        (lx.EN_PLAN, 1.5),
+        (lx.EN_PAST_EVENT, 1.5),
+        (lx.EN_OPINION, 1.0),
+    )
+    score = max((weight for cue, weight in cues if cue.search(sentence)), default=0.0)
     words = _content_words(sentence)
     score += 0.4 * min(len(words), 6)
     tokens = _WORD.findall(sentence)
@@ -473,6 +483,19 @@ def _en_score(sentence: str, speaker_names: Sequence[str], significance: str | N
     if lx.EN_REACTION.search(sentence):
         score -= 2.0
     return score
+
+
+def _you_as_i(sentence: str) -> str:
+    """Read an assistant's 'you love X' as the user's 'I love X' for cue matching and scoring."""
+    sentence = re.sub(r"\b[Yy]ou (?:mentioned|said|told me)(?: that)? (?=you\b)", "", sentence)
+    for pattern, repl in (
+        (r"\byou're\b", "I'm"),
+        (r"\byou've\b", "I've"),
+        (r"\byour\b", "my"),
+        (r"\byou\b", "I"),
+    ):
+        sentence = re.sub(pattern, repl, sentence, flags=re.I)
+    return sentence
 
 
 def _looks_like_name(word: str) -> bool:
@@ -495,11 +518,8 @@ def _titles(text: str) -> list[str]:
 # --- fact extraction: Chinese -------------------------------------------------------
 
 
-def _zh_type(sentence: str, significance: str | None) -> str:
-    if (
-        significance in ("milestone", "turning_point")
-        and _intensity(sentence, _emotion_hits(sentence)) >= 0.7
-    ):
+def _zh_type(sentence: str, significance: str | None, feeling: float) -> str:
+    if significance in ("milestone", "turning_point") and feeling >= _IMPRINT_FEELING:
         return "imprint"
     if lx.ZH_PREFERENCE.search(sentence):
         return "preference"
@@ -596,10 +616,10 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     elif lx.EN_SERVICE.search(original):
         return None
     significance = narrative_significance(original)
-    score = _en_score(original, ctx.names, significance) + (1.5 if you_mode else 0.0)
+    score = _en_score(_you_as_i(original) if you_mode else original, ctx.names, significance)
     if score < _MIN_SCORE:
         return None
-    ftype = _en_type(original.replace("you", "I") if you_mode else original, significance)
+    ftype = _en_type(_you_as_i(original) if you_mode else original, significance, _feeling(_clean(utt.text)))
     confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
     if you_mode:
         confidence -= 0.1
@@ -643,7 +663,9 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
         return None
     clauses = [c.strip() for c in re.split(r"[，,]", sentence.rstrip("。！!；;"))]
     clauses = [
-        lx.ZH_LEADING_FILLERS.sub("", c) for c in clauses if c and not lx.ZH_SMALL_TALK_CLAUSE.match(c)
+        lx.ZH_LEADING_FILLERS.sub("", c + "，").rstrip("，")
+        for c in clauses
+        if c and not lx.ZH_SMALL_TALK_CLAUSE.match(c)
     ]
     clauses = [c for c in clauses if c and c not in ctx.names]
     text = "，".join(clauses)
@@ -672,7 +694,7 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     score += 1.0 if significance else 0.0
     if score < _MIN_SCORE:
         return None
-    ftype = _zh_type(text.replace("你", "我") if you_mode else text, significance)
+    ftype = _zh_type(text.replace("你", "我") if you_mode else text, significance, _feeling(_clean(utt.text)))
     confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
     return (
         ftype,
@@ -712,17 +734,21 @@ def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
         if skip:
             skip = False
             continue
-        fact = _zh_fact(sentence, utt, ctx) if zh else _en_fact(sentence, utt, ctx)
+        named = None if zh else _pet_name(_strip_en(sentence, ctx.names), previous, ctx.speaker)
+        fact = (
+            ("world", named, 0.85)
+            if named
+            else _zh_fact(sentence, utt, ctx)
+            if zh
+            else _en_fact(sentence, utt, ctx)
+        )
         following = sentences[i + 1] if i + 1 < len(sentences) else ""
         if fact is None and not zh and _continues(sentence, following):
             # "I love this series. It has adventures and magic." is one fact, said in two sentences.
             fact = _en_fact(sentence.rstrip(".! ") + "; " + following[:1].lower() + following[1:], utt, ctx)
             skip = fact is not None
         if fact is None and not zh:
-            named = _pet_name(_strip_en(sentence, ctx.names), previous, ctx.speaker)
-            if named:
-                fact = ("world", named, 0.85)
-            elif previous_kept and lx.PRONOUN_CONTINUATION.match(sentence) and _is_informative(sentence):
+            if previous_kept and lx.PRONOUN_CONTINUATION.match(sentence) and _is_informative(sentence):
                 tail = _third_person(_strip_en(sentence, ctx.names), ctx.speaker, ctx.other, mentioned=True)
                 last = out[-1]
                 merged = last.content.rstrip(".") + "; " + tail[:1].lower() + tail[1:]
@@ -783,7 +809,7 @@ def _utterance_emotion(u: Utterance) -> tuple[str, float, float, float, str] | N
     """(emotion, valence, arousal, intensity, trigger sentence) of one message, questions ignored."""
     best: tuple[str, float, float, float, str] | None = None
     for sentence in split_sentences(_clean(u.text)):
-        if sentence.rstrip().endswith(("?", "？")):
+        if sentence.rstrip().endswith(("?", "？")) or lx.FORMULAIC_EMOTION.search(sentence):
             continue
         hits = _emotion_hits(sentence)
         if not hits:

@@ -1,0 +1,222 @@
+"""Offline light-sleep heuristics on small synthetic sentences (English and Chinese).
+
+Every sentence here is written for these tests; no evaluation data is used.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from itertools import count
+
+import pytest
+
+from anima_pipeline.sleep.heuristics.light import (
+    FactCandidate,
+    Utterance,
+    dedup_against,
+    detect_anchors,
+    extract_facts,
+    is_small_talk,
+    narrative_significance,
+    normalize_key,
+    resolve_relative_dates,
+)
+
+LOCAL = timezone(timedelta(hours=8))
+MONDAY = datetime(2023, 5, 8, 20, 0, tzinfo=LOCAL)  # 2023-05-08 is a Monday
+_ids = count()
+
+
+def say(role: str, speaker: str | None, text: str, conversation: str = "c1", at: datetime = MONDAY) -> Utterance:
+    n = next(_ids)
+    return Utterance(conversation, f"m{n}", role, speaker, text, at + timedelta(seconds=30 * n))
+
+
+def contents(utterances: list[Utterance]) -> list[str]:
+    return [f.content for f in extract_facts(utterances)]
+
+
+def candidate(content: str, ftype: str = "experience") -> FactCandidate:
+    return FactCandidate(ftype, content, MONDAY, "c1", 0.7, normalize_key(content))
+
+
+# --- relative dates -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I went hiking yesterday.", "I went hiking on 2023-05-07."),
+        ("We moved here last year.", "We moved here in 2022."),
+        ("She starts school next month.", "She starts school in 2023-06."),
+        ("I joined a choir last week.", "I joined a choir in the week before 2023-05-08."),
+        ("I visited my aunt two days ago.", "I visited my aunt on 2023-05-06."),
+        ("I finished the race last Friday.", "I finished the race on 2023-05-05."),
+        ("We are going camping this weekend.", "We are going camping on the weekend of 2023-05-08."),
+        ("I bought it on 3 March 2021.", "I bought it on 3 March 2021."),
+    ],
+)
+def test_english_relative_dates_become_absolute(text: str, expected: str) -> None:
+    assert resolve_relative_dates(text, date(2023, 5, 8)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我昨天去了超市。", "我2023-05-07去了超市。"),
+        ("去年我换了工作。", "2022年我换了工作。"),
+        ("我前天感冒了。", "我2023-05-06感冒了。"),
+        ("我明天要考试。", "我2023-05-09要考试。"),
+        ("上个月我搬家了。", "2023-04我搬家了。"),
+        ("我上周五看了电影。", "我2023-05-05看了电影。"),
+        ("以前年轻的时候我很瘦。", "以前年轻的时候我很瘦。"),
+    ],
+)
+def test_chinese_relative_dates_become_absolute(text: str, expected: str) -> None:
+    assert resolve_relative_dates(text, date(2023, 5, 8)) == expected
+
+
+# --- fact extraction ------------------------------------------------------------------------
+
+
+def test_preference_is_rewritten_into_the_speakers_name() -> None:
+    facts = extract_facts([say("user", "Priya", "Honestly, I really love salsa dancing and spicy ramen.")])
+    assert [(f.type, f.content) for f in facts] == [("preference", "Priya loves salsa dancing and spicy ramen.")]
+    assert facts[0].key == "priya loves salsa dancing and spicy ramen"
+
+
+def test_plan_keeps_its_resolved_date() -> None:
+    [fact] = extract_facts([say("user", "Tomas", "I'm planning to visit Lisbon next month with my brother.")])
+    assert fact.type == "experience"
+    assert fact.content == "Tomas is planning to visit Lisbon in 2023-06 with their brother."
+
+
+def test_event_gets_its_date() -> None:
+    [fact] = extract_facts([say("user", "Ines", "Wow, I ran my first half marathon yesterday!")])
+    assert "Ines ran" in fact.content and "on 2023-05-07" in fact.content
+    assert fact.observed_at.date() == date(2023, 5, 8)
+
+
+def test_pet_name_is_a_world_fact() -> None:
+    texts = contents([say("user", "Omar", "I adopted a kitten last week. Her name is Pickle.")])
+    assert "Omar adopted a kitten in the week before 2023-05-08." in texts
+    assert "Omar's kitten is named Pickle." in texts
+
+
+def test_statements_by_the_assistant_about_the_user_count() -> None:
+    day = [
+        say("user", "Lena", "Hi there!"),
+        say("assistant", "Kai", "You mentioned you love growing tomatoes on your balcony."),
+    ]
+    assert "Lena loves growing tomatoes on Lena's balcony." in contents(day)
+
+
+def test_chinese_facts_stay_chinese() -> None:
+    day = [
+        say("user", "林夏", "你好，我叫林夏，很高兴认识你。"),
+        say("assistant", "AI", "你好林夏，有什么可以帮你的吗？"),
+        say("user", "林夏", "我很喜欢画水彩画。我昨天去了植物园。我养了一只猫叫豆豆。"),
+    ]
+    facts = {f.content: f.type for f in extract_facts(day)}
+    assert facts["用户的名字是林夏。"] == "world"
+    assert facts["林夏很喜欢画水彩画。"] == "preference"
+    assert facts["林夏养了一只猫叫豆豆。"] == "world"
+    assert any(c.startswith("林夏2023-05-07去了植物园") for c in facts)
+
+
+def test_questions_greetings_and_service_talk_are_not_facts() -> None:
+    day = [
+        say("user", "Ana", "Do you like jazz?"),
+        say("assistant", "AI", "I can recommend some albums if you want. Thanks for asking!"),
+        say("user", "Ana", "I adopted a rescue greyhound on Saturday."),
+    ]
+    assert contents(day) == ["Ana adopted a rescue greyhound on 2023-05-06."]
+
+
+def test_small_talk_day_writes_nothing() -> None:
+    day = [
+        say("user", "Ana", "Hi! How are you?"),
+        say("assistant", "AI", "Good, thanks! Nice to meet you."),
+        say("user", "Ana", "Bye, talk later!"),
+        say("user", "Ana", "你好！晚安。"),
+    ]
+    assert is_small_talk(day)
+    assert extract_facts(day) == []
+    assert not is_small_talk([say("user", "Ana", "I started a new job at the bakery.")])
+
+
+def test_twins_within_a_day_are_kept_once() -> None:
+    day = [
+        say("user", "Bo", "I love hiking in the mountains."),
+        say("user", "Bo", "I love hiking in the mountains!"),
+    ]
+    assert contents(day) == ["Bo loves hiking in the mountains."]
+
+
+# --- dedup against existing memories ---------------------------------------------------------
+
+
+def test_twin_of_an_existing_memory_is_skipped() -> None:
+    [decision] = dedup_against([candidate("Bo loves hiking in the mountains.")], [(7, "Bo loves hiking in the mountains")])
+    assert (decision.action, decision.memory_id) == ("skip", 7)
+
+
+def test_fuller_version_updates_the_existing_memory() -> None:
+    fuller = candidate("Bo loves hiking in the Alps with their sister every summer.")
+    [decision] = dedup_against([fuller], [(7, "Bo loves hiking in the Alps.")])
+    assert (decision.action, decision.memory_id, decision.content) == ("update", 7, fuller.content)
+
+
+def test_unrelated_candidate_is_created_and_near_duplicates_are_not() -> None:
+    new = candidate("Bo adopted a parrot named Kiwi.")
+    echo = candidate("Bo adopted a parrot named Kiwi!")
+    decisions = dedup_against([new, echo], [(7, "Bo loves hiking in the Alps.")])
+    assert [d.action for d in decisions] == ["create", "skip"]
+
+
+# --- anchors and significance ------------------------------------------------------------------
+
+
+def test_emotional_turning_point_gives_anchors() -> None:
+    day = [
+        say("user", "Mia", "I'm so sad and lonely since my grandmother passed away."),
+        say("assistant", "AI", "That sounds really hard."),
+        say("user", "Mia", "But today my sister visited and I'm so happy and grateful!"),
+    ]
+    anchors = detect_anchors(day)
+    assert 1 <= len(anchors) <= 3
+    turning = [a for a in anchors if "Turning point" in a.note]
+    assert turning and turning[0].valence > 0 and turning[0].emotion in ("joy", "gratitude")
+    assert all(-1 <= a.valence <= 1 and 0 <= a.arousal <= 1 and 0 <= a.intensity <= 1 for a in anchors)
+
+
+def test_neutral_chat_gives_no_anchor() -> None:
+    day = [
+        say("user", "Mia", "I bought a new desk lamp for the study."),
+        say("assistant", "AI", "Which model did you pick?"),
+        say("user", "Mia", "A small black one with a clamp."),
+    ]
+    assert detect_anchors(day) == []
+
+
+def test_chinese_anchor() -> None:
+    day = [say("user", "林夏", "我最近特别焦虑，工作压力很大。"), say("user", "林夏", "不过今天考试通过了，我非常开心！")]
+    assert {a.emotion for a in detect_anchors(day)} & {"joy", "anxiety"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I graduated from nursing school!", "milestone"),
+        ("We got married in June.", "milestone"),
+        ("我第一次坐飞机。", "milestone"),
+        ("I quit my job and decided to travel.", "turning_point"),
+        ("她上个月和男朋友分手了。", "turning_point"),
+        ("We went to a jazz concert.", "notable"),
+        ("I had toast for breakfast.", None),
+        ("Did you graduate?", None),
+        ("I haven't graduated yet.", None),
+    ],
+)
+def test_narrative_significance(text: str, expected: str | None) -> None:
+    assert narrative_significance(text) == expected
