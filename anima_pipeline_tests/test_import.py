@@ -390,6 +390,7 @@ CLI_CASES = {
 
 def test_cli_bad_line_exits_non_zero_and_writes_nothing(run_cli, db: Database, tmp_path: Path) -> None:
     first = write_jsonl(tmp_path / "first.jsonl", good_rows())
+    assert CLI_CASES <= {b[0] for b in BAD_LINES}
     for case, line, expected in [b for b in BAD_LINES if b[0] in CLI_CASES]:
         second = write_jsonl(tmp_path / f"second-{case}.jsonl", [rec("n3", 1), line])
         result = run_cli("import", str(first), str(second))

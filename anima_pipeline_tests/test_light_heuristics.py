@@ -27,7 +27,9 @@ MONDAY = datetime(2023, 5, 8, 20, 0, tzinfo=LOCAL)  # 2023-05-08 is a Monday
 _ids = count()
 
 
-def say(role: str, speaker: str | None, text: str, conversation: str = "c1", at: datetime = MONDAY) -> Utterance:
+def say(
+    role: str, speaker: str | None, text: str, conversation: str = "c1", at: datetime = MONDAY
+) -> Utterance:
     n = next(_ids)
     return Utterance(conversation, f"m{n}", role, speaker, text, at + timedelta(seconds=30 * n))
 
@@ -81,7 +83,9 @@ def test_chinese_relative_dates_become_absolute(text: str, expected: str) -> Non
 
 def test_preference_is_rewritten_into_the_speakers_name() -> None:
     facts = extract_facts([say("user", "Priya", "Honestly, I really love salsa dancing and spicy ramen.")])
-    assert [(f.type, f.content) for f in facts] == [("preference", "Priya loves salsa dancing and spicy ramen.")]
+    assert [(f.type, f.content) for f in facts] == [
+        ("preference", "Priya loves salsa dancing and spicy ramen.")
+    ]
     assert facts[0].key == "priya loves salsa dancing and spicy ramen"
 
 
@@ -157,7 +161,9 @@ def test_twins_within_a_day_are_kept_once() -> None:
 
 
 def test_twin_of_an_existing_memory_is_skipped() -> None:
-    [decision] = dedup_against([candidate("Bo loves hiking in the mountains.")], [(7, "Bo loves hiking in the mountains")])
+    [decision] = dedup_against(
+        [candidate("Bo loves hiking in the mountains.")], [(7, "Bo loves hiking in the mountains")]
+    )
     assert (decision.action, decision.memory_id) == ("skip", 7)
 
 
@@ -200,7 +206,10 @@ def test_neutral_chat_gives_no_anchor() -> None:
 
 
 def test_chinese_anchor() -> None:
-    day = [say("user", "林夏", "我最近特别焦虑，工作压力很大。"), say("user", "林夏", "不过今天考试通过了，我非常开心！")]
+    day = [
+        say("user", "林夏", "我最近特别焦虑，工作压力很大。"),
+        say("user", "林夏", "不过今天考试通过了，我非常开心！"),
+    ]
     assert {a.emotion for a in detect_anchors(day)} & {"joy", "anxiety"}
 
 

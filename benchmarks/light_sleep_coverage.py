@@ -303,10 +303,33 @@ def _share(part: int, whole: int) -> str:
     return f"{part / whole:6.1%} ({part}/{whole})" if whole else "   n/a"
 
 
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+def report(stats: dict, raw_chars: int, elapsed: float, source: str) -> None:
+    covered, union, total, considered = stats["covered"], stats["union"], stats["total"], stats["considered"]
+    print(f"source                  : {source}")
+    print(f"questions considered    : {considered} (categories 1-4)")
+    print(f"covered, overall        : {_share(sum(covered.values()), considered)}")
+    for cat in sorted(total):
+        print(
+            f"  {cat} {CATEGORIES[cat]:<20}: {_share(covered[cat], total[cat])}"
+            f"   union {_share(union[cat], total[cat])}"
+        )
+    print(f"union, overall          : {_share(sum(union.values()), considered)}")
+    print(
+        f"lenient (answer only)   : {_share(sum(stats['lenient'].values()), considered)}"
+        f"   temporal {_share(stats['lenient'][2], total[2])}"
+    )
+    print(f"memories                : {stats['memories']}")
+    print(f"memory chars / raw chars: {stats['chars']} / {raw_chars} = {stats['chars'] / raw_chars:.1%}")
+    print(f"elapsed                 : {elapsed:.2f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--data", type=Path, default=DATA, help="directory holding dev.archive.jsonl and dev.qa.jsonl"
+        "--data", type=Path, default=DATA, help="directory with dev.archive.jsonl and dev.qa.jsonl"
     )
     parser.add_argument(
         "--from-store", metavar="DATABASE_URL", help="read memories from semantic_memory instead"
@@ -318,36 +341,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"LoCoMo dev data not found under {args.data}; nothing to measure.", file=sys.stderr)
         return 2
     messages = read_jsonl(archive)
-    questions = [q for q in read_jsonl(qa) if q["category"] in (1, 2, 3, 4)]
+    questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES]
     raw_chars = sum(len(m["content"]) for m in messages)
+    speakers = speaker_names(messages)
 
     started = time.perf_counter()
-    source = store_memories(args.from_store) if args.from_store else offline_memories(messages)
-    names = speaker_names(messages)
-    stats = evaluate(questions, source, names)
+    if args.from_store:
+        try:
+            stats = evaluate(questions, store_memories(args.from_store), speakers)
+        except Exception as exc:  # one clear line; the URL may hold a password, so it is not echoed
+            print(f"--from-store: cannot read semantic_memory ({type(exc).__name__})", file=sys.stderr)
+            return 2
+    else:
+        stats = evaluate(questions, offline_memories(messages), speakers)
     elapsed = time.perf_counter() - started
+    report(
+        stats,
+        raw_chars,
+        elapsed,
+        "semantic_memory (--from-store)" if args.from_store else "offline extract_facts",
+    )
 
-    names = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-    covered, union, total = stats["covered"], stats["union"], stats["total"]
-    print(
-        f"source                  : {'store ' + '(--from-store)' if args.from_store else 'offline extract_facts'}"
-    )
-    print(f"questions considered    : {stats['considered']} (categories 1-4)")
-    print(f"covered, overall        : {_share(sum(covered.values()), stats['considered'])}")
-    for cat in sorted(total):
-        print(
-            f"  {cat} {names[cat]:<20}: {_share(covered[cat], total[cat])}   union {_share(union[cat], total[cat])}"
-        )
-    print(f"union, overall          : {_share(sum(union.values()), stats['considered'])}")
-    print(
-        f"lenient (answer only)   : {_share(sum(stats['lenient'].values()), stats['considered'])}"
-        f"   temporal {_share(stats['lenient'][2], total[2])}"
-    )
-    print(f"memories                : {stats['memories']}")
-    print(f"memory chars / raw chars: {stats['chars']} / {raw_chars} = {stats['chars'] / raw_chars:.1%}")
-    print(f"elapsed                 : {elapsed:.2f} s")
     if not args.no_ceiling:
-        ceiling = evaluate(questions, raw_memories(messages), names)
+        ceiling = evaluate(questions, raw_memories(messages), speakers)
         print(
             f"ceiling (raw messages)  : {_share(sum(ceiling['covered'].values()), ceiling['considered'])}"
             + "".join(

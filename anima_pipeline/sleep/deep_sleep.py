@@ -14,6 +14,7 @@ deep-sleep events backwards. Message 1.5 is the same events, forwards, in the se
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +43,8 @@ from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
+log = logging.getLogger(__name__)
+
 ROUNDS: tuple[tuple[str, str], ...] = (
     ("semantic_memory/deconflicted", "contradiction"),
     ("semantic_memory/split", "split"),
@@ -55,6 +58,10 @@ ROUND_TOOLS = {
     "merge": ("merge_semantic_memories",),
     "pin_review": ("unpin_semantic_memory", "pin_semantic_memory"),
 }
+# Every round sends the same tool list: tools come first in the provider's cache prefix, so a
+# per-round list would invalidate the cached system + message 1 in each round. What a round
+# may call is still limited by its executor scope (ROUND_TOOLS); its instruction names it.
+DEEP_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(t for tools in ROUND_TOOLS.values() for t in tools))
 ROUND_PROMPTS = {
     "contradiction": prompts.DEEP_CONTRADICTION,
     "split": prompts.DEEP_SPLIT,
@@ -335,13 +342,19 @@ def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night:
 
 def _changed_today(conn: Connection, anima_id: str, night: Night) -> set[int]:
     """Memories written in the 24 h before the night's cutoff by anything but deep sleep:
-    keyed to the partition day (events' day, and updated_at inside the day) so a backfill
-    skips exactly what the nights it replays would have skipped."""
+    keyed to the partition day so a backfill skips exactly what the nights it replays would
+    have skipped. An audited write belongs to its event's day; updated_at inside the day only
+    counts for a write no day-tagged event explains (unaudited), since the wall-clock time of
+    a backfill's or of the previous night's writes says nothing about this day."""
     rows = conn.execute(
         """SELECT memory_id::bigint AS id FROM memory_event
            WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s AND NOT (step = ANY(%s))
            UNION
-           SELECT id FROM semantic_memory WHERE anima_id = %s AND updated_at >= %s AND updated_at < %s""",
+           SELECT m.id FROM semantic_memory m
+           WHERE m.anima_id = %s AND m.updated_at >= %s AND m.updated_at < %s
+             AND NOT EXISTS (SELECT 1 FROM memory_event e
+                             WHERE e.table_name = 'semantic_memory' AND e.memory_id = m.id::text
+                               AND e.day IS NOT NULL AND e.created_at >= m.updated_at)""",
         (anima_id, night.day, list(DEEP_STEPS), anima_id, night.start, night.end),
     ).fetchall()
     return {r["id"] for r in rows}
@@ -353,6 +366,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
 
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         events = _events(conn, anima_id, night)
+        watermark = _last_event_id(conn)
         earlier = [e for e in events if e["step"] != step]
         base = snapshot(conn, anima_id, events)
         current = MemoryRepo(conn).active(anima_id)
@@ -372,7 +386,15 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         usage, calls, msg1_chars = Usage(), [], 0
         totals: dict[str, int] = {}
         full_split = night.mode == "full"
-        for label, batch in batches(base):
+        planned = batches(base)  # refuses (DeepSleepTooLarge) before anything is written
+        band = size_band(len(message_one(base)))  # of the whole message 1, as the thresholds are defined
+        if band != "normal":
+            log.warning(
+                "deep sleep round %d (%s) for anima %s on %s: message 1 is %d characters (%s%s)",
+                round_index, round_name, anima_id, night.day, len(message_one(base)), band,
+                f", {len(planned)} batches by type" if band == "batched" else "",
+            )
+        for label, batch in planned:
             msg1 = message_one(batch)
             msg1_chars += len(msg1)
             batch_ids = {m.id for m in batch} | {int(e["memory_id"]) for e in earlier if e["before"] is None}
@@ -390,7 +412,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                     TextBlock(text=pre.text),
                     TextBlock(text=ROUND_PROMPTS[round_name]),
                 ],
-                tools=tool_specs(ROUND_TOOLS[round_name]),
+                tools=tool_specs(DEEP_TOOLS),
             )
             usage += night.engine.run(
                 request, executor, lambda live=live, pre=pre: _plan(round_name, live, pre, night, cfg, full_split)
@@ -399,8 +421,8 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             for k, v in executor.stats.items():
                 totals[k] = totals.get(k, 0) + v
             stats["candidates"] = stats.get("candidates", 0) + pre.count
-        lost = _deprecated_in_round(conn, audit, step)
-        stats.update(totals, deprecated_total=lost, message1_chars=msg1_chars, size_band=size_band(msg1_chars))
+        lost = _deprecated_in_round(conn, audit, step, watermark)
+        stats.update(totals, deprecated_total=lost, message1_chars=msg1_chars, size_band=band)
         limit = cfg.breaker_ratio * len(current)
         if lost > limit and lost >= cfg.breaker_min:
             raise BreakerTripped(
@@ -419,12 +441,20 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
     return run_step(db, night, anima_id, step, body)
 
 
-def _deprecated_in_round(conn: Connection, audit: Audit, step: str) -> int:
+def _last_event_id(conn: Connection) -> int:
+    row = conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event").fetchone()
+    return int(row["n"])
+
+
+def _deprecated_in_round(conn: Connection, audit: Audit, step: str, after_id: int) -> int:
+    """Deprecations by this execution of the round only: a forced re-run (or a retry) in the
+    same run must not count what the earlier execution already committed."""
     row = conn.execute(
         """SELECT count(*) AS n FROM memory_event
-           WHERE run_id = %s AND anima_id = %s AND step = %s AND day = %s AND table_name = 'semantic_memory'
+           WHERE id > %s AND run_id = %s AND anima_id = %s AND step = %s AND day = %s
+             AND table_name = 'semantic_memory'
              AND before->>'status' = 'active' AND after->>'status' = 'deprecated'""",
-        (audit.run_id, audit.anima_id, step, audit.day),
+        (after_id, audit.run_id, audit.anima_id, step, audit.day),
     ).fetchone()
     return int(row["n"])
 

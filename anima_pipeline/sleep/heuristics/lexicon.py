@@ -262,13 +262,13 @@ ZH_QUESTION = re.compile(r"[？?]|(?:吗|呢|么|没有)[。！!～~]*$")
 
 MILESTONE = re.compile(
     r"\bfirst time\b|\b(?:my|our|their|his|her|\w+'s) first\b|\bfor the first time\b|\bgraduat(?:ed|ion|ing)\b|\bgot (?:married|engaged)\b"
-    r"|\bwedding\b|\bengaged\b|\badopt(?:ed|ion)\b|\bnew job\b|\bgot (?:a|the) job\b|\bgot hired\b|\bhired\b"
+    r"|\bwedding\b|\bengaged\b|\badopted\b|\bnew job\b|\bgot (?:a|the) job\b|\bgot hired\b|\bhired\b"
     r"|\bpromot(?:ed|ion)\b|\bmoved (?:to|into|in|out|from|back|here)\b|\bbought (?:a|our|my|their|his|her) (?:house|home|car|flat)\b"
     r"|\bwas born\b|\bgave birth\b|\bhad a baby\b|\b(?:baby|son|daughter) (?:is|was) born\b|\bretir(?:ed|ement)\b"
-    r"|\bpublished\b|\blaunched\b|\bopened (?:my|our|their|his|her|a|the) (?:own )?\w+|\bwon (?:the|a|my|first)\b|\bbirthday\b"
-    r"|\banniversary\b|\bcompleted\b|\bfinished (?:my|their|his|her|the) (?:first|degree|thesis|book|novel|screenplay)"
+    r"|\bpublished\b|\blaunched\b|\bopened (?:my|our|their|his|her|a|the) (?:own )?\w+|\bwon (?:the|a|my|first)\b"
+    r"|\bcompleted\b|\bfinished (?:my|their|his|her|the) (?:first|degree|thesis|book|novel|screenplay)"
     r"|第一次|首次|毕业|结婚|订婚|婚礼|领养|收养|新工作|找到(?:了)?工作|入职|升职|晋升|搬家|搬到|出生|生了(?:个|一个)?(?:孩子|宝宝|儿子|女儿)"
-    r"|退休|买了房|买房|出版|发表|开业|创业|获奖|拿到了?(?:offer|学位|证书)|考上|生日|周年",
+    r"|退休|买了房|买房|出版|发表|开业|创业|获奖|拿到了?(?:offer|学位|证书)|考上",
     re.IGNORECASE,
 )
 TURNING_POINT = re.compile(
@@ -281,10 +281,10 @@ TURNING_POINT = re.compile(
     re.IGNORECASE,
 )
 NOTABLE = re.compile(
-    r"\btrip\b|\btravel(?:l?ed|ling|ing)?\b|\bvacation\b|\bholiday\b|\bconcert\b|\bfestival\b|\baward\b"
+    r"\btrip\b|\bbirthday\b|\banniversary\b|\btravel(?:l?ed|ling|ing)?\b|\bvacation\b|\bholiday\b|\bconcert\b|\bfestival\b|\baward\b"
     r"|\bcompetition\b|\btournament\b|\bhospital\b|\bperformance\b|\bexhibition\b|\bconference\b|\binterview\b"
     r"|\bcamping\b|\bhike\b|\broad ?trip\b|\bparade\b|\bmarathon\b|\brace\b|\bshow\b"
-    r"|旅行|旅游|出差|演唱会|音乐会|比赛|展览|住院|面试|考试|聚会|露营|爬山|马拉松|演出",
+    r"|生日|周年|旅行|旅游|出差|演唱会|音乐会|比赛|展览|住院|面试|考试|聚会|露营|爬山|马拉松|演出",
     re.IGNORECASE,
 )
 NEGATION_BEFORE = re.compile(

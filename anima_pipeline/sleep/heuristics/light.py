@@ -87,20 +87,29 @@ class Decision:
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
-_ISO_DATE = re.compile(r"\b\d{4}(?:-\d{2}){0,2}\b|\d{4}年")
+_ISO_DATE = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")  # any year, so also any ISO date
 _ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|vs|etc|e\.g|i\.e|Mt)\.$")
 _EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
-_MAX_CHARS = 240
-_CUE_WEIGHTS = {"preference": 2.0, "world": 2.0}
-_MIN_SCORE = 2.5
-_IMPRINT_FEELING = 0.7  # message intensity that makes a milestone or turning point an imprint  # informativeness a sentence needs to become a memory (see _en_score)
+_MAX_CHARS = 240  # a memory is one fact, not a paragraph
+_CUE_WEIGHTS = {"preference": 2.0, "world": 2.0}  # stable facts are worth keeping even when short
+_MIN_SCORE = 2.6  # informativeness a sentence needs to become a memory (see _en_score)
+_MIN_SCORE_ZH = 2.5  # Chinese sentences are scored on their own scale (cue + content characters)
+_MIN_ATTRIBUTED = 2.0  # the same, for a statement without first person (kept as reported speech)
+_IMPRINT_FEELING = 0.7  # message intensity that makes a milestone or turning point an imprint
+_CONFIDENCE = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}
+_ROLE_LABELS = {  # (language, role) -> (default name, label used when the name itself is the fact)
+    ("en", "user"): ("the user", "The user's"),
+    ("en", "assistant"): ("the assistant", "The assistant's"),
+    ("zh", "user"): ("用户", "用户"),
+    ("zh", "assistant"): ("助手", "助手"),
+}
 
 
 def is_chinese(text: str) -> bool:
-    """Chinese when CJK characters make up a fair share of the letters."""
+    """Chinese when CJK characters weigh at least as much as Latin letters (one CJK ~ two letters)."""
     cjk = len(_CJK.findall(text))
-    return cjk > 0 and cjk >= 0.3 * (cjk + len(re.findall(r"[A-Za-z]", text)) / 4)
+    return cjk > 0 and 2 * cjk >= len(re.findall(r"[A-Za-z]", text))
 
 
 def normalize_key(text: str) -> str:
@@ -620,15 +629,12 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     if score < _MIN_SCORE:
         return None
     ftype = _en_type(_you_as_i(original) if you_mode else original, significance, _feeling(_clean(utt.text)))
-    confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
+    confidence = _CONFIDENCE[ftype]
     if you_mode:
         confidence -= 0.1
     if re.search(r"\b(?:maybe|might|probably|perhaps|thinking (?:about|of))\b", original, re.I):
         confidence -= 0.1
     return ftype, _third_person(original, ctx.speaker, ctx.other), round(confidence, 2)
-
-
-_MIN_ATTRIBUTED = 2.0  # a statement without first person must be clearly specific to be kept
 
 
 def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
@@ -638,7 +644,9 @@ def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
     (their shop, their pet, their book); reported speech records that honestly
     without pretending to know whose it is.
     """
-    if re.search(r"\byou(?:r|rs|'re|'ve|'ll)?\b|^(?:let's|here's|here is|check|look|thank)", sentence, re.I):
+    if re.search(
+        r"\byou(?:r|rs|rself|'re|'ve|'ll)?\b|^(?:let's|here's|here is|check|look|thank)", sentence, re.I
+    ):
         return None
     if lx.EN_REACTION.search(sentence) or _en_score(sentence, ctx.names, None) < _MIN_ATTRIBUTED:
         return None
@@ -692,10 +700,10 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     cues = (lx.ZH_PREFERENCE, lx.ZH_PLAN, lx.ZH_WORLD, lx.ZH_OPINION, lx.ZH_EVENT)
     score = (1.5 if any(c.search(text) for c in cues) else 0.0) + 0.25 * min(_zh_content_chars(text), 10)
     score += 1.0 if significance else 0.0
-    if score < _MIN_SCORE:
+    if score < _MIN_SCORE_ZH:
         return None
     ftype = _zh_type(text.replace("你", "我") if you_mode else text, significance, _feeling(_clean(utt.text)))
-    confidence = {"world": 0.8, "preference": 0.8, "experience": 0.7, "opinion": 0.6, "imprint": 0.75}[ftype]
+    confidence = _CONFIDENCE[ftype]
     return (
         ftype,
         _zh_rewrite(text, ctx.speaker, ctx.other),
@@ -783,14 +791,11 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
     facts: list[FactCandidate] = []
     for utt in utterances:
         roles = people.get(utt.conversation_id, {})
-        zh = is_chinese(utt.text)
-        default_user, default_ai = ("用户", "助手") if zh else ("the user", "the assistant")
-        speaker = utt.speaker or (default_user if utt.role == "user" else default_ai)
-        other = roles.get("assistant" if utt.role == "user" else "user") or (
-            default_ai if utt.role == "user" else default_user
-        )
-        label = default_user if utt.role == "user" else default_ai
-        label = label if zh else label[0].upper() + label[1:] + "'s"
+        lang = "zh" if is_chinese(utt.text) else "en"
+        other_role = "assistant" if utt.role == "user" else "user"
+        default, label = _ROLE_LABELS.get((lang, utt.role), _ROLE_LABELS[(lang, "user")])
+        speaker = utt.speaker or default
+        other = roles.get(other_role) or _ROLE_LABELS[(lang, other_role)][0]
         ctx = _Context(speaker, other, label, utt.role, tuple(roles.values()), utt.created_at.date())
         for fact in _facts_of(utt, ctx):
             if fact.key and fact.key not in seen:
