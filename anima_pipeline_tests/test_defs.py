@@ -280,3 +280,15 @@ def test_transient_errors_are_the_only_retried_ones() -> None:
     assert not runner.is_transient(budget)
     assert runner.is_transient(overload)
     assert not runner.is_transient(ValueError("bad setting"))
+
+
+def test_launch_refuses_days_that_are_not_over() -> None:
+    from anima_pipeline.defs.night.launch import materialize_night
+
+    with dg.partition_loading_context(effective_dt=datetime(2026, 11, 29, 1, 0, tzinfo=SHANGHAI)):
+        with pytest.raises(ValueError, match="not over yet.*latest day that can sleep is 2026-11-28"):
+            materialize_night(date(2026, 11, 28), date(2026, 11, 29))
+        with pytest.raises(ValueError, match="before ANIMA_START_DATE"):
+            materialize_night(date(2000, 1, 1))
+        with pytest.raises(ValueError, match="unknown step"):
+            materialize_night(date(2026, 11, 28), steps=["semantic_memory/typo"])

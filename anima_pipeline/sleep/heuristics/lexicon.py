@@ -12,20 +12,26 @@ import re
 
 # --- sentence cleanup ---------------------------------------------------------
 
-# Interjections and discourse openers stripped from the start of a sentence:
-# they carry no fact and only inflate memory size.
-LEADING_FILLERS = re.compile(
-    r"^(?:(?:you (?:won't|will not|wouldn't) believe (?:it|this|what happened)|believe it or not|fun fact|"
+# Openers stripped from the start of a sentence: they carry no fact and only inflate memory size.
+# Interjections and set phrases go whatever follows; evaluative words ("Great!", "Crazy,") only
+# when punctuation marks them as an exclamation, so "Crazy ride so far" keeps its subject.
+_OPENERS = (
+    r"you (?:won't|will not|wouldn't) believe (?:it|this|what happened)|believe it or not|fun fact|"
     r"on another note|besides that|other than that|in other news|funny enough|(?:crazy|funny|cool) thing happened|"
     r"(?:a lot|so much|lots)(?:'s| has) (?:happened|been going on)(?: since (?:we|I) last (?:talked|chatted|spoke))?|"
     r"long time no (?:talk|see|chat)|it's been (?:a while|ages)|since (?:we|I) last (?:talked|chatted|spoke)|"
-    r"good news|big news|thanks? (?:you )?(?:so much )?for (?:asking|sharing|the [\w-]+|your [\w-]+|that)|wow+|whoa|woah|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|yes|nope|"
-    r"well|hey+|hi+|hello|so|um+|uh+|hmm+|ok|okay|alright|sure|cool|nice|great|awesome|sweet|"
-    r"totally|definitely|absolutely|honestly|actually|anyway|anyways|btw|by the way|guess what|"
-    r"you know what|you know|i mean|exactly|right|true|thanks|thank you|thx|also|and|but|plus|"
-    r"of course|no problem|no worries|speaking of which|funny you should ask|oh my god|"
-    r"same here|me too|good question|indeed|really|seriously|crazy|man|dude|"
-    r"congrats|congratulations)\b[\s,!.:;~\-–—]*)+",
+    r"good news|big news|thanks? (?:you )?(?:so much )?for (?:asking|sharing|the [\w-]+|your [\w-]+|that)|"
+    r"wow+|whoa|woah|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|nope|well|hey+|hi+|hello|"
+    r"so|um+|uh+|hmm+|anyway|anyways|btw|by the way|guess what|you know what|you know|i mean|thanks|thank you|"
+    r"thx|also|and|but|plus|of course|no problem|no worries|speaking of which|funny you should ask|oh my god|"
+    r"same here|me too|good question|congrats|congratulations"
+)
+_EXCLAMATIONS = (
+    r"yes|ok|okay|alright|sure|cool|nice|great|awesome|sweet|totally|definitely|absolutely|honestly|"
+    r"actually|exactly|right|true|indeed|really|seriously|crazy|man|dude|amazing|wonderful"
+)
+LEADING_FILLERS = re.compile(
+    r"^(?:(?:(?:" + _OPENERS + r")\b[\s,!.:;~\-–—]*)|(?:(?:" + _EXCLAMATIONS + r")\b\s*[,!.:;~\-–—]+\s*))+",
     re.IGNORECASE,
 )
 INLINE_FILLERS = re.compile(
@@ -94,7 +100,8 @@ STOPWORDS = frozenset(
     she her hers they them their theirs what which who whom whose when where why how all any some
     not no nor only own same more most other each both few up down out off again further once
     i'm i've i'll i'd we're we've you're you've don't didn't can't won't it's that's there's
-    one thing things stuff lot lots way gonna going get got""".split()
+    one thing things stuff lot lots way gonna going get got since until while during through without
+    within upon among across around against along behind beyond toward towards via yet else ever""".split()
 )
 ADVERBS = frozenset(
     """really just also still always never usually often sometimes actually totally definitely
@@ -166,7 +173,7 @@ EN_PAST_EVENT = re.compile(
 )
 # Sentences opening on a verb with the subject dropped ("Went hiking yesterday").
 EN_SUBJECTLESS = re.compile(
-    r"^(?:just\s+|finally\s+|recently\s+|also\s+)*(?:went|got|been|started|finished|joined|visited|tried|"
+    r"^(?:just\s+|finally\s+|recently\s+|also\s+)*(?:went|got|started|finished|joined|visited|tried|"
     r"made|took|bought|had|saw|met|won|gonna|going to|planning|thinking of|hoping to|looking forward|"
     r"spent|signed up|learned|picked up|dyed|painted|baked|cooked|ran|wrote|read|watched|played)\b",
     re.IGNORECASE,
@@ -189,7 +196,8 @@ EN_SERVICE = re.compile(
     r"(?:help|suggest|recommend|assist|try|check|look into|keep that in mind)\b"
     r"|\bI(?: also| really)?(?: want|'d like| would like|'d love| would love) to (?:try|see|read|watch|hear) (?:it|that|this|them)\b"
     r"|\bI(?:'m| am) (?:your|an|a) (?:ai|assistant|companion)\b|\bI(?:'m| am) (?:here|happy|glad) to\b"
-    r"|\bI (?:suggest|recommend|understand)\b|\bas an ai\b",
+    r"|\bI (?:suggest|recommend|understand)\b|\bas an ai\b"
+    r"|\bI (?:don't|do not|can't|cannot) (?:have|experience|feel|eat|go|see)\b.{0,20}\b(?:physical|body|real|human)\b",
     re.IGNORECASE,
 )
 EN_RECOMMENDATION = re.compile(r"\b(?:I\s+)?(?:recommend|suggest)(?:ed|s)?\b", re.IGNORECASE)

@@ -267,7 +267,12 @@ _YOU_SHOULD_TRY = re.compile(
 _SUBJECTLESS_PREFIX = (
     (re.compile(r"^(?:going to|gonna)\b", re.I), "I'm "),
     (re.compile(r"^(?:planning|thinking of|hoping to|looking forward)\b", re.I), "I'm "),
-    (re.compile(r"^been\b", re.I), "I've "),
+    (
+        re.compile(
+            r"^been\b(?!\s+(?:a|an|the|so|such|quite|pretty|busy|crazy|wild|hectic|ages|forever)\b)", re.I
+        ),
+        "I've ",
+    ),
 )
 
 
@@ -544,7 +549,8 @@ def _zh_type(sentence: str, significance: str | None, feeling: float) -> str:
 
 
 def _zh_rewrite(sentence: str, speaker: str, other: str) -> str:
-    sentence = sentence.replace("我们", f"{speaker}他们").replace("我", speaker)
+    sentence = re.sub(r"(?<![自忘])我们", f"{speaker}他们", sentence)
+    sentence = re.sub(r"(?<![自忘])我", speaker, sentence)  # 自我 / 忘我 are words, not the speaker
     return sentence.replace("你们", f"{other}他们").replace("您", other).replace("你", other)
 
 
@@ -610,8 +616,8 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
             f"{ctx.speaker} recommended {', '.join(chr(34) + t + chr(34) for t in titles)} to {ctx.other}",
             0.7,
         )
-    intro = re.search(r"\bmy name(?:'s| is) ([A-Z][\w-]+)", original)
-    if intro and intro.group(1) == ctx.speaker:
+    intro = re.search(r"\bmy name(?:'s| is) ([A-Z][\w-]+(?: [A-Z][\w-]+)*)", original)
+    if intro and ctx.speaker.startswith(intro.group(1)):
         return "world", f"{ctx.label} name is {ctx.speaker}", 0.9
     you_mode = False
     if not _FIRST_PERSON_STRICT.search(original):
