@@ -638,12 +638,20 @@ def test_each_round_writes_its_operation_log_with_the_figures_of_its_stats(db: D
 # ---- idempotence ---------------------------------------------------------------------------
 
 
+DISTINCT_FACTS = (
+    "Ana grows tomatoes on her balcony.", "Bea swims before work on Mondays.", "Cai repairs old radios.",
+    "Dov studied law in Haifa.", "Eli keeps bees in the countryside.", "Fay translates Polish novels.",
+    "Gus coaches a youth football team.", "Hana paints watercolour birds.", "Ivo drives a green tram.",
+    "Jun learned to sail in Busan.", "Kai bakes sourdough every Sunday.", "Lea volunteers at the library.",
+    "Max writes firmware for drones.", "Nia climbed Kilimanjaro in 2019.", "Oto restores antique clocks.",
+    "Pia sings in a jazz quartet.", "Quin breeds koi fish.", "Rui commutes by ferry.",
+)
+
+
 def test_a_done_round_is_skipped_and_a_forced_rerun_finds_nothing_new(db: Database, tmp_path: Path) -> None:
     specs = [mem(f"{name} works at a bakery in {city}.", sources=[f"s-{name}"])
              for name, city in (("Bob", "Lisbon"), ("Kim", "Seoul"), ("Raj", "Pune"))]
-    fillers = [mem(f"Fact {w}: the {w} window faces the {w} courtyard.") for w in
-               ("red", "blue", "green", "amber", "ivory", "coral", "olive", "slate", "tan", "plum",
-                "teal", "navy", "rust", "sage", "gold", "pearl", "mint", "jade")]
+    fillers = [mem(c) for c in DISTINCT_FACTS]
     plant(db, *specs, *specs, *fillers)  # 24 memories, three twin pairs
     n = night(tmp_path)
     first = merge(db, n, A)

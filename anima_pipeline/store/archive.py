@@ -200,7 +200,7 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
     rows = conn.execute(
         """SELECT DISTINCT m.anima_id FROM message m
            JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
-           WHERE m.created_at >= %s AND m.created_at < %s AND c.platform <> 'cron'
+           WHERE m.created_at >= %s AND m.created_at < %s AND c.platform <> 'cron' AND NOT c.debug
            ORDER BY m.anima_id""",
         (start, end),
     ).fetchall()
@@ -210,14 +210,15 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
 def day_conversations(
     conn: Connection, anima_id: str, start: datetime, end: datetime, roles: tuple[str, ...] = ("user", "assistant")
 ) -> list[DayConversation]:
-    """The conversations with messages in [start, end), only those messages, cron excluded,
+    """The conversations with messages in [start, end), only those messages; cron and debug
+    conversations excluded (scheduled jobs and test harnesses are not the anima's life),
     ordered by their first message. A conversation that crosses midnight gives each day its part."""
     rows = conn.execute(
         """SELECT m.id, m.conversation_id, m.external_id, m.role, m.speaker, m.content, m.created_at,
                   c.title, c.platform
            FROM message m JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
            WHERE m.anima_id = %s AND m.created_at >= %s AND m.created_at < %s
-             AND c.platform <> 'cron' AND m.role = ANY(%s)
+             AND c.platform <> 'cron' AND NOT c.debug AND m.role = ANY(%s)
            ORDER BY m.created_at, m.id""",
         (anima_id, start, end, list(roles)),
     ).fetchall()
