@@ -28,8 +28,21 @@ db_app = typer.Typer(help="The memory database: migrate, stop the embedded serve
 app.add_typer(db_app, name="db")
 # emoji=False: rich would turn "archive.jsonl:100: ..." into "archive.jsonl💯 ..."; errors are
 # not wrapped, so a long file:line stays on one line for copying.
-console = Console(emoji=False)
+# Piped output gets a wide table instead of rich's 80-column default.
+console = Console(emoji=False, width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+
+
+@app.callback()
+def _main(
+    log_level: str = typer.Option(
+        "ERROR", "--log-level", envvar="ANIMA_LOG_LEVEL", help="Python log level of the pipeline's own logger."
+    ),
+) -> None:
+    """Nightly sleep-style memory consolidation. Configuration: ANIMA_* environment variables (see README)."""
+    import logging
+
+    logging.getLogger("anima_pipeline").setLevel(log_level.upper())
 
 
 def _settings() -> Settings:
@@ -236,14 +249,212 @@ def export_(
     )
 
 
+@app.command("sleep")
+def sleep_(
+    day: str | None = typer.Option(None, "--day", help="One night: the local day YYYY-MM-DD to consolidate."),
+    first: str | None = typer.Option(None, "--from", help="First day of a range (with --to)."),
+    last: str | None = typer.Option(None, "--to", help="Last day of a range (with --from)."),
+    anima: list[str] = typer.Option(None, "--anima", help="Only these animas (repeatable); default: all active."),
+    mode: str | None = typer.Option(
+        None, "--mode", help="Deep sleep mode: full | incremental. Default: the schedule's rule (Monday full)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Re-run steps that already finished for a day."),
+    step: list[str] = typer.Option(None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."),
+) -> None:
+    """Run nights through Dagster, one day after another, recorded in the run history under
+    DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."""
+    days = _days(day, first, last)
+    if mode not in (None, "full", "incremental"):
+        _fail(f"--mode must be full or incremental, got {mode!r}", 2)
+    rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
+    console.print(sleep_table(rows))
+    failed = [r for r in rows if r["status"] != "done"]
+    if failed:
+        raise typer.Exit(1)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(code)
+
+
+def _days(day: str | None, first: str | None, last: str | None) -> list:
+    from datetime import date
+
+    from anima_pipeline.sleep.cycle import day_range
+
+    try:
+        if day and not (first or last):
+            return [date.fromisoformat(day)]
+        if first and last and not day:
+            return day_range(date.fromisoformat(first), date.fromisoformat(last))
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    _fail("give either --day D, or --from D1 --to D2", 2)
+    return []
+
+
+def run_sleep(days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None) -> list[dict]:
+    """One Dagster run per day, strictly in order (a failed day stops the range), with a
+    progress bar over days; returns one summary row per day read back from sleep_state."""
+    from anima_pipeline.defs.instance import get_instance
+    from anima_pipeline.defs.night.launch import materialize_night
+
+    settings = _settings()
+    db = _open()  # starts the embedded server and migrates before Dagster opens it
+    instance = get_instance()
+    rows: list[dict] = []
+    try:
+        with _progress() as progress:
+            task = progress.add_task("sleeping", total=len(days))
+            for d in days:
+                progress.update(task, description=f"night of {d}")
+                try:
+                    result = materialize_night(
+                        d, steps=steps, mode=mode, force=force, animas=animas, instance=instance,
+                        raise_on_error=False, log_level="ERROR",
+                    )
+                    ok, run_id = result.success, result.run_id
+                    error = "" if ok else _run_error(result)
+                except ValueError as exc:
+                    ok, run_id, error = False, "", str(exc)
+                rows.append({"day": d, "run_id": run_id, "status": "done" if ok else "failed", "error": error,
+                             **_day_totals(db, d, settings)})
+                progress.advance(task)
+                if not ok:
+                    err_console.print(f"[red]night of {d} failed; later days not run:[/red] {escape(error)}")
+                    break
+    finally:
+        instance.dispose()
+        db.close()
+    return rows
+
+
+def _run_error(result) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            err = getattr(event.event_specific_data, "error", None)
+            if err is not None:
+                return err.message.strip().splitlines()[0]
+    return "the run failed (see the Dagster run log)"
+
+
+_TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "narratives", "summaries")
+
+
+def _day_totals(db, d, settings) -> dict:
+    with db.transaction() as conn:
+        rows = conn.execute("SELECT anima_id, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)).fetchall()
+    totals = dict.fromkeys(_TOTALS, 0)
+    totals.update(animas=len({r["anima_id"] for r in rows}), llm_calls=0, cost_usd=0.0)
+    for r in rows:
+        for k in (*_TOTALS, "llm_calls", "cost_usd"):
+            v = r["stats"].get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                totals[k] += v
+    return totals
+
+
+_TOTALS_SHORT = ("new", "upd", "depr", "merg", "split", "anch", "narr", "summ")
+
+
+def sleep_table(rows: list[dict]) -> Table:
+    table = Table(title="nights (new/upd/depr/merg/split = semantic memories; anch = anchors; narr = narratives; "
+                  "summ = summaries)")
+    for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$"):
+        table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
+    for r in rows:
+        if not r["animas"] and r["status"] == "done" and len(rows) > 14:
+            continue  # a long range lists the days with activity; the count below covers the rest
+        table.add_row(str(r["day"]), r["status"], str(r["animas"]), *(str(r[k]) for k in _TOTALS),
+                      str(r["llm_calls"]), f"{r['cost_usd']:.2f}")
+    quiet = sum(1 for r in rows if not r["animas"])
+    table.caption = f"{len(rows)} night(s), {len(rows) - quiet} with activity"
+    return table
+
+
 SAMPLE = Path(__file__).parent / "sample" / "week.archive.jsonl"
 
 
 @app.command("demo")
 def demo() -> None:
-    """Import the bundled synthetic week of chats into the embedded default and show the store."""
+    """The whole cycle on the bundled synthetic week: import it into the embedded default (or
+    ANIMA_DATABASE_URL), sleep its nights through Dagster with the offline engine, and show
+    what was learned."""
+    import os
+    from datetime import date
+
+    from anima_pipeline.sleep.cycle import day_range
+
+    if _settings().engine != "offline":
+        console.print("note: the demo uses the engine in ANIMA_ENGINE; unset it for the offline engine")
     import_([str(SAMPLE)])
-    status_(as_json=False)
+    days = day_range(date(2026, 11, 16), date(2026, 11, 23))
+    rows = run_sleep(days)
+    console.print(sleep_table(rows))
+    db = _open()
+    try:
+        with db.transaction() as conn:
+            show_learned(conn, "aria")
+            data = __import__("anima_pipeline.store.status", fromlist=["status"]).status(conn)
+    finally:
+        db.close()
+    console.print(status_table(data))
+    home = os.environ.get("DAGSTER_HOME") or str(_settings().home / "dagster")
+    console.print(
+        "\nOpen the Dagster UI on the same run history:\n"
+        f"  DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml\n"
+        "Export the store as Markdown:  .venv/bin/anima export --markdown ./anima-export\n"
+        'Ask it something:             .venv/bin/anima recall "what does Lin Wei like to eat?"'
+    )
+
+
+def show_learned(conn, anima_id: str) -> None:
+    from anima_pipeline.recall.context import resident_set
+    from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo
+    from anima_pipeline.store.memories import MemoryRepo
+
+    mems = MemoryRepo(conn).active(anima_id)
+    t = Table(title=f"semantic memories of {anima_id} ({len(mems)} active; the newest 15)")
+    for col in ("id", "type", "content", "sources"):
+        t.add_column(col, overflow="fold")
+    for m in sorted(mems, key=lambda m: m.id)[-15:]:
+        t.add_row(m.ref, m.type, escape(m.content), ", ".join(s.split(":")[-1] for s in m.source_sessions))
+    console.print(t)
+    anchors = conn.execute(
+        "SELECT occurred_at, emotion, valence, trigger FROM emotional_anchor WHERE anima_id = %s ORDER BY occurred_at",
+        (anima_id,),
+    ).fetchall()
+    t = Table(title=f"emotional anchors ({len(anchors)})")
+    for col in ("when", "emotion", "valence", "trigger"):
+        t.add_column(col, overflow="fold")
+    for a in anchors:
+        t.add_row(f"{a['occurred_at']:%m-%d %H:%M}", a["emotion"], f"{a['valence']:+.1f}", escape(a["trigger"] or ""))
+    console.print(t)
+    t = Table(title="autobiographical narratives")
+    for col in ("id", "significance", "title"):
+        t.add_column(col, overflow="fold")
+    for n in AutobiographyRepo(conn).active(anima_id):
+        t.add_row(f"a-{n['id']}", n["significance"], escape(n["title"]))
+    console.print(t)
+    summaries = conn.execute(
+        "SELECT level, period_start, content FROM temporal_summary WHERE anima_id = %s ORDER BY level, period_start",
+        (anima_id,),
+    ).fetchall()
+    t = Table(title=f"temporal summaries ({len(summaries)})")
+    for col in ("level", "period", "summary (start)"):
+        t.add_column(col, overflow="fold")
+    for srow in summaries:
+        t.add_row(srow["level"], str(srow["period_start"]), escape(srow["content"][:160].replace("\n", " ")))
+    console.print(t)
+    resident, overflow = resident_set(conn, anima_id)
+    console.print(f"[bold]resident set[/bold] ({len(resident)} memories, pinned ∪ most cited):")
+    for m in resident:
+        console.print(f"  {m.ref} {'📌 ' if m.pinned else ''}{escape(m.content)}", highlight=False)
+    summary = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
+    if summary:
+        console.print("[bold]self block autobiography_summary:[/bold]")
+        console.print(escape(summary), highlight=False)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ class Settings(BaseModel):
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     timezone: str = "Asia/Shanghai"
-    start_date: date = date(2023, 1, 1)
+    start_date: date = date(2020, 1, 1)
     budget_usd: float | None = None
     budget_tokens: int | None = None
 

@@ -676,7 +676,7 @@ def test_each_stage_reports_counts_and_input_size(rich: Database):
         ),
         "emotional_anchors/extracted": ("conversations", "anchors"),
         "autobiographical_memory/narrated": ("candidates", "narratives"),
-        "self_blocks/autobiography_summary": ("narratives", "self_blocks", "summary_chars"),
+        "self_blocks/autobiography_summary": ("narratives_read", "self_blocks", "summary_chars"),
     }
     assert list(results) == list(LIGHT_STEPS)
     for step, keys in expected.items():

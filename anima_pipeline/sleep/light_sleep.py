@@ -243,7 +243,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not narratives:
-            return StepOutcome(stats={"narratives": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)})
+            return StepOutcome(stats={"narratives_read": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)})
         system = identity_context(conn, anima_id)
         msg1 = "# Active narratives\n" + "\n".join(
             f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}" for n in narratives
@@ -258,7 +258,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
         )
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
         return StepOutcome(
-            stats={"narratives": len(narratives), "input_chars": len(system) + len(msg1),
+            stats={"narratives_read": len(narratives), "input_chars": len(system) + len(msg1),
                    "summary_chars": len(current), **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0), **executor.stats},
             usage=usage,
         )

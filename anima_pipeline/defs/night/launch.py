@@ -41,6 +41,7 @@ def materialize_night(
     with_checks: bool = True,
     raise_on_error: bool = True,
     tags: dict[str, str] | None = None,
+    log_level: str | None = None,
 ) -> dg.ExecuteInProcessResult:
     """Materialize the night for `first` (or the range first..last, one run, days in order).
 
@@ -77,9 +78,12 @@ def materialize_night(
         from anima_pipeline.defs.instance import get_instance
 
         instance = get_instance()
+    run_config = night_run_config(mode, force, animas)
+    if log_level:  # the CLI draws its own progress; the full log stays in the run history
+        run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
     return dg.materialize(
         [night_assets.night, *night_checks_defs()],
-        run_config=night_run_config(mode, force, animas),
+        run_config=run_config,
         instance=instance,
         resources=resources if resources is not None else build_resources(),
         partition_key=partition_key,

@@ -87,11 +87,32 @@ def _count(word: str) -> int | None:
     return NUMBER_WORDS.get(word)
 
 
+# A time phrase used as a noun takes no preposition: "Tomorrow looks rainy", "tonight's dinner",
+# "a day like today" -> "2023-05-09 looks rainy", "2023-05-08's dinner", "a day like 2023-05-08".
+_NOUN_AFTER = re.compile(
+    r"^(?:'s\b|\s+(?:is|was|looks|looked|seems|seemed|sounds|proved|has|had|will|would|feels|felt|"
+    r"went|could|can|might|must)\b)",
+    re.I,
+)
+
+
+def _as_noun(m: re.Match[str]) -> bool:
+    """Does the matched time phrase stand as a noun (subject, possessive, object of 'like')?"""
+    before, after = m.string[: m.start()], m.string[m.end() :]
+    if _NOUN_AFTER.match(after):
+        return True
+    return bool(
+        re.search(r"\b(?:like|than|as|it's|it is|is|was)\s+(?:(?:\w+ly|now|already)\s+)*$", before, re.I)
+    )
+
+
 def _with_prep(m: re.Match[str], default: str, phrase: str) -> str:
     """Keep a meaningful preposition of the original ('since last year' -> 'since 2022')."""
     prep = (m.groupdict().get("prep") or "").lower()
     if prep in _KEEP_PREP:
         return f"{m.group('prep')} {phrase}"
+    if not prep and default in ("on", "in") and _as_noun(m):
+        return phrase
     return f"{default} {phrase}" if default else phrase
 
 
@@ -170,12 +191,40 @@ def _relative(m: re.Match[str], s: _Said) -> str:
     return _with_prep(m, "on" if unit == "weekend" else "in", f"the {unit} {rel} {s.day.isoformat()}")
 
 
+# "it's Thursday", "today is Friday", "officially Monday": the weekday named is today's week.
+_PRESENT_WEEKDAY = re.compile(
+    r"\b(?:it's|it is|today's|today is|now|officially|already|finally)\s+(?:(?:now|officially|already|finally)\s+)*$",
+    re.I,
+)
+
+
+def _day_of_month(said: date, day: int, weekday: int) -> date | None:
+    """The date with that day of month nearest to `said` (preferring one on the named weekday)."""
+    options = []
+    for months in (-1, 0, 1):
+        first = shift_month(said, months)
+        try:
+            options.append(first.replace(day=day))
+        except ValueError:
+            continue
+    if not options:
+        return None
+    return min(options, key=lambda d: (d.weekday() != weekday, abs((d - said).days)))
+
+
 def _named_weekday(m: re.Match[str], s: _Said) -> str:
+    wd = _weekday_index(m.group("wd"))
+    dom = m.groupdict().get("dom")
+    if dom:  # "Thursday the 19th": the day of month decides, the weekday only confirms
+        exact = _day_of_month(s.day, int(dom), wd)
+        return _with_prep(m, "on", exact.isoformat()) if exact else m.group(0)
     which = re.sub(r"\s+", " ", (m.group("which") or "").lower())
     step = _step(which)
     direction = "past" if step < 0 else "future" if step > 0 else "same" if which == "this" else None
+    if direction is None and _PRESENT_WEEKDAY.search(m.string[: m.start()]):
+        direction = "same"
     direction = direction or ("past" if s.past else "future")
-    return _with_prep(m, "on", _weekday(s.day, _weekday_index(m.group("wd")), direction).isoformat())
+    return _with_prep(m, "on", _weekday(s.day, wd, direction).isoformat())
 
 
 _EN_RULES: list[Rule] = [
@@ -223,7 +272,17 @@ _EN_RULES: list[Rule] = [
         ),
         _relative,
     ),
-    (re.compile(_PREP + _WHICH + r"?(?P<wd>" + "|".join(_WEEKDAYS) + r")\b(?!s)", re.I), _named_weekday),
+    (
+        re.compile(
+            _PREP
+            + _WHICH
+            + r"?(?P<wd>"
+            + "|".join(_WEEKDAYS)
+            + r")\b(?!s)(?:,?\s+(?:the\s+)?(?P<dom>[12]?\d|3[01])(?:st|nd|rd|th)\b)?",
+            re.I,
+        ),
+        _named_weekday,
+    ),
     (re.compile(_PREP + _WHICH + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), _named_weekday),
 ]
 
@@ -308,9 +367,10 @@ _ZH_RULES: list[Rule] = [
 ]
 
 
-def _keep_case(original: str, replacement: str) -> str:
-    """Capitalise the replacement when the phrase opened a sentence."""
-    if original[:1].isupper() and replacement[:1].islower():
+def _keep_case(m: re.Match[str], replacement: str) -> str:
+    """Capitalise the replacement when the phrase opened a sentence (not for a capitalised weekday)."""
+    opens = not re.search(r"[A-Za-z0-9]", m.string[: m.start()])
+    if opens and m.group(0)[:1].isupper() and replacement[:1].islower():
         return replacement[:1].upper() + replacement[1:]
     return replacement
 
@@ -331,6 +391,6 @@ def resolve_relative_dates(text: str, said_on: date) -> str:
         if rules:
             said = _Said(said_on, ("了" in sentence or "过" in sentence) or _is_past(sentence))
             for pattern, handler in rules:
-                sentence = pattern.sub(lambda m, h=handler, s=said: _keep_case(m.group(0), h(m, s)), sentence)
+                sentence = pattern.sub(lambda m, h=handler, s=said: _keep_case(m, h(m, s)), sentence)
         out.append(sentence)
     return "".join(out)

@@ -24,11 +24,14 @@ _OPENERS = (
     r"wow+|whoa|woah|oh+|ah+|aw+|haha+|hah|hehe|lol|lmao|omg|gosh|yeah+|yea|yep|yup|nope|well|hey+|hi+|hello|"
     r"so|um+|uh+|hmm+|anyway|anyways|btw|by the way|guess what|you know what|you know|i mean|thanks|thank you|"
     r"thx|also|and|but|plus|of course|no problem|no worries|speaking of which|funny you should ask|oh my god|"
-    r"same here|me too|good question|congrats|congratulations"
+    r"same here|me too|good question|congrats|congratulations|then|wait|oh wait|hold on|ha+|ah well|"
+    r"(?:a |my )?(?:confession|(?:quick |big |little )?update|news flash|true story|spoiler|fun fact|plot twist)(?=\s*:)|"
+    r"to be (?:honest|fair)|tbh|in fact|as it turns out|turns out(?= that\b)|that said|all in all"
 )
 _EXCLAMATIONS = (
     r"yes|ok|okay|alright|sure|cool|nice|great|awesome|sweet|totally|definitely|absolutely|honestly|"
-    r"actually|exactly|right|true|indeed|really|seriously|crazy|man|dude|amazing|wonderful"
+    r"actually|exactly|right|true|indeed|really|seriously|crazy|man|dude|amazing|wonderful|no|nah|"
+    r"oh no|ugh|hmm|sadly|luckily|fortunately|unfortunately|honestly|anyway|okay so|ok so"
 )
 LEADING_FILLERS = re.compile(
     r"^(?:(?:(?:" + _OPENERS + r")\b[\s,!.:;~\-–—]*)|(?:(?:" + _EXCLAMATIONS + r")\b\s*[,!.:;~\-–—]+\s*))+",
@@ -52,7 +55,32 @@ URL = re.compile(r"https?://\S+")
 
 ZH_LEADING_FILLERS = re.compile(
     r"^(?:(?:哈+|呵+|嘿+|嗯+|啊+|哇塞?|哦+|噢+|呃+|唉+|嗨|对了|其实|那个|好的|好吧|是的|当然|确实|"
-    r"没错|没问题|谢谢你?|真的|说起来|话说|可以|你好[啊呀]?|您好|是啊|对啊?|嗯嗯)[\s，,！!。~、]+)+"
+    r"没错|没问题|谢谢你?|真的|说起来|话说|可以|你好[啊呀]?|您好|是啊|对啊?|嗯嗯|还有|另外|说到这个|说到这儿|"
+    r"不过|然后|那么|所以|坦白说|老实说|说实话|跟你说|告诉你|不是|对了对了)[\s，,！!。~、：:]+)+"
+)
+# Requests and meta remarks addressed to the other person: they steer the chat, they state nothing.
+ZH_REQUEST = re.compile(
+    r"^(?:你|请你?|麻烦你)?(?:给我|帮我|替我|跟我|和我)(?:推荐|讲讲?|说说?|找|查|介绍|想想|看看|出出主意)"
+    r"|^(?:我)?(?:跟|和|给|对)(?:你|[A-Za-z\u3400-\u9fff]{1,8})(?:说说|讲讲|聊聊|介绍一下|汇报一下)"
+    r"|^(?:你|请你?)(?:推荐|说说|讲讲|介绍|猜猜|想想)"
+    r"|(?:说说|讲讲|聊聊)[^，,]{0,12}吧[。！!]*$"
+)
+# Greetings, farewells, apologies and well-wishes: small talk even when they name people.
+EN_PLEASANTRY = re.compile(
+    r"^(?:good ?(?:night|morning|evening|afternoon|luck)|night night|sleep (?:well|tight)|sweet dreams|"
+    r"take care|see you|talk (?:soon|later|to you)|catch you|bye|goodbye|have (?:a|fun)\b|say hi|"
+    r"(?:I'm |I am )?(?:so |really |very )?sorry\b|welcome|happy (?:birthday|new year|holidays)|congrat|"
+    r"cheers|enjoy|rest (?:well|up|those)|get some rest|sounds (?:good|great|like)|(?:that|it)(?:'s| is) "
+    r"(?:okay|ok|fine|alright|great|wonderful|amazing|awesome|lovely)\b[.!]*$|"
+    r"(?:my|our) pleasure|any ?time|no worries|you're welcome|glad to)",
+    re.IGNORECASE,
+)
+# Remarks about the conversation itself ("wait, it's past midnight"), not about anybody's life.
+EN_META = re.compile(
+    r"\b(?:it's|it is) (?:already |now |just )?(?:past|almost|nearly|after) (?:midnight|\d|one|two|three)"
+    r"|\bso it's (?:on )?(?:\d{4}-\d{2}-\d{2}|tomorrow|today) (?:now|already)\b|\bit's late\b"
+    r"|\b(?:this|our) (?:chat|conversation)\b|\bwhere was I\b|\bas I (?:said|was saying)\b",
+    re.IGNORECASE,
 )
 ZH_SMALL_TALK_CLAUSE = re.compile(
     r"^(?:你好啊?|您好|嗨|早上好|晚上好|下午好|晚安|再见|拜拜|很高兴认识你|很高兴和你聊天|谢谢你?的?\S{0,6}|"
@@ -153,7 +181,8 @@ EN_WORLD = re.compile(
     r"|\b(?:my|our)\s+(?:\w+\s+)?(?:husband|wife|partner|boyfriend|girlfriend|fianc[eé]e?|son|daughter|"
     r"kids?|children|child|baby|mom|mother|dad|father|brother|sister|parents|family|grandma|grandmother|"
     r"grandpa|grandfather|aunt|uncle|cousin|dog|cat|pet|puppy|kitten|bird|fish|turtles?|hamster|rabbit|"
-    r"horse|job|boss|team|company|friend|bff|best friend|roommate|neighbou?r|home|house|apartment|"
+    r"horse|job|boss|manager|colleague|coworker|co-worker|team|company|office|employer|friend|bff|best friend|"
+    r"roommate|neighbou?r|home|house|apartment|niece|nephew|grandson|granddaughter|in-laws?|"
     r"hometown|town|city|country|school|college|university|major|degree|car|studio|shop|business)s?\b"
     r"|\bnamed\b|\bname(?:'s| is)\b",
     re.IGNORECASE,
@@ -245,8 +274,13 @@ ZH_EVENT = re.compile(
     r"(?:去|参加|开始|完成|学会|学|买|看|做|吃|玩|见|遇到|发现|获得|赢|换|搬|认识|报名|加入|参观|逛|听|读|写|画|跑)了"
     r"|了(?:一|个|场|次|趟|部|本|首|家)|(?:去|到)过"
 )
+ZH_KIN = (
+    r"(?:爸爸?|妈妈?|父亲|母亲|父母|老公|老婆|丈夫|妻子|儿子|女儿|孩子|哥哥?|姐姐?|弟弟?|妹妹?|爷爷|奶奶|外公|外婆|"
+    r"姥姥|姥爷|男朋友|女朋友|室友|同事|老板|领导|上司|经理|猫|狗|宠物)"
+)
 ZH_STRONG_WORLD = re.compile(
     r"我叫|名字|养了|养着|在\S{1,12}(?:工作|上班|上学|读书)|住在|来自|老家|我是(?!说)"
+    r"|" + ZH_KIN + r"(?:叫|是|在|住|今年|\d+岁|[一二三四五六七八九十]+岁)|(?:工作|职业|专业)是|当(?:老师|医生|护士|工程师)"
 )
 SELF_INTRO = re.compile(r"\bmy name(?:'s| is)\b|\bcall me\b|我叫|我的名字", re.I)
 TRAILING_FILLERS = re.compile(

@@ -118,7 +118,11 @@ def normalize_key(text: str) -> str:
     return " ".join("".join(kept).split())
 
 
+_TOOL_MARKUP = re.compile(r"<(tool_call|tool_result|function_call)>.*?</\1>", re.S)
+
+
 def _clean(text: str) -> str:
+    text = _TOOL_MARKUP.sub(" ", text)
     text = lx.EMOJI.sub(" ", lx.PHOTO_TAG.sub(" ", lx.URL.sub(" ", text)))
     text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
     return re.sub(r"[ \t]+", " ", text).strip()
@@ -565,6 +569,7 @@ class _Context:
     role: str
     names: tuple[str, ...]
     said_on: date
+    lower_words: frozenset[str] = frozenset()  # words seen in lower case today: common, not names
 
 
 def _participants(utterances: Sequence[Utterance]) -> dict[str, dict[str, str]]:
@@ -650,6 +655,8 @@ def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
     (their shop, their pet, their book); reported speech records that honestly
     without pretending to know whose it is.
     """
+    if ctx.role == "assistant":
+        return None  # the assistant's own remarks, forecasts and pleasantries are not memories
     if re.search(
         r"\byou(?:r|rs|rself|'re|'ve|'ll)?\b|^(?:let's|here's|here is|check|look|thank)", sentence, re.I
     ):
@@ -663,13 +670,62 @@ def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
         return None  # the assistant's general remark ("reading can change your mood") is not a memory
     if lx.IMPERATIVE.match(sentence):
         return None  # advice to the other person, not a fact
-    base = sentence.split(" ", 1)[0].split("'", 1)[0].lower()
-    if base in lx.STOPWORDS or base in lx.SMALL_TALK_WORDS or base in lx.VAGUE_WORDS:
+    if _is_fragment(sentence):
+        return None  # "Usually alone along the river." answers a question; alone it states nothing
+    sentence = _kin_of(sentence, ctx.speaker)
+    ftype = "opinion" if re.search(r"\b(?:should|shouldn't|best|worst)\b", sentence, re.I) else "world"
+    if re.match(re.escape(ctx.speaker) + r"'s\b", sentence):
+        return ftype, sentence, 0.5  # "Dad's tests are fine" -> "Lin Wei's dad's tests are fine"
+    first = sentence.split(" ", 1)[0]
+    if first != "I" and not first.isupper() and not _proper_opener(first, ctx):
         sentence = sentence[:1].lower() + sentence[1:]
-    ftype = (
-        "opinion" if re.search(r"\b(?:should|best|better|worst|important|key)\b", sentence, re.I) else "world"
-    )
     return ftype, f"{ctx.speaker} said {sentence}", 0.5
+
+
+_FINITE = re.compile(
+    r"\b(?:is|are|was|were|am|be|been|has|have|had|do|does|did|will|would|can|could|should|shall|may|"
+    r"might|must|got|get|gets|went|goes|go|made|make|makes|came|comes|took|takes|said|says|told|felt|feels|"
+    r"knew|knows|thinks|thought|loves|likes|wants|needs|works|lives|calls|call|keep|keeps|kept|became|left|"
+    r"ran|runs|saw|sees|found|put|let|gave|gives|"
+    + "|".join(sorted(lx.IRREGULAR_PAST))
+    + r")\b|'(?:s|re|ve|ll|d|m)\b|n't\b|\b[a-z]{3,}ed\b|\b[a-z]{2,}(?:es|ts|ks|ps|ns|ls|rs|ys|gs|ds|ms)\b(?=\s+(?:a|an|the|to|in|on|at|with|for|it|him|her|them|me|us|out|up|off|his|their|my|our|your|that|this)\b)",
+    re.I,
+)
+_FRAGMENT_OPENER = re.compile(
+    r"^(?:like|usually|mostly|normally|just|only|almost|maybe|probably|perhaps|with|without|because|cause|"
+    r"and|but|or|except|unless|hopefully|definitely|mainly|especially|not|nothing|nope)\b(?!,?\s+(?:I|we|he|she|"
+    r"they|it|my|our|his|her|their)\b)",
+    re.I,
+)
+
+
+def _is_fragment(sentence: str) -> bool:
+    """No finite verb, or an opener that makes it the tail of an answer ("Like life's too short ...")."""
+    if lx.EN_META.search(sentence):
+        return True
+    if _FRAGMENT_OPENER.match(sentence):
+        return True
+    return not _FINITE.search(sentence)
+
+
+_KIN_NAMES = re.compile(r"\b(Dad|Mom|Mum|Mommy|Daddy|Mama|Papa|Grandma|Grandpa|Granny|Nana)\b(?!\s+[A-Z])")
+
+
+def _kin_of(sentence: str, speaker: str) -> str:
+    """'Dad' used as a name is the speaker's dad: the first mention says whose."""
+    m = _KIN_NAMES.search(sentence)
+    if not m:
+        return sentence
+    kin = m.group(1).lower()
+    return sentence[: m.start()] + f"{speaker}'s {kin}" + _KIN_NAMES.sub(lambda k: k.group(1).lower(), sentence[m.end() :])
+
+
+def _proper_opener(word: str, ctx: _Context) -> bool:
+    """Is a capitalised sentence opener a name ('Mei', 'Shanghai') rather than a common word ('Real')?"""
+    low = word.lower().split("'", 1)[0]
+    if low in ctx.lower_words or low in lx.STOPWORDS | lx.SMALL_TALK_WORDS | lx.VAGUE_WORDS | lx.ADVERBS:
+        return False
+    return _looks_like_name(word) or any(n and n.split()[0] == word for n in ctx.names)
 
 
 def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, float] | None:
@@ -792,7 +848,9 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
     utterances = sorted(utterances, key=lambda u: u.created_at)
     if not utterances or is_small_talk(utterances):
         return []
+    utterances = [u for u in utterances if u.role in ("user", "assistant")]  # tool / system output is no talk
     people = _participants(utterances)
+    lower_words = frozenset(w for u in utterances for w in re.findall(r"\b[a-z][a-z'-]+\b", u.text))
     seen: set[str] = set()
     facts: list[FactCandidate] = []
     for utt in utterances:
@@ -802,7 +860,9 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
         default, label = _ROLE_LABELS.get((lang, utt.role), _ROLE_LABELS[(lang, "user")])
         speaker = utt.speaker or default
         other = roles.get(other_role) or _ROLE_LABELS[(lang, other_role)][0]
-        ctx = _Context(speaker, other, label, utt.role, tuple(roles.values()), utt.created_at.date())
+        ctx = _Context(
+            speaker, other, label, utt.role, tuple(roles.values()), utt.created_at.date(), lower_words
+        )
         for fact in _facts_of(utt, ctx):
             if fact.key and fact.key not in seen:
                 seen.add(fact.key)
