@@ -64,14 +64,29 @@ def at(month: int, day: int, hour: int = 10) -> datetime:
     return datetime(2024, month, day, hour, tzinfo=CST)
 
 
-def mem(content: str, type: str = "world", observed: datetime | None = None, sources: list[str] | None = None,
-        **extra: Any) -> dict[str, Any]:
-    return {"type": type, "content": content, "observed_at": observed, "source_sessions": sources or ["s-plant"],
-            **extra}
+def mem(
+    content: str,
+    type: str = "world",
+    observed: datetime | None = None,
+    sources: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "type": type,
+        "content": content,
+        "observed_at": observed,
+        "source_sessions": sources or ["s-plant"],
+        **extra,
+    }
 
 
-def plant(db: Database, *specs: dict[str, Any], day: date | None = PLANTED, step: str = LIGHT,
-          now: datetime | None = None) -> list[int]:
+def plant(
+    db: Database,
+    *specs: dict[str, Any],
+    day: date | None = PLANTED,
+    step: str = LIGHT,
+    now: datetime | None = None,
+) -> list[int]:
     """Write memories the way a step does (audited with its day and step); ids in order."""
     with db.transaction() as conn:
         repo = MemoryRepo(conn, Audit(conn=conn, anima_id=A, run_id="plant", step=step, day=day))
@@ -101,7 +116,8 @@ def contents(db: Database) -> set[str]:
 def events(db: Database, step: str | None = None) -> list[dict]:
     with db.transaction() as conn:
         rows = conn.execute(
-            "SELECT * FROM memory_event WHERE anima_id = %s AND table_name = 'semantic_memory' ORDER BY id", (A,)
+            "SELECT * FROM memory_event WHERE anima_id = %s AND table_name = 'semantic_memory' ORDER BY id",
+            (A,),
         ).fetchall()
     return [r for r in rows if step is None or r["step"] == step]
 
@@ -135,7 +151,9 @@ def big_store(db: Database, n: int, chars: int, types: tuple[str, ...] = ("world
 # ---- round 1: contradiction + expiry ----------------------------------------------------
 
 
-def test_round_1_deprecates_the_older_of_an_exclusive_contradiction_only(db: Database, tmp_path: Path) -> None:
+def test_round_1_deprecates_the_older_of_an_exclusive_contradiction_only(
+    db: Database, tmp_path: Path
+) -> None:
     tiger, goat, mild, spicy, python, ts, apples, cherries = plant(
         db,
         mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
@@ -167,11 +185,18 @@ def test_round_1_deprecates_the_older_of_an_exclusive_contradiction_only(db: Dat
 # ---- round 2: split ---------------------------------------------------------------------------
 
 
-def test_round_2_splits_a_multi_fact_entry_into_parts_that_inherit_provenance(db: Database, tmp_path: Path) -> None:
+def test_round_2_splits_a_multi_fact_entry_into_parts_that_inherit_provenance(
+    db: Database, tmp_path: Path
+) -> None:
     multi, single, dependent = plant(
         db,
-        mem("Caroline went hiking in Yosemite last summer. She adopted a cat named Miso.", "experience",
-            observed=at(1, 20), sources=["s-2", "s-1"], confidence=0.9),
+        mem(
+            "Caroline went hiking in Yosemite last summer. She adopted a cat named Miso.",
+            "experience",
+            observed=at(1, 20),
+            sources=["s-2", "s-1"],
+            confidence=0.9,
+        ),
         mem("Bob works at a bakery in Lisbon."),
         mem("Dan bought a red bike. It cost him 300 euros."),  # the second sentence leans on the first
     )
@@ -199,14 +224,26 @@ def test_round_2_splits_a_multi_fact_entry_into_parts_that_inherit_provenance(db
 # ---- round 3: merge ---------------------------------------------------------------------------
 
 
-def test_round_3_merges_twins_and_near_duplicates_stitching_their_fields(db: Database, tmp_path: Path) -> None:
+def test_round_3_merges_twins_and_near_duplicates_stitching_their_fields(
+    db: Database, tmp_path: Path
+) -> None:
     bob1, bob2, vio1, vio2, other = plant(
         db,
         mem("Bob works at a bakery in Lisbon.", observed=at(1, 5), sources=["s-5"]),
         mem("Bob works at a bakery in Lisbon.", observed=at(1, 3), sources=["s-3", "s-4"], confidence=0.95),
-        mem("Melanie plays the violin in a community orchestra.", "experience", observed=at(2, 9), sources=["s-9"]),
-        mem("Melanie plays the violin in a local community orchestra.", "experience", observed=at(2, 7),
-            sources=["s-7"], reference_count=2.0),
+        mem(
+            "Melanie plays the violin in a community orchestra.",
+            "experience",
+            observed=at(2, 9),
+            sources=["s-9"],
+        ),
+        mem(
+            "Melanie plays the violin in a local community orchestra.",
+            "experience",
+            observed=at(2, 7),
+            sources=["s-7"],
+            reference_count=2.0,
+        ),
         mem("Melanie plays chess on Sundays.", "experience"),
     )
     result = merge(db, night(tmp_path), A)
@@ -239,10 +276,19 @@ def test_round_4_unpins_a_stale_pin_and_keeps_a_recently_cited_one(db: Database,
     # wall clock both pins are years old.
     stale, cited = plant(
         db,
-        mem("Lin is allergic to peanuts.", pinned=True, pinned_at=END - timedelta(days=60),
-            last_referenced_at=END - timedelta(days=45)),
-        mem("Lin's partner is called Jo.", pinned=True, pinned_at=END - timedelta(days=200),
-            last_referenced_at=END - timedelta(days=3), reference_count=3.0),
+        mem(
+            "Lin is allergic to peanuts.",
+            pinned=True,
+            pinned_at=END - timedelta(days=60),
+            last_referenced_at=END - timedelta(days=45),
+        ),
+        mem(
+            "Lin's partner is called Jo.",
+            pinned=True,
+            pinned_at=END - timedelta(days=200),
+            last_referenced_at=END - timedelta(days=3),
+            reference_count=3.0,
+        ),
     )
     lenient = review_pins(db, night(tmp_path, settings={"stale_pin_days": 90}), A)
     assert lenient.stats.get("unpinned", 0) == 0 and get(db, stale).pinned
@@ -259,13 +305,19 @@ def test_round_4_unpins_a_stale_pin_and_keeps_a_recently_cited_one(db: Database,
 # ---- all four in order ---------------------------------------------------------------------
 
 
-def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(db: Database, tmp_path: Path) -> None:
+def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(
+    db: Database, tmp_path: Path
+) -> None:
     tiger, goat, multi, cat, bob1, bob2, pin, keep = plant(
         db,
         mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
         mem("Lin's daughter was born in the Year of the Goat.", observed=at(2, 1)),
-        mem("Caroline went hiking in Yosemite last summer. Caroline adopted a cat named Miso.", "experience",
-            observed=at(1, 20), sources=["s-20"]),
+        mem(
+            "Caroline went hiking in Yosemite last summer. Caroline adopted a cat named Miso.",
+            "experience",
+            observed=at(1, 20),
+            sources=["s-20"],
+        ),
         mem("Caroline adopted a cat named Miso.", "experience", observed=at(1, 10), sources=["s-10"]),
         mem("Bob works at a bakery in Lisbon.", sources=["s-5"]),
         mem("Bob works at a bakery in Lisbon.", sources=["s-6"]),
@@ -307,7 +359,9 @@ def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(d
     for e in events(db):
         last[int(e["memory_id"])] = e["after"]
     with db.transaction() as conn:
-        rows = conn.execute("SELECT id, content, status, superseded_by, pinned FROM semantic_memory").fetchall()
+        rows = conn.execute(
+            "SELECT id, content, status, superseded_by, pinned FROM semantic_memory"
+        ).fetchall()
     assert len(rows) == len(last) == 8 + 2 + 2
     for r in rows:
         assert {k: last[r["id"]][k] for k in ("content", "status", "superseded_by", "pinned")} == {
@@ -320,7 +374,9 @@ def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(d
 # ---- message 1 is a byte-identical, cached prefix ------------------------------------------
 
 
-def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(db: Database, tmp_path: Path) -> None:
+def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
+    db: Database, tmp_path: Path
+) -> None:
     tiger, goat, _bob = plant(
         db,
         mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
@@ -330,14 +386,17 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(db
     script = [
         reply(
             text("f-1 is contradicted by the newer f-2."),
-            tool_use("deprecate_semantic_memory",
-                     {"id": f"f-{tiger}", "reason": "contradicted by a newer fact", "superseded_by": f"f-{goat}"}),
+            tool_use(
+                "deprecate_semantic_memory",
+                {"id": f"f-{tiger}", "reason": "contradicted by a newer fact", "superseded_by": f"f-{goat}"},
+            ),
         ),
         reply(text("Done.")),
     ]  # rounds 2-4 get the fake's default end_turn reply: the model changes nothing more
     with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
-        engine = AnthropicEngine("claude-haiku-4-5", SecretStr("sk-ant-test"), base_url=fake.url, max_retries=0,
-                                 timeout=10)
+        engine = AnthropicEngine(
+            "claude-haiku-4-5", SecretStr("sk-ant-test"), base_url=fake.url, max_retries=0, timeout=10
+        )
         try:
             n = night(tmp_path, engine=engine)
             results = [r(db, n, A) for r in ROUNDS]
@@ -397,9 +456,24 @@ def test_size_band_boundaries(chars: int, band: str) -> None:
 def _memory(mid: int, type: str, content: str) -> SemanticMemory:
     t = datetime(2024, 1, 1, tzinfo=UTC)
     return SemanticMemory(
-        id=mid, anima_id=A, type=type, content=content, confidence=0.8, source_sessions=["s-1"], observed_at=None,
-        valid_from=None, valid_until=None, status="active", deprecated_reason=None, superseded_by=None,
-        pinned=False, pinned_at=None, reference_count=0.0, last_referenced_at=None, created_at=t, updated_at=t,
+        id=mid,
+        anima_id=A,
+        type=type,
+        content=content,
+        confidence=0.8,
+        source_sessions=["s-1"],
+        observed_at=None,
+        valid_from=None,
+        valid_until=None,
+        status="active",
+        deprecated_reason=None,
+        superseded_by=None,
+        pinned=False,
+        pinned_at=None,
+        reference_count=0.0,
+        last_referenced_at=None,
+        created_at=t,
+        updated_at=t,
     )
 
 
@@ -419,7 +493,8 @@ def test_batches_one_under_the_batch_threshold_by_type_above_and_refused_past_th
     for total in (BATCH_CHARS + 1, REFUSE_CHARS):
         ms = _store_of(total)
         assert [(label, [m.id for m in group]) for label, group in batches(ms)] == [
-            ("world", [1, 3]), ("preference", [2])
+            ("world", [1, 3]),
+            ("preference", [2]),
         ]
     with pytest.raises(DeepSleepTooLarge) as exc:
         batches(_store_of(REFUSE_CHARS + 1))
@@ -427,8 +502,11 @@ def test_batches_one_under_the_batch_threshold_by_type_above_and_refused_past_th
 
 
 def test_a_store_over_the_limit_fails_the_step_and_changes_nothing(db: Database, tmp_path: Path) -> None:
-    plant(db, mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
-          mem("Lin's daughter was born in the Year of the Goat.", observed=at(2, 1)))
+    plant(
+        db,
+        mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
+        mem("Lin's daughter was born in the Year of the Goat.", observed=at(2, 1)),
+    )
     big_store(db, 31, 10_000)
     before = [(m.id, m.status, m.updated_at) for m in active(db)]
     assert len(message_one(active(db))) > REFUSE_CHARS
@@ -449,7 +527,9 @@ def test_a_store_between_100k_and_300k_is_sent_in_batches_by_type(
 ) -> None:
     big_store(db, 14, 10_000)  # ~140k characters, world and preference
     with FakeMessagesAPI([], min_cache_tokens=1) as fake:
-        engine = AnthropicEngine("claude-haiku-4-5", SecretStr("sk-ant-test"), base_url=fake.url, max_retries=0)
+        engine = AnthropicEngine(
+            "claude-haiku-4-5", SecretStr("sk-ant-test"), base_url=fake.url, max_retries=0
+        )
         try:
             with caplog.at_level(logging.WARNING, logger="anima_pipeline.sleep.deep_sleep"):
                 result = review_pins(db, night(tmp_path, engine=engine), A)
@@ -475,7 +555,9 @@ def test_a_store_between_10k_and_100k_warns_and_runs_normally(
         result = review_pins(db, night(tmp_path), A)
     assert result.status == "done" and result.stats["size_band"] == "warn"
     assert WARN_CHARS < result.stats["message1_chars"] <= BATCH_CHARS
-    assert any("(warn)" in r.getMessage() and STEP_PINS.split("/")[0] not in r.getMessage() for r in caplog.records)
+    assert any(
+        "round 4 (pin_review)" in r.getMessage() and "(warn)" in r.getMessage() for r in caplog.records
+    )
 
 
 # ---- modes: incremental is keyed to the partition day -----------------------------------
@@ -489,13 +571,18 @@ QUIET_STORE = (
 )
 
 
-def test_incremental_skips_rounds_1_and_3_when_the_partition_day_is_quiet(db: Database, tmp_path: Path) -> None:
+def test_incremental_skips_rounds_1_and_3_when_the_partition_day_is_quiet(
+    db: Database, tmp_path: Path
+) -> None:
     # Written just now by the wall clock, but by a light sleep of another partition day; and the
     # night under test is today's: a wall-clock test ("updated in the last 24 h") would not skip.
     today = datetime.now(CST).date()
-    ids = plant(db, *QUIET_STORE, mem("Lin is allergic to peanuts.", pinned=True,
-                                      pinned_at=datetime.now(CST) - timedelta(days=100)),
-                day=today - timedelta(days=3))
+    ids = plant(
+        db,
+        *QUIET_STORE,
+        mem("Lin is allergic to peanuts.", pinned=True, pinned_at=datetime.now(CST) - timedelta(days=100)),
+        day=today - timedelta(days=3),
+    )
     n = night(tmp_path, day=today, mode="incremental")
     results = [r(db, n, A) for r in ROUNDS]
 
@@ -508,7 +595,9 @@ def test_incremental_skips_rounds_1_and_3_when_the_partition_day_is_quiet(db: Da
     assert skipped["stats"]["skipped_rounds"] == 1
 
 
-def test_incremental_runs_rounds_1_and_3_when_a_step_changed_a_memory_that_day(db: Database, tmp_path: Path) -> None:
+def test_incremental_runs_rounds_1_and_3_when_a_step_changed_a_memory_that_day(
+    db: Database, tmp_path: Path
+) -> None:
     tiger, bob1, bob2 = plant(db, QUIET_STORE[0], QUIET_STORE[2], QUIET_STORE[3], now=at(2, 1))
     (goat,) = plant(db, QUIET_STORE[1], day=DAY)  # today's light sleep learnt the newer fact
     n = night(tmp_path, mode="incremental")
@@ -540,8 +629,12 @@ def test_incremental_counts_an_unaudited_write_inside_the_day(db: Database, tmp_
             "INSERT INTO semantic_memory (anima_id, type, content, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)",
             (A, "world", "Ana moved to Kyoto.", at(3, 5, 15), at(3, 5, 15)),
         )
-    assert deconflict(db, night(tmp_path, day=DAY - timedelta(days=1), mode="incremental"), A).stats[
-        "skipped_rounds"] == 1
+    assert (
+        deconflict(db, night(tmp_path, day=DAY - timedelta(days=1), mode="incremental"), A).stats[
+            "skipped_rounds"
+        ]
+        == 1
+    )
     assert deconflict(db, night(tmp_path, mode="incremental"), A).stats["skipped_rounds"] == 0
 
 
@@ -565,8 +658,12 @@ def test_incremental_split_looks_only_at_candidates_changed_that_day_full_at_all
 
     full = split(db, night(tmp_path, mode="full", force=True), A)
     assert full.stats["split"] == 1 and get(db, old).status == "deprecated"
-    assert {"Dan plays the cello every week.", "Dan collects vintage maps.", "Eve runs marathons in Boston.",
-            "Eve teaches chemistry at a high school."} == contents(db)
+    assert {
+        "Dan plays the cello every week.",
+        "Dan collects vintage maps.",
+        "Eve runs marathons in Boston.",
+        "Eve teaches chemistry at a high school.",
+    } == contents(db)
 
 
 # ---- the breaker ---------------------------------------------------------------------------
@@ -577,8 +674,10 @@ def test_a_round_deprecating_more_than_the_breaker_ratio_is_rolled_back(db: Data
     for i, name in enumerate(("Lin", "Ana", "Bea", "Cai", "Dov", "Eli")):
         pairs.append(mem(f"{name}'s daughter was born in the Year of the Tiger.", observed=at(1, 1 + i)))
         pairs.append(mem(f"{name}'s daughter was born in the Year of the Goat.", observed=at(2, 1 + i)))
-    fillers = [mem(f"Filler fact number {w} about the {w} garden.") for w in
-               ("north", "south", "east", "west", "upper", "lower", "inner", "outer")]
+    fillers = [
+        mem(f"Filler fact number {w} about the {w} garden.")
+        for w in ("north", "south", "east", "west", "upper", "lower", "inner", "outer")
+    ]
     ids = plant(db, *pairs, *fillers)
     before = {m.id: (m.status, m.updated_at) for m in active(db)}
 
@@ -599,8 +698,12 @@ def test_a_round_deprecating_more_than_the_breaker_ratio_is_rolled_back(db: Data
 
 
 def test_breaker_min_spares_a_small_store_and_is_configurable(db: Database, tmp_path: Path) -> None:
-    plant(db, *QUIET_STORE[:2], mem("Ana's son was born in the Year of the Dog.", observed=at(1, 2)),
-          mem("Ana's son was born in the Year of the Rat.", observed=at(2, 2)))
+    plant(
+        db,
+        *QUIET_STORE[:2],
+        mem("Ana's son was born in the Year of the Dog.", observed=at(1, 2)),
+        mem("Ana's son was born in the Year of the Rat.", observed=at(2, 2)),
+    )
     with pytest.raises(StepFailed, match=r"would deprecate 2 of 4"):
         deconflict(db, night(tmp_path, settings={"breaker_min": 1}), A)
     assert Settings().breaker_min == 5
@@ -611,7 +714,9 @@ def test_breaker_min_spares_a_small_store_and_is_configurable(db: Database, tmp_
 # ---- operation logs -------------------------------------------------------------------------
 
 
-def test_each_round_writes_its_operation_log_with_the_figures_of_its_stats(db: Database, tmp_path: Path) -> None:
+def test_each_round_writes_its_operation_log_with_the_figures_of_its_stats(
+    db: Database, tmp_path: Path
+) -> None:
     tiger, _goat, *_ = plant(db, *QUIET_STORE)
     n = night(tmp_path)
     first, second, third = deconflict(db, n, A), split(db, n, A), merge(db, n, A)
@@ -623,13 +728,15 @@ def test_each_round_writes_its_operation_log_with_the_figures_of_its_stats(db: D
         assert entry["run_id"] == n.run_id
         for key in ("active_count", "earlier_changes", "summary"):
             assert entry[key] == result.stats[key]
-        assert entry["tool_calls"] == result.stats.get("calls", 0) == len(result.details.get("tool_calls", []))
+        assert (
+            entry["tool_calls"] == result.stats.get("calls", 0) == len(result.details.get("tool_calls", []))
+        )
     assert op_log(tmp_path, 1, "contradiction")["animas"][A]["summary"] == "deprecated 1"
     assert first.stats["active_count"] == 4 and first.stats["earlier_changes"] == 0
     assert second.stats["active_count"] == 3 and second.stats["earlier_changes"] == 1
     log2 = op_log(tmp_path, 2, "split")["animas"][A]
     assert f"f-{tiger} — deprecated" in log2["change_log"] and log2["change_log"] == message_one_five(
-        [e for e in events(db, STEP_DECONFLICT)]
+        events(db, STEP_DECONFLICT)
     )
     log3 = op_log(tmp_path, 3, "merge")["animas"][A]
     assert log3["summary"] == "created 1, merged 2" and log3["calls"][0]["tool"] == "merge_semantic_memories"
@@ -639,18 +746,32 @@ def test_each_round_writes_its_operation_log_with_the_figures_of_its_stats(db: D
 
 
 DISTINCT_FACTS = (
-    "Ana grows tomatoes on her balcony.", "Bea swims before work on Mondays.", "Cai repairs old radios.",
-    "Dov studied law in Haifa.", "Eli keeps bees in the countryside.", "Fay translates Polish novels.",
-    "Gus coaches a youth football team.", "Hana paints watercolour birds.", "Ivo drives a green tram.",
-    "Jun learned to sail in Busan.", "Kai bakes sourdough every Sunday.", "Lea volunteers at the library.",
-    "Max writes firmware for drones.", "Nia climbed Kilimanjaro in 2019.", "Oto restores antique clocks.",
-    "Pia sings in a jazz quartet.", "Quin breeds koi fish.", "Rui commutes by ferry.",
+    "Ana grows tomatoes on her balcony.",
+    "Bea swims before work on Mondays.",
+    "Cai repairs old radios.",
+    "Dov studied law in Haifa.",
+    "Eli keeps bees in the countryside.",
+    "Fay translates Polish novels.",
+    "Gus coaches a youth football team.",
+    "Hana paints watercolour birds.",
+    "Ivo drives a green tram.",
+    "Jun learned to sail in Busan.",
+    "Kai bakes sourdough every Sunday.",
+    "Lea volunteers at the library.",
+    "Max writes firmware for drones.",
+    "Nia climbed Kilimanjaro in 2019.",
+    "Oto restores antique clocks.",
+    "Pia sings in a jazz quartet.",
+    "Quin breeds koi fish.",
+    "Rui commutes by ferry.",
 )
 
 
 def test_a_done_round_is_skipped_and_a_forced_rerun_finds_nothing_new(db: Database, tmp_path: Path) -> None:
-    specs = [mem(f"{name} works at a bakery in {city}.", sources=[f"s-{name}"])
-             for name, city in (("Bob", "Lisbon"), ("Kim", "Seoul"), ("Raj", "Pune"))]
+    specs = [
+        mem(f"{name} works at a bakery in {city}.", sources=[f"s-{name}"])
+        for name, city in (("Bob", "Lisbon"), ("Kim", "Seoul"), ("Raj", "Pune"))
+    ]
     fillers = [mem(c) for c in DISTINCT_FACTS]
     plant(db, *specs, *specs, *fillers)  # 24 memories, three twin pairs
     n = night(tmp_path)

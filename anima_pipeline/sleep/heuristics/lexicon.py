@@ -75,6 +75,15 @@ EN_PLEASANTRY = re.compile(
     r"(?:my|our) pleasure|any ?time|no worries|you're welcome|glad to)",
     re.IGNORECASE,
 )
+# A speaker telling their own life story ("I went", "my husband"): an assistant-role speaker who does
+# this is a person in the conversation, not an AI making remarks, and their statements are kept.
+EN_SELF_NARRATION = re.compile(
+    r"\b(?:I|we)\s+(?:\w+\s+)?(?:went|got|had|was|were|visited|started|finished|bought|took|made|\w{3,}ed)\b"
+    r"|\bmy (?:husband|wife|kids?|son|daughter|mom|dad|family|sister|brother|job|dog|cat|partner)\b",
+    re.IGNORECASE,
+)
+# Past-tense narration in a third-person statement ("the trip was wild", "7 people attended").
+EN_NARRATED = re.compile(r"\b(?:was|were|had|did|\w{3,}ed)\b", re.IGNORECASE)
 # Remarks about the conversation itself ("wait, it's past midnight"), not about anybody's life.
 EN_META = re.compile(
     r"\b(?:it's|it is) (?:already |now |just )?(?:past|almost|nearly|after) (?:midnight|\d|one|two|three)"

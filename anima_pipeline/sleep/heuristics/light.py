@@ -438,11 +438,12 @@ def _strip_en(sentence: str, names: Sequence[str]) -> str:
         prev = sentence
         sentence = lx.LEADING_FILLERS.sub("", sentence).strip()
         m = re.match(
-            r"^([A-Z][A-Za-z]+)(?:\s+(?:companion|friend|buddy|dear|assistant|pal))?\s*[,!.]+\s*", sentence
+            r"^([A-Z][A-Za-z]+(?: [A-Z][a-z]+)?)(?:\s+(?:companion|friend|buddy|dear|assistant|pal))?\s*[,!.;]+\s*",
+            sentence,
         )
         if m and _is_vocative(m.group(1), names):
             sentence = sentence[m.end() :]
-    m = re.search(r",\s*([A-Z][a-z]+)\s*([!.]*)$", sentence)
+    m = re.search(r",\s*([A-Z][a-z]+(?: [A-Z][a-z]+)?)\s*([!.]*)$", sentence)
     if m and _is_vocative(m.group(1), names):
         sentence = sentence[: m.start()] + m.group(2)
     sentence = lx.TRAILING_FILLERS.sub(r"\1", sentence)
@@ -552,10 +553,20 @@ def _zh_type(sentence: str, significance: str | None, feeling: float) -> str:
     return "experience"
 
 
+_ZH_QUOTED = re.compile(r"(《[^》]*》|「[^」]*」|『[^』]*』|“[^”]*”)")
+_ZH_LEADING_DATE = re.compile(r"(^|[，。；！])(\d{4}-\d{2}(?:-\d{2})?(?:晚上|年)?)(?=[A-Za-z\u3400-\u9fff])")
+
+
 def _zh_rewrite(sentence: str, speaker: str, other: str) -> str:
-    sentence = re.sub(r"(?<![自忘])我们", f"{speaker}他们", sentence)
-    sentence = re.sub(r"(?<![自忘])我", speaker, sentence)  # 自我 / 忘我 are words, not the speaker
-    return sentence.replace("你们", f"{other}他们").replace("您", other).replace("你", other)
+    """我 -> speaker, 你 -> other, outside titles and quotes (《当我谈跑步时我谈些什么》 stays whole)."""
+    parts = _ZH_QUOTED.split(sentence)
+    for i in range(0, len(parts), 2):
+        part = re.sub(r"(?<![自忘])我们", f"{speaker}他们", parts[i])
+        part = re.sub(r"(?<![自忘])我", speaker, part)  # 自我 / 忘我 are words, not the speaker
+        parts[i] = part.replace("你们", f"{other}他们").replace("您", other).replace("你", other)
+    out = "".join(parts)
+    # A date opening a clause reads as its own phrase: "2026-11-16，Lin Wei去了…", not "2026-11-16Lin Wei去了…".
+    return _ZH_LEADING_DATE.sub(lambda m: m.group(1) + m.group(2) + ("" if m.group(2).endswith("年") else "，"), out)
 
 
 # --- extraction driver --------------------------------------------------------------
@@ -570,6 +581,7 @@ class _Context:
     names: tuple[str, ...]
     said_on: date
     lower_words: frozenset[str] = frozenset()  # words seen in lower case today: common, not names
+    narrator: bool = False  # does this speaker tell their own life today (a person, not an AI)?
 
 
 def _participants(utterances: Sequence[Utterance]) -> dict[str, dict[str, str]]:
@@ -600,6 +612,14 @@ def _stamp(content: str, ftype: str, said_on: date, zh: bool) -> str:
     return f"{body}（{said_on.isoformat()}）。" if zh else f"{body} ({said_on.isoformat()})."
 
 
+def _drop_subjectless_head(sentence: str) -> str:
+    """'Almost four years; it pays okay' -> 'it pays okay': a verbless answer fragment before ';' goes."""
+    head, sep, tail = sentence.partition("; ")
+    if sep and tail and not _FINITE.search(head) and _FINITE.search(tail) and len(_WORD.findall(tail)) >= 3:
+        return tail[:1].upper() + tail[1:]
+    return sentence
+
+
 def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, float] | None:
     """(type, content, confidence) for one English sentence, or None."""
     if sentence.endswith("?"):
@@ -607,6 +627,14 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     original = _strip_en(sentence, ctx.names)
     if len(_WORD.findall(original)) < 3:
         return None
+    if lx.EN_PLEASANTRY.match(original) or lx.EN_META.search(original):
+        return None  # greetings, farewells, apologies and remarks about the chat itself
+    original = _drop_subjectless_head(original)
+    gerund = re.match(
+        r"([A-Z][a-z]{2,}ing)\s+(?=(?:up|out|on|a|an|the|my|our|some|more|through|over)\b)", original
+    )
+    if gerund and not _FINITE.search(original[gerund.end() :]):
+        original = "I'm " + original[:1].lower() + original[1:]  # "Finishing up a draft" -> "I'm finishing ..."
     for pattern, prefix in _SUBJECTLESS_PREFIX:
         if pattern.match(original):
             original = prefix + original[0].lower() + original[1:]
@@ -640,6 +668,8 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     if score < _MIN_SCORE:
         return None
     ftype = _en_type(_you_as_i(original) if you_mode else original, significance, _feeling(_clean(utt.text)))
+    if ftype == "opinion" and utt.role == "assistant" and not you_mode and not ctx.narrator:
+        return None  # an AI's view of the user's news ("a brave move, I think") is no memory
     confidence = _CONFIDENCE[ftype]
     if you_mode:
         confidence -= 0.1
@@ -655,8 +685,8 @@ def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
     (their shop, their pet, their book); reported speech records that honestly
     without pretending to know whose it is.
     """
-    if ctx.role == "assistant":
-        return None  # the assistant's own remarks, forecasts and pleasantries are not memories
+    if ctx.role == "assistant" and not (ctx.narrator or lx.EN_NARRATED.search(sentence)):
+        return None  # an AI's own remarks, forecasts and pleasantries are not memories
     if re.search(
         r"\byou(?:r|rs|rself|'re|'ve|'ll)?\b|^(?:let's|here's|here is|check|look|thank)", sentence, re.I
     ):
@@ -738,6 +768,8 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
         if c and not lx.ZH_SMALL_TALK_CLAUSE.match(c)
     ]
     clauses = [c for c in clauses if c and c not in ctx.names]
+    if clauses and lx.ZH_REQUEST.search(clauses[0]):
+        return None  # "给我推荐一本书" / "跟你说说我家吧" asks or announces; it states no fact
     text = "，".join(clauses)
     intro = re.search(r"我(?:叫|的名字是|的名字叫)([\u3400-\u9fffA-Za-z·]{1,8})", text)
     if intro and intro.group(1) == ctx.speaker:
@@ -851,6 +883,11 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
     utterances = [u for u in utterances if u.role in ("user", "assistant")]  # tool / system output is no talk
     people = _participants(utterances)
     lower_words = frozenset(w for u in utterances for w in re.findall(r"\b[a-z][a-z'-]+\b", u.text))
+    narrators = {
+        (u.conversation_id, u.role)
+        for u in utterances
+        if u.role == "user" or lx.EN_SELF_NARRATION.search(_clean(u.text))
+    }
     seen: set[str] = set()
     facts: list[FactCandidate] = []
     for utt in utterances:
@@ -861,7 +898,14 @@ def extract_facts(utterances: list[Utterance]) -> list[FactCandidate]:
         speaker = utt.speaker or default
         other = roles.get(other_role) or _ROLE_LABELS[(lang, other_role)][0]
         ctx = _Context(
-            speaker, other, label, utt.role, tuple(roles.values()), utt.created_at.date(), lower_words
+            speaker,
+            other,
+            label,
+            utt.role,
+            tuple(roles.values()),
+            utt.created_at.date(),
+            lower_words,
+            (utt.conversation_id, utt.role) in narrators,
         )
         for fact in _facts_of(utt, ctx):
             if fact.key and fact.key not in seen:
