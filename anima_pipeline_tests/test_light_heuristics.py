@@ -229,3 +229,115 @@ def test_chinese_anchor() -> None:
 )
 def test_narrative_significance(text: str, expected: str | None) -> None:
     assert narrative_significance(text) == expected
+
+
+# --- regressions: assistant remarks, fragments, openers, small talk, dates, Chinese, types -------------
+
+THURSDAY = datetime(2026, 11, 19, 21, 0, tzinfo=LOCAL)  # 2026-11-19 is a Thursday
+
+
+def test_assistant_opinions_forecasts_and_pleasantries_are_not_memories() -> None:
+    day = [
+        say("user", "Ravi", "I teach chemistry at a high school in Pune."),
+        say("assistant", "Nova", "Chemistry never sounds dull when experiments go wrong!"),
+        say("assistant", "Nova", "Tomorrow looks like drizzle around 7am at 11°C, clearing by noon."),
+        say("assistant", "Nova", "Your nephews are lucky to have a volcano-building uncle."),
+        say("assistant", "Nova", "Good night Ravi, and give Biscuit a scratch for me."),
+        say("assistant", "Nova", "You mentioned your sister lives in Goa."),
+    ]
+    texts = contents(day)
+    assert not any(t.startswith("Nova") for t in texts), texts
+    assert any("Ravi's sister lives in Goa" in t for t in texts), texts
+
+
+def test_reported_fragments_and_meta_remarks_are_dropped_and_casing_is_natural() -> None:
+    day = [
+        say("user", "Ravi", "Mostly alone along the canal path."),
+        say("user", "Ravi", "Oh wait, it's past midnight, so it's tomorrow now."),
+        say("user", "Ravi", "Like the weekend is too short to waste indoors."),
+        say("user", "Ravi", "Grandpa's scan results are clear."),
+    ]
+    texts = contents(day)
+    assert texts == ["Ravi's grandpa's scan results are clear."], texts
+
+
+def test_leading_discourse_markers_and_subjectless_heads_are_stripped() -> None:
+    day = [
+        say("user", "Ravi", "No, I'm from Kochi, a port city in Kerala."),
+        say("user", "Ravi", "Confession: I quit the orchestra last month."),
+        say("user", "Ravi", "Then I will cycle to the lab at 8 tomorrow."),
+        say("user", "Ravi", "About six years; the pay is decent but I'm getting restless at the bank."),
+    ]
+    texts = contents(day)
+    assert "Ravi is from Kochi, a port city in Kerala." in texts
+    assert any(t.startswith("Ravi quit the orchestra in 2023-04") for t in texts), texts
+    assert any(t.startswith("Ravi will cycle to the lab") for t in texts), texts
+    assert any(t.startswith("The pay is decent but Ravi is getting restless") for t in texts), texts
+    assert not any(t.startswith(("No,", "Confession", "Then", "About six")) for t in texts)
+
+
+def test_greetings_apologies_and_assistant_views_are_small_talk() -> None:
+    day = [
+        say("user", "Ravi", "I adopted a beagle called Pepper."),
+        say("assistant", "Nova", "Oh no, Ravi, I'm so sorry."),
+        say("assistant", "Nova", "Wow, Ravi; that's a bold step, and I think a wise one."),
+        say("assistant", "Nova", "Sleep well tonight, Ravi."),
+    ]
+    assert contents(day) == ["Ravi adopted a beagle called Pepper (2023-05-08)."]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Yes, it's officially Thursday the 19th.", "Yes, it's officially 2026-11-19."),
+        ("It's Thursday now.", "It's 2026-11-19 now."),
+        ("I'll be back Friday night.", "I'll be back on 2026-11-20 night."),
+        ("Tomorrow looks rainy.", "2026-11-20 looks rainy."),
+        ("I'm skipping tonight's dinner.", "I'm skipping 2026-11-19's dinner."),
+        ("We met on Monday the 16th.", "We met on 2026-11-16."),
+    ],
+)
+def test_weekday_with_day_of_month_and_present_weekday(text: str, expected: str) -> None:
+    assert resolve_relative_dates(text, THURSDAY.date()) == expected
+
+
+def test_chinese_titles_dates_and_requests() -> None:
+    day = [
+        say("user", "Lin Wei", "我昨天去了杭州西湖。"),
+        say("user", "Lin Wei", "我前天买了一本《我与地坛》，很喜欢。"),
+        say("user", "Lin Wei", "跟你说说我的工作吧。"),
+        say("user", "Lin Wei", "你给我推荐几部好看的电影。"),
+    ]
+    texts = contents(day)
+    assert "Lin Wei2023-05-07去了杭州西湖。" in texts or "Lin Wei 2023-05-07去了杭州西湖。" in texts, texts
+    assert all(t.count("2023-05-07") <= 1 for t in texts)
+    assert any("《我与地坛》" in t for t in texts), texts
+    assert not any("推荐" in t or "说说" in t for t in texts), texts
+    glued = contents([say("user", "Lin Wei", "昨天我去了一家新开的书店，买了两本小说。")])
+    assert glued and glued[0].startswith("2023-05-07，Lin Wei去了"), glued
+
+
+@pytest.mark.parametrize(
+    ("text", "ftype"),
+    [
+        ("My manager is Dana Kim, she used to work at a bank.", "world"),
+        ("I'm from Kochi, a port city in Kerala.", "world"),
+        ("I really love steamed dumplings with vinegar.", "preference"),
+        ("I think remote work makes teams lazier.", "opinion"),
+        ("I ran a 10k race along the river on Saturday.", "experience"),
+        ("我爸爸叫林大山，在老家开了一家小面馆。", "world"),
+        ("我养了一只橘猫叫团子。", "world"),
+        ("我特别喜欢吃麻辣火锅。", "preference"),
+        ("我觉得远程办公效率更高。", "opinion"),
+        ("我上周六去爬了泰山。", "experience"),
+    ],
+)
+def test_fact_types_in_both_languages(text: str, ftype: str) -> None:
+    facts = extract_facts([say("user", "Ravi", text)])
+    assert [f.type for f in facts] == [ftype], [(f.type, f.content) for f in facts]
+
+
+def test_the_user_is_named_not_they() -> None:
+    [fact] = extract_facts([say("user", "Ravi", "I work at a lab in Pune and I'm a data engineer there.")])
+    assert "they" not in fact.content.split()
+    assert fact.content.count("Ravi") == 2

@@ -364,25 +364,22 @@ class _Rewriter:
     def _first_person(
         self, low: str, tokens: list[re.Match[str]], verb: int | None, repl: dict[int, str]
     ) -> str | None:
-        name_subject = not (self.subject_named and self.later)
-        subject = {"i": "", "i'm": "is|'re", "i've": "has|'ve", "i'll": "will|'ll", "i'd": "would|'d"}
+        # Each memory is read alone later, so a subject "I" is always the name, never "they".
+        subject = {"i": "", "i'm": "is", "i've": "has", "i'll": "will", "i'd": "would"}
         if low in subject:
             self.subject_named = self.any_named = True
             if low == "i":
                 if verb is not None:
-                    v = tokens[verb].group(0)
-                    repl[verb] = (
-                        _conjugate(v) if name_subject else {"am": "are", "was": "were"}.get(v.lower(), v)
-                    )
-                return self.speaker if name_subject else "they"
-            named, short = subject[low].split("|")
+                    repl[verb] = _conjugate(tokens[verb].group(0))
+                return self.speaker
+            named = subject[low]
             if (
                 low == "i'd"
                 and verb is not None
                 and re.fullmatch(r"been|had|gone|done|seen|\w+ed", tokens[verb].group(0))
             ):
                 named = "had"
-            return f"{self.speaker} {named}" if name_subject else f"they{short}"
+            return f"{self.speaker} {named}"
         plural = {"we": "", "we're": " are", "we've": " have", "we'll": " will", "we'd": " would"}
         if low in plural:  # 'we' names the group once; a later singular 'I' still gets the name
             first = not (self.plural_named and self.later)
@@ -554,7 +551,7 @@ def _zh_type(sentence: str, significance: str | None, feeling: float) -> str:
 
 
 _ZH_QUOTED = re.compile(r"(《[^》]*》|「[^」]*」|『[^』]*』|“[^”]*”)")
-_ZH_LEADING_DATE = re.compile(r"(^|[，。；！])(\d{4}-\d{2}(?:-\d{2})?(?:晚上|年)?)(?=[A-Za-z\u3400-\u9fff])")
+_ZH_LEADING_DATE = r"(^|[，。；！：])(\d{4}-\d{2}(?:-\d{2})?(?:晚上)?)(?=[A-Za-z]|NAMES)"
 
 
 def _zh_rewrite(sentence: str, speaker: str, other: str) -> str:
@@ -566,7 +563,8 @@ def _zh_rewrite(sentence: str, speaker: str, other: str) -> str:
         parts[i] = part.replace("你们", f"{other}他们").replace("您", other).replace("你", other)
     out = "".join(parts)
     # A date opening a clause reads as its own phrase: "2026-11-16，Lin Wei去了…", not "2026-11-16Lin Wei去了…".
-    return _ZH_LEADING_DATE.sub(lambda m: m.group(1) + m.group(2) + ("" if m.group(2).endswith("年") else "，"), out)
+    names = "|".join(re.escape(n) for n in (speaker, other) if n)
+    return re.sub(_ZH_LEADING_DATE.replace("NAMES", names or "$^"), r"\1\2，", out)
 
 
 # --- extraction driver --------------------------------------------------------------
@@ -612,10 +610,27 @@ def _stamp(content: str, ftype: str, said_on: date, zh: bool) -> str:
     return f"{body}（{said_on.isoformat()}）。" if zh else f"{body} ({said_on.isoformat()})."
 
 
+_GERUND_NOUNS = frozenset(
+    """something nothing anything everything morning evening spring thing king being wedding building meeting
+    painting feeling clothing ceiling nothing during according including regarding ring swing string""".split()
+)
+_SUBJECT_WORD = re.compile(
+    r"\b(?:I|we|he|she|they|it|my|our|his|her|their|this|that|there)\b|\b\w+ing\b|^[A-Z][a-z]+\s+[a-z]+s\b",
+    re.I,
+)
+
+
 def _drop_subjectless_head(sentence: str) -> str:
     """'Almost four years; it pays okay' -> 'it pays okay': a verbless answer fragment before ';' goes."""
     head, sep, tail = sentence.partition("; ")
-    if sep and tail and not _FINITE.search(head) and _FINITE.search(tail) and len(_WORD.findall(tail)) >= 3:
+    if (
+        sep
+        and tail
+        and not _FINITE.search(head)
+        and not _SUBJECT_WORD.search(head)
+        and _FINITE.search(tail)
+        and len(_WORD.findall(tail)) >= 3
+    ):
         return tail[:1].upper() + tail[1:]
     return sentence
 
@@ -630,11 +645,15 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     if lx.EN_PLEASANTRY.match(original) or lx.EN_META.search(original):
         return None  # greetings, farewells, apologies and remarks about the chat itself
     original = _drop_subjectless_head(original)
-    gerund = re.match(
-        r"([A-Z][a-z]{2,}ing)\s+(?=(?:up|out|on|a|an|the|my|our|some|more|through|over)\b)", original
-    )
-    if gerund and not _FINITE.search(original[gerund.end() :]):
-        original = "I'm " + original[:1].lower() + original[1:]  # "Finishing up a draft" -> "I'm finishing ..."
+    gerund = re.match(r"([A-Z][a-z]{2,}ing)\s+(?=[a-z])", original)
+    if (
+        gerund
+        and gerund.group(1).lower() not in _GERUND_NOUNS
+        and not _FINITE.search(re.split(r"[;,]", original[gerund.end() :], maxsplit=1)[0])
+    ):
+        original = (
+            "I'm " + original[:1].lower() + original[1:]
+        )  # "Finishing up a draft" -> "I'm finishing ..."
     for pattern, prefix in _SUBJECTLESS_PREFIX:
         if pattern.match(original):
             original = prefix + original[0].lower() + original[1:]
@@ -747,7 +766,11 @@ def _kin_of(sentence: str, speaker: str) -> str:
     if not m:
         return sentence
     kin = m.group(1).lower()
-    return sentence[: m.start()] + f"{speaker}'s {kin}" + _KIN_NAMES.sub(lambda k: k.group(1).lower(), sentence[m.end() :])
+    return (
+        sentence[: m.start()]
+        + f"{speaker}'s {kin}"
+        + _KIN_NAMES.sub(lambda k: k.group(1).lower(), sentence[m.end() :])
+    )
 
 
 def _proper_opener(word: str, ctx: _Context) -> bool:
