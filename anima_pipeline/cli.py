@@ -295,39 +295,73 @@ def _days(day: str | None, first: str | None, last: str | None) -> list:
 
 
 def run_sleep(days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None) -> list[dict]:
-    """One Dagster run per day, strictly in order (a failed day stops the range), with a
-    progress bar over days; returns one summary row per day read back from sleep_state."""
+    """The whole range as ONE Dagster run (the UI's single-run backfill shape: days strictly
+    in order inside it), with a progress bar over days fed from the night markers the run
+    writes; returns one summary row per day read back from sleep_state."""
+    import threading
+
     from anima_pipeline.defs.instance import get_instance
     from anima_pipeline.defs.night.launch import materialize_night
 
-    settings = _settings()
     db = _open()  # starts the embedded server and migrates before Dagster opens it
     instance = get_instance()
-    rows: list[dict] = []
+    first, last = days[0], days[-1]
+    with db.transaction() as conn:
+        t0 = conn.execute("SELECT now() AS now").fetchone()["now"]
+    done = threading.Event()
+    outcome: dict = {}
     try:
         with _progress() as progress:
-            task = progress.add_task("sleeping", total=len(days))
-            for d in days:
-                progress.update(task, description=f"night of {d}")
-                try:
-                    result = materialize_night(
-                        d, steps=steps, mode=mode, force=force, animas=animas, instance=instance,
-                        raise_on_error=False, log_level="ERROR",
-                    )
-                    ok, run_id = result.success, result.run_id
-                    error = "" if ok else _run_error(result)
-                except ValueError as exc:
-                    ok, run_id, error = False, "", str(exc)
-                rows.append({"day": d, "run_id": run_id, "status": "done" if ok else "failed", "error": error,
-                             **_day_totals(db, d, settings)})
-                progress.advance(task)
-                if not ok:
-                    err_console.print(f"[red]night of {d} failed; later days not run:[/red] {escape(error)}")
-                    break
+            task = progress.add_task(f"nights {first}..{last}", total=len(days))
+
+            def poll() -> None:
+                while not done.wait(0.5):
+                    with db.transaction() as conn:
+                        row = conn.execute(
+                            """SELECT max(day) AS d FROM sleep_state WHERE anima_id = '*' AND step = 'night'
+                               AND day BETWEEN %s AND %s AND started_at >= %s""",
+                            (first, last, t0),
+                        ).fetchone()
+                    if row and row["d"]:
+                        progress.update(task, completed=(row["d"] - first).days, description=f"night of {row['d']}")
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            try:
+                result = materialize_night(
+                    first, last, steps=steps, mode=mode, force=force, animas=animas, instance=instance,
+                    raise_on_error=False, log_level="ERROR",
+                )
+                outcome = {"ok": result.success, "run_id": result.run_id,
+                           "error": "" if result.success else _run_error(result)}
+            except ValueError as exc:
+                outcome = {"ok": False, "run_id": "", "error": str(exc)}
+            finally:
+                done.set()
+                poller.join()
+            if outcome["ok"]:
+                progress.update(task, completed=len(days))
+        rows = [_day_row(db, d, t0, outcome) for d in days]
     finally:
         instance.dispose()
         db.close()
+    if not outcome["ok"]:
+        err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
     return rows
+
+
+def _day_row(db, d, t0, outcome: dict) -> dict:
+    with db.transaction() as conn:
+        marker = conn.execute(
+            "SELECT status, started_at FROM sleep_state WHERE anima_id = '*' AND step = 'night' AND day = %s", (d,)
+        ).fetchone()
+    if outcome["ok"]:
+        status = "done"
+    elif marker and marker["started_at"] >= t0:
+        status = "failed" if marker["status"] in ("failed", "running") else marker["status"]
+    else:
+        status = "not run"
+    return {"day": d, "run_id": outcome["run_id"], "status": status, "error": outcome["error"], **_day_totals(db, d)}
 
 
 def _run_error(result) -> str:
@@ -342,11 +376,13 @@ def _run_error(result) -> str:
 _TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "narratives", "summaries")
 
 
-def _day_totals(db, d, settings) -> dict:
+def _day_totals(db, d) -> dict:
     with db.transaction() as conn:
-        rows = conn.execute("SELECT anima_id, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)).fetchall()
+        rows = conn.execute("SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)).fetchall()
     totals = dict.fromkeys(_TOTALS, 0)
-    totals.update(animas=len({r["anima_id"] for r in rows}), llm_calls=0, cost_usd=0.0)
+    # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)
+    talked = {r["anima_id"] for r in rows if r["step"] == "semantic_memory/extracted"}
+    totals.update(animas=len(talked), llm_calls=0, cost_usd=0.0)
     for r in rows:
         for k in (*_TOTALS, "llm_calls", "cost_usd"):
             v = r["stats"].get(k)
@@ -364,7 +400,7 @@ def sleep_table(rows: list[dict]) -> Table:
     for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$"):
         table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
     for r in rows:
-        if not r["animas"] and r["status"] == "done" and len(rows) > 14:
+        if not r["animas"] and r["status"] == "done" and len(rows) > 14 and r is not rows[-1]:
             continue  # a long range lists the days with activity; the count below covers the rest
         table.add_row(str(r["day"]), r["status"], str(r["animas"]), *(str(r[k]) for k in _TOTALS),
                       str(r["llm_calls"]), f"{r['cost_usd']:.2f}")

@@ -82,6 +82,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
             for chunk in chunk_conversations(convs, night.tz):
                 ids = sorted({c.id for c in chunk})
                 existing = MemoryRepo(conn).by_source_sessions(anima_id, ids)
+                retired = MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
                 msg1 = render_day(chunk, night.tz, night.day.isoformat())
                 msg2 = render_memories(existing, "# Existing memories from these conversations (ids you may update or deprecate)")
                 input_chars += len(system) + len(msg1) + len(msg2)
@@ -92,7 +93,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                 )
                 executor = ToolExecutor(conn, scope, audit)
                 request = _request(STEP_SEMANTIC, system, [msg1, msg2, prompts.LIGHT_SEMANTIC], SEMANTIC_TOOLS)
-                usage += night.engine.run(request, executor, lambda chunk=chunk, existing=existing: _semantic_plan(chunk, existing, night.tz))
+                usage += night.engine.run(request, executor, lambda chunk=chunk, existing=existing, retired=retired: _semantic_plan(chunk, existing, night.tz, retired))
                 chunks_log.append(ids)
                 for k, v in executor.stats.items():
                     stats[k] = stats.get(k, 0) + v
@@ -103,12 +104,18 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
 
 
 def _semantic_plan(
-    chunk: list[DayConversation], existing: list[SemanticMemory], tz: ZoneInfo
+    chunk: list[DayConversation], existing: list[SemanticMemory], tz: ZoneInfo, retired: list[SemanticMemory] = ()
 ) -> Generator[ToolCall, ToolResult, None]:
     utterances = _utterances(chunk, tz)
     if is_small_talk(utterances):
         return
     candidates = extract_facts(utterances)
+    if retired:
+        # A fact that deep sleep already merged, split or retired is known: re-extracting it on
+        # a forced re-run must not bring it back as a new memory.
+        known = {d.candidate for d in dedup_against(candidates, [(m.id, m.content) for m in retired])
+                 if d.action != "create"}
+        candidates = [c for c in candidates if c not in known]
     current = {m.id: m for m in existing}
     for d in dedup_against(candidates, [(m.id, m.content) for m in existing]):
         if d.action == "create":

@@ -76,12 +76,12 @@ class MemoryRepo:
         ).fetchall()
         return [SemanticMemory.model_validate(r) for r in rows]
 
-    def by_source_sessions(self, anima_id: str, sessions: list[str]) -> list[SemanticMemory]:
-        """Active memories whose sources meet these conversations (light sleep's message 2)."""
+    def by_source_sessions(self, anima_id: str, sessions: list[str], status: str = "active") -> list[SemanticMemory]:
+        """Memories whose sources meet these conversations (active ones: light sleep's message 2)."""
         rows = self.conn.execute(
             f"""SELECT {_COLUMNS} FROM semantic_memory
-                WHERE anima_id = %s AND status = 'active' AND source_sessions && %s::text[] ORDER BY id""",
-            (anima_id, sessions),
+                WHERE anima_id = %s AND status = %s AND source_sessions && %s::text[] ORDER BY id""",
+            (anima_id, status, sessions),
         ).fetchall()
         return [SemanticMemory.model_validate(r) for r in rows]
 
