@@ -124,6 +124,8 @@ def import_(
     console.print(
         f"imported {stats.files} file(s), {stats.lines} line(s): {stats.messages_added} new message(s), "
         f"{stats.conversations_added} new conversation(s), {len(stats.animas)} anima(s)"
+        + (f"; {stats.skipped_cleaned} line(s) of conversations the cleanup removed were skipped"
+           if stats.skipped_cleaned else "")
     )
 
 

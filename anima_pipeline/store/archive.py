@@ -127,15 +127,33 @@ class ImportStats:
     lines: int = 0
     messages_added: int = 0
     conversations_added: int = 0
+    skipped_cleaned: int = 0  # lines of conversations the night's cleanup deleted (tombstoned)
     animas: set[str] = field(default_factory=set)
+
+
+def cleaned_conversations(conn: Connection) -> set[tuple[str, str]]:
+    """(anima, conversation) pairs the cleanup deleted and nobody restored since: a re-import
+    of the same archive must not bring them back (import stays idempotent across nights)."""
+    state: dict[tuple[str, str], str] = {}
+    for row in conn.execute(
+        """SELECT anima_id, memory_id, op FROM memory_event
+           WHERE table_name = 'conversation' AND op IN ('delete', 'restore') ORDER BY id"""
+    ).fetchall():
+        state[(row["anima_id"], row["memory_id"])] = row["op"]
+    return {key for key, op in state.items() if op == "delete"}
 
 
 def import_records(conn: Connection, records: Iterable[ArchiveRecord], audit: Audit, stats: ImportStats) -> None:
     """Insert records inside the caller's transaction. Conversations take created_at /
-    updated_at from their messages (min / max), and keep platform, title, debug when given."""
+    updated_at from their messages (min / max), and keep platform, title, debug when given.
+    Conversations the cleanup deleted stay deleted (restore them from memory_event instead)."""
+    tombstones = cleaned_conversations(conn)
     for rec in records:
         stats.lines += 1
         stats.animas.add(rec.anima_id)
+        if (rec.anima_id, rec.conversation_id) in tombstones:
+            stats.skipped_cleaned += 1
+            continue
         row = conn.execute(
             """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
                VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false), %s, %s)

@@ -1,0 +1,75 @@
+"""The user-facing end: `anima demo` on a real store, then `anima export --markdown` and
+`anima recall` on what it learned."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from anima_pipeline.export import export_markdown
+from anima_pipeline.recall.context import recall, resident_set
+from anima_pipeline.store.db import Database
+
+
+def _anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "anima_pipeline.cli", *args], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.fixture
+def demo_env(db_url: str, tmp_path: Path) -> dict[str, str]:
+    env = {**os.environ, "ANIMA_DATABASE_URL": db_url, "ANIMA_HOME": str(tmp_path / "home"),
+           "DAGSTER_HOME": str(tmp_path / "dagster")}
+    for var in ("DAGSTER_PG_URL", "ANIMA_ENGINE", "ANTHROPIC_API_KEY"):
+        env.pop(var, None)
+    return env
+
+
+def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp_path: Path) -> None:
+    result = _anima(["demo"], demo_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for heading in ("nights", "semantic memories of aria", "emotional anchors", "autobiographical narratives",
+                    "temporal summaries", "resident set", "dagster dev"):
+        assert heading in out, heading
+    totals = json.loads(_anima(["status", "--json"], demo_env).stdout)["totals"]
+    # 197 imported; cleanup deleted the stale single-message conversation (kept in memory_event)
+    assert totals["messages"] == 196 and totals["conversations"] == 13 and totals["semantic_active"] > 20
+    assert totals["temporal_summaries"] >= 7 and totals["emotional_anchors"] > 0
+    # the nights are in Dagster's run history under DAGSTER_HOME
+    assert any((tmp_path / "dagster").rglob("*.db"))
+
+    # running the demo again changes nothing: the import is idempotent and every night is done
+    again = _anima(["demo"], demo_env)
+    assert again.returncode == 0
+    assert json.loads(_anima(["status", "--json"], demo_env).stdout)["totals"] == totals
+
+    # export: MEMORY.md with ids and sources, one file per day with its summary, bank pages
+    exported = _anima(["export", "--markdown", str(tmp_path / "md")], demo_env)
+    assert exported.returncode == 0, exported.stderr
+    memory_md = (tmp_path / "md" / "MEMORY.md").read_text(encoding="utf-8")
+    assert "**f-" in memory_md and "sources: aria:2026-11-1" in memory_md
+    day = (tmp_path / "md" / "memory" / "2026-11-18.md").read_text(encoding="utf-8")
+    assert "## Summary" in day and "## Memory changes" in day
+    assert list((tmp_path / "md" / "bank").rglob("*.md"))
+
+    # recall: the resident set first, then memories matching the query, never a deprecated one
+    with db.transaction() as conn:
+        res = recall(conn, "aria", "Mochi cat")
+        assert any("Mochi" in m.content for m in [*res.resident, *(r.memory for r in res.recalled)])
+        assert all(r.memory.status == "active" for r in res.recalled)
+        resident, overflow = resident_set(conn, "aria")
+        assert overflow == 0 and {m.id for m in resident}.isdisjoint({r.memory.id for r in res.recalled})
+    cli = _anima(["recall", "Mochi", "--anima", "aria", "--json"], demo_env)
+    assert cli.returncode == 0 and json.loads(cli.stdout)["anima_id"] == "aria"
+
+
+def test_export_refuses_an_unknown_anima(db: Database, tmp_path: Path) -> None:
+    with db.transaction() as conn, pytest.raises(ValueError, match="unknown anima"):
+        export_markdown(conn, tmp_path, ["nobody"])
