@@ -82,23 +82,8 @@ class NightConfig(dg.Config):
         return None if self.mode == "scheduled" else self.mode
 
 
-INT_KEYS = {
-    "created",
-    "updated",
-    "deprecated",
-    "merged",
-    "split",
-    "input_chars",
-    "llm_calls",
-    "tokens_in",
-    "tokens_out",
-    "cache_read",
-    "cache_write",
-    "chunks",
-    "skipped_rounds",
-    "animas",
-    "already_done",
-}
+# Counts are integers in the UI; cost and duration are the only floats of a step summary.
+INT_KEYS = (set(runner.SUMMARY_KEYS) - {"cost_usd", "duration_s"}) | {"animas", "already_done"}
 
 
 def step_metadata(night: Night, results: list[StepResult]) -> dict[str, dg.MetadataValue]:

@@ -33,6 +33,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from .lexicon import zh_number
 from .sentences import split_sentences
 from .similarity import has_cjk
 
@@ -334,46 +335,13 @@ def _clean_text_value(value: str, place_like: bool = False) -> str | None:
     return value
 
 
-def _cn_number(text: str) -> int | None:
-    """Small Chinese numerals (一..九百九十九), enough for ages and dates."""
-    if text.isdigit():
-        return int(text)
-    digits = {
-        "零": 0,
-        "〇": 0,
-        "一": 1,
-        "二": 2,
-        "两": 2,
-        "三": 3,
-        "四": 4,
-        "五": 5,
-        "六": 6,
-        "七": 7,
-        "八": 8,
-        "九": 9,
-    }
-    total, current = 0, 0
-    for ch in text:
-        if ch in digits:
-            current = digits[ch]
-        elif ch == "十":
-            total += (current or 1) * 10
-            current = 0
-        elif ch == "百":
-            total += (current or 1) * 100
-            current = 0
-        else:
-            return None
-    return total + current
-
-
 def _parse_birthday(value: str) -> str | None:
     """Month and day as "MM-DD": the year is often omitted, and only month/day are
     exclusive for a birthday ("May 3" and "3 May 1990" agree)."""
     value = value.strip()
     m = re.search(rf"([\d{_CN_NUM}]+)月([\d{_CN_NUM}]+)[日号]", value)
     if m:
-        month, day = _cn_number(m[1]), _cn_number(m[2])
+        month, day = zh_number(m[1]), zh_number(m[2])
     elif m := re.search(r"\b\d{4}-(\d{1,2})-(\d{1,2})\b", value):
         month, day = int(m[1]), int(m[2])
     else:
@@ -392,7 +360,7 @@ def _parse_birthday(value: str) -> str | None:
 
 
 def _parse_age(value: str) -> str | None:
-    n = _cn_number(value)
+    n = zh_number(value)
     return str(n) if n is not None and 0 < n < 130 else None
 
 

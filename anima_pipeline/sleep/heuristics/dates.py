@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from .lexicon import IRREGULAR_PAST, NOT_PAST_ED, NUMBER_WORDS, ZH_NUMBERS
+from .lexicon import IRREGULAR_PAST, NOT_PAST_ED, NUMBER_WORDS, zh_number
 
 __all__ = ["iso_month", "resolve_relative_dates", "shift_month"]
 
@@ -290,24 +290,12 @@ _EN_RULES: list[Rule] = [
 # --- Chinese handlers --------------------------------------------------------------------
 
 
-def _zh_number(text: str) -> int | None:
-    if text.isdigit():
-        return int(text)
-    if text in ZH_NUMBERS:
-        return ZH_NUMBERS[text]
-    if len(text) == 2 and text[0] == "十":
-        return 10 + ZH_NUMBERS.get(text[1], 0)
-    if len(text) == 2 and text[1] == "十":
-        return ZH_NUMBERS.get(text[0], 0) * 10
-    return None
-
-
 def _zh_day(offset: int, suffix: str = "") -> Callable[[re.Match[str], _Said], str]:
     return lambda m, s: (s.day + timedelta(days=offset)).isoformat() + suffix
 
 
 def _zh_ago(m: re.Match[str], s: _Said) -> str:
-    n, unit = _zh_number(m.group("n")), m.group("unit")
+    n, unit = zh_number(m.group("n")), m.group("unit")
     if n is None:
         return m.group(0)
     if unit == "天":

@@ -413,16 +413,23 @@ NUMBER_WORDS = {
         "sixteen seventeen eighteen nineteen twenty".split()
     )
 }
-ZH_NUMBERS = {
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-    "十": 10,
-}
+_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+
+
+def zh_number(text: str) -> int | None:
+    """Small Chinese numerals (一 .. 九百九十九) or digits, enough for ages, dates and counts."""
+    if text.isdigit():
+        return int(text)
+    total, current = 0, 0
+    for ch in text:
+        if ch in _ZH_DIGITS:
+            current = _ZH_DIGITS[ch]
+        elif ch == "十":
+            total += (current or 1) * 10
+            current = 0
+        elif ch == "百":
+            total += (current or 1) * 100
+            current = 0
+        else:
+            return None
+    return total + current if text else None
