@@ -209,17 +209,34 @@ def _view(m: SemanticMemory) -> MemoryView:
     )
 
 
-def similar_pairs(conn: Connection, ids: list[int], threshold: float) -> list[tuple[int, int, float]]:
-    """Pairs of memories with similar content by pg_trgm or sharing full-text terms."""
+def similar_pairs(
+    conn: Connection, ids: list[int], threshold: float, focus: set[int] | None = None
+) -> list[tuple[int, int, float]]:
+    """Pairs of memories with similar content: pg_trgm similarity (the % operator, served by
+    the trigram index) or at least two shared rare full-text terms (a term is rare when it
+    occurs in at most 5 % of these memories, so names that are everywhere do not pair all).
+    With `focus` (incremental mode: the memories that changed that day) only pairs touching
+    them are compared: an unchanged pair was already looked at on an earlier night."""
+    conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)", (str(threshold),))
     rows = conn.execute(
-        """SELECT a.id AS a, b.id AS b, similarity(a.content, b.content) AS sim
-           FROM semantic_memory a JOIN semantic_memory b ON b.anima_id = a.anima_id AND b.id > a.id
-           WHERE a.id = ANY(%s) AND b.id = ANY(%s)
-             AND (similarity(a.content, b.content) >= %s
-                  OR (a.search @@ to_tsquery('simple', regexp_replace(strip(b.search)::text, '\\s+', ' | ', 'g'))
-                      AND similarity(a.content, b.content) >= %s))
-           ORDER BY sim DESC, a.id, b.id LIMIT 200""",
-        (ids, ids, threshold, threshold / 2),
+        """WITH lex AS (
+               SELECT id, unnest(tsvector_to_array(search)) AS w FROM semantic_memory WHERE id = ANY(%(ids)s)),
+           df AS (SELECT w, count(*) AS n FROM lex GROUP BY w),
+           rare AS (SELECT lex.id, lex.w FROM lex JOIN df USING (w)
+                    WHERE df.n BETWEEN 2 AND greatest(2, %(max_df)s) AND length(lex.w) > 2),
+           fts AS (SELECT x.id AS a, y.id AS b FROM rare x JOIN rare y ON x.w = y.w AND x.id < y.id
+                   WHERE %(all)s OR x.id = ANY(%(focus)s) OR y.id = ANY(%(focus)s)
+                   GROUP BY x.id, y.id HAVING count(*) >= 2),
+           trgm AS (SELECT a.id AS a, b.id AS b FROM semantic_memory a
+                    JOIN semantic_memory b ON b.anima_id = a.anima_id AND b.id > a.id
+                    WHERE a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)
+                      AND (%(all)s OR a.id = ANY(%(focus)s) OR b.id = ANY(%(focus)s))
+                      AND a.content %% b.content)
+           SELECT p.a, p.b, similarity(a.content, b.content) AS sim
+           FROM (SELECT a, b FROM trgm UNION SELECT a, b FROM fts) p
+           JOIN semantic_memory a ON a.id = p.a JOIN semantic_memory b ON b.id = p.b
+           ORDER BY sim DESC, p.a, p.b LIMIT 200""",
+        {"ids": ids, "max_df": max(2, len(ids) // 20), "all": focus is None, "focus": sorted(focus or ())},
     ).fetchall()
     return [(r["a"], r["b"], round(float(r["sim"]), 3)) for r in rows]
 
@@ -252,7 +269,7 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
     ids = [m.id for m in memories]
     if round_name == "contradiction":
         attr = _attribute_pairs(memories)
-        sim = similar_pairs(conn, ids, cfg.trgm_threshold)
+        sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
         lines = [f"- f-{a} vs f-{b}: same subject and attribute ({why})" for a, b, why in attr]
         lines += [f"- f-{a} vs f-{b}: similar content (trigram {s})" for a, b, s in sim]
         picked = {x for a, b, _ in attr for x in (a, b)} | {x for a, b, _ in sim for x in (a, b)}
@@ -263,7 +280,7 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
         picked = {m.id for m in cands}
         head = "# Pre-filter: long or multi-sentence entries (split candidates)"
     elif round_name == "merge":
-        sim = similar_pairs(conn, ids, cfg.trgm_threshold)
+        sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
         groups = merge_candidates(memories, cfg)
         lines = [f"- {' + '.join(f'f-{i}' for i in g.ids)}: {g.reason}" for g in groups]
         lines += [f"- f-{a} ~ f-{b}: similarity {s}" for a, b, s in sim]
