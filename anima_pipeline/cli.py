@@ -407,8 +407,28 @@ def sleep_table(rows: list[dict]) -> Table:
         table.add_row(str(r["day"]), r["status"], str(r["animas"]), *(str(r[k]) for k in _TOTALS),
                       str(r["llm_calls"]), f"{r['cost_usd']:.2f}")
     quiet = sum(1 for r in rows if not r["animas"])
-    table.caption = f"{len(rows)} night(s), {len(rows) - quiet} with activity"
+    run_ids = sorted({r["run_id"] for r in rows if r["run_id"]})
+    table.caption = f"{len(rows)} night(s), {len(rows) - quiet} with activity; Dagster run {', '.join(run_ids) or '-'}"
     return table
+
+
+@app.command("revert")
+def revert_(run: str = typer.Option(..., "--run", help="The run id to undo (Dagster run id, shown by anima sleep).")) -> None:
+    """Undo what one run wrote, replaying its audit log backwards: created memories are
+    deprecated, changed ones get their previous state, cleaned conversations come back.
+    The revert is itself audited, and its nights can be run again."""
+    from anima_pipeline.sleep.revert import RevertError, revert_run
+
+    db = _open()
+    revert_id = f"revert-{uuid.uuid4().hex[:12]}"
+    try:
+        with db.transaction() as conn:
+            stats = revert_run(conn, run, revert_id)
+    except RevertError as exc:
+        _fail(str(exc), 2)
+    finally:
+        db.close()
+    console.print(f"reverted run {run} as {revert_id}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items())))
 
 
 SAMPLE = Path(__file__).parent / "sample" / "week.archive.jsonl"

@@ -23,6 +23,7 @@ from anima_pipeline.sleep.heuristics.light import (
 )
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
+from anima_pipeline.sleep.revert import REVERTED_REASON
 from anima_pipeline.store.archive import DayConversation
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
@@ -82,7 +83,10 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
             for chunk in chunk_conversations(convs, night.tz):
                 ids = sorted({c.id for c in chunk})
                 existing = MemoryRepo(conn).by_source_sessions(anima_id, ids)
-                retired = MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
+                retired = [  # consolidated or retired facts; a reverted run's facts may be learned again
+                    m for m in MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
+                    if not (m.deprecated_reason or "").startswith(REVERTED_REASON)
+                ]
                 msg1 = render_day(chunk, night.tz, night.day.isoformat())
                 msg2 = render_memories(existing, "# Existing memories from these conversations (ids you may update or deprecate)")
                 input_chars += len(system) + len(msg1) + len(msg2)
