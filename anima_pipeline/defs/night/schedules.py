@@ -28,7 +28,8 @@ night_job = dg.define_asset_job(
     job=night_job,
     cron_schedule="0 2 * * *",
     execution_timezone=TIMEZONE,
-    default_status=dg.DefaultScheduleStatus.STOPPED,
+    # on as soon as a daemon runs (dagster dev): the nightly cycle is the point of the project
+    default_status=dg.DefaultScheduleStatus.RUNNING,
     description="02:00 local: consolidate the day that just ended.",
 )
 def nightly_sleep_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
