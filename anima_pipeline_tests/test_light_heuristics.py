@@ -51,7 +51,7 @@ def candidate(content: str, ftype: str = "experience") -> FactCandidate:
         ("I went hiking yesterday.", "I went hiking on 2023-05-07."),
         ("We moved here last year.", "We moved here in 2022."),
         ("She starts school next month.", "She starts school in 2023-06."),
-        ("I joined a choir last week.", "I joined a choir in the week before 2023-05-08."),
+        ("I joined a choir last week.", "I joined a choir in the week before 2023-05-08 (May 2023)."),
         ("I visited my aunt two days ago.", "I visited my aunt on 2023-05-06."),
         ("I finished the race last Friday.", "I finished the race on 2023-05-05."),
         ("We are going camping this weekend.", "We are going camping on the weekend of 2023-05-08."),
@@ -103,7 +103,7 @@ def test_event_gets_its_date() -> None:
 
 def test_pet_name_is_a_world_fact() -> None:
     texts = contents([say("user", "Omar", "I adopted a kitten last week. Her name is Pickle.")])
-    assert "Omar adopted a kitten in the week before 2023-05-08." in texts
+    assert "Omar adopted a kitten in the week before 2023-05-08 (May 2023)." in texts
     assert "Omar's kitten is named Pickle." in texts
 
 
@@ -341,3 +341,92 @@ def test_the_user_is_named_not_they() -> None:
     [fact] = extract_facts([say("user", "Ravi", "I work at a lab in Pune and I'm a data engineer there.")])
     assert "they" not in fact.content.split()
     assert fact.content.count("Ravi") == 2
+
+
+# --- regressions: dates, clauses, short events, praise --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "said_on", "expected"),
+    [
+        (
+            "I joined a gym last week.",
+            date(2022, 10, 6),
+            "in the week before 2022-10-06 (late September or early October 2022)",
+        ),
+        ("We fly next week.", date(2023, 5, 8), "in the week after 2023-05-08 (May 2023)"),
+        ("I've had them for 3 years now.", date(2022, 1, 23), "for 3 years now (since 2019)"),
+        ("Seven years now, and I still paint.", date(2023, 9, 13), "Seven years now (since 2016)"),
+        ("We've lived here six months now.", date(2023, 5, 8), "six months now (since 2022-11)"),
+    ],
+)
+def test_weeks_carry_their_month_and_durations_their_start(text: str, said_on: date, expected: str) -> None:
+    assert expected in resolve_relative_dates(text, said_on)
+
+
+def test_pet_name_keeps_the_rest_of_the_sentence_and_drops_the_answer_fragment() -> None:
+    texts = contents(
+        [say("user", "Ana", "With my dog! His name is Biscuit, he's a grey whippet, five years old.")]
+    )
+    assert texts == ["Ana's dog is named Biscuit; he is a grey whippet, five years old."]
+
+
+def test_a_second_i_in_one_clause_reads_they() -> None:
+    texts = contents([say("user", "Ana", "I decided I'm not moving to Berlin after all.")])
+    assert texts == ["Ana decided they are not moving to Berlin after all (2023-05-08)."]
+
+
+def test_adverb_before_a_past_verb_is_not_conjugated() -> None:
+    texts = contents([say("user", "Ana", "Mile nine was brutal, I almost walked home from the park.")])
+    assert any("Ana almost walked home" in t for t in texts)
+
+
+def test_assistant_job_title_is_not_an_ai_disclaimer() -> None:
+    texts = contents([say("user", "Ana", "It feels great now that I'm an assistant manager at the bakery.")])
+    assert any("assistant manager" in t for t in texts)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("We baked pizza!", "Ana and others baked pizza (2023-05-08)."),
+        (
+            "I swim laps at the city pool twice a week.",
+            "Ana swims laps at the city pool twice a week (2023-05-08).",
+        ),
+    ],
+)
+def test_short_concrete_events_and_habits_are_kept(text: str, expected: str) -> None:
+    assert expected in contents([say("user", "Ana", text)])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I won't quit, no matter what.",
+        "I got it, that makes sense now.",
+        "Because I was scared it was a mistake.",
+        "Let's make some great memories at the lake.",
+    ],
+)
+def test_vague_short_sentences_and_proposals_stay_out(text: str) -> None:
+    assert contents([say("user", "Ana", text)]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You're gonna kill it at the piano recital in Vienna.",
+        "You've come a long way since your first marathon in Boston.",
+        "You really showed your resilience during the Tokyo move.",
+    ],
+)
+def test_praise_of_the_listener_is_no_fact(text: str) -> None:
+    assert contents([say("user", "Ana", "I went to Lisbon in March."), say("assistant", "Ben", text)]) == [
+        "Ana went to Lisbon in March (2023-05-08)."
+    ]
+
+
+def test_announcement_head_is_dropped_and_the_news_kept() -> None:
+    texts = contents([say("user", "Ana", "I wanted to let you know that I signed up for a pottery class.")])
+    assert texts == ["Ana signed up for a pottery class (2023-05-08)."]

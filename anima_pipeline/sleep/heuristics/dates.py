@@ -38,7 +38,7 @@ _FUTURE = re.compile(
 # Cheap gate: most sentences hold no time expression at all.
 _ANY_EN = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|last|this|next|past|coming|morning|evening|afternoon|other day|"
-    r"weekend|in\s+\S+\s+(?:day|week|month|year)s?|"
+    r"weekend|in\s+\S+\s+(?:day|week|month|year)s?|\S+\s+(?:month|year)s?\s+now|"
     + "|".join(_WEEKDAYS)
     + r"|mon|tues?|wed|thur?s?|fri|sat|sun)\b",
     re.I,
@@ -173,6 +173,16 @@ def _ago(m: re.Match[str], s: _Said) -> str:
     return _with_prep(m, prefix, phrase)
 
 
+def _duration_now(m: re.Match[str], s: _Said) -> str:
+    """'(for) seven years now' keeps the duration and adds its start: '... now (since 2016)'."""
+    n = _count(m.group("n"))
+    if n is None or n <= 0:
+        return m.group(0)
+    if m.group("unit").lower() == "year":
+        return f"{m.group(0)} (since {s.day.year - n})"
+    return f"{m.group(0)} (since {iso_month(shift_month(s.day, -n))})"
+
+
 def _in_future(m: re.Match[str], s: _Said) -> str:
     return m.group(0) if s.past else _ago(m, s)  # "read it in one day" is a duration, not a date
 
@@ -188,7 +198,27 @@ def _relative(m: re.Match[str], s: _Said) -> str:
     if unit == "weekend" and step == 0 and s.past and s.day.weekday() < 5:
         step = -1  # "this weekend we went ..." said on a weekday
     rel = {-1: "before", 0: "of", 1: "after"}[step]
-    return _with_prep(m, "on" if unit == "weekend" else "in", f"the {unit} {rel} {s.day.isoformat()}")
+    phrase = f"the {unit} {rel} {s.day.isoformat()}"
+    if unit == "week" and step:
+        phrase += f" ({week_months(s.day, step)})"
+    return _with_prep(m, "on" if unit == "weekend" else "in", phrase)
+
+
+_MONTH_NAMES = "January February March April May June July August September October November December".split()
+
+
+def week_months(day: date, step: int) -> str:
+    """The month(s) of the seven days before (step -1) or after (step 1) `day`, written out.
+
+    "In the week before 2023-06-27" alone cannot answer "in which month?"; the month
+    is stated too, and a week that straddles two months says so rather than guessing.
+    """
+    first = day + timedelta(days=-7 if step < 0 else 1)
+    last = day + timedelta(days=-1 if step < 0 else 7)
+    if (first.year, first.month) == (last.year, last.month):
+        return f"{_MONTH_NAMES[first.month - 1]} {first.year}"
+    start = f"late {_MONTH_NAMES[first.month - 1]}" + ("" if first.year == last.year else f" {first.year}")
+    return f"{start} or early {_MONTH_NAMES[last.month - 1]} {last.year}"
 
 
 # "it's Thursday", "today is Friday", "officially Monday": the weekday named is today's week.
@@ -249,6 +279,10 @@ _EN_RULES: list[Rule] = [
             re.I,
         ),
         _ago,
+    ),
+    (
+        re.compile(r"\b(?P<n>" + _NUM + r")\s+(?P<unit>month|year)s?\s+now\b", re.I),
+        _duration_now,
     ),
     (
         re.compile(

@@ -66,6 +66,15 @@ ZH_REQUEST = re.compile(
     r"|(?:说说|讲讲|聊聊)[^，,]{0,12}吧[。！!]*$"
 )
 # Greetings, farewells, apologies and well-wishes: small talk even when they name people.
+# Announcements that only introduce the news ("I wanted to let you know that I ..."): the news stays.
+EN_ANNOUNCEMENT = re.compile(
+    r"^(?:I\s+)?(?:just\s+|really\s+|also\s+)?(?:(?:wanted|want|had|have|needed|need)\s+to|"
+    r"(?:I'm|I am)\s+(?:so\s+|really\s+)?(?:excited|happy|glad|thrilled)\s+to)\s+"
+    r"(?:let you know|tell you|share (?:some(?:thing|\s+news)[\w\s]{0,20}?\s+)?with you|"
+    r"give you (?:the|a) heads[- ]up[^-–—:]{0,50}?)\s*(?:that\s+)?[-–—:,]?\s*(?=(?:I|I'm|I've|we|we're|my|our)\b)"
+    r"|^here's (?:some|the|my) (?:good|great|big|exciting) news\s*[-–—:,]+\s*",
+    re.IGNORECASE,
+)
 EN_PLEASANTRY = re.compile(
     r"^(?:good ?(?:night|morning|evening|afternoon|luck)|night night|sleep (?:well|tight)|sweet dreams|"
     r"take care|see you|talk (?:soon|later|to you)|catch you|bye|goodbye|have (?:a|fun)\b|say hi|"
@@ -143,7 +152,8 @@ STOPWORDS = frozenset(
 ADVERBS = frozenset(
     """really just also still always never usually often sometimes actually totally definitely
     finally recently already even absolutely truly honestly kinda sorta currently personally
-    mostly generally seriously literally basically only first ever somehow probably maybe""".split()
+    mostly generally seriously literally basically only first ever somehow probably maybe
+    almost nearly barely hardly""".split()
 )
 MODALS = frozenset("can could will would shall should may might must cannot can't won't".split())
 IRREGULAR_PAST = frozenset(
@@ -206,7 +216,7 @@ EN_PAST_EVENT = re.compile(
     + _ADV
     + r"(?:\w{2,}ed|"
     + "|".join(sorted(IRREGULAR_PAST))
-    + r")\b",
+    + r")\b(?!')",  # "I won't" is no past event
     re.IGNORECASE,
 )
 # Sentences opening on a verb with the subject dropped ("Went hiking yesterday").
@@ -233,7 +243,8 @@ EN_SERVICE = re.compile(
     r"\bI(?:\s+(?:can|could|would|will)|'d|'ll)\s+(?:be happy to |gladly |definitely )?"
     r"(?:help|suggest|recommend|assist|try|check|look into|keep that in mind)\b"
     r"|\bI(?: also| really)?(?: want|'d like| would like|'d love| would love) to (?:try|see|read|watch|hear) (?:it|that|this|them)\b"
-    r"|\bI(?:'m| am) (?:your|an|a) (?:ai|assistant|companion)\b|\bI(?:'m| am) (?:here|happy|glad) to\b"
+    r"|\bI(?:'m| am) (?:your|an|a) (?:ai|assistant|companion)\b(?![\s-]+(?:manager|director|coach|editor|"
+    r"professor|principal|teacher|producer|to)\b)|\bI(?:'m| am) (?:here|happy|glad) to\b"
     r"|\bI (?:suggest|recommend|understand)\b|\bas an ai\b"
     r"|\bI (?:don't|do not|can't|cannot) (?:have|experience|feel|eat|go|see)\b.{0,20}\b(?:physical|body|real|human)\b",
     re.IGNORECASE,
@@ -246,7 +257,15 @@ EN_YOU_FACT = re.compile(
 )
 EN_YOU_NOT_FACT = re.compile(
     r"^(?:so |and )?you(?:'ll|'d| can| could| should| might| may| will| would| must| need to| have to|"
-    r" got this| are welcome| 're welcome| deserve| rock)\b|\byou(?:'re| are) (?:welcome|right|so|too)\b",
+    r" got this| are welcome| 're welcome| deserve| rock)\b|\byou(?:'re| are) (?:welcome|right|so|too)\b"
+    # praise and forecasts about the listener ("you're gonna kill it", "you've come a long way") are
+    # encouragement, not facts about their life
+    r"|^(?:so |and )?you(?:'re| are) (?:gonna|going to|such|truly|an inspiration|inspiring|dedicated|"
+    r"amazing|awesome|talented|brave|strong|incredible|showing|doing (?:great|amazing|awesome|so))\b"
+    r"|^(?:so |and )?you(?:'ve| have) (?:come a long way|got (?:this|tons|so much|a lot|what it takes|talent)|"
+    r"put (?:a lot|so much|in))"
+    r"|^(?:so |and )?you (?:really |truly )?(?:showed|earned|captured|nailed|killed|rocked|inspired|"
+    r"deserved|handled)\b",
     re.IGNORECASE,
 )
 IMPERATIVE = re.compile(
@@ -413,7 +432,20 @@ NUMBER_WORDS = {
         "sixteen seventeen eighteen nineteen twenty".split()
     )
 }
-_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 
 
 def zh_number(text: str) -> int | None:

@@ -93,6 +93,7 @@ _EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
 _MAX_CHARS = 240  # a memory is one fact, not a paragraph
 _CUE_WEIGHTS = {"preference": 2.0, "world": 2.0}  # stable facts are worth keeping even when short
+_MIN_EVENT = 1.8  # the same, for a short first-person event with a concrete object
 _MIN_SCORE = 2.6  # informativeness a sentence needs to become a memory (see _en_score)
 _MIN_SCORE_ZH = 2.5  # Chinese sentences are scored on their own scale (cue + content characters)
 _MIN_ATTRIBUTED = 2.0  # the same, for a statement without first person (kept as reported speech)
@@ -328,6 +329,7 @@ class _Rewriter:
             self.later = False  # 'they' would be ambiguous: keep the name everywhere
         tokens = list(_TOKEN.finditer(text))
         repl: dict[int, str] = {}
+        self._last_subject: int | None = None  # token index of the speaker's last subject 'I'
         for i, m in enumerate(tokens):
             if i in repl:
                 continue
@@ -339,6 +341,7 @@ class _Rewriter:
             ):
                 continue  # a lowercase 'i' is not the pronoun
             verb = self._next_verb(tokens, i)
+            self._at, self._text = i, text
             out = self._first_person(low, tokens, verb, repl) or self._second_person(low, tokens, verb, repl)
             if out is not None:
                 repl[i] = out
@@ -351,6 +354,16 @@ class _Rewriter:
                 parts += [text[pos : m.start()], word]
                 pos = m.end()
         return "".join(parts) + text[pos:]
+
+    def _same_clause(self, tokens: list[re.Match[str]], first: int, second: int) -> bool:
+        """Do two subject I's sit in one clause ('I think I can'), with no punctuation or other subject between?"""
+        between = self._text[tokens[first].end() : tokens[second].start()]
+        words = [t.group(0).lower() for t in tokens[first + 1 : second]]
+        return (
+            0 < len(words) <= 3
+            and not re.search(r"[,;:.!?\u2013\u2014-]|\s(?:and|but|or|so|if|when|because)\s", f" {between} ")
+            and not set(words) & {"he", "she", "it", "they", "you", "we", "that"}
+        )
 
     @staticmethod
     def _next_verb(tokens: list[re.Match[str]], i: int) -> int | None:
@@ -368,6 +381,12 @@ class _Rewriter:
         subject = {"i": "", "i'm": "is", "i've": "has", "i'll": "will", "i'd": "would"}
         if low in subject:
             self.subject_named = self.any_named = True
+            previous, self._last_subject = self._last_subject, self._at
+            if previous is not None and self._same_clause(tokens, previous, self._at):
+                # "I decided I'm not flying back": the second I of one clause reads "they", not the name again
+                return {"i": "they", "i'm": "they are", "i've": "they have", "i'll": "they will"}.get(
+                    low, "they would"
+                )
             if low == "i":
                 if verb is not None:
                     repl[verb] = _conjugate(tokens[verb].group(0))
@@ -434,6 +453,7 @@ def _strip_en(sentence: str, names: Sequence[str]) -> str:
     while prev != sentence:
         prev = sentence
         sentence = lx.LEADING_FILLERS.sub("", sentence).strip()
+        sentence = lx.EN_ANNOUNCEMENT.sub("", sentence).strip()
         m = re.match(
             r"^([A-Z][A-Za-z]+(?: [A-Z][a-z]+)?)(?:\s+(?:companion|friend|buddy|dear|assistant|pal))?\s*[,!.;]+\s*",
             sentence,
@@ -680,11 +700,11 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
         ):
             return _attributed(original, ctx)
         you_mode = True
-    elif lx.EN_SERVICE.search(original):
-        return None
+    elif lx.EN_SERVICE.search(original) or re.match(r"let's\b", original, re.I):
+        return None  # an AI's offer of help, or a proposal ("Let's make it count"), states no fact
     significance = narrative_significance(original)
     score = _en_score(_you_as_i(original) if you_mode else original, ctx.names, significance)
-    if score < _MIN_SCORE:
+    if score < _MIN_SCORE and not (not you_mode and score >= _MIN_EVENT and _concrete_event(original)):
         return None
     ftype = _en_type(_you_as_i(original) if you_mode else original, significance, _feeling(_clean(utt.text)))
     if ftype == "opinion" and utt.role == "assistant" and not you_mode and not ctx.narrator:
@@ -695,6 +715,37 @@ def _en_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     if re.search(r"\b(?:maybe|might|probably|perhaps|thinking (?:about|of))\b", original, re.I):
         confidence -= 0.1
     return ftype, _third_person(original, ctx.speaker, ctx.other), round(confidence, 2)
+
+
+_HABIT = re.compile(
+    r"\b(?:once|twice|\w+ times) (?:a|per|every) (?:day|week|month|year)\b|\bevery (?:day|week|weekend|month|"
+    r"morning|evening|night|year|summer|winter)\b",
+    re.I,
+)
+
+
+def _concrete_event(sentence: str) -> bool:
+    """A short first-person event or habit with a concrete object ("We made pizza!", "I see them twice a week").
+
+    Such sentences score low (few words) yet are exactly what is asked about later.
+    """
+    if not (lx.EN_PAST_EVENT.search(sentence) or _HABIT.search(sentence)):
+        return False
+    if _EVENT_VAGUE.search(sentence) or re.match(
+        r"(?:because|cause|since|if|when|while|though|although)\b", sentence, re.I
+    ):
+        return False  # a vague event, or a subordinate clause answering a question, states nothing alone
+    return any(
+        len(w) > 3 and w.lower() not in lx.VAGUE_WORDS and not re.search(r"(?:ed|ing|ly)$", w.lower())
+        for w in _content_words(sentence.split(";")[0])
+    )
+
+
+_EVENT_VAGUE = re.compile(
+    r"\b(?:got it|get it|(?:been|keeping|kept) busy|since (?:we|I) (?:last )?(?:talked|chatted|spoke)|"
+    r"something|anything|nothing|a few days|made it|did it|finished it)\b",
+    re.I,
+)
 
 
 def _attributed(sentence: str, ctx: _Context) -> tuple[str, str, float] | None:
@@ -828,13 +879,20 @@ def _zh_fact(sentence: str, utt: Utterance, ctx: _Context) -> tuple[str, str, fl
     )
 
 
-def _pet_name(sentence: str, previous: str, speaker: str) -> str | None:
-    """'I got a puppy. Her name's Coco.' -> "<speaker>'s puppy is named Coco"."""
+def _pet_name(sentence: str, previous: str, ctx: _Context) -> str | None:
+    """'I got a puppy. Her name's Coco, she's two.' -> "<speaker>'s puppy is named Coco; she is two"."""
     m = lx.NAME_CLAUSE.match(sentence)
     noun = lx.PET_OR_PERSON_NOUN.search(previous)
     if not m or not noun or not _FIRST_PERSON.search(previous):
         return None
-    return f"{speaker}'s {noun.group(1)} is named {m.group(1)}"
+    named = f"{ctx.speaker}'s {noun.group(1)} is named {m.group(1)}"
+    rest = sentence[m.end() :].strip(" ,;.!-")
+    if rest.lower().startswith(("and ", "but ")):
+        rest = rest.split(" ", 1)[1]
+    if len(_WORD.findall(rest)) < 2:
+        return named
+    rest = re.sub(r"\b([Ss]he|[Hh]e|[Ii]t)'s\b(?!\s+(?:been|got|gotten|had)\b)", r"\1 is", rest)
+    return f"{named}; {_third_person(rest, ctx.speaker, ctx.other, mentioned=True)}"
 
 
 def _continues(sentence: str, following: str) -> bool:
@@ -859,7 +917,7 @@ def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
         if skip:
             skip = False
             continue
-        named = None if zh else _pet_name(_strip_en(sentence, ctx.names), previous, ctx.speaker)
+        named = None if zh else _pet_name(_strip_en(sentence, ctx.names), previous, ctx)
         fact = (
             ("world", named, 0.85)
             if named
@@ -868,7 +926,12 @@ def _facts_of(utt: Utterance, ctx: _Context) -> list[FactCandidate]:
             else _en_fact(sentence, utt, ctx)
         )
         following = sentences[i + 1] if i + 1 < len(sentences) else ""
-        if fact is None and not zh and _continues(sentence, following):
+        if (
+            fact is None
+            and not zh
+            and _continues(sentence, following)
+            and not lx.NAME_CLAUSE.match(_strip_en(following, ctx.names))
+        ):
             # "I love this series. It has adventures and magic." is one fact, said in two sentences.
             fact = _en_fact(sentence.rstrip(".! ") + "; " + following[:1].lower() + following[1:], utt, ctx)
             skip = fact is not None
