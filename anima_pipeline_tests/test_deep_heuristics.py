@@ -222,6 +222,57 @@ class TestContradictions:
         assert extract_attribute("The weather was nice today.") is None
 
 
+class TestAnnouncedChanges:
+    """A newer memory that announces a change expires older ones, even unnamed places."""
+
+    def test_unnamed_employer_expires_on_an_announced_change(self) -> None:
+        assert flagged("Lin Wei works at a bank in Lujiazui.", "Lin Wei started at a robotics startup.") == [
+            (1, 2, "expiry", "employer")
+        ]
+        assert flagged("Lin Wei works at a bank.", "Lin Wei now works at Qiyuan Robotics.") == [
+            (1, 2, "expiry", "employer")
+        ]
+        assert flagged("张三在一家银行工作。", "张三入职了一家机器人公司。") == [(1, 2, "expiry", "employer")]
+        assert flagged("张三在一家银行工作。", "张三开始在腾讯上班。") == [(1, 2, "expiry", "employer")]
+
+    def test_quitting_expires_whatever_the_employer_was(self) -> None:
+        assert flagged("Lin Wei works at a bank.", "Lin Wei quit his job.") == [(1, 2, "expiry", "employer")]
+        assert flagged("Lin Wei works at Citibank.", "Lin Wei resigned in October.") == [
+            (1, 2, "expiry", "employer")
+        ]
+        assert flagged("张三在一家银行工作。", "张三辞职了。") == [(1, 2, "expiry", "employer")]
+        # A job taken after quitting is not contradicted by the quitting.
+        assert flagged("张三辞职了。", "张三入职了一家机器人公司。") == []
+
+    def test_unnamed_places_never_clash_without_an_announced_change(self) -> None:
+        assert flagged("Lin Wei works at a bank.", "Lin Wei works at a hospital.") == []
+        assert flagged("张三在一家银行工作。", "张三在一家医院工作。") == []
+        assert flagged("Caroline lives in an apartment.", "Caroline lives in a house.") == []
+        # A newer change that only describes the same place more precisely.
+        assert flagged("Lin Wei works at a bank in Pudong.", "Lin Wei now works at a bank.") == []
+        assert flagged("张三在一家银行工作。", "张三入职了一家大银行。") == []
+
+    def test_change_words_that_do_not_name_an_employer(self) -> None:
+        assert flagged("Lin Wei works at a bank.", "Lin Wei started at 7:30 on Monday.") == []
+        assert flagged("Maria works at a bank.", "Maria joined a gym.") == []
+        assert flagged("Maria works at a bank.", "Maria joined a new book club.") == []
+        assert flagged("张三在一家银行工作。", "张三想辞职。") == []
+        assert flagged("周立在一家公司工作。", "周立一直在考虑是否要找一份新工作。") == []
+
+    def test_quitting_a_drink_expires_liking_it(self) -> None:
+        assert flagged("张三喜欢喝咖啡。", "张三决定不喝咖啡了，改喝乌龙茶。") == [(1, 2, "expiry", "likes")]
+        assert flagged("Caroline likes coffee.", "Caroline stopped drinking coffee.") == [
+            (1, 2, "expiry", "likes")
+        ]
+        assert flagged("Caroline likes coffee.", "Caroline switched from coffee to tea.") == [
+            (1, 2, "expiry", "likes")
+        ]
+        # Habits of a time of day, or plain preferences for another drink, say nothing.
+        assert flagged("张三喜欢喝咖啡。", "张三晚上不喝咖啡。") == []
+        assert flagged("张三喜欢喝咖啡。", "张三现在更喜欢喝茶了。") == []
+        assert flagged("Caroline likes coffee.", "Caroline switched to tea.") == []
+
+
 # --- round 2: split ---------------------------------------------------------------------
 
 
@@ -291,6 +342,51 @@ class TestSplit:
         assert not is_split_candidate("张三喜欢吃辣。")
 
 
+class TestClauseSplit:
+    def test_clause_list_with_appositive_name(self) -> None:
+        m = mem(1, "Lin Wei's sister Mei is a nurse in Chengdu, she has two kids, and she loves hiking.")
+        assert split_parts(m) == [
+            "Lin Wei's sister Mei is a nurse in Chengdu.",
+            "Mei has two kids.",
+            "Mei loves hiking.",
+        ]
+
+    def test_clause_with_its_own_named_subject(self) -> None:
+        m = mem(1, "Lin Wei works at a bank in Lujiazui, Lin Wei is a credit risk analyst.")
+        assert split_parts(m) == ["Lin Wei works at a bank in Lujiazui.", "Lin Wei is a credit risk analyst."]
+
+    def test_chinese_clause_list(self) -> None:
+        assert split_parts(mem(1, "张三是一名护士，她有两个孩子，她喜欢爬山。")) == [
+            "张三是一名护士。",
+            "张三有两个孩子。",
+            "张三喜欢爬山。",
+        ]
+        assert split_parts(mem(2, "张三的妹妹是一名护士，她有两个孩子。")) == [
+            "张三的妹妹是一名护士。",
+            "张三的妹妹有两个孩子。",
+        ]
+
+    def test_clauses_that_do_not_stand_alone_are_kept_whole(self) -> None:
+        # The pronoun may mean the other person of the first clause.
+        assert split_parts(mem(1, "Caroline has a daughter, she loves horses.")) is None
+        assert split_parts(mem(2, "张三有一个妹妹，她是一名护士。")) is None
+        assert split_parts(mem(3, "Lin Wei's sister Mei is a nurse in Chengdu, he has two kids.")) is None
+        # Reported speech, subordinate clauses, introductions, back references.
+        assert split_parts(mem(4, "Lin Wei said she drove down, and she found the cause.")) is None
+        assert (
+            split_parts(mem(5, "Leo feels lonely, but because of the pandemic, Leo stays at home.")) is None
+        )
+        assert split_parts(mem(6, "Joanna has to say, Joanna likes the coconut cake.")) is None
+        assert split_parts(mem(7, "Ivy started learning to cook, and Ivy finds the process fun.")) is None
+        assert split_parts(mem(8, "Caroline went to the park, she loved it.")) is None
+        # No verb of its own: an apposition or a list, not a clause.
+        assert split_parts(mem(9, "Caroline has a dog, a beagle named Max.")) is None
+
+    def test_sentence_split_needs_an_unambiguous_antecedent(self) -> None:
+        assert split_parts(mem(1, "Melanie said it was Matt, he is talented; his voice was amazing.")) is None
+        assert split_parts(mem(2, "Oliver's hilarious; he hid his bone in the slipper once.")) is None
+
+
 # --- round 3: merge ---------------------------------------------------------------------
 
 
@@ -345,7 +441,9 @@ class TestMerge:
         )
 
     def test_threshold_boundary_is_inclusive(self) -> None:
-        a, b = "Caroline paints at home.", "Caroline usually paints at home."
+        # Neither pair's content words nest (that would merge by the subset rule at any
+        # threshold, as "Caroline paints at home." / "… usually paints at home." now do).
+        a, b = "Caroline calmly paints in the park.", "Caroline daily paints in the park."
         assert similarity(a, b) == 0.75
         pair = [mem(1, a), mem(2, b)]
         assert [g.ids for g in merge_groups(pair, threshold=0.75)] == [(1, 2)]
@@ -423,6 +521,85 @@ class TestMerge:
             if deep._edge(entries[i], entries[j], 0.6) is not None
         }
         assert brute <= deep._candidate_pairs(entries, 0.6)
+
+    def test_same_preference_in_other_words_keeps_the_fuller(self) -> None:
+        groups = merge_groups(
+            [
+                mem(1, "Lin Wei loves spicy hotpot.", type="preference"),
+                mem(
+                    2,
+                    "Lin Wei's favourite food is still hotpot, the spicier the better.",
+                    days=3,
+                    type="preference",
+                ),
+            ]
+        )
+        assert [(g.ids, g.content) for g in groups] == [
+            ((1, 2), "Lin Wei's favourite food is still hotpot, the spicier the better.")
+        ]
+        assert "same preference" in groups[0].reason
+        groups = merge_groups(
+            [mem(3, "张三喜欢吃火锅。"), mem(4, "张三最喜欢的还是火锅，越辣越好。", days=2)]
+        )
+        assert [(g.ids, g.content) for g in groups] == [((3, 4), "张三最喜欢的还是火锅，越辣越好。")]
+
+    def test_different_preferences_are_not_merged(self) -> None:
+        assert merge_groups([mem(1, "Caroline likes green tea."), mem(2, "Caroline loves black tea.")]) == []
+        assert (
+            merge_groups([mem(1, "Caroline likes hotpot."), mem(2, "Melanie's favourite food is hotpot.")])
+            == []
+        )
+        assert merge_groups([mem(1, "张三喜欢绿茶。"), mem(2, "张三最喜欢的是红茶。")]) == []
+        # Pronoun objects name nothing; one language at a time; the dropped one says more.
+        assert (
+            merge_groups([mem(1, "Nate also likes holding them."), mem(2, "Nate is a big fan of them.")])
+            == []
+        )
+        assert (
+            merge_groups([mem(1, "Lin Wei loves spicy hotpot."), mem(2, "Lin Wei最喜欢的还是火锅。")]) == []
+        )
+        assert (
+            merge_groups(
+                [
+                    mem(1, "Caroline loves hotpot and went to Chengdu with Mei last May."),
+                    mem(
+                        2,
+                        "Caroline's favourite food is still hotpot, the spicier and numbing the better, always.",
+                    ),
+                ]
+            )
+            == []
+        )
+
+    def test_subset_of_content_words_merges(self) -> None:
+        groups = merge_groups(
+            [mem(1, "Caroline paints at home."), mem(2, "Caroline usually paints at home.", days=1)]
+        )
+        assert [(g.ids, g.content) for g in groups] == [((1, 2), "Caroline usually paints at home.")]
+        groups = merge_groups([mem(3, "张三周末在家画画。"), mem(4, "张三周末经常在家画画。", days=1)])
+        assert [(g.ids, g.content) for g in groups] == [((3, 4), "张三周末经常在家画画。")]
+        # Same words, another subject as written: not compared by the subset rule.
+        assert (
+            merge_groups([mem(5, "Caroline visited Mel."), mem(6, "Mel visited Caroline in hospital.")]) == []
+        )
+
+    def test_additions_are_not_duplicates(self) -> None:
+        assert (
+            merge_groups(
+                [
+                    mem(1, "Lin Wei's cat is named Mochi."),
+                    mem(2, "Lin Wei's orange cat Mochi is three years old."),
+                ]
+            )
+            == []
+        )
+        assert merge_groups([mem(1, "Caroline ran 5 km."), mem(2, "Caroline ran 10 km in the park.")]) == []
+        assert (
+            merge_groups(
+                [mem(1, "Caroline likes the park."), mem(2, "Caroline doesn't like the park at all.")]
+            )
+            == []
+        )
 
     def test_invalid_threshold(self) -> None:
         with pytest.raises(ValueError, match="threshold"):

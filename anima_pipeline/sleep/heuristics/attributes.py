@@ -55,13 +55,18 @@ ATTRIBUTE_CLASS: dict[str, str] = {
 class Fact:
     """One recognised statement. `polarity` is +1 (asserted) or -1 (denied, e.g. "doesn't
     like", "no longer lives in"); `changed` says the clause itself announces a change of
-    state ("now", "no longer", "moved", 现在, 不再), which turns a clash into an expiry."""
+    state ("now", "no longer", "moved", 现在, 不再), which turns a clash into an expiry.
+    `unnamed` marks an employer or residence described without a name ("works at a bank",
+    "在一家银行工作"): such a fact only ever loses to a newer *announced change*.
+    `value` ANY_VALUE with polarity -1 ("quit his job", 辞职了) denies whatever value
+    was held before."""
 
     subject: str
     attribute: str
     value: str
     polarity: int
     changed: bool
+    unnamed: bool = False  # "a bank", "一家银行": a place described, not named (see facts_conflict)
 
 
 # --- vocabularies -----------------------------------------------------------------------
@@ -150,6 +155,7 @@ _CHANGE_CN = re.compile(
 )
 
 _CN_NUM = "零〇一二两三四五六七八九十百"
+ANY_VALUE = "*"  # "quit his job" / 辞职了: denies the employer, whatever it was
 
 # --- clause text ------------------------------------------------------------------------
 
@@ -241,9 +247,9 @@ def _clean_subject(raw: str, context: str | None) -> str | None:
 
 
 _EN_NAME = re.compile(
-    r"^\s*(?P<name>(?:[Tt]he\s+)?[Uu]ser|[A-Z][\w.-]*(?:['\u2019][A-Z][\w-]*)?(?:\s+[A-Z][\w-]*){0,2})"
+    r"^\s*(?P<name>(?:[Tt]he\s+)?[Uu]ser|[A-Z][^\W_\u3400-\u9fff.-]*(?:[.-][^\W\u3400-\u9fff]*)*(?:['\u2019][A-Z][\w-]*)?(?:\s+[A-Z][^\W\u3400-\u9fff-]*(?:-[^\W\u3400-\u9fff]*)*){0,2})"
     r"(?:(?:'s|\u2019s)\s+(?P<rel>(?:(?:younger|older|elder|eldest|youngest|oldest|little|big|"
-    r"baby|best|new|late)\s+)?[a-z]+(?:-in-law)?))?(?=[\s,.;!?]|$)"
+    r"baby|best|new|late)\s+)?[a-z]+(?:-in-law)?))?(?=[\s,.;!?\u3400-\u9fff]|$)"
 )
 _EN_NOT_NAMES = {
     "the", "a", "an", "in", "on", "at", "last", "next", "this", "that", "these", "those", "it",
@@ -284,6 +290,8 @@ def guess_subject(sentence: str) -> str | None:
     m = _EN_NAME.match(sentence)
     if m and re.match(r"\s+(?:and|&)\s+[A-Z]", sentence[m.end() :]):
         return None  # "Mel and Caroline …": a later "she" could be either
+    if m and has_cjk(sentence[m.end() : m.end() + 1]) and not re.match(_CN_VERB_ANCHOR, sentence[m.end() :]):
+        return None  # "Lin Wei妈妈叫…" is his mother: a Latin name in Chinese needs a verb next
     if m and m["name"].split()[0].lower() not in _EN_NOT_NAMES - {"the"}:
         name = m["name"]
         if name.split()[0].lower() == "the" and not name.lower().endswith("user"):
@@ -312,7 +320,7 @@ _EN_VALUE_TAIL = re.compile(
 # husband since 2020" is still Paris. Not applied to likes: "tea with milk" is not "tea".
 _EN_CIRCUMSTANCE_TAIL = re.compile(
     r"(?:\s+(?:since\s+.+|for\s+(?:\d+|many|several|a\s+few|the\s+past)\s+.+|with\s+.+|"
-    r"in\s+\d{4}.*|last\s+\w+|this\s+\w+))+$"
+    r"in\s+\d{4}.*|last\s+\w+|this\s+\w+|on\s+\d{4}-\d{2}-\d{2}.*|(?:today|yesterday)\b.*))+$"
 )
 _CN_VALUE_TAIL = re.compile(r"(?:去了|去|了|啦|呢|的|居住|生活|工作|上班|住)+$")
 _PLACE_LIKE = {"hometown", "residence", "employer", "occupation"}
@@ -320,10 +328,18 @@ _PLACE_LIKE = {"hometown", "residence", "employer", "occupation"}
 # without naming it; two such descriptions cannot be told apart or against a real name.
 _UNNAMED_PLACE = re.compile(r"^(?:an?|his|her|their|my|our|some|one)\s|^(?:一|某)[家个所间座]")
 _PLACE_ATTRIBUTES = {"hometown", "residence", "employer"}
+_CN_NOT_A_PLACE = re.compile(r"考虑|是否|寻找|找一|想|打算|准备|计划")
+# Unnamed places kept (as `Fact.unnamed`) where a newer announced change can expire them:
+# where someone works or lives changes; a hometown never does.
+_UNNAMED_COMPARABLE = {"residence", "employer"}
+_UNNAMED_DETERMINER = re.compile(
+    r"^(?:(?:an?|his|her|their|my|our|some|one)\s+(?:own\s+)?|(?:一|某)[家个所间座])"
+)
+_STAMPED_DATE = re.compile(r"\s*[(（]\s*\d{4}-\d{2}(?:-\d{2})?\s*[)）]\s*$")
 
 
 def _clean_text_value(value: str, place_like: bool = False) -> str | None:
-    value = value.strip(" .\"'")
+    value = _STAMPED_DATE.sub("", value.strip(" .\"'")).strip(" .\"'")
     value = _EN_VALUE_TAIL.sub("", value)
     if place_like:
         value = _EN_CIRCUMSTANCE_TAIL.sub("", value)
@@ -376,8 +392,12 @@ def _value(attribute: str, raw: str) -> str | None:
         return _parse_age(raw)
     if attribute == "relationship":
         return _RELATIONSHIP.get(re.sub(r"\s+", " ", raw))
+    if attribute in _PLACE_ATTRIBUTES and _CN_NOT_A_PLACE.search(raw):
+        return None  # "在考虑是否要找一份新工作" is a thought, not a workplace
     if attribute in _PLACE_ATTRIBUTES and _UNNAMED_PLACE.match(raw):
-        return None
+        if attribute not in _UNNAMED_COMPARABLE:
+            return None
+        return _clean_text_value(_UNNAMED_DETERMINER.sub("", raw), place_like=True)
     if attribute == "likes":
         raw = re.split(r"\s+(?:because|since|when|so that|as long as)\s+|因为|因此|所以", raw)[0]
     return _clean_text_value(raw, place_like=attribute in _PLACE_LIKE)
@@ -398,7 +418,8 @@ _LIKE_EN = (
     r"|(?:is|are)\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|(?:very\s+|really\s+)?fond\s+of|really\s+into|keen\s+on)"
     r"|likes?|loves?|enjoys?|adores?"
 )
-_S_CN = r"(?P<subj>[^\s,;:!?。、]{1,12}?)"
+# A Latin name may sit in Chinese text ("Lin Wei喜欢…"): up to two spaced words before it.
+_S_CN = r"(?P<subj>(?:[a-z][a-z.'-]* ){0,2}[^\s,;:!?。、]{1,12}?)"
 _A_CN = rf"(?:{_CN_ADVERBS})*"
 _ANIMALS_CN = "".join(k for k in _ANIMALS if not k.isascii())
 _SIGNS_CN = "|".join(k for k in _SIGNS if not k.isascii())
@@ -414,6 +435,19 @@ _LIKE_CN = (
 )
 _NEGATIVE_VERB = re.compile(r"n[o']?t\b|never|no longer|dislike|hate|detest|stand|^不|讨厌|厌恶|受不了")
 _TIMELESS_OCCUPATION_TAIL = re.compile(r"\s+(?:at|for|in|with|since)\s+.*$")
+# "started at" / "joined" name an employer only when the object is an organisation: people
+# also start at 9am and join gyms, clubs, groups and programs.
+_ORG_NOUN = re.compile(
+    r"\b(?:bank|company|startup|start-up|firm|agency|studio|hospital|clinic|lab|laboratory|"
+    r"corporation|corp|inc|ltd|llc|store|shop|restaurant|cafe|café|bakery|factory|office|"
+    r"nonprofit|non-profit|ngo|consultancy|publisher|newspaper|magazine|institute|hotel|"
+    r"gallery|museum|library|warehouse|robotics|technologies|tech|labs|systems|airline|"
+    r"insurer|retailer|manufacturer|fund)\b"
+)
+_NOT_EMPLOYER = re.compile(
+    r"\b(?:group|club|gym|class|course|program|programme|team|church|band|league|community)\b"
+)
+_EN_QUIT_JOB = r"(?:quit|left|resigned\s+from)\s+(?:his|her|their|my|the|a)\s+(?:old\s+|previous\s+)?(?:job|position|post)"
 
 
 @dataclass(frozen=True)
@@ -421,10 +455,14 @@ class _Pattern:
     attribute: str
     regex: re.Pattern[str]
     changed: bool = False  # the construction itself announces a change ("moved to", 搬到)
+    polarity: int | None = None  # fixed by the construction ("quit his job", 不喝…了)
+    org: bool = False  # the value must name an organisation (see _ORG_NOUN)
 
 
-def _p(attribute: str, regex: str, changed: bool = False) -> _Pattern:
-    return _Pattern(attribute, re.compile(regex), changed)
+def _p(
+    attribute: str, regex: str, changed: bool = False, polarity: int | None = None, org: bool = False
+) -> _Pattern:
+    return _Pattern(attribute, re.compile(regex), changed, polarity, org)
 
 
 # Order matters within an attribute: the first pattern that matches a clause wins.
@@ -469,6 +507,12 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p("age", rf"{_S_EN}(?:'s)?\s+age\s+is\s+(?P<val>\d{{1,3}})\b"),
     _p("age", rf"{_S_CN}{_A_CN}(?P<val>\d{{1,3}}|{_CN_AGE})周?岁"),
     # likes / preferences
+    _p("likes", rf"{_S_EN}(?:'s|s')\s+(?:all-time\s+|absolute\s+)?favou?rite(?:\s+[a-z]+){{0,2}}?\s+(?:is|are)\s+{_A_EN}(?P<val>.+)$"),
+    _p("likes", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:stopped|quit|gave\s+up|cut\s+out)\s+(?P<val>(?:drinking|eating)\s+.+)$", changed=True, polarity=-1),
+    _p("likes", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?switched\s+from\s+(?P<over>.+?)\s+to\s+(?P<val>.+)$", changed=True),
+    _p("likes", rf"{_S_CN}(?:一直|还是|也|都)?最(?:喜欢|爱)的(?:[^是，,]{{0,6}}?)(?:还|仍然|依然|一直)?是(?P<val>.+)$"),
+    _p("likes", rf"{_S_CN}(?:现在|已经|决定|从此|以后)*(?:不再|不|戒掉了|戒了)(?P<val>[喝吃].+?)了$", changed=True, polarity=-1),
+    _p("likes", rf"{_S_CN}(?:现在|已经|决定|从此|以后)*(?:从.{{0,16}}?开始)?改(?P<val>[喝吃].+?)了?$", changed=True),
     _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<pverb>prefers?)\s+(?P<val>.+?)(?:\s+(?:over|rather\s+than|instead\s+of|more\s+than)\s+(?P<over>.+))?$"),
     _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<verb>{_LIKE_EN})\s+(?P<val>.+)$"),
     _p("likes", rf"{_S_CN}{_A_CN}(?:更喜欢|更爱|偏好)(?P<val>.+?)(?:而不是|而非|胜过|多过)(?P<over>.+)$"),
@@ -483,7 +527,17 @@ _PATTERNS: tuple[_Pattern, ...] = (
     _p("employer", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}works\s+(?:as\s+[^,]+?\s+)?(?:at|for)\s+(?P<val>.+)$"),
     _p("employer", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}is\s+employed\s+(?:at|by)\s+(?P<val>.+)$"),
     _p("employer", rf"{_S_EN}\s+{_A_EN}(?:started\s+(?:working|a\s+(?:new\s+)?job)\s+(?:at|for))\s+(?P<val>.+)$", changed=True),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:got|landed|accepted|took)\s+a\s+(?:new\s+)?job\s+(?:at|with)\s+(?P<val>.+)$", changed=True),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:started|began)\s+at\s+(?P<val>.+)$", changed=True, org=True),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?joined\s+(?P<val>.+?)\s+as\s+(?:a|an|the|their|its)\s+.+$", changed=True),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?joined\s+(?P<val>.+)$", changed=True, org=True),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?{_EN_QUIT_JOB}\s+(?:at|with)\s+(?P<val>.+)$", changed=True, polarity=-1),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:{_EN_QUIT_JOB}|resigned)(?:\s+(?:in|on|last|this|yesterday|today)\b.*)?$", changed=True, polarity=-1),
+    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?resigned\s+from\s+(?P<val>.+)$", changed=True, polarity=-1, org=True),
+    _p("employer", rf"{_S_CN}{_A_CN}开始在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)", changed=True),
     _p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)"),
+    _p("employer", rf"{_S_CN}{_A_CN}从(?P<val>.+?)(?:辞职|离职)了?", changed=True, polarity=-1),
+    _p("employer", rf"{_S_CN}(?:已经|刚刚?|上个月|上周|今年|去年)*(?:辞职了?|离职了?|辞掉了?[^，,]{{0,8}}工作|辞去了?[^，,]{{0,8}}(?:工作|职务)|换了(?:一份)?新?工作|换工作了)", changed=True, polarity=-1),
     _p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?(?:就职于|任职于|供职于|受雇于)(?P<val>.+)$"),
     _p("employer", rf"{_S_CN}{_A_CN}(?:入职了?|跳槽到了?|跳槽去了?)(?P<val>.+)$", changed=True),
     # relationship status
@@ -510,9 +564,10 @@ _TRIGGERS: dict[str, re.Pattern[str]] = {
         "hometown": r"from|home\s*town|birthplace|place of birth|born|来自|出身|老家|家乡|故乡|籍贯|出生|生于|生在",
         "occupation": r"work|job|occupation|profession|trade|职业|工作|是一名|是一位|当上|成为",
         "age": r"\d|岁|age",
-        "likes": r"lik|lov|enjoy|ador|prefer|hate|detest|stand|fan of|fond of|into|keen on|喜欢|爱|讨厌|厌恶|受不了|偏好",
+        "likes": r"lik|lov|enjoy|ador|prefer|hate|detest|stand|fan of|fond of|into|keen on|favou?rite|stopped|quit|gave up|"
+        r"cut out|switched|喜欢|爱|讨厌|厌恶|受不了|偏好|不再|不[喝吃]|戒|改[喝吃]",
         "residence": r"live|living|reside|based|settled|moved|relocated|emigrated|住|居|生活在|搬|迁|移",
-        "employer": r"work|employed|job|工作|上班|任职|就职|打工|供职|受雇|入职|跳槽",
+        "employer": r"work|employed|job|started|began|joined|resign|quit|left|工作|上班|任职|就职|打工|供职|受雇|入职|跳槽|辞|离职",
         "relationship": r"single|married|divorced|engaged|widowed|separated|dating|relationship|seeing|friend|"
         r"partner|broke up|单身|已婚|离异|丧偶|结婚|离婚|订婚|分手|朋友|对象|伴侣|恋爱",
     }.items()
@@ -541,18 +596,31 @@ def _match_clause(clause: str, context: str | None) -> list[Fact]:
         verb = (m.groupdict().get("verb") or m.groupdict().get("pverb") or "").strip()
         if subject != "i" and _BASE_FORM_VERB.match(re.sub(r"\s+", " ", verb)):
             continue
-        value = _value(pattern.attribute, m["val"])
+        raw = m.groupdict().get("val")
+        if raw is None:
+            if pattern.polarity != -1:
+                continue
+            value: str | None = ANY_VALUE  # "quit his job", 辞职了: whatever it was
+        else:
+            value = _value(pattern.attribute, raw)
         if pattern.attribute == "occupation" and value is not None:
             value = _TIMELESS_OCCUPATION_TAIL.sub("", value) or None
         if value is None:
             continue
+        if pattern.org and not (_ORG_NOUN.search(value) and not _NOT_EMPLOYER.search(value)):
+            continue
+        unnamed = (
+            raw is not None
+            and pattern.attribute in _UNNAMED_COMPARABLE
+            and bool(_UNNAMED_PLACE.match(raw.strip()))
+        )
         groups = m.groupdict()
-        polarity = (
+        polarity = pattern.polarity or (
             -1 if groups.get("neg") or (groups.get("verb") and _NEGATIVE_VERB.search(groups["verb"])) else 1
         )
         changed = pattern.changed or clause_changed
         seen.add(pattern.attribute)
-        facts.append(Fact(subject, pattern.attribute, value, polarity, changed))
+        facts.append(Fact(subject, pattern.attribute, value, polarity, changed, unnamed))
         over = groups.get("over")
         if over and changed:
             # "now prefers A over B" denies B as of now — only with a change marker, since
@@ -612,11 +680,48 @@ def values_compatible(a: str, b: str) -> bool:
     return False
 
 
+_LIKE_VERB = re.compile(r"^(?:(?:drinking|eating|having|drinks|eats|to\s+(?:drink|eat))\s+|[吃喝](?=.))")
+
+
+def like_key(value: str) -> str:
+    """The object of a preference without the verb: "喝咖啡" / "drinking coffee" → coffee."""
+    return _LIKE_VERB.sub("", value).strip() or value
+
+
+def _words(value: str) -> set[str] | None:
+    return None if has_cjk(value) else set(value.split())
+
+
+def _refines(a: str, b: str) -> bool:
+    """One unnamed place description contains the other ("bank" / "big bank in pudong",
+    "银行" / "一家大银行"): they may well be the same place."""
+    if values_compatible(a, b):
+        return True
+    short, long = sorted((a, b), key=len)
+    wa, wb = _words(short), _words(long)
+    if wa is None or wb is None:
+        return short in long
+    return wa <= wb
+
+
 def facts_conflict(older: Fact, newer: Fact) -> bool:
-    """Whether `newer` makes `older` false (same subject and attribute assumed)."""
+    """Whether `newer` makes `older` false (same subject and attribute assumed).
+
+    An unnamed place ("works at a bank") is only ever beaten by a newer announced change
+    (`newer.changed`) to a place that does not refine it; ANY_VALUE denials ("quit his
+    job") beat every older asserted value and are never beaten themselves."""
     if older.attribute == "likes":
-        return older.value == newer.value and older.polarity != newer.polarity
-    compatible = values_compatible(older.value, newer.value)
+        return like_key(older.value) == like_key(newer.value) and older.polarity != newer.polarity
+    if older.value == ANY_VALUE:
+        return False
+    if newer.value == ANY_VALUE:
+        return older.polarity > 0 and newer.polarity < 0
+    if older.unnamed or newer.unnamed:
+        if not newer.changed:
+            return False
+        compatible = _refines(older.value, newer.value)
+    else:
+        compatible = values_compatible(older.value, newer.value)
     if older.polarity > 0 and newer.polarity > 0:
         return not compatible
     if older.polarity != newer.polarity:

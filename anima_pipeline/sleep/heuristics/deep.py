@@ -29,6 +29,7 @@ from .attributes import (
     extract_attributes,
     facts_conflict,
     guess_subject,
+    like_key,
     resolve_pronoun,
 )
 from .sentences import is_long, is_tiny, split_sentences
@@ -198,6 +199,12 @@ _PRONOUN_CN = re.compile(r"^(?P<p>[她他])(?![们])")
 _NO_SUBJECT_EN = re.compile(r"^also\s+")
 _NO_SUBJECT_CN = re.compile(r"^[也还]")
 _GENDER = {"she": "f", "her": "f", "he": "m", "his": "m", "她": "f", "他": "m"}
+_GENDER.update(
+    {w: "f" for w in ("sister", "daughter", "mother", "mom", "mum", "wife", "girlfriend", "aunt", "niece")}
+)
+_GENDER.update(
+    {w: "m" for w in ("brother", "son", "father", "dad", "husband", "boyfriend", "uncle", "nephew")}
+)
 
 
 def _with_subject(sentence: str, subject: str | None) -> str | None:
@@ -229,6 +236,120 @@ def _finish(sentence: str) -> str:
     return sentence + ("。" if cjk_tail else ".")
 
 
+# Clause-level splits: "X is a nurse in Chengdu, she has two kids, and she loves hiking".
+_VERB_EN = (
+    r"(?:(?:also|still|now|really|actually|just|recently|often|usually|always|never|even)\s+)*"
+    r"(?:is|was|are|were|has|had|does|did|can|could|will|would|may|might|must|"
+    r"went|got|made|took|came|saw|met|left|found|felt|bought|taught|won|ran|gave|began|became|"
+    r"built|wrote|drove|flew|kept|lost|paid|sold|spent|[a-z]{2,}(?:s|ed))\b"
+)
+_CLAUSE_CUT_EN = re.compile(r",\s+(?:and\s+)?(?=(?:she|he)\s|[A-Z])")
+_CLAUSE_CUT_CN = re.compile(r"[，,]\s*(?:而且|并且)?(?=[她他](?!们))")
+# Reported speech or another person in the first clause: a later "she" may not be the subject.
+_REPORTED = re.compile(
+    r"\b(?:said|says|told|tells|thinks?|thought|mentioned|believes?|according|asked|hopes?|wants?)\b|说|觉得|认为|表示|希望|告诉"
+)
+_PEOPLE_EN = re.compile(
+    r"\b(?:son|daughter|brother|sister|mother|mom|mum|father|dad|husband|wife|boyfriend|girlfriend|"
+    r"partner|friend|friends|kid|kids|child|children|boss|colleague|coworker|manager|teacher|"
+    r"grandma|grandpa|grandmother|grandfather|aunt|uncle|cousin|niece|nephew|baby|neighbou?r|"
+    r"him|her|his|she|he|they|them|their|who)\b"
+)
+_PEOPLE_CN = re.compile(
+    r"儿子|女儿|哥哥|弟弟|姐姐|妹妹|爸|妈|父亲|母亲|丈夫|妻子|老公|老婆|男朋友|女朋友|朋友|孩子|同事|"
+    r"老板|领导|经理|老师|爷爷|奶奶|外公|外婆|叔叔|阿姨|舅舅|姑姑|表|堂|邻居|他|她|谁"
+)
+_PLACE_PREP = re.compile(r"\b(?:in|at|from|to|near|of|on)\s+$")
+# A piece that itself holds a subordinate clause, or a first piece that only introduces
+# the next one, does not stand alone.
+_INNER_CLAUSE = re.compile(
+    r"[,，;；]|^(?:if|when|while|because|since|although|though|as|after|before|through|once|unless)\b|"
+    r"\b(?:but|because|although|though|so|whereas|unless)\b|但|因为|所以|如果|虽然|不过"
+)
+_INTRODUCTORY = re.compile(r"\b(?:say|said|think|know|guess|admit|believe|bet|hope|feel|mean|agree|tell)$")
+# Definite descriptions that point back at the previous clause ("the process").
+_BACK_REFERENCE = re.compile(r"\bthe\s+(?:process|experience|idea|thing|whole\s+thing|result|same)\b")
+
+
+def _appositive(sentence: str, subject: str) -> str | None:
+    """The name right after a relation subject: Mei in "Lin Wei's sister Mei is …"."""
+    if "'s " not in subject:
+        return None
+    m = re.match(rf"\s*{re.escape(subject)}\s+(?P<name>[A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)\b", sentence)
+    return m["name"] if m else None
+
+
+def _first_clause_unambiguous(clause: str, subject: str, name: str | None) -> bool:
+    """No other person a later pronoun could point at: no relation noun, pronoun or
+    capitalised word (but places after in/at/from …) besides the subject itself."""
+    rest = clause.strip()
+    lead = subject + (f" {name}" if name else "")
+    if rest.startswith(lead):
+        rest = rest[len(lead) :]
+    if has_cjk(clause):
+        return not _PEOPLE_CN.search(rest[1:] if rest.startswith("的") else rest)
+    if _PEOPLE_EN.search(rest.lower()):
+        return False
+    for m in re.finditer(r"\b[A-Z][\w-]*", rest):
+        if not _PLACE_PREP.search(rest[: m.start()]):
+            return False
+    return True
+
+
+def _clause_parts(sentence: str) -> list[str] | None:
+    """The clauses of one sentence when each has its own subject and verb and a pronoun in
+    them can only mean the sentence's subject; None to keep the sentence whole."""
+    cjk = has_cjk(sentence)
+    cut = _CLAUSE_CUT_CN if cjk else _CLAUSE_CUT_EN
+    pieces = [p.strip() for p in cut.split(sentence)]
+    if len(pieces) < 2 or _REPORTED.search(sentence):
+        return None
+    if any(_INNER_CLAUSE.search(p) for p in pieces) or _INTRODUCTORY.search(pieces[0]):
+        return None  # "Leo feels lonely, but because of …, Leo …" / "Joanna has to say, …"
+    subject = guess_subject(pieces[0])
+    if subject is None:
+        return None
+    name = None if cjk else _appositive(pieces[0], subject)
+    if not _first_clause_unambiguous(pieces[0], subject, name):
+        return None
+    if not cjk:
+        head = pieces[0][len(subject) :].strip()
+        if name:
+            head = head[len(name) :].strip()
+        if not re.match(_VERB_EN, head):
+            return None
+    known = _GENDER.get(_relation_word(subject)) if re.search(r"'s |的", subject) else None
+    parts = [pieces[0]]
+    for piece in pieces[1:]:
+        if _ANAPHORA_EN.search(piece) or _ANAPHORA_CN.search(piece) or "'" in piece.split(" ")[0]:
+            return None
+        if _BACK_REFERENCE.search(piece.lower()):
+            return None
+        m = _PRONOUN_CN.match(piece) if cjk else _PRONOUN_EN.match(piece)
+        if m:
+            gender = _GENDER[m["p"].lower()]
+            if known is not None and gender != known:
+                return None  # "X's sister …, he …": someone else
+            rest = piece[m.end() :].strip()
+            if not cjk and not re.match(_VERB_EN, rest):
+                return None
+            piece = f"{name or subject}{rest}" if cjk else f"{name or subject} {rest}"
+        elif cjk:
+            return None
+        else:
+            other = guess_subject(piece)
+            if other is None or not re.match(_VERB_EN, piece[len(other) :].strip()):
+                return None
+        if is_tiny(piece):
+            return None
+        parts.append(piece)
+    return parts
+
+
+def _relation_word(subject: str) -> str:
+    return subject.rsplit(" ", 1)[-1].lower()
+
+
 def split_parts(memory: MemoryView) -> list[str] | None:
     """Self-contained sentences when a memory holds several independent facts, else None.
 
@@ -239,10 +360,18 @@ def split_parts(memory: MemoryView) -> list[str] | None:
     or refers back with "it"/"there"/这/那), when a pronoun cannot be resolved, or when a
     part would be a fragment (< 12 characters, < 6 for CJK text).
     """
-    sentences = split_sentences(memory.content)
+    sentences = []
+    for sentence in split_sentences(memory.content):
+        sentences += _clause_parts(sentence) or [sentence]
     if len(sentences) < 2:
         return None
     subject = guess_subject(sentences[0])
+    if subject is not None and normalize_content(sentences[0]) == normalize_content(subject):
+        subject = None  # "Oliver's hilarious.": the 's was "is", not a relation
+    if subject is not None and (
+        _REPORTED.search(sentences[0]) or not _first_clause_unambiguous(sentences[0], subject, None)
+    ):
+        subject = None  # "Melanie said it was Matt, …; his voice …": whose voice?
     parts: list[str] = []
     for i, sentence in enumerate(sentences):
         if is_tiny(sentence):
@@ -287,6 +416,43 @@ _NEGATION = re.compile(
 _NEGATION_BEFORE = re.compile(r"(?:\b(?:not|no|never|longer|\w+n t)\s*|不再?|没有?|未|别|非)$")
 
 
+_STOPWORDS_EN = frozenset(
+    """a an the and or of to in on at for with by from as is are was were be been being am do does
+    did have has had it its this that these those he she they him her his their them i my me we our
+    you your s about into very really so too also just still then than""".split()
+)
+_STOP_CHARS_CN = re.compile(
+    r"[的了很也还都是就在着过吧呢啊呀嘛最更太真挺和与及]|非常|特别|一直|已经|仍然|依然"
+)
+_PREFERENCE_WORDS = frozenset(
+    "like love enjoy adore prefer favourite favorite fan fond big huge food dish drink thing one".split()
+)
+_MIN_SUBSET_WORDS = 3  # "Caroline likes tea" is the smallest statement the subset rule merges
+_MIN_SUBSET_OVERLAP = 0.5  # the shorter holds at least half of the longer's content words
+_MAX_PREFERENCE_EXTRA = 3  # words of the dropped memory beyond subject, verb and object
+
+
+def _stem(word: str) -> str:
+    word = word.removesuffix("'s")
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+def content_words(text: str) -> frozenset[str]:
+    """What a memory says, as a set: stemmed non-stopwords for Latin text, character
+    bigrams without function characters (的 了 很 也 …) for CJK text."""
+    norm = normalize_content(text)
+    if has_cjk(norm):
+        out: set[str] = set()
+        for run in re.findall(r"\S+", _STOP_CHARS_CN.sub(" ", norm)):
+            out.update(run[i : i + 2] for i in range(len(run) - 1)) if len(run) > 1 else out.add(run)
+        return frozenset(out)
+    return frozenset(_stem(w) for w in norm.split() if w not in _STOPWORDS_EN)
+
+
 @dataclass(frozen=True)
 class _Entry:
     memory: MemoryView
@@ -296,10 +462,15 @@ class _Entry:
     negations: int
     facts: tuple[Fact, ...]
     tiny: bool
+    words: frozenset[str] = frozenset()
+    subject: str | None = None
+    cjk: bool = False
 
 
 def _entry(m: MemoryView) -> _Entry:
     norm = normalize_content(m.content)
+    sentences = split_sentences(m.content)
+    subject = guess_subject(sentences[0]) if sentences else None
     return _Entry(
         memory=m,
         norm=norm,
@@ -308,6 +479,81 @@ def _entry(m: MemoryView) -> _Entry:
         negations=len(_NEGATION.findall(norm)),
         facts=tuple(extract_attributes(m.content)),
         tiny=is_tiny(m.content),
+        words=content_words(m.content),
+        subject=normalize_content(subject) if subject else None,
+        cjk=has_cjk(m.content),
+    )
+
+
+def _object_refines(a: str, b: str) -> bool:
+    """The same thing, one said more precisely: hotpot / spicy hotpot, 火锅 / 麻辣火锅
+    (the head, the last word, must agree: green tea is not black tea)."""
+    a, b = like_key(a), like_key(b)
+    if a == b:
+        return True
+    short, long = sorted((a, b), key=len)
+    if has_cjk(short) or has_cjk(long):
+        return long.endswith(short) and len(short) >= 2
+    ws, wl = short.split(), long.split()
+    return ws[-1] == wl[-1] and set(ws) <= set(wl)
+
+
+_PRONOUN_OBJECT = frozenset(
+    "it them this that these those one ones him her something everything stuff".split()
+)
+
+
+def _names_a_thing(*objects: str) -> bool:
+    """Whether each object names a thing ("likes holding them" does not): no pronoun head."""
+    for obj in objects:
+        key = like_key(obj)
+        head = key if has_cjk(key) else (key.split() or [""])[-1]
+        if not head or head in _PRONOUN_OBJECT or head in _STOPWORDS_EN or re.search(r"[它这那]", head):
+            return False
+    return True
+
+
+def _preference_objects(e: _Entry) -> list[tuple[str, str]]:
+    """(subject, object) of the asserted likes of a memory."""
+    return [(f.subject, f.value) for f in e.facts if f.attribute == "likes" and f.polarity > 0]
+
+
+def _same_preference(short: _Entry, long: _Entry) -> str | None:
+    """The object both memories like, when they state one preference of one person and
+    the shorter (the one dropped) says little else."""
+    if short.cjk != long.cjk or short.negations or long.negations:
+        return None
+    for subject, obj in _preference_objects(short):
+        for subject2, obj2 in _preference_objects(long):
+            if subject != subject2 or not _object_refines(obj, obj2) or not _names_a_thing(obj, obj2):
+                continue
+            known = content_words(subject) | content_words(obj) | content_words(obj2)
+            extra = {
+                w
+                for w in short.words - known
+                if not (_stem(w) in _PREFERENCE_WORDS or w in _PREFERENCE_WORDS)
+            }
+            if short.cjk:
+                extra = {g for g in extra if not re.search("喜|欢|爱|好", g)}
+                if len(extra) > 2 * _MAX_PREFERENCE_EXTRA:
+                    continue
+            elif len(extra) > _MAX_PREFERENCE_EXTRA:
+                continue
+            return obj2 if len(obj2) >= len(obj) else obj
+    return None
+
+
+def _subset(short: _Entry, long: _Entry) -> bool:
+    """The shorter's content words are all in the longer (contained in meaning)."""
+    return (
+        short.subject is not None
+        and short.subject == long.subject
+        and short.cjk == long.cjk
+        and len(short.words) >= _MIN_SUBSET_WORDS
+        and short.words <= long.words
+        and len(short.words) >= _MIN_SUBSET_OVERLAP * len(long.words)
+        and short.numbers <= long.numbers
+        and short.negations == long.negations
     )
 
 
@@ -348,19 +594,28 @@ def _edge(a: _Entry, b: _Entry, threshold: float) -> tuple[float, int, str] | No
     if not short.tiny and short.norm in long.norm:
         at = _contained_at_boundary(short.norm, long.norm)
         contained = at is not None and not _NEGATION_BEFORE.search(long.norm[:at].rstrip())
-    if not contained:
-        if a.numbers != b.numbers or a.negations != b.negations:
-            return None
-        if min(len(a.grams), len(b.grams)) < threshold * max(len(a.grams), len(b.grams)) - 1e-9:
-            return None  # J ≤ |smaller| / |larger|: the threshold is out of reach
-        score = jaccard(a.grams, b.grams)
-        if score < threshold:
+    similar = False
+    if not contained and a.numbers == b.numbers and a.negations == b.negations:
+        if min(len(a.grams), len(b.grams)) >= threshold * max(len(a.grams), len(b.grams)) - 1e-9:
+            score = jaccard(a.grams, b.grams)  # (else J ≤ |smaller| / |larger| is out of reach)
+            similar = score >= threshold
+    described = None
+    if not contained and not similar:
+        # In other words: same content words, or the same preference of the same person.
+        wshort, wlong = sorted((a, b), key=lambda e: (len(e.words), len(e.norm), e.memory.id))
+        if _subset(wshort, wlong):
+            described = f"f-{wshort.memory.id}'s content words are all in f-{wlong.memory.id}"
+        elif obj := _same_preference(short, long):
+            described = f"f-{ida} and f-{idb} state the same preference ({obj!r})"
+        else:
             return None
     if (a.facts and b.facts) and _facts_clash(a, b):
         return None
     if contained:
         return (1.0, 1, f"f-{short.memory.id} is contained in f-{long.memory.id}")
-    return (score, 2, f"f-{ida} ~ f-{idb} similarity {score:.2f}")
+    if similar:
+        return (score, 2, f"f-{ida} ~ f-{idb} similarity {score:.2f}")
+    return (jaccard(a.grams, b.grams), 3, described or "")
 
 
 def _candidate_pairs(entries: list[_Entry], threshold: float) -> set[tuple[int, int]]:
@@ -402,6 +657,27 @@ def _candidate_pairs(entries: list[_Entry], threshold: float) -> set[tuple[int, 
             continue
         containers = set.intersection(*(full_postings[g] for g in probes))
         pairs.update((min(i, j), max(i, j)) for j in containers if len(entries[j].norm) > len(e.norm))
+    # Subset: the longer holds every content word of the shorter, so it is in the
+    # postings of the shorter's rarest words. Preference: same subject and object head.
+    wdf = Counter(w for e in entries for w in e.words)
+    word_postings: dict[str, set[int]] = defaultdict(set)
+    for i, e in enumerate(entries):
+        for w in e.words:
+            word_postings[w].add(i)
+    for i, e in enumerate(entries):
+        if e.subject is None or len(e.words) < _MIN_SUBSET_WORDS:
+            continue
+        probes = sorted(e.words, key=lambda w: (wdf[w], w))[:2]
+        containers = set.intersection(*(word_postings[w] for w in probes))
+        pairs.update((min(i, j), max(i, j)) for j in containers if j != i)
+    by_preference: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, e in enumerate(entries):
+        for subject, obj in _preference_objects(e):
+            key = like_key(obj)
+            head = key[-2:] if has_cjk(key) else key.split()[-1] if key.split() else key
+            by_preference[(subject, head)].append(i)
+    for same in by_preference.values():
+        pairs.update((min(i, j), max(i, j)) for x, i in enumerate(same) for j in same[x + 1 :] if i != j)
     by_norm: dict[str, list[int]] = defaultdict(list)
     for i, e in enumerate(entries):
         if e.norm:
