@@ -202,6 +202,13 @@ def recall_(
     query: str = typer.Argument(..., help="What the agent is asking its memory."),
     anima: str | None = typer.Option(None, "--anima", help="Which anima (default: the only one)."),
     limit: int = typer.Option(8, help="At most this many recalled memories (besides the resident set)."),
+    max_chars: int = typer.Option(
+        2000, "--max-chars", help="Character budget of the recalled memories (resident ones not counted)."
+    ),
+    exclude_session: list[str] = typer.Option(
+        None, "--exclude-session",
+        help="The current conversation's id (repeatable): memories sourced only from it are not recalled.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the context block."),
 ) -> None:
     """What the agent would get back at chat time: resident memories, then passive recall."""
@@ -211,7 +218,9 @@ def recall_(
     try:
         with db.transaction() as conn:
             anima_id = anima or _only_anima(conn)
-            result = recall(conn, anima_id, query, limit=limit)
+            result = recall(
+                conn, anima_id, query, limit=limit, max_chars=max_chars, exclude_sessions=exclude_session or None
+            )
     finally:
         db.close()
     if as_json:

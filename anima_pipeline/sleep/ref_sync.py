@@ -24,7 +24,7 @@ from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
+from anima_pipeline.store.memories import MemoryRepo
 
 STEP = "memory_references/synced"
 CITATION = re.compile(r"\[\[anima:f-(\d+)\]\]")
@@ -225,26 +225,19 @@ def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str, cfg: d
 # ---- 4. resident set ------------------------------------------------------------------
 
 
-def resident_set(
-    active: list[SemanticMemory], top_n: int, pinned_max: int
-) -> tuple[list[int], int, int, list[str]]:
-    """(resident ids, pinned count, overflow, warnings): pinned (capped, most cited first)
-    then the top-N cited. Memories never cited are not resident by count."""
-    by_count = sorted(active, key=lambda m: (-m.reference_count, m.id))
-    pinned = [m for m in by_count if m.pinned]
-    overflow = max(0, len(pinned) - pinned_max)
-    warnings = []
-    if overflow:
-        warnings.append(
-            f"{len(pinned)} memories are pinned but the resident read shows at most {pinned_max}; "
-            f"{overflow} left out of the resident set (none unpinned: review pins)"
-        )
-    top = [m for m in by_count if m.reference_count > 0][:top_n]
-    ids = list(dict.fromkeys([m.id for m in pinned[:pinned_max]] + [m.id for m in top]))
-    return ids, len(pinned), overflow, warnings
-
-
 def _resident(
     conn: Connection, anima_id: str, cfg: dict[str, float]
 ) -> tuple[list[int], int, int, list[str]]:
-    return resident_set(MemoryRepo(conn).active(anima_id), int(cfg["top_n"]), int(cfg["pinned_max"]))
+    """(resident ids, pinned count, overflow, warnings), read exactly as chat-time recall reads it."""
+    from anima_pipeline.recall.context import resident_set
+
+    pinned_max = int(cfg["pinned_max"])
+    memories, overflow = resident_set(conn, anima_id, top_n=int(cfg["top_n"]), pinned_max=pinned_max)
+    pinned = sum(1 for m in memories if m.pinned) + overflow
+    warnings = []
+    if overflow:
+        warnings.append(
+            f"{pinned} memories are pinned but the resident read shows at most {pinned_max}; "
+            f"{overflow} left out of the resident set (none unpinned: review pins)"
+        )
+    return [m.id for m in memories], pinned, overflow, warnings
