@@ -452,6 +452,7 @@ def demo() -> None:
     from datetime import date
 
     from anima_pipeline.sleep.cycle import day_range
+    from anima_pipeline.store.status import status
 
     if _settings().engine != "offline":
         console.print("note: the demo uses the engine in ANIMA_ENGINE; unset it for the offline engine")
@@ -463,7 +464,7 @@ def demo() -> None:
     try:
         with db.transaction() as conn:
             show_learned(conn, "aria")
-            data = __import__("anima_pipeline.store.status", fromlist=["status"]).status(conn)
+            data = status(conn)
     finally:
         db.close()
     console.print(status_table(data))
