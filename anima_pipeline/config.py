@@ -10,9 +10,9 @@ import os
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, SecretStr, field_validator
+from pydantic import BaseModel, SecretStr, ValidationError, field_validator
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -39,7 +39,10 @@ class Settings(BaseModel):
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
-        ZoneInfo(v)  # raises a clear ZoneInfoNotFoundError naming the zone
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r} (an IANA name such as Asia/Shanghai)") from None
         return v
 
     @property
@@ -52,28 +55,36 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        """Settings from ANIMA_* variables; a bad value raises ValueError naming the variable."""
         e = os.environ if env is None else env
+        values: dict = {"home": Path(e.get("ANIMA_HOME") or "~/.anima").expanduser()}
+        for var, field in _ENV.items():
+            raw = e.get(var)
+            if raw not in (None, ""):
+                values[field] = raw
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else ""
+            var = next((v for v, f in _ENV.items() if f == field), field)
+            msg = err["msg"].removeprefix("Value error, ")
+            shown = "(hidden)" if "KEY" in var else repr(values.get(field))
+            raise ValueError(f"{var}={shown}: {msg}") from None
 
-        def opt(name: str) -> str | None:
-            v = e.get(name)
-            return v if v not in (None, "") else None
 
-        values: dict = {
-            "database_url": opt("ANIMA_DATABASE_URL"),
-            "home": Path(opt("ANIMA_HOME") or "~/.anima").expanduser(),
-            "engine": opt("ANIMA_ENGINE") or "offline",
-            "model": opt("ANIMA_MODEL") or DEFAULT_MODEL,
-            "anthropic_api_key": opt("ANTHROPIC_API_KEY"),
-            "anthropic_base_url": opt("ANTHROPIC_BASE_URL"),
-            "timezone": opt("ANIMA_TIMEZONE") or "Asia/Shanghai",
-        }
-        if opt("ANIMA_START_DATE"):
-            values["start_date"] = opt("ANIMA_START_DATE")
-        if opt("ANIMA_BUDGET_USD"):
-            values["budget_usd"] = float(opt("ANIMA_BUDGET_USD"))  # type: ignore[arg-type]
-        if opt("ANIMA_BUDGET_TOKENS"):
-            values["budget_tokens"] = int(opt("ANIMA_BUDGET_TOKENS"))  # type: ignore[arg-type]
-        return cls(**values)
+# environment variable -> Settings field (ANIMA_HOME is handled apart: it is a path with ~)
+_ENV: dict[str, str] = {
+    "ANIMA_DATABASE_URL": "database_url",
+    "ANIMA_ENGINE": "engine",
+    "ANIMA_MODEL": "model",
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "ANTHROPIC_BASE_URL": "anthropic_base_url",
+    "ANIMA_TIMEZONE": "timezone",
+    "ANIMA_START_DATE": "start_date",
+    "ANIMA_BUDGET_USD": "budget_usd",
+    "ANIMA_BUDGET_TOKENS": "budget_tokens",
+}
 
 
 @lru_cache(maxsize=1)

@@ -154,3 +154,20 @@ def test_status_follows_changes(db: Database, sql: str, key: str) -> None:
     assert {k: v for k, v in after.items() if k not in (key, "semantic_deprecated")} == {
         k: v for k, v in before.items() if k not in (key, "semantic_deprecated")
     }
+
+
+def test_bad_configuration_names_the_variable():
+    import pytest
+
+    from anima_pipeline.config import Settings
+
+    for env, var in (
+        ({"ANIMA_START_DATE": "2023-13-01"}, "ANIMA_START_DATE"),
+        ({"ANIMA_TIMEZONE": "Mars/Base"}, "ANIMA_TIMEZONE"),
+        ({"ANIMA_ENGINE": "gpt"}, "ANIMA_ENGINE"),
+        ({"ANIMA_BUDGET_USD": "lots"}, "ANIMA_BUDGET_USD"),
+    ):
+        with pytest.raises(ValueError, match=var):
+            Settings.from_env(env)
+    settings = Settings.from_env({"ANTHROPIC_API_KEY": "sk-ant-hidden-1", "ANIMA_TIMEZONE": "Europe/Paris"})
+    assert settings.tz.key == "Europe/Paris" and "sk-ant-hidden-1" not in repr(settings)
