@@ -1,0 +1,80 @@
+"""Dedup of fact candidates against the active memories of the same sessions ("message 2")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import lexicon as lx
+from .light_text import CJK, normalize_key
+from .light_types import Decision, FactCandidate
+
+
+def _tokens(text: str) -> set[str]:
+    """Content words, plus Chinese character bigrams, for overlap measures."""
+    key = normalize_key(text)
+    words = {w for w in key.split() if w not in lx.STOPWORDS and not CJK.search(w)}
+    cjk = "".join(CJK.findall(key))
+    return words | {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+
+
+@dataclass
+class _Known:
+    memory_id: int | None  # None: created by an earlier candidate of this batch
+    content: str
+    tokens: set[str]
+    decision: int | None  # index of the decision that currently writes this entry
+
+
+def _relation(key: str, tokens: set[str], known: _Known) -> tuple[int, str]:
+    """(rank, kind): twin > contained > fuller > near; rank 0 means unrelated."""
+    if key == normalize_key(known.content):
+        return 4, "twin"
+    if not tokens or not known.tokens:
+        return 0, ""
+    common = len(tokens & known.tokens)
+    in_known, in_new = common / len(tokens), common / len(known.tokens)
+    if in_known >= 0.9 and in_new >= 0.9:
+        return 4, "twin"
+    if in_known >= 0.85:
+        return 3, "contained"
+    if in_new >= 0.85 and len(tokens) > len(known.tokens):
+        return 2, "fuller"
+    if common / len(tokens | known.tokens) >= 0.75:
+        return 1, "near"
+    return 0, ""
+
+
+def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int, str]]) -> list[Decision]:
+    """One decision per candidate against active memories of the same sessions.
+
+    A twin or a candidate already contained in a memory is skipped; a fuller
+    version of a memory updates that memory; candidates of the same batch are
+    compared too, so no near-duplicate is ever created.
+    """
+    known = [_Known(mid, content, _tokens(content), None) for mid, content in existing]
+    decisions: list[Decision] = []
+    for cand in candidates:
+        tokens = _tokens(cand.content)
+        best, rank, kind = None, 0, ""
+        for entry in known:
+            r, k = _relation(cand.key, tokens, entry)
+            if r > rank:
+                best, rank, kind = entry, r, k
+        if best is None:
+            known.append(_Known(None, cand.content, tokens, len(decisions)))
+            decisions.append(Decision("create", cand, None, cand.content, "new"))
+            continue
+        ref = f"f-{best.memory_id}" if best.memory_id is not None else "an earlier candidate"
+        if kind != "fuller":
+            decisions.append(Decision("skip", cand, best.memory_id, None, f"{kind} of {ref}"))
+            continue
+        if best.decision is not None:  # an earlier write of this batch is superseded
+            old = decisions[best.decision]
+            decisions[best.decision] = Decision(
+                "skip", old.candidate, best.memory_id, None, "superseded by a fuller candidate"
+            )
+        action = "update" if best.memory_id is not None else "create"
+        best.content, best.tokens, best.decision = cand.content, tokens, len(decisions)
+        decisions.append(Decision(action, cand, best.memory_id, cand.content, f"fuller version of {ref}"))
+    return decisions

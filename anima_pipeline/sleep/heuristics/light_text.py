@@ -1,0 +1,70 @@
+"""Text utilities of the light-sleep heuristics: language test, cleanup, sentences, content words, keys."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from . import lexicon as lx
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
+_ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|vs|etc|e\.g|i\.e|Mt)\.$")
+_EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
+
+
+def is_chinese(text: str) -> bool:
+    """Chinese when CJK characters weigh at least as much as Latin letters (one CJK ~ two letters)."""
+    cjk = len(CJK.findall(text))
+    return cjk > 0 and 2 * cjk >= len(re.findall(r"[A-Za-z]", text))
+
+
+def normalize_key(text: str) -> str:
+    """Lowercase, punctuation-free, whitespace-folded form used to spot twins."""
+    kept = [" " if unicodedata.category(c)[0] in "PSZ" else c for c in text.lower()]
+    return " ".join("".join(kept).split())
+
+
+_TOOL_MARKUP = re.compile(r"<(tool_call|tool_result|function_call)>.*?</\1>", re.S)
+
+
+def clean_text(text: str) -> str:
+    text = _TOOL_MARKUP.sub(" ", text)
+    text = lx.EMOJI.sub(" ", lx.PHOTO_TAG.sub(" ", lx.URL.sub(" ", text)))
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    return re.sub(r"[ \t]+", " ", text).strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of one message; keeps abbreviations such as 'Dr.' attached."""
+    if is_chinese(text):
+        return [s.strip() for s in _ZH_SPLIT.split(text) if s and s.strip()]
+    out: list[str] = []
+    for piece in _EN_SPLIT.split(text):
+        if out and _ABBREVIATION.search(out[-1]):
+            out[-1] += " " + piece
+        elif piece.strip():
+            out.append(piece.strip())
+    return out
+
+
+def content_words(text: str) -> list[str]:
+    return [
+        w
+        for w in WORD.findall(text)
+        if len(w) > 2
+        and w.lower() not in lx.STOPWORDS
+        and w.lower() not in lx.SMALL_TALK_WORDS
+        and w.lower() not in lx.VAGUE_WORDS
+    ]
+
+
+def zh_content_chars(text: str) -> int:
+    return len(
+        re.findall(r"[\u3400-\u9fff]", re.sub(r"[我你他她它的了是很也都吗呢吧啊呀哦嗯好就在有和]", "", text))
+    )
+
+
+def quoted_titles(text: str) -> list[str]:
+    return [a or b for a, b in re.findall(r'"([^"]{2,60})"|《([^》]{1,40})》', text)]
