@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import random
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -42,8 +39,11 @@ from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from anima_pipeline.sleep.heuristics.light import Utterance, extract_facts  # noqa: E402
+from light_sleep_coverage import group_days, read_jsonl  # noqa: E402
+
+from anima_pipeline.sleep.heuristics.light import extract_facts  # noqa: E402
 
 TZ = ZoneInfo("Asia/Shanghai")
 MERGE_THRESHOLD = 0.75
@@ -53,21 +53,6 @@ BREAKER_RATIO = 0.25
 # --- memories -----------------------------------------------------------------------
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def group_days(messages: Iterable[dict]) -> dict[str, dict[date, list[Utterance]]]:
-    days: dict[str, dict[date, list[Utterance]]] = defaultdict(lambda: defaultdict(list))
-    for m in messages:
-        if m["role"] not in ("user", "assistant"):
-            continue
-        at = datetime.fromisoformat(m["created_at"]).astimezone(TZ)
-        days[m["anima_id"]][at.date()].append(
-            Utterance(m["conversation_id"], m["message_id"], m["role"], m.get("speaker"), m["content"], at)
-        )
-    return days
 
 
 def archive_views(paths: list[Path], deep: ModuleType) -> dict[str, list[Any]]:
