@@ -277,7 +277,10 @@ def sleep_(
     days = _days(day, first, last)
     if mode not in (None, "full", "incremental"):
         _fail(f"--mode must be full or incremental, got {mode!r}", 2)
-    rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
+    try:
+        rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
+    except ValueError as exc:
+        _fail(str(exc), 2)
     console.print(sleep_table(rows))
     failed = [r for r in rows if r["status"] != "done"]
     if failed:
@@ -338,15 +341,13 @@ def run_sleep(days: list, *, animas=(), mode: str = "scheduled", force: bool = F
 
             poller = threading.Thread(target=poll, daemon=True)
             poller.start()
-            try:
+            try:  # a ValueError (a day not over yet, an unknown step) propagates: nothing ran
                 result = materialize_night(
                     first, last, steps=steps, mode=mode, force=force, animas=animas, instance=instance,
                     raise_on_error=False, log_level="ERROR",
                 )
                 outcome = {"ok": result.success, "run_id": result.run_id,
                            "error": "" if result.success else _run_error(result)}
-            except ValueError as exc:
-                outcome = {"ok": False, "run_id": "", "error": str(exc)}
             finally:
                 done.set()
                 poller.join()

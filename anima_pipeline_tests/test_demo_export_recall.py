@@ -73,3 +73,12 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
 def test_export_refuses_an_unknown_anima(db: Database, tmp_path: Path) -> None:
     with db.transaction() as conn, pytest.raises(ValueError, match="unknown anima"):
         export_markdown(conn, tmp_path, ["nobody"])
+
+
+def test_sleep_refuses_bad_days_and_steps_before_running(demo_env: dict[str, str]) -> None:
+    future = _anima(["sleep", "--day", "2999-01-01"], demo_env)
+    assert future.returncode == 2 and "not over yet" in future.stderr
+    unknown = _anima(["sleep", "--day", "2026-11-18", "--step", "semantic_memory/nope"], demo_env)
+    assert unknown.returncode == 2 and "unknown step" in unknown.stderr and "semantic_memory/merged" in unknown.stderr
+    backwards = _anima(["sleep", "--from", "2026-11-20", "--to", "2026-11-18"], demo_env)
+    assert backwards.returncode == 2 and "before" in backwards.stderr
