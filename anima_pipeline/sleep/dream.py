@@ -25,6 +25,7 @@ from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import render_memories
+from anima_pipeline.sleep.heuristics.lexicon import ADVERBS, STOPWORDS
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.store.db import Connection, Database
@@ -184,6 +185,10 @@ def entity_kind(name: str, mems: list[SemanticMemory]) -> str:
     return "place" if mentions and place * 2 >= mentions else "person"
 
 
+# "already", "because", "really" recur everywhere and name no topic
+_FUNCTION_WORDS = STOPWORDS | ADVERBS
+
+
 def words(text: str) -> set[str]:
     """Content words for rarity: Latin words of 5+ letters that say something, and CJK bigrams."""
     latin = {
@@ -197,7 +202,7 @@ def words(text: str) -> set[str]:
         for i in range(len(run) - 1)
         if not _ZH_FUNCTION.intersection(run[i : i + 2])
     }
-    return {w for w in latin if w not in _GENERIC and w not in _NOT_NAMES} | cjk
+    return {w for w in latin if w not in _GENERIC and w not in _NOT_NAMES and w not in _FUNCTION_WORDS} | cjk
 
 
 _DISCOURSE = re.compile(
