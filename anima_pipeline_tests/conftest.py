@@ -100,3 +100,33 @@ def shared_file(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"evaluation data not present: {path} (kept outside the repository by its license)")
     return path
+
+
+def memory_row(id: int, content: str, **fields):
+    """An in-memory SemanticMemory (no database) for tests of pure functions over memories."""
+    from datetime import UTC, datetime
+
+    from anima_pipeline.store.memories import SemanticMemory
+
+    when = fields.pop("at", datetime(2024, 1, 1, tzinfo=UTC))
+    values = {
+        "id": id,
+        "anima_id": "a",
+        "type": "world",
+        "content": content,
+        "confidence": 0.8,
+        "source_sessions": [],
+        "observed_at": None,
+        "valid_from": None,
+        "valid_until": None,
+        "status": "active",
+        "deprecated_reason": None,
+        "superseded_by": None,
+        "pinned": False,
+        "pinned_at": None,
+        "reference_count": 0.0,
+        "last_referenced_at": None,
+        "created_at": when,
+        "updated_at": when,
+    }
+    return SemanticMemory(**{**values, **fields})

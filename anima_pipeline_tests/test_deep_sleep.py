@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -45,6 +45,7 @@ from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
+from anima_pipeline_tests.conftest import memory_row
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
 
 CST = ZoneInfo("Asia/Shanghai")
@@ -454,27 +455,7 @@ def test_size_band_boundaries(chars: int, band: str) -> None:
 
 
 def _memory(mid: int, type: str, content: str) -> SemanticMemory:
-    t = datetime(2024, 1, 1, tzinfo=UTC)
-    return SemanticMemory(
-        id=mid,
-        anima_id=A,
-        type=type,
-        content=content,
-        confidence=0.8,
-        source_sessions=["s-1"],
-        observed_at=None,
-        valid_from=None,
-        valid_until=None,
-        status="active",
-        deprecated_reason=None,
-        superseded_by=None,
-        pinned=False,
-        pinned_at=None,
-        reference_count=0.0,
-        last_referenced_at=None,
-        created_at=t,
-        updated_at=t,
-    )
+    return memory_row(mid, content, anima_id=A, type=type, source_sessions=["s-1"])
 
 
 def _store_of(total: int) -> list[SemanticMemory]:

@@ -170,31 +170,12 @@ def test_no_dream_on_a_day_without_new_memories(store):
 
 
 def test_entity_cues():
-    from anima_pipeline.store.memories import SemanticMemory
+    from anima_pipeline_tests.conftest import memory_row
 
     now = datetime.fromisoformat("2026-11-18T20:00:00+08:00")
 
-    def mem(i: int, content: str) -> SemanticMemory:
-        return SemanticMemory(
-            id=i,
-            anima_id="a",
-            type="world",
-            content=content,
-            confidence=0.8,
-            source_sessions=[],
-            observed_at=None,
-            valid_from=None,
-            valid_until=None,
-            status="active",
-            deprecated_reason=None,
-            superseded_by=None,
-            pinned=False,
-            pinned_at=None,
-            reference_count=0,
-            last_referenced_at=None,
-            created_at=now,
-            updated_at=now,
-        )
+    def mem(i: int, content: str):
+        return memory_row(i, content, at=now)
 
     mems = [
         mem(1, "Lin Wei has a cat named Mochi."),
