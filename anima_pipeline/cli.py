@@ -250,8 +250,7 @@ def export_(
         with db.transaction() as conn:
             counts = export_markdown(conn, out, anima or None)
     except ValueError as exc:
-        err_console.print(f"[red]export failed:[/red] {exc}")
-        raise typer.Exit(2) from None
+        _fail(f"export failed: {exc}", 2)
     finally:
         db.close()
     console.print(

@@ -3,9 +3,10 @@ the self layer's six blocks + resident memory"): the system prompt of every LLM 
 
 from __future__ import annotations
 
+from anima_pipeline.recall.context import PINNED_MAX, RESIDENT_TOP_N, resident_set
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.layers import SelfBlockRepo
-from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
+from anima_pipeline.store.memories import SemanticMemory
 
 RESIDENT_IN_PROMPT = 20
 
@@ -21,9 +22,13 @@ def identity_context(
         lines.append(f"## {name}\n{content.strip() or '(empty)'}")
     lines.append(f"# Resident memories (pinned first, then most cited; top {resident})")
     if memories is None:
-        mems = MemoryRepo(conn).resident(anima_id, resident)
-    else:
-        mems = sorted(memories, key=lambda m: (not m.pinned, -m.reference_count, m.id))[:resident]
+        mems, _ = resident_set(conn, anima_id)
+    else:  # the same rule as resident_set, over a snapshot
+        pinned = sorted((m for m in memories if m.pinned), key=lambda m: (-m.reference_count, m.id))
+        cited = sorted((m for m in memories if not m.pinned and m.reference_count > 0),
+                       key=lambda m: (-m.reference_count, m.id))
+        mems = pinned[:PINNED_MAX] + cited[:RESIDENT_TOP_N]
+    mems = mems[:resident]
     if not mems:
         lines.append("(none yet)")
     for m in mems:

@@ -57,7 +57,3 @@ class Audit(BaseModel):
 
     def for_anima(self, anima_id: str) -> Audit:
         return self.model_copy(update={"anima_id": anima_id})
-
-
-def events_for_run(conn: Connection, run_id: str) -> list[dict]:
-    return conn.execute("SELECT * FROM memory_event WHERE run_id = %s ORDER BY id", (run_id,)).fetchall()

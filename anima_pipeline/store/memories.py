@@ -85,24 +85,6 @@ class MemoryRepo:
         ).fetchall()
         return [SemanticMemory.model_validate(r) for r in rows]
 
-    def resident(self, anima_id: str, limit: int) -> list[SemanticMemory]:
-        """Pinned first, then by reference count: what the agent always keeps in context."""
-        rows = self.conn.execute(
-            f"""SELECT {_COLUMNS} FROM semantic_memory WHERE anima_id = %s AND status = 'active'
-                ORDER BY pinned DESC, reference_count DESC, id LIMIT %s""",
-            (anima_id, limit),
-        ).fetchall()
-        return [SemanticMemory.model_validate(r) for r in rows]
-
-    def changed_between(self, anima_id: str, start: datetime, end: datetime) -> int:
-        row = self.conn.execute(
-            """SELECT count(*) AS n FROM semantic_memory
-               WHERE anima_id = %s AND updated_at >= %s AND updated_at < %s""",
-            (anima_id, start, end),
-        ).fetchone()
-        return int(row["n"]) if row else 0
-
-    # writes (each audited)
     def create(self, anima_id: str, values: dict[str, Any], now: datetime | None = None) -> SemanticMemory:
         cols = ["anima_id", *values.keys()]
         params = [anima_id, *values.values()]

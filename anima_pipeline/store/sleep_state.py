@@ -41,10 +41,3 @@ def fail(conn: Connection, anima_id: str, day: date, step: str, error: str, run_
                error = EXCLUDED.error, finished_at = now()""",
         (anima_id, day, step, run_id, error[:4000]),
     )
-
-
-def last_finished_day(conn: Connection, step: str) -> date | None:
-    row = conn.execute(
-        "SELECT max(day) AS d FROM sleep_state WHERE step = %s AND status IN ('done', 'skipped')", (step,)
-    ).fetchone()
-    return row["d"] if row else None
