@@ -404,11 +404,12 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         totals: dict[str, int] = {}
         full_split = night.mode == "full"
         planned = batches(base)  # refuses (DeepSleepTooLarge) before anything is written
-        band = size_band(len(message_one(base)))  # of the whole message 1, as the thresholds are defined
+        whole_chars = len(message_one(base))
+        band = size_band(whole_chars)  # of the whole message 1, as the thresholds are defined
         if band != "normal":
             log.warning(
                 "deep sleep round %d (%s) for anima %s on %s: message 1 is %d characters (%s%s)",
-                round_index, round_name, anima_id, night.day, len(message_one(base)), band,
+                round_index, round_name, anima_id, night.day, whole_chars, band,
                 f", {len(planned)} batches by type" if band == "batched" else "",
             )
         for label, batch in planned:
