@@ -16,10 +16,9 @@ install: $(VENV)/.installed
 demo: install
 	$(VENV)/bin/anima demo
 
-test: install
-	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks
-	$(VENV)/bin/python -m pytest -q
-
 lint: install
 	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks
 	$(VENV)/bin/ruff format --check anima_pipeline anima_pipeline_tests benchmarks
+
+test: lint
+	$(VENV)/bin/python -m pytest -q

@@ -36,7 +36,10 @@ err_console = Console(stderr=True, emoji=False, soft_wrap=True)
 @app.callback()
 def _main(
     log_level: str = typer.Option(
-        "ERROR", "--log-level", envvar="ANIMA_LOG_LEVEL", help="Python log level of the pipeline's own logger."
+        "ERROR",
+        "--log-level",
+        envvar="ANIMA_LOG_LEVEL",
+        help="Python log level of the pipeline's own logger.",
     ),
 ) -> None:
     """Nightly sleep-style memory consolidation. Configuration: ANIMA_* environment variables (see README)."""
@@ -81,7 +84,9 @@ def db_migrate() -> None:
     except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
         err_console.print(f"[red]migration refused:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
-    console.print(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)"))
+    console.print(
+        f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)")
+    )
 
 
 @db_app.command("stop")
@@ -124,8 +129,11 @@ def import_(
     console.print(
         f"imported {stats.files} file(s), {stats.lines} line(s): {stats.messages_added} new message(s), "
         f"{stats.conversations_added} new conversation(s), {len(stats.animas)} anima(s)"
-        + (f"; {stats.skipped_cleaned} line(s) of conversations the cleanup removed were skipped"
-           if stats.skipped_cleaned else "")
+        + (
+            f"; {stats.skipped_cleaned} line(s) of conversations the cleanup removed were skipped"
+            if stats.skipped_cleaned
+            else ""
+        )
     )
 
 
@@ -153,8 +161,12 @@ def _archive_lines(name: str) -> tuple[list[str], str]:
 
 def _progress() -> Progress:
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=err_console, transient=True,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
     )
 
 
@@ -187,7 +199,10 @@ _SHORT = ("conv", "msgs", "facts", "deprec", "anchors", "narr", "summ", "refs", 
 def status_table(data: dict) -> Table:
     from anima_pipeline.store.status import STATUS_KEYS
 
-    table = Table(title="anima status", caption=" · ".join(f"{h} = {k}" for h, k in zip(_SHORT, STATUS_KEYS, strict=True)))
+    table = Table(
+        title="anima status",
+        caption=" · ".join(f"{h} = {k}" for h, k in zip(_SHORT, STATUS_KEYS, strict=True)),
+    )
     table.add_column("anima", no_wrap=True)
     for short in _SHORT:
         table.add_column(short, justify="right")
@@ -206,7 +221,8 @@ def recall_(
         2000, "--max-chars", help="Character budget of the recalled memories (resident ones not counted)."
     ),
     exclude_session: list[str] = typer.Option(
-        None, "--exclude-session",
+        None,
+        "--exclude-session",
         help="The current conversation's id (repeatable): memories sourced only from it are not recalled.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the context block."),
@@ -219,7 +235,12 @@ def recall_(
         with db.transaction() as conn:
             anima_id = anima or _only_anima(conn)
             result = recall(
-                conn, anima_id, query, limit=limit, max_chars=max_chars, exclude_sessions=exclude_session or None
+                conn,
+                anima_id,
+                query,
+                limit=limit,
+                max_chars=max_chars,
+                exclude_sessions=exclude_session or None,
             )
     finally:
         db.close()
@@ -230,7 +251,10 @@ def recall_(
 
 
 def _only_anima(conn) -> str:
-    animas = [r["anima_id"] for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1").fetchall()]
+    animas = [
+        r["anima_id"]
+        for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1").fetchall()
+    ]
     if len(animas) != 1:
         err_console.print(f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})")
         raise typer.Exit(2)
@@ -264,12 +288,18 @@ def sleep_(
     day: str | None = typer.Option(None, "--day", help="One night: the local day YYYY-MM-DD to consolidate."),
     first: str | None = typer.Option(None, "--from", help="First day of a range (with --to)."),
     last: str | None = typer.Option(None, "--to", help="Last day of a range (with --from)."),
-    anima: list[str] = typer.Option(None, "--anima", help="Only these animas (repeatable); default: all active."),
+    anima: list[str] = typer.Option(
+        None, "--anima", help="Only these animas (repeatable); default: all active."
+    ),
     mode: str | None = typer.Option(
-        None, "--mode", help="Deep sleep mode: full | incremental. Default: the schedule's rule (Monday full)."
+        None,
+        "--mode",
+        help="Deep sleep mode: full | incremental. Default: the schedule's rule (Monday full).",
     ),
     force: bool = typer.Option(False, "--force", help="Re-run steps that already finished for a day."),
-    step: list[str] = typer.Option(None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."),
+    step: list[str] = typer.Option(
+        None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."
+    ),
 ) -> None:
     """Run nights through Dagster, one day after another, recorded in the run history under
     DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."""
@@ -307,7 +337,9 @@ def _days(day: str | None, first: str | None, last: str | None) -> list:
     return []
 
 
-def run_sleep(days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None) -> list[dict]:
+def run_sleep(
+    days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None
+) -> list[dict]:
     """The whole range as ONE Dagster run (the UI's single-run backfill shape: days strictly
     in order inside it), with a progress bar over days fed from the night markers the run
     writes; returns one summary row per day read back from sleep_state."""
@@ -336,17 +368,29 @@ def run_sleep(days: list, *, animas=(), mode: str = "scheduled", force: bool = F
                             (first, last, t0),
                         ).fetchone()
                     if row and row["d"]:
-                        progress.update(task, completed=(row["d"] - first).days, description=f"night of {row['d']}")
+                        progress.update(
+                            task, completed=(row["d"] - first).days, description=f"night of {row['d']}"
+                        )
 
             poller = threading.Thread(target=poll, daemon=True)
             poller.start()
             try:  # a ValueError (a day not over yet, an unknown step) propagates: nothing ran
                 result = materialize_night(
-                    first, last, steps=steps, mode=mode, force=force, animas=animas, instance=instance,
-                    raise_on_error=False, log_level="ERROR",
+                    first,
+                    last,
+                    steps=steps,
+                    mode=mode,
+                    force=force,
+                    animas=animas,
+                    instance=instance,
+                    raise_on_error=False,
+                    log_level="ERROR",
                 )
-                outcome = {"ok": result.success, "run_id": result.run_id,
-                           "error": "" if result.success else _run_error(result)}
+                outcome = {
+                    "ok": result.success,
+                    "run_id": result.run_id,
+                    "error": "" if result.success else _run_error(result),
+                }
             finally:
                 done.set()
                 poller.join()
@@ -364,7 +408,8 @@ def run_sleep(days: list, *, animas=(), mode: str = "scheduled", force: bool = F
 def _day_row(db, d, t0, outcome: dict) -> dict:
     with db.transaction() as conn:
         marker = conn.execute(
-            "SELECT status, started_at FROM sleep_state WHERE anima_id = '*' AND step = 'night' AND day = %s", (d,)
+            "SELECT status, started_at FROM sleep_state WHERE anima_id = '*' AND step = 'night' AND day = %s",
+            (d,),
         ).fetchone()
     if outcome["ok"]:
         status = "done"
@@ -372,7 +417,13 @@ def _day_row(db, d, t0, outcome: dict) -> dict:
         status = "failed" if marker["status"] in ("failed", "running") else marker["status"]
     else:
         status = "not run"
-    return {"day": d, "run_id": outcome["run_id"], "status": status, "error": outcome["error"], **_day_totals(db, d)}
+    return {
+        "day": d,
+        "run_id": outcome["run_id"],
+        "status": status,
+        "error": outcome["error"],
+        **_day_totals(db, d),
+    }
 
 
 def _run_error(result) -> str:
@@ -389,7 +440,9 @@ _TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "na
 
 def _day_totals(db, d) -> dict:
     with db.transaction() as conn:
-        rows = conn.execute("SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)).fetchall()
+        rows = conn.execute(
+            "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)
+        ).fetchall()
     totals = dict.fromkeys(_TOTALS, 0)
     # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)
     talked = {r["anima_id"] for r in rows if r["step"] == "semantic_memory/extracted"}
@@ -406,23 +459,35 @@ _TOTALS_SHORT = ("new", "upd", "depr", "merg", "split", "anch", "narr", "summ")
 
 
 def sleep_table(rows: list[dict]) -> Table:
-    table = Table(title="nights (new/upd/depr/merg/split = semantic memories; anch = anchors; narr = narratives; "
-                  "summ = summaries)")
+    table = Table(
+        title="nights (new/upd/depr/merg/split = semantic memories; anch = anchors; narr = narratives; "
+        "summ = summaries)"
+    )
     for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$"):
         table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
     for r in rows:
         if not r["animas"] and r["status"] == "done" and len(rows) > 14 and r is not rows[-1]:
             continue  # a long range lists the days with activity; the count below covers the rest
-        table.add_row(str(r["day"]), r["status"], str(r["animas"]), *(str(r[k]) for k in _TOTALS),
-                      str(r["llm_calls"]), f"{r['cost_usd']:.2f}")
+        table.add_row(
+            str(r["day"]),
+            r["status"],
+            str(r["animas"]),
+            *(str(r[k]) for k in _TOTALS),
+            str(r["llm_calls"]),
+            f"{r['cost_usd']:.2f}",
+        )
     quiet = sum(1 for r in rows if not r["animas"])
     run_ids = sorted({r["run_id"] for r in rows if r["run_id"]})
-    table.caption = f"{len(rows)} night(s), {len(rows) - quiet} with activity; Dagster run {', '.join(run_ids) or '-'}"
+    table.caption = (
+        f"{len(rows)} night(s), {len(rows) - quiet} with activity; Dagster run {', '.join(run_ids) or '-'}"
+    )
     return table
 
 
 @app.command("revert")
-def revert_(run: str = typer.Option(..., "--run", help="The run id to undo (Dagster run id, shown by anima sleep).")) -> None:
+def revert_(
+    run: str = typer.Option(..., "--run", help="The run id to undo (Dagster run id, shown by anima sleep)."),
+) -> None:
     """Undo what one run wrote, replaying its audit log backwards: created memories are
     deprecated, changed ones get their previous state, cleaned conversations come back.
     The revert is itself audited, and its nights can be run again."""
@@ -437,7 +502,9 @@ def revert_(run: str = typer.Option(..., "--run", help="The run id to undo (Dags
         _fail(str(exc), 2)
     finally:
         db.close()
-    console.print(f"reverted run {run} as {revert_id}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items())))
+    console.print(
+        f"reverted run {run} as {revert_id}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items()))
+    )
 
 
 SAMPLE = Path(__file__).parent / "sample" / "week.archive.jsonl"
@@ -497,7 +564,12 @@ def show_learned(conn, anima_id: str) -> None:
     for col in ("when", "emotion", "valence", "trigger"):
         t.add_column(col, overflow="fold")
     for a in anchors:
-        t.add_row(f"{a['occurred_at']:%m-%d %H:%M}", a["emotion"], f"{a['valence']:+.1f}", escape(a["trigger"] or ""))
+        t.add_row(
+            f"{a['occurred_at']:%m-%d %H:%M}",
+            a["emotion"],
+            f"{a['valence']:+.1f}",
+            escape(a["trigger"] or ""),
+        )
     console.print(t)
     t = Table(title="autobiographical narratives")
     for col in ("id", "significance", "title"):

@@ -19,15 +19,21 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo
 
 _TYPE_TITLES = {
-    "world": "World (W)", "experience": "Experience (B)", "preference": "Preferences",
-    "opinion": "Opinions (O)", "imprint": "Imprints",
+    "world": "World (W)",
+    "experience": "Experience (B)",
+    "preference": "Preferences",
+    "opinion": "Opinions (O)",
+    "imprint": "Imprints",
 }
 
 
 def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None) -> dict[str, int]:
-    all_animas = [r["anima_id"] for r in conn.execute(
-        "SELECT DISTINCT anima_id FROM conversation UNION SELECT DISTINCT anima_id FROM semantic_memory ORDER BY 1"
-    ).fetchall()]
+    all_animas = [
+        r["anima_id"]
+        for r in conn.execute(
+            "SELECT DISTINCT anima_id FROM conversation UNION SELECT DISTINCT anima_id FROM semantic_memory ORDER BY 1"
+        ).fetchall()
+    ]
     chosen = [a for a in all_animas if animas is None or a in animas]
     missing = sorted(set(animas or []) - set(all_animas))
     if missing:
@@ -45,9 +51,16 @@ def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None
 def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
     (out / "memory").mkdir(parents=True, exist_ok=True)
     mems = MemoryRepo(conn).active(anima)
-    lines = [f"# MEMORY — {anima}", "", f"{len(mems)} active memories. Ids are what citations use: [[anima:f-N]].", ""]
+    lines = [
+        f"# MEMORY — {anima}",
+        "",
+        f"{len(mems)} active memories. Ids are what citations use: [[anima:f-N]].",
+        "",
+    ]
     for t in MEMORY_TYPES:
-        group = sorted((m for m in mems if m.type == t), key=lambda m: (not m.pinned, -m.reference_count, m.id))
+        group = sorted(
+            (m for m in mems if m.type == t), key=lambda m: (not m.pinned, -m.reference_count, m.id)
+        )
         if not group:
             continue
         lines += [f"## {_TYPE_TITLES[t]}", ""]
@@ -55,8 +68,10 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
             pin = "📌 " if m.pinned else ""
             observed = f", observed {m.observed_at:%Y-%m-%d}" if m.observed_at else ""
             lines.append(f"- {pin}**{m.ref}** {m.content}  ")
-            lines.append(f"  <sub>sources: {', '.join(m.source_sessions) or '—'}{observed}; "
-                         f"confidence {m.confidence:.2f}; cited {m.reference_count:.2f}</sub>")
+            lines.append(
+                f"  <sub>sources: {', '.join(m.source_sessions) or '—'}{observed}; "
+                f"confidence {m.confidence:.2f}; cited {m.reference_count:.2f}</sub>"
+            )
         lines.append("")
     (out / "MEMORY.md").write_text("\n".join(lines), encoding="utf-8")
 

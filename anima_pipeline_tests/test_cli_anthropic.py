@@ -19,7 +19,11 @@ SAMPLE = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "we
 
 def _anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "anima_pipeline.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -27,7 +31,11 @@ def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Pat
     script = [
         error(529),
         reply(
-            tool_use("create_semantic_memory", {"type": "world", "content": "Lin Wei的妈妈叫王秀兰，住在乐山。"}, id="t1"),
+            tool_use(
+                "create_semantic_memory",
+                {"type": "world", "content": "Lin Wei的妈妈叫王秀兰，住在乐山。"},
+                id="t1",
+            ),
             tool_use("deprecate_semantic_memory", {"id": "f-999999", "reason": "test"}, id="t2"),
         ),
         reply(text("done")),
@@ -74,7 +82,8 @@ def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Pat
         ).fetchall()
         assert ("Lin Wei的妈妈叫王秀兰，住在乐山。", ["aria:2026-11-17-a"]) in [(c, s) for c, s in rows]
         (cost,) = conn.execute(
-            "SELECT sum((stats->>'llm_calls')::int) FROM sleep_state WHERE day = %s AND anima_id = 'aria'", (DAY,)
+            "SELECT sum((stats->>'llm_calls')::int) FROM sleep_state WHERE day = %s AND anima_id = 'aria'",
+            (DAY,),
         ).fetchone()
         assert cost and cost >= 1
 

@@ -18,14 +18,22 @@ from anima_pipeline.store.db import Database
 
 def _anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "anima_pipeline.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
 @pytest.fixture
 def demo_env(db_url: str, tmp_path: Path) -> dict[str, str]:
-    env = {**os.environ, "ANIMA_DATABASE_URL": db_url, "ANIMA_HOME": str(tmp_path / "home"),
-           "DAGSTER_HOME": str(tmp_path / "dagster")}
+    env = {
+        **os.environ,
+        "ANIMA_DATABASE_URL": db_url,
+        "ANIMA_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+    }
     for var in ("DAGSTER_PG_URL", "ANIMA_ENGINE", "ANTHROPIC_API_KEY"):
         env.pop(var, None)
     return env
@@ -35,8 +43,15 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
     result = _anima(["demo"], demo_env)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    for heading in ("nights", "semantic memories of aria", "emotional anchors", "autobiographical narratives",
-                    "temporal summaries", "resident set", "dagster dev"):
+    for heading in (
+        "nights",
+        "semantic memories of aria",
+        "emotional anchors",
+        "autobiographical narratives",
+        "temporal summaries",
+        "resident set",
+        "dagster dev",
+    ):
         assert heading in out, heading
     totals = json.loads(_anima(["status", "--json"], demo_env).stdout)["totals"]
     # 197 imported; cleanup deleted the stale single-message conversation (kept in memory_event)
@@ -79,6 +94,10 @@ def test_sleep_refuses_bad_days_and_steps_before_running(demo_env: dict[str, str
     future = _anima(["sleep", "--day", "2999-01-01"], demo_env)
     assert future.returncode == 2 and "not over yet" in future.stderr
     unknown = _anima(["sleep", "--day", "2026-11-18", "--step", "semantic_memory/nope"], demo_env)
-    assert unknown.returncode == 2 and "unknown step" in unknown.stderr and "semantic_memory/merged" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "unknown step" in unknown.stderr
+        and "semantic_memory/merged" in unknown.stderr
+    )
     backwards = _anima(["sleep", "--from", "2026-11-20", "--to", "2026-11-18"], demo_env)
     assert backwards.returncode == 2 and "before" in backwards.stderr

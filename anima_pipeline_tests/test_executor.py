@@ -1038,6 +1038,8 @@ _ID_FIELDS = {
     "pin_semantic_memory": ["id"],
     "unpin_semantic_memory": ["id"],
 }
+
+
 @pytest.mark.parametrize("tool", list(_ID_FIELDS))
 def test_id_fields_document_their_format(tool):
     schema = tool_specs([tool])[0].input_schema

@@ -26,8 +26,12 @@ def _counts(db: Database) -> dict:
 def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, db_url: str, tmp_path: Path):
     with db.transaction() as conn:
         audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
-        import_records(conn, parse_lines(SAMPLE.read_text(encoding="utf-8").split("\n"), str(SAMPLE)), audit,
-                       ImportStats())
+        import_records(
+            conn,
+            parse_lines(SAMPLE.read_text(encoding="utf-8").split("\n"), str(SAMPLE)),
+            audit,
+            ImportStats(),
+        )
     settings = Settings(database_url=db_url, home=tmp_path)
     run_days(db, settings, [date(2026, 11, 16), date(2026, 11, 17)], run_id="run-first")
     after_first = _counts(db)
@@ -41,12 +45,16 @@ def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, d
     reverted = _counts(db)
     # what the night created is deprecated, not deleted; everything else is as before it
     assert reverted["semantic_active"] == after_first["semantic_active"]
-    assert reverted["semantic_deprecated"] == after_first["semantic_deprecated"] + stats["memories_deprecated"]
+    assert (
+        reverted["semantic_deprecated"] == after_first["semantic_deprecated"] + stats["memories_deprecated"]
+    )
     assert reverted["blocks"] == after_first["blocks"]
     assert reverted["temporal_summaries"] == after_first["temporal_summaries"]
     assert reverted["emotional_anchors"] == after_first["emotional_anchors"]
     with db.transaction() as conn:
-        undo_events = conn.execute("SELECT count(*) AS n FROM memory_event WHERE run_id = 'revert-1'").fetchone()["n"]
+        undo_events = conn.execute(
+            "SELECT count(*) AS n FROM memory_event WHERE run_id = 'revert-1'"
+        ).fetchone()["n"]
         assert undo_events >= stats["memories_deprecated"]
 
     # the night of 11-18 can run again (its sleep_state is gone), and learns it again

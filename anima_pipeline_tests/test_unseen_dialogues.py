@@ -24,13 +24,19 @@ def _load(db: Database) -> None:
     lines = []
     for lang in ("en", "cn"):
         path = shared_file("memorybank", f"memorybank_{lang}.archive.jsonl")
-        lines += [raw for raw in path.read_text(encoding="utf-8").splitlines() if json.loads(raw)["anima_id"] in ANIMAS]
+        lines += [
+            raw
+            for raw in path.read_text(encoding="utf-8").splitlines()
+            if json.loads(raw)["anima_id"] in ANIMAS
+        ]
     with db.transaction() as conn:
         audit = Audit(conn=conn, anima_id="", run_id="import-test", step="import")
         import_records(conn, parse_lines(lines, "memorybank"), audit, ImportStats())
 
 
-def test_nights_on_unseen_dialogues_keep_provenance_and_are_idempotent(db: Database, db_url: str, tmp_path: Path):
+def test_nights_on_unseen_dialogues_keep_provenance_and_are_idempotent(
+    db: Database, db_url: str, tmp_path: Path
+):
     _load(db)
     settings = Settings(database_url=db_url, home=tmp_path)
     days = day_range(date(2023, 4, 27), date(2023, 5, 7))

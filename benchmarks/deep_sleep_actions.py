@@ -53,8 +53,6 @@ BREAKER_RATIO = 0.25
 # --- memories -----------------------------------------------------------------------
 
 
-
-
 def archive_views(paths: list[Path], deep: ModuleType) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     next_id = 1

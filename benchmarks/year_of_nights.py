@@ -52,11 +52,20 @@ def write_archive(path: Path, first: date, days: int, active: int, seed: int = 7
             fill = {k: rnd.choice(v) for k, v in FILL.items()}
             for j, (role, text) in enumerate((("user", u), ("assistant", a))):
                 stamp = (t + timedelta(minutes=2 * i, seconds=40 * j)).isoformat() + "+08:00"
-                lines.append(json.dumps({
-                    "anima_id": "bench", "conversation_id": conv, "message_id": f"{conv}:{i}:{j}",
-                    "role": role, "speaker": "Sam" if role == "user" else "Echo",
-                    "content": text.format(**fill), "created_at": stamp,
-                }, ensure_ascii=False))
+                lines.append(
+                    json.dumps(
+                        {
+                            "anima_id": "bench",
+                            "conversation_id": conv,
+                            "message_id": f"{conv}:{i}:{j}",
+                            "role": role,
+                            "speaker": "Sam" if role == "user" else "Echo",
+                            "content": text.format(**fill),
+                            "created_at": stamp,
+                        },
+                        ensure_ascii=False,
+                    )
+                )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return [first + timedelta(days=n) for n in talk_days]
 
@@ -75,8 +84,13 @@ def main() -> None:
     first = date.fromisoformat(args.first)
     last = first + timedelta(days=args.days - 1)
     with tempfile.TemporaryDirectory(prefix="anima_bench_") as tmp:
-        env = {**os.environ, "ANIMA_HOME": f"{tmp}/home", "DAGSTER_HOME": f"{tmp}/dagster",
-               "ANIMA_ENGINE": "offline", "ANIMA_START_DATE": first.isoformat()}
+        env = {
+            **os.environ,
+            "ANIMA_HOME": f"{tmp}/home",
+            "DAGSTER_HOME": f"{tmp}/dagster",
+            "ANIMA_ENGINE": "offline",
+            "ANIMA_START_DATE": first.isoformat(),
+        }
         archive = Path(tmp) / "bench.archive.jsonl"
         talk = write_archive(archive, first, args.days, args.active)
         anima(["import", str(archive)], env)
@@ -94,8 +108,10 @@ def main() -> None:
     print(f"first pass:  {first_pass:7.1f} s  = {first_pass / args.days:.2f} s per night")
     print(f"second pass (--force): {second_pass:7.1f} s")
     print(f"extrapolated to 365 nights: {first_pass / args.days * 365 / 60:.1f} min")
-    print(f"memories {before['semantic_active']}, day summaries vs days with talk: "
-          f"{before['temporal_summaries']} summaries (day+week+month) for {len(talk)} talk days")
+    print(
+        f"memories {before['semantic_active']}, day summaries vs days with talk: "
+        f"{before['temporal_summaries']} summaries (day+week+month) for {len(talk)} talk days"
+    )
     changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
     print("second pass changed counts:", changed or "none")
 

@@ -56,10 +56,14 @@ def _render_message(m: DayMessage, tz: ZoneInfo) -> str:
 
 
 def render_day(convs: list[DayConversation], tz: ZoneInfo, day_label: str) -> str:
-    return "\n\n".join([f"# Conversations of {day_label} ({tz.key})", *(render_conversation(c, tz) for c in convs)])
+    return "\n\n".join(
+        [f"# Conversations of {day_label} ({tz.key})", *(render_conversation(c, tz) for c in convs)]
+    )
 
 
-def chunk_conversations(convs: list[DayConversation], tz: ZoneInfo, limit: int = CHUNK_CHARS) -> list[list[DayConversation]]:
+def chunk_conversations(
+    convs: list[DayConversation], tz: ZoneInfo, limit: int = CHUNK_CHARS
+) -> list[list[DayConversation]]:
     """Pack conversations into calls of at most `limit` rendered characters, newest first.
     A single conversation longer than the limit is cut into consecutive parts; nothing is dropped."""
     pieces: list[DayConversation] = []

@@ -100,6 +100,7 @@ class Settings:
 
 # ---- message 1: the snapshot before the night's first deep-sleep write --------------------
 
+
 def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
     return conn.execute(
         """SELECT id, memory_id, op, before, after, step FROM memory_event
@@ -160,10 +161,13 @@ def batches(memories: list[SemanticMemory]) -> list[tuple[str, list[SemanticMemo
         )
     if chars <= BATCH_CHARS:
         return [("all", memories)]
-    return [(t, [m for m in memories if m.type == t]) for t in MEMORY_TYPES if any(m.type == t for m in memories)]
+    return [
+        (t, [m for m in memories if m.type == t]) for t in MEMORY_TYPES if any(m.type == t for m in memories)
+    ]
 
 
 # ---- message 1.5: the changes of earlier rounds --------------------------------------
+
 
 def message_one_five(events: list[dict]) -> str:
     processed, new, modified = [], [], []
@@ -174,7 +178,7 @@ def message_one_five(events: list[dict]) -> str:
         if e["before"] is None:
             new.append(
                 f'{ref} ({after.get("type")}) "{after.get("content")}" '
-                f'sources=[{",".join(after.get("source_sessions") or [])}] observed={after.get("observed_at")}'
+                f"sources=[{','.join(after.get('source_sessions') or [])}] observed={after.get('observed_at')}"
             )
         elif after.get("status") == "deprecated" and (e["before"] or {}).get("status") == "active":
             succ = after.get("superseded_by")
@@ -184,10 +188,16 @@ def message_one_five(events: list[dict]) -> str:
                 processed.append(f"{ref} — split (first part f-{succ})")
             else:
                 why = after.get("deprecated_reason") or "deprecated"
-                processed.append(f"{ref} — deprecated: {why}" + (f" (superseded by f-{succ})" if succ else ""))
+                processed.append(
+                    f"{ref} — deprecated: {why}" + (f" (superseded by f-{succ})" if succ else "")
+                )
         elif e["memory_id"] not in created_ids:
-            fields = sorted(k for k in after if k not in ("updated_at",) and after.get(k) != (e["before"] or {}).get(k))
-            detail = f'content updated to "{after.get("content")}"' if "content" in fields else ", ".join(fields)
+            fields = sorted(
+                k for k in after if k not in ("updated_at",) and after.get(k) != (e["before"] or {}).get(k)
+            )
+            detail = (
+                f'content updated to "{after.get("content")}"' if "content" in fields else ", ".join(fields)
+            )
             modified.append(f"{ref} — modified: {detail}")
     if not (processed or new or modified):
         return "# Changes of earlier rounds (these override message 1)\n(none yet)"
@@ -200,11 +210,19 @@ def message_one_five(events: list[dict]) -> str:
 
 # ---- message 2: the program pre-filter ---------------------------------------------------
 
+
 def _view(m: SemanticMemory) -> MemoryView:
     return MemoryView(
-        id=m.id, type=m.type, content=m.content, confidence=m.confidence,
-        source_sessions=tuple(m.source_sessions), observed_at=m.observed_at, updated_at=m.updated_at,
-        pinned=m.pinned, pinned_at=m.pinned_at, reference_count=m.reference_count,
+        id=m.id,
+        type=m.type,
+        content=m.content,
+        confidence=m.confidence,
+        source_sessions=tuple(m.source_sessions),
+        observed_at=m.observed_at,
+        updated_at=m.updated_at,
+        pinned=m.pinned,
+        pinned_at=m.pinned_at,
+        reference_count=m.reference_count,
         last_referenced_at=m.last_referenced_at,
     )
 
@@ -251,7 +269,7 @@ def _attribute_pairs(memories: list[SemanticMemory]) -> list[tuple[int, int, str
     pairs = []
     for (subject, attribute), items in sorted(by_key.items()):
         for i, (a, va) in enumerate(items):
-            for b, vb in items[i + 1:]:
+            for b, vb in items[i + 1 :]:
                 if va != vb:
                     pairs.append((a, b, f"{subject}: {attribute}"))
     return pairs
@@ -264,8 +282,14 @@ class Prefilter:
     count: int
 
 
-def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory], night: Night, cfg: Settings,
-              changed_ids: set[int] | None) -> Prefilter:
+def prefilter(
+    conn: Connection,
+    round_name: str,
+    memories: list[SemanticMemory],
+    night: Night,
+    cfg: Settings,
+    changed_ids: set[int] | None,
+) -> Prefilter:
     ids = [m.id for m in memories]
     if round_name == "contradiction":
         attr = _attribute_pairs(memories)
@@ -275,7 +299,11 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
         picked = {x for a, b, _ in attr for x in (a, b)} | {x for a, b, _ in sim for x in (a, b)}
         head = "# Pre-filter: pairs that may contradict or supersede each other"
     elif round_name == "split":
-        cands = [m for m in memories if is_split_candidate(m.content) and (changed_ids is None or m.id in changed_ids)]
+        cands = [
+            m
+            for m in memories
+            if is_split_candidate(m.content) and (changed_ids is None or m.id in changed_ids)
+        ]
         lines = [f"- f-{m.id}: {len(m.content)} characters, several sentences" for m in cands]
         picked = {m.id for m in cands}
         head = "# Pre-filter: long or multi-sentence entries (split candidates)"
@@ -293,7 +321,8 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
             for m in pins
         ]
         lines = [
-            line + f", reference_count {m.reference_count:.2f}, last cited "
+            line
+            + f", reference_count {m.reference_count:.2f}, last cited "
             + (f"{m.last_referenced_at:%Y-%m-%d}" if m.last_referenced_at else "never")
             for line, m in zip(lines, pins, strict=True)
         ]
@@ -304,6 +333,7 @@ def prefilter(conn: Connection, round_name: str, memories: list[SemanticMemory],
 
 
 # ---- offline decisions ---------------------------------------------------------------------
+
 
 def merge_candidates(memories: list[SemanticMemory], cfg: Settings) -> list[MergeGroup]:
     """Exact twins (same normalized content, whatever their type) first, then near-duplicates
@@ -316,15 +346,23 @@ def merge_candidates(memories: list[SemanticMemory], cfg: Settings) -> list[Merg
     for twins in by_norm.values():
         if len(twins) > 1:
             keep = max(twins, key=lambda m: (len(m.content), m.updated_at, m.id))
-            groups.append(MergeGroup(ids=tuple(m.id for m in twins), content=keep.content, reason="exact twins"))
+            groups.append(
+                MergeGroup(ids=tuple(m.id for m in twins), content=keep.content, reason="exact twins")
+            )
             taken |= {m.id for m in twins}
     rest = [_view(m) for m in memories if m.id not in taken]
     groups += merge_groups(rest, threshold=cfg.merge_threshold)
     return groups
 
 
-def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night: Night, cfg: Settings,
-          full_split: bool) -> Generator[ToolCall, ToolResult, None]:
+def _plan(
+    round_name: str,
+    current: list[SemanticMemory],
+    pre: Prefilter,
+    night: Night,
+    cfg: Settings,
+    full_split: bool,
+) -> Generator[ToolCall, ToolResult, None]:
     views = [_view(m) for m in current]
     if round_name == "contradiction":
         active = {m.id for m in current}
@@ -348,7 +386,8 @@ def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night:
     elif round_name == "merge":
         for g in merge_candidates(current, cfg):
             yield ToolCall(
-                name="merge_semantic_memories", input={"source_ids": [f"f-{i}" for i in g.ids], "content": g.content}
+                name="merge_semantic_memories",
+                input={"source_ids": [f"f-{i}" for i in g.ids], "content": g.content},
             )
     else:
         for mid, reason in stale_pins(views, now=night.end, stale_days=cfg.stale_pin_days):
@@ -356,6 +395,7 @@ def _plan(round_name: str, current: list[SemanticMemory], pre: Prefilter, night:
 
 
 # ---- one round ---------------------------------------------------------------------------------
+
 
 def _changed_today(conn: Connection, anima_id: str, night: Night) -> set[int]:
     """Memories written in the 24 h before the night's cutoff by anything but deep sleep:
@@ -389,12 +429,24 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         current = MemoryRepo(conn).active(anima_id)
         changed = _changed_today(conn, anima_id, night)
         stats: dict[str, Any] = {
-            "round": round_name, "round_index": round_index, "mode": night.mode,
-            "active_count": len(current), "earlier_changes": len(earlier), "skipped_rounds": 0,
+            "round": round_name,
+            "round_index": round_index,
+            "mode": night.mode,
+            "active_count": len(current),
+            "earlier_changes": len(earlier),
+            "skipped_rounds": 0,
         }
         if night.mode == "incremental" and round_name in ("contradiction", "merge") and not changed:
             stats["skipped_rounds"] = 1
-            _write_log(night, anima_id, round_index, round_name, {**stats, "summary": "skipped: nothing changed in 24 h"}, [], earlier)
+            _write_log(
+                night,
+                anima_id,
+                round_index,
+                round_name,
+                {**stats, "summary": "skipped: nothing changed in 24 h"},
+                [],
+                earlier,
+            )
             return StepOutcome(stats=stats)
         if not current:
             return StepOutcome(stats=stats)
@@ -409,7 +461,12 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         if band != "normal":
             log.warning(
                 "deep sleep round %d (%s) for anima %s on %s: message 1 is %d characters (%s%s)",
-                round_index, round_name, anima_id, night.day, whole_chars, band,
+                round_index,
+                round_name,
+                anima_id,
+                night.day,
+                whole_chars,
+                band,
                 f", {len(planned)} batches by type" if band == "batched" else "",
             )
         for label, batch in planned:
@@ -433,7 +490,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                 tools=tool_specs(DEEP_TOOLS),
             )
             usage += night.engine.run(
-                request, executor, lambda live=live, pre=pre: _plan(round_name, live, pre, night, cfg, full_split)
+                request,
+                executor,
+                lambda live=live, pre=pre: _plan(round_name, live, pre, night, cfg, full_split),
             )
             calls += executor.log
             for k, v in executor.stats.items():
@@ -477,15 +536,25 @@ def _deprecated_in_round(conn: Connection, audit: Audit, step: str, after_id: in
     return int(row["n"])
 
 
-def _write_log(night: Night, anima_id: str, round_index: int, round_name: str, stats: dict, calls: list,
-               earlier: list[dict]) -> None:
+def _write_log(
+    night: Night,
+    anima_id: str,
+    round_index: int,
+    round_name: str,
+    stats: dict,
+    calls: list,
+    earlier: list[dict],
+) -> None:
     """The seeds' per-round operation log, for debugging only (not in the database)."""
     if night.log_dir is None:
         return
     path = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(path.read_text()) if path.exists() else {"day": str(night.day), "round": round_name,
-                                                               "round_index": round_index, "animas": {}}
+    data = (
+        json.loads(path.read_text())
+        if path.exists()
+        else {"day": str(night.day), "round": round_name, "round_index": round_index, "animas": {}}
+    )
     data["animas"][anima_id] = {
         "run_id": night.run_id,
         "active_count": stats.get("active_count"),

@@ -12,7 +12,10 @@ RESIDENT_IN_PROMPT = 20
 
 
 def identity_context(
-    conn: Connection, anima_id: str, resident: int = RESIDENT_IN_PROMPT, memories: list[SemanticMemory] | None = None
+    conn: Connection,
+    anima_id: str,
+    resident: int = RESIDENT_IN_PROMPT,
+    memories: list[SemanticMemory] | None = None,
 ) -> str:
     """`memories` pins the resident set to a snapshot (deep sleep keeps its prompt prefix
     byte-identical across rounds even while the rounds change the store)."""
@@ -25,8 +28,10 @@ def identity_context(
         mems, _ = resident_set(conn, anima_id)
     else:  # the same rule as resident_set, over a snapshot
         pinned = sorted((m for m in memories if m.pinned), key=lambda m: (-m.reference_count, m.id))
-        cited = sorted((m for m in memories if not m.pinned and m.reference_count > 0),
-                       key=lambda m: (-m.reference_count, m.id))
+        cited = sorted(
+            (m for m in memories if not m.pinned and m.reference_count > 0),
+            key=lambda m: (-m.reference_count, m.id),
+        )
         mems = pinned[:PINNED_MAX] + cited[:RESIDENT_TOP_N]
     mems = mems[:resident]
     if not mems:

@@ -53,8 +53,12 @@ ZERO_COUNTS = {
 def _utterances(convs: list[DayConversation], tz: ZoneInfo) -> list[Utterance]:
     return [
         Utterance(
-            conversation_id=c.id, message_id=m.external_id, role=m.role, speaker=m.speaker,
-            text=m.content, created_at=m.created_at.astimezone(tz),
+            conversation_id=c.id,
+            message_id=m.external_id,
+            role=m.role,
+            speaker=m.speaker,
+            text=m.content,
+            created_at=m.created_at.astimezone(tz),
         )
         for c in convs
         for m in c.messages
@@ -72,11 +76,14 @@ def _request(step: str, system: str, user: list[str], tools: tuple[str, ...]) ->
 
 # ---- stage 1: semantic --------------------------------------------------------------
 
+
 def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         convs = load_day(conn, anima_id, night.start, night.end)
         stats: dict[str, int] = {"conversations": len(convs), "messages": sum(len(c.messages) for c in convs)}
-        stats.update(dict.fromkeys(ZERO_COUNTS[STEP_SEMANTIC], 0))  # a night that writes nothing still reports 0
+        stats.update(
+            dict.fromkeys(ZERO_COUNTS[STEP_SEMANTIC], 0)
+        )  # a night that writes nothing still reports 0
         usage, chunks_log, input_chars = Usage(), [], 0
         if convs:
             system = identity_context(conn, anima_id)
@@ -84,20 +91,34 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                 ids = sorted({c.id for c in chunk})
                 existing = MemoryRepo(conn).by_source_sessions(anima_id, ids)
                 retired = [  # consolidated or retired facts; a reverted run's facts may be learned again
-                    m for m in MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
+                    m
+                    for m in MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
                     if not (m.deprecated_reason or "").startswith(REVERTED_REASON)
                 ]
                 msg1 = render_day(chunk, night.tz, night.day.isoformat())
-                msg2 = render_memories(existing, "# Existing memories from these conversations (ids you may update or deprecate)")
+                msg2 = render_memories(
+                    existing, "# Existing memories from these conversations (ids you may update or deprecate)"
+                )
                 input_chars += len(system) + len(msg1) + len(msg2)
                 scope = Scope(
-                    anima_id=anima_id, tools=SEMANTIC_TOOLS,
-                    memory_ids=frozenset(m.id for m in existing), conversation_ids=frozenset(ids),
-                    default_sources=tuple(ids), default_observed_at=max(c.ended_at for c in chunk),
+                    anima_id=anima_id,
+                    tools=SEMANTIC_TOOLS,
+                    memory_ids=frozenset(m.id for m in existing),
+                    conversation_ids=frozenset(ids),
+                    default_sources=tuple(ids),
+                    default_observed_at=max(c.ended_at for c in chunk),
                 )
                 executor = ToolExecutor(conn, scope, audit)
-                request = _request(STEP_SEMANTIC, system, [msg1, msg2, prompts.LIGHT_SEMANTIC], SEMANTIC_TOOLS)
-                usage += night.engine.run(request, executor, lambda chunk=chunk, existing=existing, retired=retired: _semantic_plan(chunk, existing, night.tz, retired))
+                request = _request(
+                    STEP_SEMANTIC, system, [msg1, msg2, prompts.LIGHT_SEMANTIC], SEMANTIC_TOOLS
+                )
+                usage += night.engine.run(
+                    request,
+                    executor,
+                    lambda chunk=chunk, existing=existing, retired=retired: _semantic_plan(
+                        chunk, existing, night.tz, retired
+                    ),
+                )
                 chunks_log.append(ids)
                 for k, v in executor.stats.items():
                     stats[k] = stats.get(k, 0) + v
@@ -108,7 +129,10 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
 
 
 def _semantic_plan(
-    chunk: list[DayConversation], existing: list[SemanticMemory], tz: ZoneInfo, retired: list[SemanticMemory] = ()
+    chunk: list[DayConversation],
+    existing: list[SemanticMemory],
+    tz: ZoneInfo,
+    retired: list[SemanticMemory] = (),
 ) -> Generator[ToolCall, ToolResult, None]:
     utterances = _utterances(chunk, tz)
     if is_small_talk(utterances):
@@ -117,8 +141,11 @@ def _semantic_plan(
     if retired:
         # A fact that deep sleep already merged, split or retired is known: re-extracting it on
         # a forced re-run must not bring it back as a new memory.
-        known = {d.candidate for d in dedup_against(candidates, [(m.id, m.content) for m in retired])
-                 if d.action != "create"}
+        known = {
+            d.candidate
+            for d in dedup_against(candidates, [(m.id, m.content) for m in retired])
+            if d.action != "create"
+        }
         candidates = [c for c in candidates if c not in known]
     current = {m.id: m for m in existing}
     for d in dedup_against(candidates, [(m.id, m.content) for m in existing]):
@@ -127,8 +154,11 @@ def _semantic_plan(
             yield ToolCall(
                 name="create_semantic_memory",
                 input={
-                    "type": c.type, "content": c.content, "confidence": round(c.confidence, 2),
-                    "source_sessions": [c.conversation_id], "observed_at": c.observed_at.isoformat(),
+                    "type": c.type,
+                    "content": c.content,
+                    "confidence": round(c.confidence, 2),
+                    "source_sessions": [c.conversation_id],
+                    "observed_at": c.observed_at.isoformat(),
                 },
             )
         elif d.action == "update" and d.memory_id in current:
@@ -142,17 +172,22 @@ def _semantic_plan(
 
 # ---- stage 2: limbic ----------------------------------------------------------------
 
+
 def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         convs = load_day(conn, anima_id, night.start, night.end)
         if not convs:
-            return StepOutcome(stats={"conversations": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0)})
+            return StepOutcome(
+                stats={"conversations": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0)}
+            )
         ids = sorted(c.id for c in convs)
         existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
         system = identity_context(conn, anima_id)
         msg1 = render_day(convs, night.tz, night.day.isoformat())
         msg2 = "# Anchors already recorded today\n" + (
-            "\n".join(f"- {a['conversation_id']} {a['occurred_at'].isoformat()} {a['emotion']}" for a in existing)
+            "\n".join(
+                f"- {a['conversation_id']} {a['occurred_at'].isoformat()} {a['emotion']}" for a in existing
+            )
             or "(none)"
         )
         scope = Scope(anima_id=anima_id, tools=("create_emotional_anchor",), conversation_ids=frozenset(ids))
@@ -162,8 +197,10 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
         usage = night.engine.run(request, executor, lambda: _anchor_plan(convs, night.tz, seen))
         return StepOutcome(
             stats={
-                "conversations": len(convs), "input_chars": len(system) + len(msg1) + len(msg2),
-                **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0), **executor.stats,
+                "conversations": len(convs),
+                "input_chars": len(system) + len(msg1) + len(msg2),
+                **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0),
+                **executor.stats,
             },
             usage=usage,
         )
@@ -171,40 +208,53 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
     return run_step(db, night, anima_id, STEP_LIMBIC, body)
 
 
-def _anchor_plan(convs: list[DayConversation], tz: ZoneInfo, seen: set) -> Generator[ToolCall, ToolResult, None]:
+def _anchor_plan(
+    convs: list[DayConversation], tz: ZoneInfo, seen: set
+) -> Generator[ToolCall, ToolResult, None]:
     for a in detect_anchors(_utterances(convs, tz)):
         if (a.conversation_id, a.occurred_at, a.emotion) in seen:
             continue  # a re-run recognises its own anchors
         yield ToolCall(
             name="create_emotional_anchor",
             input={
-                "conversation_id": a.conversation_id, "occurred_at": a.occurred_at.isoformat(),
-                "emotion": a.emotion, "valence": a.valence, "arousal": a.arousal, "intensity": a.intensity,
-                "trigger": a.trigger[:500], "note": a.note,
+                "conversation_id": a.conversation_id,
+                "occurred_at": a.occurred_at.isoformat(),
+                "emotion": a.emotion,
+                "valence": a.valence,
+                "arousal": a.arousal,
+                "intensity": a.intensity,
+                "trigger": a.trigger[:500],
+                "note": a.note,
             },
         )
 
 
 # ---- stage 3: autobiographical narratives (phase A) --------------------------------------
 
+
 def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         since = night.start - timedelta(days=NARRATIVE_WINDOW_DAYS - 1)
         recent = [
-            m for m in MemoryRepo(conn).active(anima_id)
+            m
+            for m in MemoryRepo(conn).active(anima_id)
             if m.type in ("experience", "imprint") and m.observed_at and since <= m.observed_at < night.end
         ]
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not recent:
-            return StepOutcome(stats={"candidates": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0)})
+            return StepOutcome(
+                stats={"candidates": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0)}
+            )
         system = identity_context(conn, anima_id)
         msg1 = render_memories(recent, f"# Experience and imprint memories, {since.date()} to {night.day}")
         msg2 = "# Existing narratives\n" + (
             "\n".join(f"- a-{n['id']} [{n['significance']}] {n['title']}" for n in narratives) or "(none)"
         )
         scope = Scope(
-            anima_id=anima_id, tools=("create_autobiographical_memory", "deprecate_autobiographical_memory"),
-            memory_ids=frozenset(m.id for m in recent), narrative_ids=frozenset(n["id"] for n in narratives),
+            anima_id=anima_id,
+            tools=("create_autobiographical_memory", "deprecate_autobiographical_memory"),
+            memory_ids=frozenset(m.id for m in recent),
+            narrative_ids=frozenset(n["id"] for n in narratives),
         )
         executor = ToolExecutor(conn, scope, audit)
         request = _request(STEP_NARRATIVE, system, [msg1, msg2, prompts.LIGHT_NARRATIVE], scope.tools)
@@ -212,8 +262,10 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         usage = night.engine.run(request, executor, lambda: _narrative_plan(recent, told, night.tz))
         return StepOutcome(
             stats={
-                "candidates": len(recent), "input_chars": len(system) + len(msg1) + len(msg2),
-                **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0), **executor.stats,
+                "candidates": len(recent),
+                "input_chars": len(system) + len(msg1) + len(msg2),
+                **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0),
+                **executor.stats,
             },
             usage=usage,
         )
@@ -221,7 +273,9 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
     return run_step(db, night, anima_id, STEP_NARRATIVE, body)
 
 
-def _narrative_plan(recent: list[SemanticMemory], told: set[int], tz: ZoneInfo) -> Generator[ToolCall, ToolResult, None]:
+def _narrative_plan(
+    recent: list[SemanticMemory], told: set[int], tz: ZoneInfo
+) -> Generator[ToolCall, ToolResult, None]:
     """Restraint: only milestones and turning points become narratives, once each."""
     for m in recent:
         significance = narrative_significance(m.content)
@@ -250,27 +304,41 @@ def _title(content: str, words: int = 9) -> str:
 
 # ---- stage 3b: autobiography summary (phase B) -----------------------------------------
 
+
 def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not narratives:
-            return StepOutcome(stats={"narratives_read": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)})
+            return StepOutcome(
+                stats={"narratives_read": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)}
+            )
         system = identity_context(conn, anima_id)
         msg1 = "# Active narratives\n" + "\n".join(
-            f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}" for n in narratives
+            f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}"
+            for n in narratives
         )
-        scope = Scope(anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"}))
+        scope = Scope(
+            anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"})
+        )
         executor = ToolExecutor(conn, scope, audit)
         request = _request(STEP_SUMMARY, system, [msg1, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY], scope.tools)
         outline = autobiography_outline(narratives, night.end, night.tz)
         usage = night.engine.run(
-            request, executor,
-            plan_of(ToolCall(name="write_self_block", input={"name": "autobiography_summary", "content": outline})),
+            request,
+            executor,
+            plan_of(
+                ToolCall(name="write_self_block", input={"name": "autobiography_summary", "content": outline})
+            ),
         )
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
         return StepOutcome(
-            stats={"narratives_read": len(narratives), "input_chars": len(system) + len(msg1),
-                   "summary_chars": len(current), **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0), **executor.stats},
+            stats={
+                "narratives_read": len(narratives),
+                "input_chars": len(system) + len(msg1),
+                "summary_chars": len(current),
+                **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0),
+                **executor.stats,
+            },
             usage=usage,
         )
 
@@ -278,7 +346,12 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
 
 
 _ORDER = ("turning_point", "milestone", "notable", "routine")
-_LABEL = {"turning_point": "Turning points", "milestone": "Milestones", "notable": "Notable", "routine": "Everyday"}
+_LABEL = {
+    "turning_point": "Turning points",
+    "milestone": "Milestones",
+    "notable": "Notable",
+    "routine": "Everyday",
+}
 
 
 def autobiography_outline(narratives: list[dict], now: datetime, tz: ZoneInfo) -> str:
@@ -307,7 +380,9 @@ def autobiography_outline(narratives: list[dict], now: datetime, tz: ZoneInfo) -
                     lines += [f"  - {_date(n['occurred_from'], tz)} {n['title']}" for n in _by_time(items)]
     if older:
         lines.append("## Earlier years")
-        for y in sorted({(n["occurred_from"] or n["created_at"]).astimezone(tz).year for n in older}, reverse=True):
+        for y in sorted(
+            {(n["occurred_from"] or n["created_at"]).astimezone(tz).year for n in older}, reverse=True
+        ):
             items = [n for n in older if (n["occurred_from"] or n["created_at"]).astimezone(tz).year == y]
             lines.append(f"- {y}")
             lines += [f"  - {n['title']}" for n in _by_time(items)]

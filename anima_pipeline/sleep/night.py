@@ -98,8 +98,12 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
                 prev = sleep_state.get(conn, anima_id, night.day, step)
                 if prev and prev["status"] in ("done", "skipped"):
                     return StepResult(
-                        step=step, anima_id=anima_id, day=night.day, status="skipped",
-                        stats={**prev["stats"], "already_done": 1}, duration_s=time.monotonic() - t0,
+                        step=step,
+                        anima_id=anima_id,
+                        day=night.day,
+                        status="skipped",
+                        stats={**prev["stats"], "already_done": 1},
+                        duration_s=time.monotonic() - t0,
                     )
             audit = Audit(conn=conn, anima_id=anima_id, run_id=night.run_id, step=step, day=night.day)
             outcome = body(conn, audit)
@@ -108,15 +112,27 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
     except Exception as exc:
         with db.transaction() as conn:
             sleep_state.fail(conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id)
-        raise StepFailed(f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}") from exc
+        raise StepFailed(
+            f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}"
+        ) from exc
     return StepResult(
-        step=step, anima_id=anima_id, day=night.day, status="done", stats=stats, usage=outcome.usage,
-        duration_s=round(time.monotonic() - t0, 3), details=outcome.details,
+        step=step,
+        anima_id=anima_id,
+        day=night.day,
+        status="done",
+        stats=stats,
+        usage=outcome.usage,
+        duration_s=round(time.monotonic() - t0, 3),
+        details=outcome.details,
     )
 
 
 def _usage_stats(u: Usage) -> dict[str, float | int]:
     return {
-        "llm_calls": u.calls, "tokens_in": u.input_tokens, "tokens_out": u.output_tokens,
-        "cache_read": u.cache_read_tokens, "cache_write": u.cache_write_tokens, "cost_usd": u.cost_usd,
+        "llm_calls": u.calls,
+        "tokens_in": u.input_tokens,
+        "tokens_out": u.output_tokens,
+        "cache_read": u.cache_read_tokens,
+        "cache_write": u.cache_write_tokens,
+        "cost_usd": u.cost_usd,
     }

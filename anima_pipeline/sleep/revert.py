@@ -18,8 +18,16 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import UPDATABLE, MemoryRepo
 
-_RESTORED_FIELDS = (*UPDATABLE, "status", "deprecated_reason", "superseded_by", "pinned", "pinned_at",
-                    "reference_count", "last_referenced_at")
+_RESTORED_FIELDS = (
+    *UPDATABLE,
+    "status",
+    "deprecated_reason",
+    "superseded_by",
+    "pinned",
+    "pinned_at",
+    "reference_count",
+    "last_referenced_at",
+)
 
 
 REVERTED_REASON = "reverted run"  # prefix of deprecated_reason; light sleep may learn these facts again
@@ -30,14 +38,18 @@ class RevertError(ValueError):
 
 
 def revert_run(conn: Connection, run_id: str, revert_run_id: str) -> Counter[str]:
-    events = conn.execute("SELECT * FROM memory_event WHERE run_id = %s ORDER BY id DESC", (run_id,)).fetchall()
+    events = conn.execute(
+        "SELECT * FROM memory_event WHERE run_id = %s ORDER BY id DESC", (run_id,)
+    ).fetchall()
     if not events:
         raise RevertError(f"run {run_id!r} wrote nothing that memory_event knows of")
     stats: Counter[str] = Counter()
     for e in events:
         audit = Audit(conn=conn, anima_id=e["anima_id"], run_id=revert_run_id, step="revert", day=e["day"])
         stats[_undo(conn, e, audit, run_id)] += 1
-    stats["sleep_state_cleared"] = conn.execute("DELETE FROM sleep_state WHERE run_id = %s", (run_id,)).rowcount
+    stats["sleep_state_cleared"] = conn.execute(
+        "DELETE FROM sleep_state WHERE run_id = %s", (run_id,)
+    ).rowcount
     return stats
 
 
@@ -62,11 +74,15 @@ def _undo(conn: Connection, e: dict, audit: Audit, run_id: str) -> str:
         status = "deprecated" if before is None else before.get("status", "active")
         extra = ", deprecated_reason = %s" if table == "autobiographical_memory" else ""
         params = (status, reason, e["memory_id"]) if extra else (status, e["memory_id"])
-        row = conn.execute(f"UPDATE {table} SET status = %s{extra} WHERE id = %s RETURNING *", params).fetchone()
+        row = conn.execute(
+            f"UPDATE {table} SET status = %s{extra} WHERE id = %s RETURNING *", params
+        ).fetchone()
         audit.record(table, e["memory_id"], "revert", after, row)
         return f"{table}_reverted"
     if table == "self_block":
-        SelfBlockRepo(conn, audit).write(e["anima_id"], e["memory_id"], (before or {}).get("content", ""), "revert")
+        SelfBlockRepo(conn, audit).write(
+            e["anima_id"], e["memory_id"], (before or {}).get("content", ""), "revert"
+        )
         return "self_blocks_restored"
     if table in ("temporal_summary", "dream_journal"):
         if before is None:

@@ -143,7 +143,9 @@ def cleaned_conversations(conn: Connection) -> set[tuple[str, str]]:
     return {key for key, op in state.items() if op == "delete"}
 
 
-def import_records(conn: Connection, records: Iterable[ArchiveRecord], audit: Audit, stats: ImportStats) -> None:
+def import_records(
+    conn: Connection, records: Iterable[ArchiveRecord], audit: Audit, stats: ImportStats
+) -> None:
     """Insert records inside the caller's transaction. Conversations take created_at /
     updated_at from their messages (min / max), and keep platform, title, debug when given.
     Conversations the cleanup deleted stay deleted (restore them from memory_event instead)."""
@@ -165,14 +167,25 @@ def import_records(conn: Connection, records: Iterable[ArchiveRecord], audit: Au
                    debug = COALESCE(%s, conversation.debug)
                RETURNING (xmax = 0) AS inserted""",
             (
-                rec.conversation_id, rec.anima_id, rec.platform, rec.title, rec.debug,
-                rec.created_at, rec.created_at, rec.platform, rec.title, rec.debug,
+                rec.conversation_id,
+                rec.anima_id,
+                rec.platform,
+                rec.title,
+                rec.debug,
+                rec.created_at,
+                rec.created_at,
+                rec.platform,
+                rec.title,
+                rec.debug,
             ),
         ).fetchone()
         if row and row["inserted"]:
             stats.conversations_added += 1
             audit.for_anima(rec.anima_id).record(
-                "conversation", rec.conversation_id, "import", None,
+                "conversation",
+                rec.conversation_id,
+                "import",
+                None,
                 {"platform": rec.platform or "chat", "title": rec.title, "debug": bool(rec.debug)},
             )
         added = conn.execute(
@@ -180,8 +193,14 @@ def import_records(conn: Connection, records: Iterable[ArchiveRecord], audit: Au
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)
                ON CONFLICT (anima_id, conversation_id, external_id) DO NOTHING""",
             (
-                rec.anima_id, rec.conversation_id, rec.message_id, rec.role, rec.speaker,
-                rec.content, rec.created_at, json.dumps(rec.metadata or {}),
+                rec.anima_id,
+                rec.conversation_id,
+                rec.message_id,
+                rec.role,
+                rec.speaker,
+                rec.content,
+                rec.created_at,
+                json.dumps(rec.metadata or {}),
             ),
         ).rowcount
         stats.messages_added += added
@@ -226,7 +245,11 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
 
 
 def day_conversations(
-    conn: Connection, anima_id: str, start: datetime, end: datetime, roles: tuple[str, ...] = ("user", "assistant")
+    conn: Connection,
+    anima_id: str,
+    start: datetime,
+    end: datetime,
+    roles: tuple[str, ...] = ("user", "assistant"),
 ) -> list[DayConversation]:
     """The conversations with messages in [start, end), only those messages; cron and debug
     conversations excluded (scheduled jobs and test harnesses are not the anima's life),
@@ -251,7 +274,9 @@ def day_conversations(
                 title=msgs[0]["title"],
                 platform=msgs[0]["platform"],
                 messages=tuple(
-                    DayMessage(m["id"], cid, m["external_id"], m["role"], m["speaker"], m["content"], m["created_at"])
+                    DayMessage(
+                        m["id"], cid, m["external_id"], m["role"], m["speaker"], m["content"], m["created_at"]
+                    )
                     for m in msgs
                 ),
             )

@@ -63,15 +63,21 @@ def ensure_running(home: Path) -> str:
         except Exception as exc:  # the wheel raises bare CalledProcessError / AssertionError
             log = pgdata / "log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
-            raise EmbeddedError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}\n{tail}") from exc
+            raise EmbeddedError(
+                f"could not start the embedded PostgreSQL in {pgdata}: {exc}\n{tail}"
+            ) from exc
         admin_url = server.get_uri("postgres")
         try:
             with psycopg.connect(admin_url, autocommit=True) as conn:
-                exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
+                ).fetchone()
                 if not exists:
                     conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
         except psycopg.OperationalError as exc:
-            raise EmbeddedError(f"the embedded PostgreSQL in {pgdata} does not accept connections: {exc}") from exc
+            raise EmbeddedError(
+                f"the embedded PostgreSQL in {pgdata} does not accept connections: {exc}"
+            ) from exc
         return server.get_uri(DATABASE_NAME)
 
 

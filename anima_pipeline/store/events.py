@@ -36,9 +36,7 @@ class Audit(BaseModel):
     step: str
     day: date | None = None
 
-    def record(
-        self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None
-    ) -> None:
+    def record(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> None:
         self.conn.execute(
             """INSERT INTO memory_event (anima_id, table_name, memory_id, op, before, after, run_id, day, step)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",

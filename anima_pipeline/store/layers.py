@@ -13,7 +13,12 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 
 SELF_BLOCKS: tuple[str, ...] = (
-    "identity", "persona", "values", "relationships", "current_state", "autobiography_summary",
+    "identity",
+    "persona",
+    "values",
+    "relationships",
+    "current_state",
+    "autobiography_summary",
 )
 SIGNIFICANCE: tuple[str, ...] = ("routine", "notable", "milestone", "turning_point")
 LEVELS: tuple[str, ...] = ("day", "week", "month", "year")
@@ -22,8 +27,12 @@ LEVELS: tuple[str, ...] = ("day", "week", "month", "year")
 def _insert(conn: Connection, table: str, values: dict[str, Any]) -> dict:
     cols = ", ".join(values)
     placeholders = ", ".join(["%s"] * len(values))
-    params = [Jsonb(v) if isinstance(v, (dict, list)) and not _is_array_col(k) else v for k, v in values.items()]
-    return conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) RETURNING *", params).fetchone()
+    params = [
+        Jsonb(v) if isinstance(v, (dict, list)) and not _is_array_col(k) else v for k, v in values.items()
+    ]
+    return conn.execute(
+        f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) RETURNING *", params
+    ).fetchone()
 
 
 def _is_array_col(col: str) -> bool:
@@ -59,7 +68,9 @@ class AutobiographyRepo:
         return row
 
     def get(self, narrative_id: int) -> dict | None:
-        return self.conn.execute("SELECT * FROM autobiographical_memory WHERE id = %s", (narrative_id,)).fetchone()
+        return self.conn.execute(
+            "SELECT * FROM autobiographical_memory WHERE id = %s", (narrative_id,)
+        ).fetchone()
 
     def deprecate(self, narrative_id: int, reason: str) -> dict:
         before = self.get(narrative_id)
@@ -86,7 +97,9 @@ class SelfBlockRepo:
 
     def all(self, anima_id: str) -> dict[str, str]:
         """The six blocks in their fixed order; a block never written is empty."""
-        rows = self.conn.execute("SELECT name, content FROM self_block WHERE anima_id = %s", (anima_id,)).fetchall()
+        rows = self.conn.execute(
+            "SELECT name, content FROM self_block WHERE anima_id = %s", (anima_id,)
+        ).fetchall()
         found = {r["name"]: r["content"] for r in rows}
         return {name: found.get(name, "") for name in SELF_BLOCKS}
 
@@ -103,7 +116,14 @@ class SelfBlockRepo:
             self.conn.execute(
                 """INSERT INTO self_block_history (anima_id, name, version, content, updated_by, updated_at)
                    VALUES (%s, %s, %s, %s, %s, %s)""",
-                (anima_id, name, before["version"], before["content"], before["updated_by"], before["updated_at"]),
+                (
+                    anima_id,
+                    name,
+                    before["version"],
+                    before["content"],
+                    before["updated_by"],
+                    before["updated_at"],
+                ),
             )
         row = self.conn.execute(
             """INSERT INTO self_block (anima_id, name, content, updated_by) VALUES (%s, %s, %s, %s)
@@ -161,7 +181,13 @@ class DreamRepo:
         before = self.conn.execute(
             "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, day)
         ).fetchone()
-        keys = ("aha_moments", "creative_connections", "confidence_updates", "next_session_actions", "bank_suggestions")
+        keys = (
+            "aha_moments",
+            "creative_connections",
+            "confidence_updates",
+            "next_session_actions",
+            "bank_suggestions",
+        )
         values = [Jsonb(entry.get(k, [])) for k in keys]
         row = self.conn.execute(
             f"""INSERT INTO dream_journal (anima_id, day, {", ".join(keys)}) VALUES (%s, %s, %s, %s, %s, %s, %s)

@@ -60,7 +60,9 @@ class MemoryRepo:
 
     # reads
     def get(self, memory_id: int) -> SemanticMemory | None:
-        row = self.conn.execute(f"SELECT {_COLUMNS} FROM semantic_memory WHERE id = %s", (memory_id,)).fetchone()
+        row = self.conn.execute(
+            f"SELECT {_COLUMNS} FROM semantic_memory WHERE id = %s", (memory_id,)
+        ).fetchone()
         return SemanticMemory.model_validate(row) if row else None
 
     def get_many(self, ids: list[int]) -> list[SemanticMemory]:
@@ -76,7 +78,9 @@ class MemoryRepo:
         ).fetchall()
         return [SemanticMemory.model_validate(r) for r in rows]
 
-    def by_source_sessions(self, anima_id: str, sessions: list[str], status: str = "active") -> list[SemanticMemory]:
+    def by_source_sessions(
+        self, anima_id: str, sessions: list[str], status: str = "active"
+    ) -> list[SemanticMemory]:
         """Memories whose sources meet these conversations (active ones: light sleep's message 2)."""
         rows = self.conn.execute(
             f"""SELECT {_COLUMNS} FROM semantic_memory
@@ -100,14 +104,25 @@ class MemoryRepo:
         self._audit().record("semantic_memory", mem.id, "create", None, mem.model_dump())
         return mem
 
-    def update(self, memory_id: int, changes: dict[str, Any], op: str = "update", now: datetime | None = None) -> SemanticMemory:
+    def update(
+        self, memory_id: int, changes: dict[str, Any], op: str = "update", now: datetime | None = None
+    ) -> SemanticMemory:
         before = self.get(memory_id)
         if before is None:
             raise KeyError(f"f-{memory_id}")
-        bad = set(changes) - set(UPDATABLE) - {
-            "status", "deprecated_reason", "superseded_by", "pinned", "pinned_at", "reference_count",
-            "last_referenced_at",
-        }
+        bad = (
+            set(changes)
+            - set(UPDATABLE)
+            - {
+                "status",
+                "deprecated_reason",
+                "superseded_by",
+                "pinned",
+                "pinned_at",
+                "reference_count",
+                "last_referenced_at",
+            }
+        )
         if bad:
             raise ValueError(f"not a semantic_memory column: {sorted(bad)}")
         sets = ", ".join(f"{c} = %s" for c in changes)
@@ -120,11 +135,20 @@ class MemoryRepo:
         return after
 
     def deprecate(
-        self, memory_id: int, reason: str, superseded_by: int | None = None, valid_until: datetime | None = None,
-        op: str = "deprecate", now: datetime | None = None,
+        self,
+        memory_id: int,
+        reason: str,
+        superseded_by: int | None = None,
+        valid_until: datetime | None = None,
+        op: str = "deprecate",
+        now: datetime | None = None,
     ) -> SemanticMemory:
-        changes: dict[str, Any] = {"status": "deprecated", "deprecated_reason": reason, "superseded_by": superseded_by,
-                                   "pinned": False}
+        changes: dict[str, Any] = {
+            "status": "deprecated",
+            "deprecated_reason": reason,
+            "superseded_by": superseded_by,
+            "pinned": False,
+        }
         if valid_until is not None:
             changes["valid_until"] = valid_until
         return self.update(memory_id, changes, op=op, now=now)

@@ -23,7 +23,9 @@ def is_done(conn: Connection, anima_id: str, day: date, step: str) -> bool:
     return bool(row and row["status"] in ("done", "skipped"))
 
 
-def finish(conn: Connection, anima_id: str, day: date, step: str, stats: dict, run_id: str, status: str = "done") -> None:
+def finish(
+    conn: Connection, anima_id: str, day: date, step: str, stats: dict, run_id: str, status: str = "done"
+) -> None:
     conn.execute(
         """INSERT INTO sleep_state (anima_id, day, step, status, stats, run_id, finished_at, error)
            VALUES (%s, %s, %s, %s, %s, %s, now(), NULL)

@@ -5,8 +5,15 @@ from __future__ import annotations
 from anima_pipeline.store.db import Connection
 
 STATUS_KEYS: tuple[str, ...] = (
-    "conversations", "messages", "semantic_active", "semantic_deprecated", "emotional_anchors",
-    "autobiographical_active", "temporal_summaries", "memory_references", "dream_entries",
+    "conversations",
+    "messages",
+    "semantic_active",
+    "semantic_deprecated",
+    "emotional_anchors",
+    "autobiographical_active",
+    "temporal_summaries",
+    "memory_references",
+    "dream_entries",
 )
 
 _QUERIES: dict[str, str] = {

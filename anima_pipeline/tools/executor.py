@@ -78,7 +78,9 @@ class ToolExecutor:
         if name not in s.TOOLS:
             raise ToolError(f"unknown tool {name!r}; this step may use: {', '.join(self.scope.tools)}")
         if name not in self.scope.tools:
-            raise ToolError(f"tool {name!r} is not available in this step; use one of: {', '.join(self.scope.tools)}")
+            raise ToolError(
+                f"tool {name!r} is not available in this step; use one of: {', '.join(self.scope.tools)}"
+            )
         if not isinstance(input, dict):
             raise ToolError(f"{name}: the input must be a JSON object")
         try:
@@ -105,7 +107,9 @@ class ToolExecutor:
             raise ToolError(f"{ref} does not exist; use an id you were shown")
         in_scope = self.scope.memory_ids is None or mid in self.scope.memory_ids or mid in self.created_ids
         if not in_scope:
-            raise ToolError(f"{ref} is outside this step's scope; you may change only {self.scope.describe_memories()}")
+            raise ToolError(
+                f"{ref} is outside this step's scope; you may change only {self.scope.describe_memories()}"
+            )
         if active and mem.status != "active":
             hint = f"; it was superseded by f-{mem.superseded_by}" if mem.superseded_by else ""
             raise ToolError(f"{ref} is deprecated{hint}; act on an active memory")
@@ -134,8 +138,10 @@ class ToolExecutor:
 
     # semantic memory
     def _create(self, a: s.CreateSemanticMemory) -> ToolResult:
-        sources = self._check_sources(a.source_sessions) if a.source_sessions is not None else list(
-            self.scope.default_sources
+        sources = (
+            self._check_sources(a.source_sessions)
+            if a.source_sessions is not None
+            else list(self.scope.default_sources)
         )
         mem = self.memories.create(
             self.scope.anima_id,
@@ -177,7 +183,9 @@ class ToolExecutor:
             if succ.id == mem.id:
                 raise ToolError(f"{a.id} cannot supersede itself")
             successor = succ.id
-        self.memories.deprecate(mem.id, a.reason, superseded_by=successor, valid_until=a.valid_until or _now(self.conn))
+        self.memories.deprecate(
+            mem.id, a.reason, superseded_by=successor, valid_until=a.valid_until or _now(self.conn)
+        )
         self.stats["deprecated"] += 1
         return ToolResult(content=f"deprecated {a.id}", data={"id": a.id})
 
@@ -198,7 +206,9 @@ class ToolExecutor:
             {
                 "type": a.type or sources[0].type,
                 "content": self._content(a.content),
-                "confidence": a.confidence if a.confidence is not None else max(m.confidence for m in sources),
+                "confidence": a.confidence
+                if a.confidence is not None
+                else max(m.confidence for m in sources),
                 "source_sessions": sorted({x for m in sources for x in m.source_sessions}),
                 "observed_at": min(observed) if observed else None,
                 "valid_from": min((m.valid_from for m in sources if m.valid_from), default=None),
@@ -246,7 +256,9 @@ class ToolExecutor:
         )
         self.stats["split"] += 1
         self.stats["created"] += len(created)
-        return ToolResult(content=f"split {a.id} into {', '.join(created)}", data={"id": a.id, "parts": created})
+        return ToolResult(
+            content=f"split {a.id} into {', '.join(created)}", data={"id": a.id, "parts": created}
+        )
 
     def _pin(self, a: s.PinSemanticMemory) -> ToolResult:
         mem = self._memory(a.id)
@@ -273,8 +285,10 @@ class ToolExecutor:
 
     def _narrative(self, a: s.CreateAutobiographicalMemory) -> ToolResult:
         memory_ids = [self._memory(ref, active=False).id for ref in a.source_memory_ids]
-        sources = self._check_sources(a.source_sessions) if a.source_sessions is not None else sorted(
-            {x for m in self.memories.get_many(memory_ids) for x in m.source_sessions}
+        sources = (
+            self._check_sources(a.source_sessions)
+            if a.source_sessions is not None
+            else sorted({x for m in self.memories.get_many(memory_ids) for x in m.source_sessions})
         )
         values = a.model_dump(exclude={"source_memory_ids", "source_sessions"})
         values["title"] = " ".join(a.title.split())
@@ -305,7 +319,9 @@ class ToolExecutor:
         if a.name not in self.scope.self_blocks:
             allowed = ", ".join(sorted(self.scope.self_blocks)) or "none"
             raise ToolError(f"self block {a.name!r} is not written by this step (it may write: {allowed})")
-        changed = SelfBlockRepo(self.conn, self.audit).write(self.scope.anima_id, a.name, a.content, self.audit.step)
+        changed = SelfBlockRepo(self.conn, self.audit).write(
+            self.scope.anima_id, a.name, a.content, self.audit.step
+        )
         self.stats["self_blocks"] += int(changed)
         return ToolResult(content=f"wrote self block {a.name}" if changed else f"{a.name} unchanged")
 
@@ -328,7 +344,9 @@ class ToolExecutor:
             if abs(mem.confidence - upd.new_confidence) > 1e-6:
                 self.memories.update(mem.id, {"confidence": upd.new_confidence}, op="confidence")
                 self.stats["confidence_updates"] += 1
-        DreamRepo(self.conn, self.audit).upsert(self.scope.anima_id, self.audit.day, a.model_dump(mode="json"))
+        DreamRepo(self.conn, self.audit).upsert(
+            self.scope.anima_id, self.audit.day, a.model_dump(mode="json")
+        )
         self.stats["dreams"] += 1
         return ToolResult(content="dream entry written")
 

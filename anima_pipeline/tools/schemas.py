@@ -85,7 +85,9 @@ class DeprecateSemanticMemory(_Tool):
 
     id: FactId
     reason: str = Field(min_length=1, max_length=500)
-    superseded_by: str | None = Field(None, description="the id of the memory that replaces it, if any, e.g. f-12")
+    superseded_by: str | None = Field(
+        None, description="the id of the memory that replaces it, if any, e.g. f-12"
+    )
     valid_until: datetime | None = None
 
 
