@@ -4,7 +4,9 @@ created is deprecated ("reverted run …"), a changed memory gets its `before` b
 conversation the cleanup deleted is restored from the event. Summaries and dream entries
 (derived, one per period) return to their previous text, or go when the run made them.
 The run's sleep_state rows go too, so its nights can run again. Every undo is itself
-audited under the revert's own run id, so a revert can be reverted.
+audited under the revert's own run id, so reverting the revert restores memories, anchors,
+narratives, self blocks and conversations; a summary or dream entry the revert removed comes
+back by running its night again.
 """
 
 from __future__ import annotations
@@ -16,19 +18,7 @@ from psycopg.types.json import Jsonb
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
-from anima_pipeline.store.memories import UPDATABLE, MemoryRepo
-
-_RESTORED_FIELDS = (
-    *UPDATABLE,
-    "status",
-    "deprecated_reason",
-    "superseded_by",
-    "pinned",
-    "pinned_at",
-    "reference_count",
-    "last_referenced_at",
-)
-
+from anima_pipeline.store.memories import WRITABLE, MemoryRepo
 
 REVERTED_REASON = "reverted run"  # prefix of deprecated_reason; light sleep may learn these facts again
 
@@ -67,7 +57,7 @@ def _undo(conn: Connection, e: dict, audit: Audit, run_id: str) -> str:
                 return "already_deprecated"
             repo.deprecate(mid, reason, op="revert")
             return "memories_deprecated"
-        changes = {k: before.get(k) for k in _RESTORED_FIELDS if k in before}
+        changes = {k: before.get(k) for k in WRITABLE if k in before}
         repo.update(mid, changes, op="revert")
         return "memories_restored"
     if table in ("emotional_anchor", "autobiographical_memory"):

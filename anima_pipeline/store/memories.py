@@ -20,6 +20,18 @@ _COLUMNS = (
 )
 # Columns a tool may change through update; everything else is owned by the program.
 UPDATABLE = ("type", "content", "confidence", "source_sessions", "observed_at", "valid_from", "valid_until")
+# Columns only the program changes (deprecation, pins, citation bookkeeping); with UPDATABLE,
+# everything `MemoryRepo.update` may write.
+PROGRAM_OWNED = (
+    "status",
+    "deprecated_reason",
+    "superseded_by",
+    "pinned",
+    "pinned_at",
+    "reference_count",
+    "last_referenced_at",
+)
+WRITABLE = (*UPDATABLE, *PROGRAM_OWNED)
 
 
 class SemanticMemory(BaseModel):
@@ -110,19 +122,7 @@ class MemoryRepo:
         before = self.get(memory_id)
         if before is None:
             raise KeyError(f"f-{memory_id}")
-        bad = (
-            set(changes)
-            - set(UPDATABLE)
-            - {
-                "status",
-                "deprecated_reason",
-                "superseded_by",
-                "pinned",
-                "pinned_at",
-                "reference_count",
-                "last_referenced_at",
-            }
-        )
+        bad = set(changes) - set(WRITABLE)
         if bad:
             raise ValueError(f"not a semantic_memory column: {sorted(bad)}")
         sets = ", ".join(f"{c} = %s" for c in changes)
