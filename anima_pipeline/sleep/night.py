@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+import psycopg
 from pydantic import BaseModel, Field
 
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
@@ -110,8 +111,13 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             stats = {**outcome.stats, **_usage_stats(outcome.usage)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
     except Exception as exc:
-        with db.transaction() as conn:
-            sleep_state.fail(conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id)
+        try:
+            with db.transaction() as conn:
+                sleep_state.fail(
+                    conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id
+                )
+        except psycopg.Error:
+            pass  # the store is gone too: the step's own error is the one to report, below
         raise StepFailed(
             f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}"
         ) from exc
