@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from anima_pipeline.sleep.heuristics.deep import (
+from anima_pipeline.offline.deep import (
     NORMALIZED_CONTENT_SQL,
     MemoryView,
     extract_attribute,
@@ -511,7 +511,7 @@ class TestMerge:
                         ca, cb = memories[a - 1].content, memories[b - 1].content
                         na, nb = normalize_content(ca), normalize_content(cb)
                         assert na == nb or na in nb or nb in na or similarity(ca, cb) >= 0.6
-        from anima_pipeline.sleep.heuristics import deep
+        from anima_pipeline.offline import deep
 
         entries = [deep._entry(m) for m in memories]
         brute = {

@@ -10,7 +10,7 @@ from itertools import count
 
 import pytest
 
-from anima_pipeline.sleep.heuristics.light import (
+from anima_pipeline.offline.light import (
     FactCandidate,
     Utterance,
     dedup_against,

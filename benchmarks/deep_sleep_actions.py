@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from light_sleep_coverage import group_days, read_jsonl  # noqa: E402
 
-from anima_pipeline.sleep.heuristics.light import extract_facts  # noqa: E402
+from anima_pipeline.offline.light import extract_facts  # noqa: E402
 
 TZ = ZoneInfo("Asia/Shanghai")
 MERGE_THRESHOLD = 0.75
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--heuristics",
-        default="anima_pipeline.sleep.heuristics.deep",
+        default="anima_pipeline.offline.deep",
         help="module providing the deep heuristics",
     )
     args = parser.parse_args(argv)

@@ -55,7 +55,7 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from anima_pipeline.sleep.heuristics.light import Utterance, extract_facts  # noqa: E402
+from anima_pipeline.offline.light import Utterance, extract_facts  # noqa: E402
 
 DATA = Path("/work/shared/data/locomo")
 TZ = ZoneInfo("Asia/Shanghai")

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
-from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.heuristics.deep import (
+from anima_pipeline.offline.deep import (
     MemoryView,
     MergeGroup,
     extract_attributes,
@@ -34,6 +33,7 @@ from anima_pipeline.sleep.heuristics.deep import (
     split_parts,
     stale_pins,
 )
+from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.db import Connection, Database

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from datetime import date
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
+from anima_pipeline.offline.lexicon import ADVERBS, STOPWORDS
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import render_memories
-from anima_pipeline.sleep.heuristics.lexicon import ADVERBS, STOPWORDS
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.store.db import Connection, Database

@@ -11,9 +11,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
-from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.day_input import chunk_conversations, load_day, render_day, render_memories
-from anima_pipeline.sleep.heuristics.light import (
+from anima_pipeline.offline.light import (
     Utterance,
     dedup_against,
     detect_anchors,
@@ -21,6 +19,8 @@ from anima_pipeline.sleep.heuristics.light import (
     is_small_talk,
     narrative_significance,
 )
+from anima_pipeline.sleep import prompts
+from anima_pipeline.sleep.day_input import chunk_conversations, load_day, render_day, render_memories
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.sleep.revert import REVERTED_REASON

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anima_pipeline.sleep.heuristics.deep import NORMALIZED_CONTENT_SQL
+from anima_pipeline.offline.deep import NORMALIZED_CONTENT_SQL
 from anima_pipeline.store.db import Connection
 
 LIGHT_STEP_TABLES: dict[str, tuple[str, ...]] = {

@@ -1,0 +1,3 @@
+from anima_pipeline.cli import app
+
+app()

@@ -1,0 +1,77 @@
+"""What every command shares: the consoles, settings and store opening, errors and progress bars.
+
+Every command opens the store the same way (ANIMA_DATABASE_URL, else the embedded server
+under ANIMA_HOME) so what works in the demo works against a real server.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from anima_pipeline.config import Settings, get_settings
+
+# emoji=False: rich would turn "archive.jsonl:100: ..." into "archive.jsonl💯 ..."; errors are
+# not wrapped, so a long file:line stays on one line for copying.
+# Piped output gets a wide table instead of rich's 80-column default.
+console = Console(emoji=False, width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+
+
+def settings() -> Settings:
+    try:
+        return get_settings()
+    except ValueError as exc:
+        err_console.print(f"[red]configuration error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+
+
+def open_store():
+    import psycopg
+
+    from anima_pipeline.store.db import open_database
+    from anima_pipeline.store.embedded import EmbeddedError
+    from anima_pipeline.store.migrations import MigrationError
+
+    try:
+        return open_database(settings())
+    except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
+        err_console.print(f"[red]store error:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+
+
+def advancing(records, progress: Progress, task):
+    for rec in records:
+        progress.advance(task)
+        yield rec
+
+
+def only_anima(conn) -> str:
+    animas = [
+        r["anima_id"]
+        for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1").fetchall()
+    ]
+    if len(animas) != 1:
+        err_console.print(f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})")
+        raise typer.Exit(2)
+    return animas[0]
+
+
+def fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(code)

@@ -1,0 +1,102 @@
+"""`anima demo`: the whole cycle on the bundled synthetic week."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from anima_pipeline.cli.app import app
+from anima_pipeline.cli.common import console, open_store, settings
+from anima_pipeline.cli.sleep import run_sleep, sleep_table
+from anima_pipeline.cli.store import import_, status_table
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "week.archive.jsonl"
+
+
+@app.command("demo")
+def demo() -> None:
+    """The whole cycle on the bundled synthetic week: import it into the embedded default (or
+    ANIMA_DATABASE_URL), sleep its nights through Dagster with the offline engine, and show
+    what was learned."""
+    import os
+    from datetime import date
+
+    from anima_pipeline.sleep.cycle import day_range
+    from anima_pipeline.store.status import status
+
+    if settings().engine != "offline":
+        console.print("note: the demo uses the engine in ANIMA_ENGINE; unset it for the offline engine")
+    import_([str(SAMPLE)])
+    days = day_range(date(2026, 11, 16), date(2026, 11, 23))
+    rows = run_sleep(days)
+    console.print(sleep_table(rows))
+    db = open_store()
+    try:
+        with db.transaction() as conn:
+            show_learned(conn, "aria")
+            data = status(conn)
+    finally:
+        db.close()
+    console.print(status_table(data))
+    home = os.environ.get("DAGSTER_HOME") or str(settings().home / "dagster")
+    console.print(
+        "\nOpen the Dagster UI on the same run history:\n"
+        f"  DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml\n"
+        "Export the store as Markdown:  .venv/bin/anima export --markdown ./anima-export\n"
+        'Ask it something:             .venv/bin/anima recall "what does Lin Wei like to eat?"'
+    )
+
+
+def show_learned(conn, anima_id: str) -> None:
+    from anima_pipeline.recall.context import resident_set
+    from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo
+    from anima_pipeline.store.memories import MemoryRepo
+
+    mems = MemoryRepo(conn).active(anima_id)
+    t = Table(title=f"semantic memories of {anima_id} ({len(mems)} active; the newest 15)")
+    for col in ("id", "type", "content", "sources"):
+        t.add_column(col, overflow="fold")
+    for m in sorted(mems, key=lambda m: m.id)[-15:]:
+        t.add_row(m.ref, m.type, escape(m.content), ", ".join(s.split(":")[-1] for s in m.source_sessions))
+    console.print(t)
+    anchors = conn.execute(
+        "SELECT occurred_at, emotion, valence, trigger FROM emotional_anchor WHERE anima_id = %s ORDER BY occurred_at",
+        (anima_id,),
+    ).fetchall()
+    t = Table(title=f"emotional anchors ({len(anchors)})")
+    for col in ("when", "emotion", "valence", "trigger"):
+        t.add_column(col, overflow="fold")
+    for a in anchors:
+        t.add_row(
+            f"{a['occurred_at']:%m-%d %H:%M}",
+            a["emotion"],
+            f"{a['valence']:+.1f}",
+            escape(a["trigger"] or ""),
+        )
+    console.print(t)
+    t = Table(title="autobiographical narratives")
+    for col in ("id", "significance", "title"):
+        t.add_column(col, overflow="fold")
+    for n in AutobiographyRepo(conn).active(anima_id):
+        t.add_row(f"a-{n['id']}", n["significance"], escape(n["title"]))
+    console.print(t)
+    summaries = conn.execute(
+        "SELECT level, period_start, content FROM temporal_summary WHERE anima_id = %s ORDER BY level, period_start",
+        (anima_id,),
+    ).fetchall()
+    t = Table(title=f"temporal summaries ({len(summaries)})")
+    for col in ("level", "period", "summary (start)"):
+        t.add_column(col, overflow="fold")
+    for srow in summaries:
+        t.add_row(srow["level"], str(srow["period_start"]), escape(srow["content"][:160].replace("\n", " ")))
+    console.print(t)
+    resident, overflow = resident_set(conn, anima_id)
+    console.print(f"[bold]resident set[/bold] ({len(resident)} memories, pinned ∪ most cited):")
+    for m in resident:
+        console.print(f"  {m.ref} {'📌 ' if m.pinned else ''}{escape(m.content)}", highlight=False)
+    summary = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
+    if summary:
+        console.print("[bold]self block autobiography_summary:[/bold]")
+        console.print(escape(summary), highlight=False)

@@ -1,0 +1,231 @@
+"""`anima sleep` and `anima revert`: nights through Dagster, and undoing a run."""
+
+from __future__ import annotations
+
+import uuid
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from anima_pipeline.cli.app import app
+from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar
+
+
+@app.command("sleep")
+def sleep_(
+    day: str | None = typer.Option(None, "--day", help="One night: the local day YYYY-MM-DD to consolidate."),
+    first: str | None = typer.Option(None, "--from", help="First day of a range (with --to)."),
+    last: str | None = typer.Option(None, "--to", help="Last day of a range (with --from)."),
+    anima: list[str] = typer.Option(
+        None, "--anima", help="Only these animas (repeatable); default: all active."
+    ),
+    mode: str | None = typer.Option(
+        None,
+        "--mode",
+        help="Deep sleep mode: full | incremental. Default: the schedule's rule (Monday full).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Re-run steps that already finished for a day."),
+    step: list[str] = typer.Option(
+        None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."
+    ),
+) -> None:
+    """Run nights through Dagster, one day after another, recorded in the run history under
+    DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."""
+    days = _days(day, first, last)
+    if mode not in (None, "full", "incremental"):
+        fail(f"--mode must be full or incremental, got {mode!r}", 2)
+    try:
+        rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
+    except ValueError as exc:
+        fail(str(exc), 2)
+    console.print(sleep_table(rows))
+    failed = [r for r in rows if r["status"] != "done"]
+    if failed:
+        raise typer.Exit(1)
+
+
+def _days(day: str | None, first: str | None, last: str | None) -> list:
+    from datetime import date
+
+    from anima_pipeline.sleep.cycle import day_range
+
+    try:
+        if day and not (first or last):
+            return [date.fromisoformat(day)]
+        if first and last and not day:
+            return day_range(date.fromisoformat(first), date.fromisoformat(last))
+    except ValueError as exc:
+        fail(str(exc), 2)
+    fail("give either --day D, or --from D1 --to D2", 2)
+    return []
+
+
+def run_sleep(
+    days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None
+) -> list[dict]:
+    """The whole range as ONE Dagster run (the UI's single-run backfill shape: days strictly
+    in order inside it), with a progress bar over days fed from the night markers the run
+    writes; returns one summary row per day read back from sleep_state."""
+    import threading
+
+    from anima_pipeline.defs.instance import get_instance
+    from anima_pipeline.defs.night.launch import materialize_night
+
+    db = open_store()  # starts the embedded server and migrates before Dagster opens it
+    instance = get_instance()
+    first, last = days[0], days[-1]
+    with db.transaction() as conn:
+        t0 = conn.execute("SELECT now() AS now").fetchone()["now"]
+    done = threading.Event()
+    outcome: dict = {}
+    try:
+        with progress_bar() as progress:
+            task = progress.add_task(f"nights {first}..{last}", total=len(days))
+
+            def poll() -> None:
+                while not done.wait(0.5):
+                    with db.transaction() as conn:
+                        row = conn.execute(
+                            """SELECT max(day) AS d FROM sleep_state WHERE anima_id = '*' AND step = 'night'
+                               AND day BETWEEN %s AND %s AND started_at >= %s""",
+                            (first, last, t0),
+                        ).fetchone()
+                    if row and row["d"]:
+                        progress.update(
+                            task, completed=(row["d"] - first).days, description=f"night of {row['d']}"
+                        )
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            try:  # a ValueError (a day not over yet, an unknown step) propagates: nothing ran
+                result = materialize_night(
+                    first,
+                    last,
+                    steps=steps,
+                    mode=mode,
+                    force=force,
+                    animas=animas,
+                    instance=instance,
+                    raise_on_error=False,
+                    log_level="ERROR",
+                )
+                outcome = {
+                    "ok": result.success,
+                    "run_id": result.run_id,
+                    "error": "" if result.success else _run_error(result),
+                }
+            finally:
+                done.set()
+                poller.join()
+            if outcome["ok"]:
+                progress.update(task, completed=len(days))
+        rows = [_day_row(db, d, t0, outcome) for d in days]
+    finally:
+        instance.dispose()
+        db.close()
+    if not outcome["ok"]:
+        err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
+    return rows
+
+
+def _day_row(db, d, t0, outcome: dict) -> dict:
+    with db.transaction() as conn:
+        marker = conn.execute(
+            "SELECT status, started_at FROM sleep_state WHERE anima_id = '*' AND step = 'night' AND day = %s",
+            (d,),
+        ).fetchone()
+    if outcome["ok"]:
+        status = "done"
+    elif marker and marker["started_at"] >= t0:
+        status = "failed" if marker["status"] in ("failed", "running") else marker["status"]
+    else:
+        status = "not run"
+    return {
+        "day": d,
+        "run_id": outcome["run_id"],
+        "status": status,
+        "error": outcome["error"],
+        **_day_totals(db, d),
+    }
+
+
+def _run_error(result) -> str:
+    for event in result.all_events:
+        if event.is_failure and event.event_specific_data is not None:
+            err = getattr(event.event_specific_data, "error", None)
+            if err is not None:
+                return err.message.strip().splitlines()[0]
+    return "the run failed (see the Dagster run log)"
+
+
+_TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "narratives", "summaries")
+
+
+def _day_totals(db, d) -> dict:
+    with db.transaction() as conn:
+        rows = conn.execute(
+            "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)
+        ).fetchall()
+    totals = dict.fromkeys(_TOTALS, 0)
+    # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)
+    talked = {r["anima_id"] for r in rows if r["step"] == "semantic_memory/extracted"}
+    totals.update(animas=len(talked), llm_calls=0, cost_usd=0.0)
+    for r in rows:
+        for k in (*_TOTALS, "llm_calls", "cost_usd"):
+            v = r["stats"].get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                totals[k] += v
+    return totals
+
+
+_TOTALS_SHORT = ("new", "upd", "depr", "merg", "split", "anch", "narr", "summ")
+
+
+def sleep_table(rows: list[dict]) -> Table:
+    table = Table(
+        title="nights (new/upd/depr/merg/split = semantic memories; anch = anchors; narr = narratives; "
+        "summ = summaries)"
+    )
+    for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$"):
+        table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
+    for r in rows:
+        if not r["animas"] and r["status"] == "done" and len(rows) > 14 and r is not rows[-1]:
+            continue  # a long range lists the days with activity; the count below covers the rest
+        table.add_row(
+            str(r["day"]),
+            r["status"],
+            str(r["animas"]),
+            *(str(r[k]) for k in _TOTALS),
+            str(r["llm_calls"]),
+            f"{r['cost_usd']:.2f}",
+        )
+    quiet = sum(1 for r in rows if not r["animas"])
+    run_ids = sorted({r["run_id"] for r in rows if r["run_id"]})
+    table.caption = (
+        f"{len(rows)} night(s), {len(rows) - quiet} with activity; Dagster run {', '.join(run_ids) or '-'}"
+    )
+    return table
+
+
+@app.command("revert")
+def revert_(
+    run: str = typer.Option(..., "--run", help="The run id to undo (Dagster run id, shown by anima sleep)."),
+) -> None:
+    """Undo what one run wrote, replaying its audit log backwards: created memories are
+    deprecated, changed ones get their previous state, cleaned conversations come back.
+    The revert is itself audited, and its nights can be run again."""
+    from anima_pipeline.sleep.revert import RevertError, revert_run
+
+    db = open_store()
+    revert_id = f"revert-{uuid.uuid4().hex[:12]}"
+    try:
+        with db.transaction() as conn:
+            stats = revert_run(conn, run, revert_id)
+    except RevertError as exc:
+        fail(str(exc), 2)
+    finally:
+        db.close()
+    console.print(
+        f"reverted run {run} as {revert_id}: " + ", ".join(f"{k} {v}" for k, v in sorted(stats.items()))
+    )

@@ -1,0 +1,140 @@
+"""`anima db`, `anima import`, `anima status`: the store itself."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from anima_pipeline.cli.app import app, db_app
+from anima_pipeline.cli.common import advancing, console, err_console, open_store, progress_bar, settings
+
+
+@db_app.command("migrate")
+def db_migrate() -> None:
+    """Apply pending migrations from sql/ (each in a transaction); refuse if an applied file changed."""
+    import psycopg
+
+    from anima_pipeline.store.db import resolve_url
+    from anima_pipeline.store.embedded import EmbeddedError
+    from anima_pipeline.store.migrations import MigrationError, migrate
+
+    try:
+        applied = migrate(resolve_url(settings()))
+    except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
+        err_console.print(f"[red]migration refused:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    console.print(
+        f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)")
+    )
+
+
+@db_app.command("stop")
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL under ANIMA_HOME (nothing to do with ANIMA_DATABASE_URL set)."""
+    from anima_pipeline.store import embedded
+
+    s = settings()
+    if s.database_url:
+        console.print("ANIMA_DATABASE_URL is set: no embedded server to stop")
+        return
+    stopped = embedded.stop(s.home)
+    console.print("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
+
+
+@app.command("import")
+def import_(
+    files: list[str] = typer.Argument(..., help="Archive JSONL files; '-' reads standard input."),
+) -> None:
+    """Import conversation archives (JSONL, one message a line). All files in one transaction:
+    a bad line aborts everything and names file and line. Re-importing changes nothing."""
+    from anima_pipeline.store.archive import ArchiveError, ImportStats, import_records, parse_lines
+    from anima_pipeline.store.events import Audit
+
+    db = open_store()
+    stats = ImportStats()
+    try:
+        with db.transaction() as conn, progress_bar() as progress:
+            audit = Audit(conn=conn, anima_id="", run_id=f"import-{uuid.uuid4().hex[:12]}", step="import")
+            for name in files:
+                lines, source = _archive_lines(name)
+                task = progress.add_task(f"import {Path(source).name}", total=len(lines))
+                import_records(conn, advancing(parse_lines(lines, source), progress, task), audit, stats)
+                stats.files += 1
+    except ArchiveError as exc:
+        err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    finally:
+        db.close()
+    console.print(
+        f"imported {stats.files} file(s), {stats.lines} line(s): {stats.messages_added} new message(s), "
+        f"{stats.conversations_added} new conversation(s), {len(stats.animas)} anima(s)"
+        + (
+            f"; {stats.skipped_cleaned} line(s) of conversations the cleanup removed were skipped"
+            if stats.skipped_cleaned
+            else ""
+        )
+    )
+
+
+def _archive_lines(name: str) -> tuple[list[str], str]:
+    """The lines of one archive ('-' = standard input) and its name for messages. Split on "\\n"
+    only: str.splitlines would also split inside a JSON string at U+2028 or U+0085, which JSON
+    allows unescaped. Text that is not UTF-8 is a bad line too, named like the others."""
+    from anima_pipeline.store.archive import ArchiveError
+
+    if name == "-":
+        source = "<stdin>"
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    else:
+        path = Path(name)
+        if not path.is_file():
+            raise ArchiveError(f"{name}: no such file")
+        source, data = str(path), path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ArchiveError(f"{source}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return (text.removesuffix("\n").split("\n") if text else []), source
+
+
+@app.command("status")
+def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """Counts per anima and in total: conversations, messages, memories, anchors, narratives, summaries."""
+    from anima_pipeline.store.status import status
+
+    db = open_store()
+    try:
+        with db.transaction() as conn:
+            data = status(conn)
+    finally:
+        db.close()
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    console.print(status_table(data))
+
+
+_SHORT = ("conv", "msgs", "facts", "deprec", "anchors", "narr", "summ", "refs", "dreams")
+
+
+def status_table(data: dict) -> Table:
+    from anima_pipeline.store.status import STATUS_KEYS
+
+    table = Table(
+        title="anima status",
+        caption=" · ".join(f"{h} = {k}" for h, k in zip(_SHORT, STATUS_KEYS, strict=True)),
+    )
+    table.add_column("anima", no_wrap=True)
+    for short in _SHORT:
+        table.add_column(short, justify="right")
+    for row in data["animas"]:
+        table.add_row(row["anima_id"], *(str(row[k]) for k in STATUS_KEYS))
+    table.add_row("[bold]total[/bold]", *(f"[bold]{data['totals'][k]}[/bold]" for k in STATUS_KEYS))
+    return table
