@@ -28,6 +28,22 @@ class Settings(BaseModel):
     start_date: date = date(2020, 1, 1)
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    workers: int | None = None  # animas run at once inside a night; None = os.cpu_count()
+    night_lease_s: float = 30.0  # a running night not renewed for this long is taken over
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"must be at least 1, got {v}")
+        return v
+
+    @field_validator("night_lease_s")
+    @classmethod
+    def _lease(cls, v: float) -> float:
+        if not 1 <= v <= 86_400:
+            raise ValueError(f"must be between 1 and 86400 seconds, got {v}")
+        return v
 
     @field_validator("engine")
     @classmethod
@@ -84,6 +100,8 @@ _ENV: dict[str, str] = {
     "ANIMA_START_DATE": "start_date",
     "ANIMA_BUDGET_USD": "budget_usd",
     "ANIMA_BUDGET_TOKENS": "budget_tokens",
+    "ANIMA_WORKERS": "workers",
+    "ANIMA_NIGHT_LEASE_S": "night_lease_s",
 }
 
 

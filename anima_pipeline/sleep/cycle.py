@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import date
 
 from anima_pipeline.sleep.night import Night, StepResult
-from anima_pipeline.store.db import Database
+from anima_pipeline.store import sleep_state
+from anima_pipeline.store.db import Connection, Database
 
 StepFn = Callable[[Database, Night, str], StepResult]
 
@@ -152,18 +153,42 @@ STEPS: tuple[StepDef, ...] = (
 )
 STEP_KEYS: tuple[str, ...] = tuple(s.key for s in STEPS)
 BY_KEY: dict[str, StepDef] = {s.key: s for s in STEPS}
-NIGHT_MARKER = "night"  # sleep_state.step of the row that says a whole night of a day finished
+NIGHT_MARKER = sleep_state.NIGHT  # sleep_state.step of the row that records one anima's whole night
+
+
+def _hook(module: str) -> Callable[[Connection, Night], list[str]]:
+    """A step module's `animas_for(conn, night)`, or the default: the animas active that day."""
+    from anima_pipeline.store.archive import animas_active_between
+
+    custom = getattr(importlib.import_module(f"anima_pipeline.sleep.{module}"), "animas_for", None)
+    return custom or (lambda conn, night: animas_active_between(conn, night.start, night.end))
 
 
 def animas_for(db: Database, night: Night, step: str) -> list[str]:
     """Which animas a step processes on this day (a day without activity is cheap)."""
-    from anima_pipeline.store.archive import animas_active_between
-
-    custom = getattr(BY_KEY[step].load_module(), "animas_for", None)
     with db.transaction() as conn:
-        if custom is not None:
-            return custom(conn, night)
-        return animas_active_between(conn, night.start, night.end)
+        return list(_hook(BY_KEY[step].module)(conn, night))
+
+
+def plan_day(conn: Connection, night: Night) -> dict[str, list[str]]:
+    """Which steps each anima has to run on this day, for every anima that has anything to do
+    (an anima absent from the answer is idle that night: runner skips it in bulk).
+
+    The rules are the steps' own `animas_for` hooks, each asked once per day for every anima
+    (four cheap queries, one per distinct hook): messages that day (light sleep, deep sleep,
+    dream, self refresh, the day summary), stale junk to clean, memories changed that day or
+    citations crossing the decay boundary (reference sync), a week / month / year closing
+    over day summaries (cascade). Asked before the night, not step by step: a step's writes
+    only ever add an anima that the day's messages already made busy."""
+    per_module: dict[str, set[str]] = {}
+    for s in STEPS:
+        if s.module not in per_module:
+            per_module[s.module] = set(_hook(s.module)(conn, night))
+    plan: dict[str, list[str]] = {}
+    for s in STEPS:
+        for anima_id in sorted(per_module[s.module]):
+            plan.setdefault(anima_id, []).append(s.key)
+    return dict(sorted(plan.items()))
 
 
 def day_range(first: date, last: date) -> list[date]:
