@@ -28,6 +28,14 @@ class Settings(BaseModel):
     start_date: date = date(2020, 1, 1)
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # chat-time recall (issue 9): characters per context section, see recall/sections.Budgets
+    recall_budget_chars: int = 2000  # passive memories + episodic messages (+ summaries) together
+    recall_memory_share: float = 0.5  # the part of it memories take first; docs/benchmarks.md
+    recall_summary_chars: int = 500  # at most this much of it for summaries, on a question about a time
+    recall_resident_chars: int = 2000
+    recall_item_max_chars: int = 400  # a longer item is cut around the words asked about
+    recall_resident_top_n: int = 20
+    recall_pinned_max: int = 40
 
     @field_validator("engine")
     @classmethod
@@ -84,6 +92,13 @@ _ENV: dict[str, str] = {
     "ANIMA_START_DATE": "start_date",
     "ANIMA_BUDGET_USD": "budget_usd",
     "ANIMA_BUDGET_TOKENS": "budget_tokens",
+    "ANIMA_RECALL_BUDGET_CHARS": "recall_budget_chars",
+    "ANIMA_RECALL_MEMORY_SHARE": "recall_memory_share",
+    "ANIMA_RECALL_SUMMARY_CHARS": "recall_summary_chars",
+    "ANIMA_RECALL_RESIDENT_CHARS": "recall_resident_chars",
+    "ANIMA_RECALL_ITEM_MAX_CHARS": "recall_item_max_chars",
+    "ANIMA_RECALL_RESIDENT_TOP_N": "recall_resident_top_n",
+    "ANIMA_RECALL_PINNED_MAX": "recall_pinned_max",
 }
 
 
