@@ -45,12 +45,12 @@ def fail(conn: Connection, anima_id: str, day: date, step: str, error: str, run_
     )
 
 
-def days_with_steps(conn: Connection, anima_id: str, days: list[date]) -> list[date]:
-    """Of `days`, those where a step of the night already ran or is running for the anima: a
-    message arriving late for such a day is not in what those steps read."""
+def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) -> list[date]:
+    """Of `days`, those where a step (or the night marker) of one of `anima_ids` is done or
+    running: a message arriving late for such a day is not in what those steps read."""
     rows = conn.execute(
         """SELECT DISTINCT day FROM sleep_state
-           WHERE anima_id = %s AND day = ANY(%s) AND status IN ('done', 'running') ORDER BY day""",
-        (anima_id, days),
+           WHERE anima_id = ANY(%s) AND day = ANY(%s) AND status IN ('done', 'running') ORDER BY day""",
+        (anima_ids, days),
     ).fetchall()
     return [r["day"] for r in rows]
