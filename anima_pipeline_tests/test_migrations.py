@@ -87,7 +87,7 @@ INDEXES = [
     ("semantic_memory", "USING gin (source_sessions)"),
     ("semantic_memory", "USING gin (search)"),
     ("semantic_memory", "USING gin (content gin_trgm_ops)"),
-    ("semantic_memory", "USING gin (fts)"),  # chat-time recall (0004)
+    ("semantic_memory", "USING gin (fts)"),  # chat-time recall (0005)
     ("message", "USING gin (fts)"),
     ("message", "USING gin (content gin_trgm_ops)"),
     ("temporal_summary", "USING gin (anima_search_vector(content))"),
