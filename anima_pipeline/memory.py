@@ -27,6 +27,7 @@ them (see README, "Late messages").
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
@@ -410,11 +411,14 @@ def _item(m: Any, score: float | None = None, why: str | None = None) -> MemoryI
 
 def _tool_field(message: str) -> str | None:
     """The field a refused create_semantic_memory names ("field 'content': …"), if any."""
-    import re
-
-    m = re.search(r"field '([^']+)'", message)
+    m = _TOOL_FIELD.search(message)
     return m.group(1) if m else None
 
 
 def _tool_field_error(message: str) -> str:
-    return message.removeprefix("create_semantic_memory: ")
+    """The executor's reason without its tool name and field prefix (the field is reported apart)."""
+    m = _TOOL_FIELD.search(message)
+    return message[m.end() :] if m else message.removeprefix("create_semantic_memory: ")
+
+
+_TOOL_FIELD = re.compile(r"field '([^']+)': ")
