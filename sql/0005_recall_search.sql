@@ -4,17 +4,16 @@
 -- the top candidates reads the vector instead of re-parsing the text. fastupdate off: a GIN
 -- pending list (rows written since the last vacuum) is read in full by every search, and
 -- recall latency must not depend on when autovacuum last ran.
-CREATE FUNCTION anima_cjk_bigrams(t text) RETURNS text[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT coalesce(array_agg(DISTINCT substr(r.run[1], g.i, 2)), '{}')
-    FROM regexp_matches(t, '[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]{2,}', 'g')
-             AS r(run),
-         generate_series(1, length(r.run[1]) - 1) AS g(i)
-$$;
-
+-- One self-contained function (only pg_catalog inside): PostgreSQL 17 runs index builds and
+-- generated columns with search_path = pg_catalog, where a second function of ours would
+-- not be found.
 CREATE FUNCTION anima_search_vector(t text) RETURNS tsvector
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-    SELECT to_tsvector('english'::regconfig, t) || array_to_tsvector(anima_cjk_bigrams(t))
+    SELECT to_tsvector('english'::regconfig, t) || array_to_tsvector(ARRAY(
+        SELECT DISTINCT substr(r.run[1], g.i, 2)
+        FROM regexp_matches(t, '[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]{2,}', 'g')
+                 AS r(run),
+             generate_series(1, length(r.run[1]) - 1) AS g(i)))
 $$;
 
 ALTER TABLE semantic_memory

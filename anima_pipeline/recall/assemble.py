@@ -42,6 +42,7 @@ from anima_pipeline.recall.sections import (
 from anima_pipeline.recall.summaries import rank_summaries
 from anima_pipeline.store.db import Connection
 
+MAX_PAGE = 500  # one page of active search
 RANKED = 60  # candidates ranked per section: more than a 2,000-character budget ever holds
 
 
@@ -209,7 +210,7 @@ def search_messages(
 
 
 def _check_page(limit: int, offset: int) -> None:
-    if limit < 1 or limit > 200:
-        raise ValueError(f"limit must be between 1 and 200, got {limit}")
+    if limit < 1 or limit > MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
     if offset < 0:
         raise ValueError(f"offset must be 0 or more, got {offset}")

@@ -23,12 +23,12 @@ _WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
     AND (%(until)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) < %(until)s::timestamptz)"""
 
 _SCORE_SQL = f"""
-SELECT id, type, content, source_sessions, observed_at, created_at, matched, dated, in_period,
+SELECT id, type, content, source_sessions, observed_at, created_at, pinned, matched, dated, in_period,
        coverage + %(rank_w)s * rank_cd
            + CASE WHEN %(asks_time)s AND dated THEN %(date_bonus)s ELSE 0 END
            + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
 FROM (
-    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, {hits_sql()},
+    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {hits_sql()},
            x.content ~* %(dated_re)s AS dated,
            EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
                    WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s

@@ -20,15 +20,19 @@ def _local_day(value: datetime | date | None, tz: ZoneInfo) -> date | None:
 
 def _prefix(item: ContextItem) -> str:
     if item.kind == "memory":
-        return f"- [[anima:{item.ref}]] " + (f"({item.date}) " if item.date else "")
+        return f"- [[anima:{item.ref}]] "
     if item.kind == "message":
         where = f', "{item.title}"' if item.title else ""
         return f"- [{item.date} {item.speaker or '?'}{where}] "
     return f"- [{item.type} {item.date}] "
 
 
+def _suffix(item: ContextItem) -> str:
+    return f" ({item.date})" if item.kind == "memory" and item.date else ""
+
+
 def with_text(item: ContextItem, text: str, truncated: bool = False) -> ContextItem:
-    line = _prefix(item) + text
+    line = _prefix(item) + text + _suffix(item)
     return item.model_copy(update={"text": text, "line": line, "chars": len(line), "truncated": truncated})
 
 
@@ -42,6 +46,8 @@ def memory_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) ->
         chars=0,
         score=round(score, 4),
         date=_local_day(row.get("observed_at"), tz),
+        at=row.get("observed_at"),
+        pinned=bool(row.get("pinned")),
         type=row["type"],
         sources=list(row["source_sessions"]),
         why=why,
@@ -59,6 +65,7 @@ def message_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) -
         chars=0,
         score=round(score, 4),
         date=_local_day(row["created_at"], tz),
+        at=row["created_at"],
         speaker=row["speaker"] or row["role"],
         conversation_id=row["conversation_id"],
         title=row.get("title"),
@@ -88,7 +95,7 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
     around the first query word it holds, marked; None when even a cut would say nothing."""
     if item.chars <= max_chars:
         return item
-    room = max_chars - len(_prefix(item)) - 2 * len(TRUNCATION_MARK)
+    room = max_chars - len(_prefix(item)) - len(_suffix(item)) - 2 * len(TRUNCATION_MARK)
     if room < MIN_CUT:
         return None
     text = item.text

@@ -40,12 +40,14 @@ class ContextItem(BaseModel):
     line: str
     chars: int
     score: float = 0.0
-    date: dt.date | None = None
+    date: dt.date | None = None  # local day: observed (memory), said (message), period start (summary)
+    at: dt.datetime | None = None  # the exact time behind `date`, when there is one
     type: str | None = None  # memory type, or summary level
     sources: list[str] = Field(default_factory=list)  # a memory's source conversations
     speaker: str | None = None
     conversation_id: str | None = None
     title: str | None = None
+    pinned: bool = False
     truncated: bool = False
     why: str = ""
 
