@@ -36,7 +36,6 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings, get_settings
-from anima_pipeline.sleep.runner import NIGHT_ANIMA
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
     ArchiveRecord,
@@ -231,7 +230,7 @@ class AnimaMemory:
         with self.db.transaction() as conn:
             import_records(conn, records, self._audit(conn, "agent/append"), stats)
             stale = (
-                sleep_state.days_with_steps(conn, [self.anima_id, NIGHT_ANIMA], days)
+                sleep_state.days_with_steps(conn, [self.anima_id], days)
                 if stats.messages_added
                 else []
             )

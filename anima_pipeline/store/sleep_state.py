@@ -190,7 +190,7 @@ def skip_idle(
 
 
 def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) -> list[date]:
-    """Of `days`, those where a step (or the night marker) of one of `anima_ids` is done or
+    """Of `days`, those where a step (or the night) of one of `anima_ids` is done or
     running: a message arriving late for such a day is not in what those steps read."""
     rows = conn.execute(
         """SELECT DISTINCT day FROM sleep_state
