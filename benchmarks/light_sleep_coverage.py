@@ -15,9 +15,9 @@ What is measured (one run, ratios printed, nothing asserted):
   single memory whose source conversations meet the question's
   ``evidence_conversation_ids`` contains every key word of the gold answer.
 * Key words of a text: dates are first normalized to ISO on both sides
-  ("7 May 2023", "May 7, 2023" -> 2023-05-07; "May 2023" -> 2023-05; a year stays;
-  "the Friday before 15 July 2023" -> 2023-07-14; "two weeks before 11 Aug 2023"
-  -> 2023-07-28); number words become digits (zero..twenty); the text is
+  ("4 June 2021", "June 4, 2021" -> 2021-06-04; "June 2021" -> 2021-06; a year stays;
+  "the Monday before 9 March 2022" -> 2022-03-07; "two weeks before 3 Feb 2021"
+  -> 2021-01-20); number words become digits (zero..twenty); the text is
   lowercased, split on non-alphanumerics (ISO dates kept whole), a short
   stopword list (articles, prepositions, pronouns, be/have/do) is dropped and a
   trailing plural "s"/"es"/"ies" is folded. A date key word in the answer matches a
