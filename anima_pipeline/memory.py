@@ -357,17 +357,17 @@ class AnimaMemory:
     # --- the one place chat-time recall is called -------------------------------------------
 
     def _assemble(self, conn: Connection, query: str, session_id: str | None) -> ContextResult:
-        from anima_pipeline.recall.context import recall
+        from anima_pipeline.recall.assemble import assemble_context
 
-        res = recall(conn, self.anima_id, query, exclude_sessions=[session_id] if session_id else None)
-        resident = [_item(m) for m in res.resident]
-        memories = [_item(r.memory, r.score, r.why) for r in res.recalled]
+        ctx = assemble_context(conn, self.anima_id, query, session_id=session_id)
         return ContextResult(
             anima_id=self.anima_id,
             query=query,
             session_id=session_id,
-            sections={"resident": resident, "memories": memories, "episodic": [], "summaries": []},
-            rendered=res.render(),
+            sections={
+                s.name: [{**i.model_dump(mode="json"), "id": i.ref} for i in s.items] for s in ctx.sections
+            },
+            rendered=ctx.rendered,
         )
 
     def _search(
@@ -380,33 +380,23 @@ class AnimaMemory:
         limit: int,
         offset: int,
     ) -> list[MemoryItem]:
-        from anima_pipeline.recall.context import recall
+        from anima_pipeline.recall.assemble import search_memories
 
-        want = offset + limit
-        res = recall(conn, self.anima_id, query, limit=want * 4 + 20, max_chars=10**9)
-        ranked = [(m, None, "resident") for m in res.resident] + [
-            (r.memory, r.score, r.why) for r in res.recalled
+        page = search_memories(
+            conn, self.anima_id, query, types=types, since=since, until=until, limit=limit, offset=offset
+        )
+        return [
+            MemoryItem(
+                id=i.ref,
+                type=i.type or "world",
+                content=i.text,
+                observed_at=i.at,
+                pinned=i.pinned,
+                score=i.score,
+                why=i.why,
+            )
+            for i in page.items
         ]
-        kept = [
-            _item(m, score, why)
-            for m, score, why in ranked
-            if (not types or m.type in types)
-            and (since is None or (m.observed_at or m.created_at) >= since)
-            and (until is None or (m.observed_at or m.created_at) < until)
-        ]
-        return kept[offset:want]
-
-
-def _item(m: Any, score: float | None = None, why: str | None = None) -> MemoryItem:
-    return MemoryItem(
-        id=m.ref,
-        type=m.type,
-        content=m.content,
-        observed_at=m.observed_at,
-        pinned=m.pinned,
-        score=score,
-        why=why,
-    )
 
 
 def _tool_field(message: str) -> str | None:

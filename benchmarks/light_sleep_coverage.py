@@ -1,12 +1,13 @@
 """Light-sleep coverage on LoCoMo: how many answers survive into memory, at what size.
 
-Run:  .venv/bin/python benchmarks/light_sleep_coverage.py [--data DIR] [--from-store DATABASE_URL]
+Run:  .venv/bin/python -m benchmarks.light_sleep_coverage [--data DIR] [--from-store DATABASE_URL]
+      (data: $ANIMA_DATA_DIR/locomo, by default ../shared/data/locomo next to the repository)
 
 What is measured (one run, ratios printed, nothing asserted):
 
 * Memories come from ``memories_for(anima_id) -> [(conversation_ids, content)]``.
   By default it runs the offline heuristic ``extract_facts`` on the archive, one
-  call per (anima, local day in Asia/Shanghai), exactly as light sleep would see a
+  call per (anima, local day in the default ANIMA_TIMEZONE), exactly as light sleep would see a
   night. With ``--from-store URL`` it reads ``semantic_memory`` rows
   (``status='active'``) of each anima instead, e.g. after ``anima sleep`` ran
   through the real pipeline, so the same numbers can be compared.
@@ -42,23 +43,17 @@ answers whose key words co-occur by chance.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from anima_pipeline.offline.light import extract_facts
+from benchmarks.data import group_days, locomo_dir, read_jsonl
 
-from anima_pipeline.offline.light import Utterance, extract_facts  # noqa: E402
-
-DATA = Path("/work/shared/data/locomo")
-TZ = ZoneInfo("Asia/Shanghai")
 Memory = tuple[tuple[str, ...], str]
 MemoriesFor = Callable[[str], list[Memory]]
 
@@ -168,24 +163,6 @@ def memory_tokens(text: str) -> set[str]:
 
 
 # --- data -------------------------------------------------------------------------
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def group_days(messages: Iterable[dict]) -> dict[str, dict[date, list[Utterance]]]:
-    """Per anima and local day, the user/assistant messages as light sleep receives them."""
-    days: dict[str, dict[date, list[Utterance]]] = defaultdict(lambda: defaultdict(list))
-    for m in messages:
-        if m["role"] not in ("user", "assistant"):
-            continue
-        at = datetime.fromisoformat(m["created_at"]).astimezone(TZ)
-        days[m["anima_id"]][at.date()].append(
-            Utterance(m["conversation_id"], m["message_id"], m["role"], m.get("speaker"), m["content"], at)
-        )
-    return days
 
 
 def offline_memories(messages: list[dict]) -> MemoriesFor:
@@ -329,7 +306,7 @@ def report(stats: dict, raw_chars: int, elapsed: float, source: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--data", type=Path, default=DATA, help="directory with dev.archive.jsonl and dev.qa.jsonl"
+        "--data", type=Path, default=locomo_dir(), help="directory with dev.archive.jsonl and dev.qa.jsonl"
     )
     parser.add_argument(
         "--from-store", metavar="DATABASE_URL", help="read memories from semantic_memory instead"

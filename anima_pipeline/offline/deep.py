@@ -1,6 +1,6 @@
 """Offline engine decisions for deep sleep, as pure functions over a snapshot of memories.
 
-Each round of deep sleep (DESIGN §5) asks one question of the whole active store; the
+Each round of deep sleep (sleep/deep_sleep.py) asks one question of the whole active store; the
 offline engine answers it with the deterministic heuristics below, and the step turns the
 answers into ordinary tool calls (deprecate / create / merge / update), so validation,
 scope and audit are the same as for the LLM engine:

@@ -102,7 +102,8 @@ def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str) -> str 
         return None
     rule = now[0]["rule"]
     messages = conn.execute(
-        "SELECT * FROM message WHERE anima_id = %s AND conversation_id = %s ORDER BY created_at, id",
+        """SELECT id, anima_id, conversation_id, external_id, role, speaker, content, created_at, metadata
+           FROM message WHERE anima_id = %s AND conversation_id = %s ORDER BY created_at, id""",
         (anima_id, conv_id),
     ).fetchall()
     references = conn.execute(
