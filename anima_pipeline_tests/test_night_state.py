@@ -128,7 +128,7 @@ def test_a_one_step_rerun_keeps_an_incomplete_night_blocking(store: Database, se
 
 
 def test_a_failed_step_records_what_it_spent(store: Database, settings: Settings, monkeypatch) -> None:
-    from anima_pipeline.sleep import dream as dream_module
+    from anima_pipeline.sleep import cycle
 
     spent = Usage(calls=2, input_tokens=1000, output_tokens=200, cost_usd=0.0123)
 
@@ -138,7 +138,7 @@ def test_a_failed_step_records_what_it_spent(store: Database, settings: Settings
 
         return run_step(db, night, anima_id, "dreams/journal", body)
 
-    monkeypatch.setattr(dream_module, "dream", over_budget)
+    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", over_budget)
     with pytest.raises(runner.NightFailed) as failed:
         runner.run_days(store, settings, [D], run_id="run-budget")
     assert failed.value.usage.cost_usd == pytest.approx(2 * 0.0123)  # both animas spent it

@@ -25,7 +25,7 @@ from anima_pipeline.sleep.night import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 NIGHT = sleep_state.NIGHT
 
@@ -98,7 +98,7 @@ def _claim(db: Database, night: Night, anima_id: str, lease_s: float, stats: dic
             prev = sleep_state.claim_night(conn, anima_id, night.day, night.run_id, lease_s, stats)
         if prev is not None:
             if prev.get("status") == sleep_state.RUNNING and prev.get("run_id") != night.run_id:
-                log.warning(
+                logger.warning(
                     "night of %s for %s: run %s is gone (lease lapsed at %s); taken over by run %s",
                     night.day,
                     anima_id,
@@ -157,7 +157,7 @@ def run_anima_night(
         try:
             failed = _end(db, night, anima_id, prev, failed, stats, whole_night)
         except psycopg.Error as exc:
-            log.error(
+            logger.error(
                 "could not record the night of %s for %s: %s: %s",
                 night.day,
                 anima_id,
@@ -193,7 +193,7 @@ def _end(
         else:
             kept = sleep_state.end_night(conn, anima_id, night.day, night.run_id, sleep_state.DONE, stats)
     if not kept:
-        log.warning(
+        logger.warning(
             "the night of %s for %s was taken over by another run while run %s worked on it "
             "(its lease lapsed); that run's record stands",
             night.day,
@@ -214,7 +214,7 @@ def end_unrecorded(db: Database, night: Night, failures: Sequence[AnimaFailure])
                     conn, f.anima_id, night.day, night.run_id, sleep_state.FAILED, {}, f.describe()
                 )
         except psycopg.Error as exc:
-            log.error(
+            logger.error(
                 "could not record that the night of %s for %s failed (%s): %s: %s",
                 night.day,
                 f.anima_id,
@@ -250,7 +250,7 @@ class Heartbeat:
                         conn = psycopg.connect(self.url, autocommit=True)
                     sleep_state.heartbeat(conn, self.run_id, self.lease_s)
                 except psycopg.Error as exc:
-                    log.warning("heartbeat of run %s missed: %s: %s", self.run_id, type(exc).__name__, exc)
+                    logger.warning("heartbeat of run %s missed: %s: %s", self.run_id, type(exc).__name__, exc)
                     if conn is not None:
                         conn.close()
                     conn = None

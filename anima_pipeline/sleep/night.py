@@ -21,13 +21,14 @@ from zoneinfo import ZoneInfo
 import psycopg
 from pydantic import BaseModel, Field
 
+from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
 from anima_pipeline.sleep import faults
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 Mode = Literal["full", "incremental"]
 
@@ -38,7 +39,7 @@ class Night:
 
     day: date
     engine: Engine
-    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("Asia/Shanghai"))
+    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo(DEFAULT_TIMEZONE))
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     force: bool = False
     mode: Mode = "full"
@@ -129,16 +130,16 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
                     night.run_id,
                     _usage_stats(spent) if isinstance(spent, Usage) else None,
                 )
-        except psycopg.Error as record_exc:
-            # The store is gone too: the step's own error is the one raised below.
-            log.error(
-                "could not record that %s for anima %s on %s failed: %s: %s",
+        except psycopg.Error as record_exc:  # the store is gone too: the step's own error is raised below
+            logger.error(
+                "%s for anima %s on %s: the failure could not be recorded (%s: %s)",
                 step,
                 anima_id,
                 night.day,
                 type(record_exc).__name__,
                 record_exc,
             )
+            exc.add_note(f"recording this failure failed too: {type(record_exc).__name__}: {record_exc}")
         raise StepFailed(
             f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}"
         ) from exc

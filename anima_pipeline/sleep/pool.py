@@ -145,7 +145,6 @@ def _init_worker(url: str, settings: Settings, parent: int) -> None:
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
     _worker["db"] = Database(url, max_size=2)
     _worker["engine"] = make_engine(settings, Budget.from_settings(settings))
-    _worker["fns"] = {}
 
 
 def _exit_with(parent: int) -> None:
@@ -157,13 +156,15 @@ def _exit_with(parent: int) -> None:
 
 
 def _work(spec: dict[str, Any], t: Task, lease_s: float) -> AnimaOutcome:
-    from anima_pipeline.sleep.runner import resolve
+    from anima_pipeline.sleep.runner import step_functions
 
-    fns: dict = _worker["fns"]
-    missing = [k for k in t.keys if k not in fns]
-    if missing:
-        fns.update(resolve(missing))
     night = Night(engine=_worker["engine"], **spec)
     return run_anima_night(
-        _worker["db"], night, t.anima_id, t.keys, fns, lease_s=lease_s, whole_night=t.whole_night
+        _worker["db"],
+        night,
+        t.anima_id,
+        t.keys,
+        step_functions(t.keys),
+        lease_s=lease_s,
+        whole_night=t.whole_night,
     )

@@ -31,7 +31,7 @@ from anima_pipeline.sleep.pool import AnimaPool, Task, default_workers
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 # on_step(night, step_key, results): called once per (day, step) with that step's results
 # over animas, in registry order, after the day's animas ran (only the steps before the
@@ -61,10 +61,6 @@ class NightOrderError(RuntimeError):
             f"{state} (run {self.previous_run_id}); {hint}, or force this run "
             f"(Dagster run config force: true, CLI --force) to run {day} anyway"
         )
-
-
-class StepUnavailable(RuntimeError):
-    """A selected step's module cannot be imported (nothing was run)."""
 
 
 class NightFailed(RuntimeError):
@@ -104,18 +100,10 @@ def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
     return [s for s in STEPS if s.key in wanted]
 
 
-def resolve(keys: Iterable[str]) -> dict[str, Callable[..., StepResult]]:
-    """The step functions of these keys; StepUnavailable when one cannot be loaded."""
-    fns: dict[str, Callable[..., StepResult]] = {}
-    for s in select_steps(keys):
-        try:
-            fns[s.key] = s.resolve()
-        except (ImportError, AttributeError) as exc:
-            raise StepUnavailable(
-                f"step {s.key} needs anima_pipeline.sleep.{s.module}.{s.fn}, which cannot be loaded "
-                f"({type(exc).__name__}: {exc}); nothing was run"
-            ) from exc
-    return fns
+def step_functions(steps: Iterable[str] | None) -> dict[str, Callable[..., StepResult]]:
+    """The registry's functions of the selected steps (read at call time, so a test that
+    swaps a step's `run` is honoured)."""
+    return {s.key: s.run for s in select_steps(steps)}
 
 
 def run_night(
@@ -133,7 +121,7 @@ def run_night(
     finished, when any anima failed or was refused by the order rule."""
     if pool is None:  # one day on its own: its own pool and heartbeat
         settings = settings or Settings()
-        fns = resolve(s.key for s in select_steps(steps))
+        fns = step_functions(steps)
         with (
             Heartbeat(db.url, night.run_id, settings.night_lease_s),
             AnimaPool(
@@ -165,7 +153,7 @@ def run_night(
         for a, keys in plan.items()
         if a not in blocked and set(keys) & set(selected)
     ]
-    log.info(
+    logger.info(
         "night of %s: %d anima(s) to run (%s), %d idle recorded as skipped, %d refused by the order rule",
         night.day,
         len(tasks),
@@ -212,15 +200,15 @@ def run_days(
 
     `mode` None means the scheduled rule per day (Monday full, else incremental). One engine
     (and so one budget), one pool of `workers` (default: settings.workers, else the number
-    of cores) and one heartbeat serve the whole run. Raises StepUnavailable before anything
-    runs when a selected step cannot be loaded, NightFailed at the end of the first day on
-    which any anima failed or was refused by the order rule (the later days are not run)."""
+    of cores) and one heartbeat serve the whole run. Raises NightFailed at the end of the
+    first day on which any anima failed or was refused by the order rule (the later days are
+    not run)."""
     from anima_pipeline.llm.budget import Budget
     from anima_pipeline.llm.factory import make_engine
 
     ordered = sorted(set(days))
     keys = [s.key for s in select_steps(steps)]
-    fns = resolve(keys)  # fail before touching any state when a step cannot load
+    fns = step_functions(keys)
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     if engine is None:
         engine = make_engine(settings, Budget.from_settings(settings))
