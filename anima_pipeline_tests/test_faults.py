@@ -74,7 +74,7 @@ def make_store(pg_admin_url: str, template_db: str) -> Iterator[Callable[[], str
 
     made: list[str] = []
 
-    def make() -> str:
+    def make(lines: list[str] | None = None) -> str:
         name = f"anima_k_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
@@ -82,7 +82,7 @@ def make_store(pg_admin_url: str, template_db: str) -> Iterator[Callable[[], str
         url = _with_dbname(pg_admin_url, name)
         with Database(url, max_size=1) as db, db.transaction() as conn:
             audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
-            import_records(conn, parse_lines(archive_lines(), "week x3"), audit, ImportStats())
+            import_records(conn, parse_lines(lines or archive_lines(), "week"), audit, ImportStats())
         return url
 
     yield make
@@ -243,3 +243,64 @@ def test_kill_9_then_the_same_command_gives_the_uninterrupted_store(
     nights = [json.loads(s) for s in after["states"]]
     assert {n["status"] for n in nights if n["step"] == "night"} <= {"done", "skipped"}
     assert {n["anima_id"] for n in nights} == {"aria", "bo"}  # cy, left out by --anima, untouched
+
+
+# ---- with worker processes -------------------------------------------------------------------
+
+WORKERS = [f"w{i}" for i in range(8)]  # pool.PROCESS_MIN: the offline engine uses worker processes
+
+
+def same_day_lines() -> list[str]:
+    """aria's first day of the sample week, once per worker anima."""
+    out = []
+    for line in SAMPLE.read_text(encoding="utf-8").splitlines():
+        if line.strip() and json.loads(line)["created_at"].startswith(str(FIRST)):
+            row = json.loads(line)
+            for name in WORKERS:
+                r = {
+                    **row,
+                    "anima_id": name,
+                    "conversation_id": f"{name}:{row['conversation_id']}",
+                    "message_id": f"{name}:{row['message_id']}",
+                }
+                out.append(json.dumps(r, ensure_ascii=False))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat")
+    return not (state.exists() and state.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def test_kill_9_leaves_no_worker_process_and_the_same_command_carries_on(make_store, tmp_path: Path) -> None:
+    from anima_pipeline.sleep.pool import PROCESS_MIN
+
+    assert len(WORKERS) >= PROCESS_MIN
+    url = make_store(same_day_lines())
+    ready = tmp_path / "ready"
+    command = ["sleep", "--day", str(FIRST)]
+    hang = "action=hang,at=in_step,step=semantic_memory/merged,anima=w3"
+    env = env_for(url, tmp_path, ANIMA_WORKERS="2", **{faults.ENV: hang, faults.READY_ENV: str(ready)})
+    kill_at(command, env, ready)
+    worker = int(ready.read_text().split("pid")[1])
+    deadline = time.monotonic() + 15
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(worker), "the worker process outlived the killed night"
+    again = anima(command, env_for(url, tmp_path, ANIMA_WORKERS="2"))
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    # every anima had the same day: the one killed mid-transaction ends like the others
+    per_anima: dict[str, list] = {}
+    for part, found in snapshot(url).items():
+        for row in found:
+            values = json.loads(row)
+            anima_id = values.pop("anima_id", None)
+            if isinstance(anima_id, str):
+                text = json.dumps(values, ensure_ascii=False).replace(anima_id, "<anima>")
+                per_anima.setdefault(anima_id, []).append((part, text))
+    assert sorted(per_anima) == WORKERS
+    assert all(sorted(v) == sorted(per_anima["w0"]) for v in per_anima.values())
