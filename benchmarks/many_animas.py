@@ -25,29 +25,25 @@ from collections import defaultdict
 from datetime import date, datetime
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-ARCHIVES = (
-    "locomo/dev.archive.jsonl",
-    "memorybank/memorybank_en.archive.jsonl",
-    "memorybank/memorybank_cn.archive.jsonl",
-)
+from benchmarks.data import data_dir, locomo_dir, memorybank_dir, read_jsonl
 
 
-def data_dir() -> Path:
-    return Path(os.environ.get("ANIMA_DATA_DIR") or REPO.parent / "shared" / "data")
+def archives() -> list[Path]:
+    return [
+        locomo_dir() / "dev.archive.jsonl",
+        memorybank_dir() / "memorybank_en.archive.jsonl",
+        memorybank_dir() / "memorybank_cn.archive.jsonl",
+    ]
 
 
-def conversations(data: Path) -> list[list[dict]]:
+def conversations() -> list[list[dict]]:
     """Every conversation of the archives, its messages in file order."""
     found: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for name in ARCHIVES:
-        path = data / name
+    for path in archives():
         if not path.exists():
-            raise SystemExit(f"{path} not found: set ANIMA_DATA_DIR to the shared evaluation data")
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                found[(row["anima_id"], row["conversation_id"])].append(row)
+            raise SystemExit(f"{path} not found: set ANIMA_DATA_DIR (now {data_dir()}) to the shared data")
+        for row in read_jsonl(path):
+            found[(row["anima_id"], row["conversation_id"])].append(row)
     return list(found.values())
 
 
@@ -115,7 +111,7 @@ def main() -> None:
     from anima_pipeline.store import embedded
     from anima_pipeline.store.db import open_database
 
-    convs = conversations(data_dir())
+    convs = conversations()
     with tempfile.TemporaryDirectory(prefix="anima_many_") as tmp:
         settings = Settings(
             database_url=os.environ.get("ANIMA_DATABASE_URL") or None,
