@@ -146,3 +146,24 @@ def test_no_sentence_or_speaker_of_the_evaluation_data_in_the_repository() -> No
             ):
                 found.append(f"{p.relative_to(PACKAGE.parent)}:{n}")
     assert not found, "quotes the evaluation data (a sentence or a speaker's name):\n" + "\n".join(found)
+
+
+def test_the_offline_engine_needs_no_database_no_dagster_and_no_step_module() -> None:
+    """offline/ holds pure functions from a step's inputs to tool calls (type-only imports aside)."""
+    forbidden = ("anima_pipeline.sleep", "anima_pipeline.defs", "anima_pipeline.store", "anima_pipeline.cli",
+                 "anima_pipeline.service", "anima_pipeline.recall", "psycopg", "dagster")  # fmt: skip
+    found = []
+    for path in sorted((PACKAGE / "offline").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        type_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if id(node) in type_only or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith(forbidden)]
+    assert not found, found

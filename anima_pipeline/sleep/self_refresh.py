@@ -15,9 +15,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
+from anima_pipeline.offline.entities import clip, entity_index, entity_kind, plan_of_memory
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.day_input import render_memories
-from anima_pipeline.sleep.dream import clip, entity_index, entity_kind, plan_of_memory
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.store.db import Connection, Database
