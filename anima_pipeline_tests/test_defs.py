@@ -68,7 +68,7 @@ def test_one_multi_asset_follows_the_registry(repo_def) -> None:
         assert spec.group_name == step.group
         assert spec.description == step.description
         assert spec.kinds == {"postgres", "python"}
-    # the DESIGN §4 DAG, spot-checked: the cascade waits for deep sleep and the day summary
+    # the step DAG of sleep/cycle.py, spot-checked: the cascade waits for deep sleep and the day summary
     graph = repo_def.asset_graph
     cascade = dg.AssetKey(["temporal_summaries", "cascade"])
     assert {k.to_user_string() for k in graph.get(cascade).parent_keys} == {

@@ -261,9 +261,9 @@ def test_one_step_rerun_for_one_day(store: Database, resources: dict, instance) 
 def test_failing_day_mid_range_keeps_finished_days(
     store: Database, resources: dict, instance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from anima_pipeline.sleep import dream as dream_module
+    from anima_pipeline.sleep import cycle
 
-    real_dream = dream_module.dream
+    real_dream = cycle.BY_KEY["dreams/journal"].run
     bad_day = date(2026, 12, 5)
 
     def dream_over_budget(db, night, anima_id):
@@ -278,7 +278,7 @@ def test_failing_day_mid_range_keeps_finished_days(
 
         return run_step(db, night, anima_id, "dreams/journal", body)
 
-    monkeypatch.setattr(dream_module, "dream", dream_over_budget)
+    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", dream_over_budget)
     result = materialize_night(
         date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
     )

@@ -36,7 +36,7 @@ import httpx2 as httpx
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import DEFAULT_TIMEZONE, Settings
 from anima_pipeline.memory import AnimaMemory
 from anima_pipeline.store.api_keys import create_key
 from anima_pipeline.store.db import Database
@@ -44,7 +44,7 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.migrations import migrate
 
 ANIMA = "bench"
-TZ = ZoneInfo("Asia/Shanghai")
+TZ = ZoneInfo(DEFAULT_TIMEZONE)
 PEOPLE = ["Lena", "Marco", "Yuki", "Omar", "Priya", "Tomas", "Ines", "Kwame", "Sofia", "Hao", "林薇", "王强"]
 PLACES = [
     "Lisbon",

@@ -2,6 +2,7 @@
 hold the answer, within the same 2,000 characters?
 
 Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR]
+      (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
       [--budget 2000] [--share 0.3 0.5 0.7]
 
 The store is one where the dev dialogues were imported and slept through every night offline
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import statistics
 import sys
@@ -46,7 +46,6 @@ import time
 from collections import Counter, defaultdict
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import pandas as pd
 import psycopg
@@ -66,15 +65,10 @@ from benchmarks.light_sleep_coverage import (
     _topic_words,
     key_words,
     memory_tokens,
-    read_jsonl,
     speaker_names,
 )
+from benchmarks.data import TZ, data_dir, group_of, read_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("ANIMA_DATA_DIR") or ROOT.parent / "shared" / "data")
-TZ = ZoneInfo("Asia/Shanghai")
-TUNED = ("conv-26", "conv-30")
-UNSEEN = ("conv-41", "conv-42")
 MODES = ("bm25", "memories", "episodic", "assembled")
 
 
@@ -169,7 +163,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
         last = max(r["created_at"] for r in bm25.rows)
         now = (last + timedelta(days=1)).astimezone(TZ)
         evidence_text = _evidence_text(conn, anima)
-        split = "tuned" if anima in TUNED else "unseen"
+        split = group_of(anima)
         for q in qs:
             key = (split, q["category"])
             answer = key_words(str(q["answer"]))
@@ -291,7 +285,7 @@ def locomo_table(counts, modes: list[str]) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-store", metavar="DATABASE_URL", required=True, help="store to recall from")
-    parser.add_argument("--data", type=Path, default=DATA, help="the shared data directory")
+    parser.add_argument("--data", type=Path, default=data_dir(), help="the shared data directory")
     parser.add_argument("--budget", type=int, default=2000, help="characters of the recall sections")
     parser.add_argument("--share", type=float, nargs="+", default=None, help="memory shares to try")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """The resident set: pinned ∪ top-N by decayed citation weight, always in the agent's context.
 
 The rest of chat-time recall (passive recall of memories, episodic recall of messages,
-temporal summaries, each in its own section) is `recall.assemble`; see DESIGN §8.
+temporal summaries, each in its own section) is `recall.assemble` (anima_pipeline/recall/assemble.py).
 Read-only: recall never writes.
 """
 

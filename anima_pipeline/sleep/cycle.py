@@ -2,38 +2,44 @@
 running whole nights day after day. Dagster wraps exactly this (defs/), and tests and the
 CLI can run it without Dagster.
 
-Order (seed DAG, DESIGN §4): cleanup → light sleep (4 stages) → deep sleep (4 rounds) →
-memory-ref-sync; temporal day → cascade; dream; self-layer refresh. Run sequentially, the
-dependencies hold trivially; the Dagster asset graph states them explicitly.
+Order (the dependency graph in docs/ordering.md): cleanup → light sleep (4 stages) → deep
+sleep (4 rounds) → memory-ref-sync; temporal day → cascade; dream; self-layer refresh. Run
+sequentially, the dependencies hold trivially; the Dagster asset graph states them explicitly.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
+from anima_pipeline.sleep import cleanup, deep_sleep, dream, light_sleep, ref_sync, self_refresh, temporal
 from anima_pipeline.sleep.night import Night, StepResult
-from anima_pipeline.store.db import Database
+from anima_pipeline.store.archive import animas_active_between
+from anima_pipeline.store.db import Connection, Database
 
 StepFn = Callable[[Database, Night, str], StepResult]
+AnimasFn = Callable[[Connection, Night], list[str]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepDef:
     key: str  # the Dagster asset key path, also sleep_state.step and memory_event.step
     group: str
     description: str
-    module: str  # anima_pipeline.sleep.<module>, imported lazily so the registry stays cheap
-    fn: str
+    run: StepFn
     deps: tuple[str, ...]
+    # which animas the step processes on a day; None = those with conversations that day
+    animas: AnimasFn | None = None
 
-    def load_module(self):
-        return importlib.import_module(f"anima_pipeline.sleep.{self.module}")
+    @property
+    def module(self) -> str:
+        """The step's module under anima_pipeline.sleep (for display: Dagster metadata)."""
+        return self.run.__module__.removeprefix("anima_pipeline.sleep.")
 
-    def resolve(self) -> StepFn:
-        return getattr(self.load_module(), self.fn)
+    @property
+    def fn(self) -> str:
+        return self.run.__name__
 
 
 STEPS: tuple[StepDef, ...] = (
@@ -41,112 +47,102 @@ STEPS: tuple[StepDef, ...] = (
         "conversations/cleaned",
         "cleanup",
         "Stale empty, single-message and assistant-less conversations deleted (audited, recoverable from memory_event).",
-        "cleanup",
-        "cleanup",
+        cleanup.cleanup,
         (),
+        animas=cleanup.animas_for,
     ),
     StepDef(
         "semantic_memory/extracted",
         "light_sleep",
         "Stage 1: the day's conversations into semantic memories (create / update / deprecate within message 2).",
-        "light_sleep",
-        "extract_semantic",
+        light_sleep.extract_semantic,
         ("conversations/cleaned",),
     ),
     StepDef(
         "emotional_anchors/extracted",
         "light_sleep",
         "Stage 2: the day's mood and emotional turning points as anchors.",
-        "light_sleep",
-        "extract_anchors",
+        light_sleep.extract_anchors,
         ("semantic_memory/extracted",),
     ),
     StepDef(
         "autobiographical_memory/narrated",
         "light_sleep",
         "Stage 3 (phase A): narratives from the last 7 days' experience and imprint memories, only when worth telling.",
-        "light_sleep",
-        "narrate",
+        light_sleep.narrate,
         ("emotional_anchors/extracted",),
     ),
     StepDef(
         "self_blocks/autobiography_summary",
         "light_sleep",
         "Stage 3b (phase B): the autobiography summary self block, a grouped outline fading with distance.",
-        "light_sleep",
-        "summarize_autobiography",
+        light_sleep.summarize_autobiography,
         ("autobiographical_memory/narrated",),
     ),
     StepDef(
         "semantic_memory/deconflicted",
         "deep_sleep",
         "Round 1: exclusive contradictions and expired facts deprecated, superseded_by set.",
-        "deep_sleep",
-        "deconflict",
+        deep_sleep.deconflict,
         ("self_blocks/autobiography_summary",),
     ),
     StepDef(
         "semantic_memory/split",
         "deep_sleep",
         "Round 2: entries holding several independent facts split into one memory each.",
-        "deep_sleep",
-        "split",
+        deep_sleep.split,
         ("semantic_memory/deconflicted",),
     ),
     StepDef(
         "semantic_memory/merged",
         "deep_sleep",
         "Round 3: duplicates and near-duplicates merged (sources union, earliest observed_at).",
-        "deep_sleep",
-        "merge",
+        deep_sleep.merge,
         ("semantic_memory/split",),
     ),
     StepDef(
         "semantic_memory/pins_reviewed",
         "deep_sleep",
         "Round 4: stale pins unpinned; the resident read stays capped at 40.",
-        "deep_sleep",
-        "review_pins",
+        deep_sleep.review_pins,
         ("semantic_memory/merged",),
     ),
     StepDef(
         "memory_references/synced",
         "references",
         "[[anima:f-N]] citations collected, re-pointed to successors, decayed reference counts and the resident set.",
-        "ref_sync",
-        "sync_references",
+        ref_sync.sync_references,
         ("semantic_memory/pins_reviewed",),
+        animas=ref_sync.animas_for,
     ),
     StepDef(
         "temporal_summaries/day",
         "temporal",
         "The day summary from the day's conversations and memory changes.",
-        "temporal",
-        "summarize_day",
+        temporal.summarize_day,
         ("self_blocks/autobiography_summary",),
+        animas=temporal.animas_for,
     ),
     StepDef(
         "temporal_summaries/cascade",
         "temporal",
         "Week (on Sunday), month (last day) and year (31 December) summaries from the level below.",
-        "temporal",
-        "cascade",
+        temporal.cascade,
         ("semantic_memory/pins_reviewed", "temporal_summaries/day"),
+        animas=temporal.animas_for,
     ),
     StepDef(
         "dreams/journal",
         "dream",
         "REM synthesis: cross-memory connections, confidence updates, next-session actions, bank page suggestions.",
-        "dream",
-        "dream",
+        dream.dream,
         ("self_blocks/autobiography_summary",),
     ),
     StepDef(
         "self_blocks/refreshed",
         "self_layer",
         "The self blocks other than identity refreshed from the day's consolidated memories.",
-        "self_refresh",
-        "refresh_self",
+        self_refresh.refresh_self,
         ("self_blocks/autobiography_summary",),
     ),
 )
@@ -157,18 +153,19 @@ NIGHT_MARKER = "night"  # sleep_state.step of the row that says a whole night of
 
 def animas_for(db: Database, night: Night, step: str) -> list[str]:
     """Which animas a step processes on this day (a day without activity is cheap)."""
-    from anima_pipeline.store.archive import animas_active_between
-
-    custom = getattr(BY_KEY[step].load_module(), "animas_for", None)
+    custom = BY_KEY[step].animas
     with db.transaction() as conn:
         if custom is not None:
             return custom(conn, night)
         return animas_active_between(conn, night.start, night.end)
 
 
-def day_range(first: date, last: date) -> list[date]:
-    from datetime import timedelta
+def memory_step_keys() -> list[str]:
+    """The steps that write semantic memories (light and deep sleep), in order."""
+    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
 
+
+def day_range(first: date, last: date) -> list[date]:
     if last < first:
         raise ValueError(f"--to {last} is before --from {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]

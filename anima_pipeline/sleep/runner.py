@@ -1,7 +1,7 @@
 """Running nights in plain Python: the loop that Dagster (defs/night/assets.py), the CLI and
 the tests all use, so the ordering rules live in one place and hold without Dagster.
 
-- `run_night` runs the selected steps of one day in registry order (DESIGN §4), each step
+- `run_night` runs the selected steps of one day in registry order (sleep/cycle.py), each step
   for every anima that step processes that day, before the next step starts.
 - `run_days` runs whole nights strictly one day after another, with a guard: day D does not
   start while the night of D-1 is recorded as running or failed (unless forced). Each night
@@ -16,6 +16,7 @@ day over a night that is still incomplete.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
@@ -27,6 +28,8 @@ from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, 
 from anima_pipeline.sleep.night import Mode, Night, StepFailed, StepResult, scheduled_mode
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database
+
+logger = logging.getLogger(__name__)
 
 NIGHT_ANIMA = "*"  # sleep_state.anima_id of the night marker rows
 
@@ -54,10 +57,6 @@ class NightOrderError(RuntimeError):
             f"{self.previous_status} (run {self.previous_run_id}); {hint}, or force this run "
             f"(Dagster run config force: true, CLI --force) to run {day} anyway"
         )
-
-
-class StepUnavailable(RuntimeError):
-    """A selected step's module cannot be imported (nothing was run)."""
 
 
 class NightFailed(RuntimeError):
@@ -88,19 +87,6 @@ def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
     return [s for s in STEPS if s.key in wanted]
 
 
-def _resolve(selected: list[StepDef]) -> dict[str, Callable[..., StepResult]]:
-    fns: dict[str, Callable[..., StepResult]] = {}
-    for s in selected:
-        try:
-            fns[s.key] = s.resolve()
-        except (ImportError, AttributeError) as exc:
-            raise StepUnavailable(
-                f"step {s.key} needs anima_pipeline.sleep.{s.module}.{s.fn}, which cannot be loaded "
-                f"({type(exc).__name__}: {exc}); nothing was run"
-            ) from exc
-    return fns
-
-
 def run_night(
     db: Database,
     night: Night,
@@ -113,7 +99,6 @@ def run_night(
     processes that day (filtered by `animas` when given). Raises NightFailed at the first
     failing step; a step already done for (anima, day) is skipped unless night.force."""
     selected = select_steps(steps)
-    fns = _resolve(selected)
     only = set(animas) if animas else None
     results: list[StepResult] = []
     for s in selected:
@@ -124,7 +109,7 @@ def run_night(
         step_results: list[StepResult] = []
         for anima_id in who:
             try:
-                step_results.append(fns[s.key](db, night, anima_id))
+                step_results.append(s.run(db, night, anima_id))
             except StepFailed as exc:
                 raise NightFailed(night.day, s.key, anima_id, exc.__cause__ or exc, results) from exc
             except Exception as exc:
@@ -184,10 +169,7 @@ def _restore_marker(db: Database, day: date, prev: dict | None) -> None:
 def night_complete(db: Database, night: Night) -> bool:
     """Every registry step done (or skipped) for every anima it processes on that day."""
     for s in STEPS:
-        try:
-            who = animas_for(db, night, s.key)
-        except ImportError:
-            return False
+        who = animas_for(db, night, s.key)
         with db.transaction() as conn:
             if not all(sleep_state.is_done(conn, a, night.day, s.key) for a in who):
                 return False
@@ -213,15 +195,13 @@ def run_days(
 
     `mode` None means the scheduled rule per day (Monday full, else incremental). One engine
     (and so one budget) serves the whole run. Raises NightOrderError before a day whose
-    previous night is running or failed (unless `force`), StepUnavailable before anything
-    runs when a selected step cannot be loaded, NightFailed when a step fails (that night is
-    then recorded as failed; earlier days stay done)."""
+    previous night is running or failed (unless `force`), NightFailed when a step fails (that
+    night is then recorded as failed; earlier days stay done)."""
     from anima_pipeline.llm.budget import Budget
     from anima_pipeline.llm.factory import make_engine
 
     ordered = sorted(set(days))
     selected = select_steps(steps)
-    _resolve(selected)  # fail before touching any state when a step cannot load
     partial = len(selected) < len(STEPS) or bool(animas)
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     if engine is None:
@@ -258,8 +238,14 @@ def run_days(
                     sleep_state.fail(
                         conn, NIGHT_ANIMA, day, NIGHT_MARKER, f"{type(exc).__name__}: {exc}", run_id
                     )
-            except Exception:  # the store is gone too: the original error is the one to report
-                pass
+            except Exception as record_exc:  # the store is gone too: the original error is the one raised
+                logger.error(
+                    "night of %s: the failure could not be recorded (%s: %s); its marker may still say running",
+                    day,
+                    type(record_exc).__name__,
+                    record_exc,
+                )
+                exc.add_note(f"recording this failure failed too: {type(record_exc).__name__}: {record_exc}")
             raise
         stats["animas"] = sorted({r.anima_id for r in results})
         if not partial or night_complete(db, night):

@@ -1,4 +1,4 @@
-"""The night as ONE partitioned multi-asset over the 14 step keys (DESIGN §4).
+"""The night as ONE partitioned multi-asset over the 14 step keys (docs/ordering.md).
 
 Why one multi-asset with a single-run backfill policy and not 14 self-dependent assets: see
 docs/ordering.md. In short, a backfill of a day range becomes one run; this body walks
