@@ -57,6 +57,7 @@ from anima_pipeline.recall.query import plan_query
 from anima_pipeline.recall.render import message_item
 from anima_pipeline.recall.sections import Budgets
 from anima_pipeline.store.memories import MemoryRepo
+from benchmarks.data import TZ, data_dir, group_of, read_jsonl
 from benchmarks.light_sleep_coverage import (
     CATEGORIES,
     _has_all,
@@ -67,7 +68,6 @@ from benchmarks.light_sleep_coverage import (
     memory_tokens,
     speaker_names,
 )
-from benchmarks.data import TZ, data_dir, group_of, read_jsonl
 
 MODES = ("bm25", "memories", "episodic", "assembled")
 
@@ -132,7 +132,12 @@ class Bm25:
                 f = tf.get(t)
                 if f:
                     idf = math.log(1 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5))
-                    s += idf * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+                    s += (
+                        idf
+                        * f
+                        * (self.k1 + 1)
+                        / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+                    )
             if s > 0:
                 scores.append((s, i))
         scores.sort(key=lambda x: (-x[0], x[1]))
@@ -174,7 +179,9 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
                 out[key]["store"] += 1
             plan = plan_query(q["question"], now.date())
             words = plan.terms
-            bm = [message_item(r, score=r["score"], why="bm25", tz=TZ) for r in bm25.rank(conn, q["question"])]
+            bm = [
+                message_item(r, score=r["score"], why="bm25", tz=TZ) for r in bm25.rank(conn, q["question"])
+            ]
             contexts = {"bm25": _text(_pack("episodic", bm, words, budget, item_max))}
             mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
             contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
@@ -239,7 +246,9 @@ def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
                     items = [i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items]
                     counts["assembled"] += any(i.conversation_id == conv or conv in i.sources for i in items)
                     bm = Bm25(conn, anima)
-                    ranked = [message_item(r, score=r["score"], why="", tz=TZ) for r in bm.rank(conn, question)]
+                    ranked = [
+                        message_item(r, score=r["score"], why="", tz=TZ) for r in bm.rank(conn, question)
+                    ]
                     packed = _pack("episodic", ranked, plan_query(question, now.date()).terms, budget, 400)
                     counts["bm25"] += any(i.conversation_id == conv for i in packed)
         rows.append(
