@@ -203,6 +203,23 @@ def test_a_misspelt_word_is_found_by_trigrams(db: Database) -> None:
     assert _ids(ctx, "episodic") == [msg]
 
 
+def test_the_vocabulary_follows_inserts_and_updates_per_anima(db: Database) -> None:
+    with db.transaction() as conn:
+        mem = _add(conn, "Lin Wei restores antique clocks.")
+        _say(conn, "The harpsichord needs tuning.")
+        _add(conn, "Bruno likes zucchini.", anima="bruno")
+        conn.execute(
+            "UPDATE semantic_memory SET content = 'Lin Wei restores antique barometers.' WHERE id = %s",
+            (mem,),
+        )
+        words = {
+            (r["anima_id"], r["word"])
+            for r in conn.execute("SELECT anima_id, word FROM recall_word").fetchall()
+        }
+    assert {(A, "clocks"), (A, "barometers"), (A, "harpsichord"), ("bruno", "zucchini")} <= words
+    assert (A, "zucchini") not in words and (A, "the") not in words  # per anima; short words left out
+
+
 def test_a_chinese_question(db: Database) -> None:
     with db.transaction() as conn:
         hotpot = _add(conn, "林薇最喜欢吃火锅，尤其是麻辣锅底。")
