@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     start_date: date = date(2020, 1, 1)
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # Animas run at once inside a night (sleep/pool.py); None = the number of cores.
+    workers: int | None = Field(None, ge=1)
+    # A running night whose run has not renewed its lease for this long is taken over.
+    night_lease_s: float = Field(30.0, ge=1, le=86_400)
     # LLM output limits. Thinking tokens count against max_tokens, so the default leaves
     # room for a model that thinks before its tool calls; a max_tokens stop is retried
     # once with the limit times llm_max_tokens_retry_factor (capped at the ceiling).

@@ -38,7 +38,6 @@ from pydantic import BaseModel, Field, ValidationError
 from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
-from anima_pipeline.sleep.runner import NIGHT_ANIMA
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
     ArchiveRecord,
@@ -202,11 +201,7 @@ class AnimaMemory:
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
             import_records(conn, records, self._audit(conn, "agent/append"), stats)
-            stale = (
-                sleep_state.days_with_steps(conn, [self.anima_id, NIGHT_ANIMA], days)
-                if stats.messages_added
-                else []
-            )
+            stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
         return AppendResult(
             received=len(records),
             added=stats.messages_added,

@@ -37,8 +37,19 @@ _RULE_SQL = """
 
 
 def animas_for(conn: Connection, night: Night) -> list[str]:
-    """Every anima with conversations: stale junk may be older than the night's day."""
-    rows = conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY anima_id").fetchall()
+    """Every anima with something to delete: a stale, non-debug conversation of fewer than two
+    messages or without an assistant message (stale junk may be older than the night's day).
+    An anima with none has nothing to clean, so an idle night skips the step (runner)."""
+    rows = conn.execute(
+        """SELECT DISTINCT c.anima_id FROM conversation c
+           WHERE NOT c.debug AND c.updated_at < now() - make_interval(hours => %s)
+             AND (NOT EXISTS (SELECT 1 FROM message m WHERE m.anima_id = c.anima_id
+                                  AND m.conversation_id = c.id AND m.role = 'assistant')
+                  OR NOT EXISTS (SELECT 1 FROM message m WHERE m.anima_id = c.anima_id
+                                     AND m.conversation_id = c.id OFFSET 1))
+           ORDER BY c.anima_id""",
+        (STALE_HOURS,),
+    ).fetchall()
     return [r["anima_id"] for r in rows]
 
 

@@ -15,6 +15,7 @@ from datetime import date, timedelta
 
 from anima_pipeline.sleep import cleanup, deep_sleep, dream, light_sleep, ref_sync, self_refresh, temporal
 from anima_pipeline.sleep.night import Night, StepResult
+from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
 
@@ -148,16 +149,38 @@ STEPS: tuple[StepDef, ...] = (
 )
 STEP_KEYS: tuple[str, ...] = tuple(s.key for s in STEPS)
 BY_KEY: dict[str, StepDef] = {s.key: s for s in STEPS}
-NIGHT_MARKER = "night"  # sleep_state.step of the row that says a whole night of a day finished
+NIGHT_MARKER = sleep_state.NIGHT  # sleep_state.step of the row that records one anima's whole night
+
+
+def _default_animas(conn: Connection, night: Night) -> list[str]:
+    return animas_active_between(conn, night.start, night.end)
 
 
 def animas_for(db: Database, night: Night, step: str) -> list[str]:
     """Which animas a step processes on this day (a day without activity is cheap)."""
-    custom = BY_KEY[step].animas
     with db.transaction() as conn:
-        if custom is not None:
-            return custom(conn, night)
-        return animas_active_between(conn, night.start, night.end)
+        return list((BY_KEY[step].animas or _default_animas)(conn, night))
+
+
+def plan_day(conn: Connection, night: Night) -> dict[str, list[str]]:
+    """Which steps each anima has to run on this day, for every anima that has anything to do
+    (an anima absent from the answer is idle that night: runner skips it in bulk).
+
+    The rules are the steps' own `animas` hooks, each asked once per day for every anima
+    (four cheap queries, one per distinct hook): messages that day (light sleep, deep sleep,
+    dream, self refresh, the day summary), stale junk to clean, memories changed that day or
+    citations crossing the decay boundary (reference sync), a week / month / year closing
+    over day summaries (cascade). Asked before the night, not step by step: a step's writes
+    only ever add an anima that the day's messages already made busy."""
+    per_hook: dict[AnimasFn, set[str]] = {}
+    plan: dict[str, list[str]] = {}
+    for s in STEPS:
+        hook = s.animas or _default_animas
+        if hook not in per_hook:
+            per_hook[hook] = set(hook(conn, night))
+        for anima_id in sorted(per_hook[hook]):
+            plan.setdefault(anima_id, []).append(s.key)
+    return dict(sorted(plan.items()))
 
 
 def memory_step_keys() -> list[str]:

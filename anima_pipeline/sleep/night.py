@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
+from anima_pipeline.sleep import faults
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
@@ -96,6 +97,7 @@ StepBody = Callable[[Connection, Audit], StepOutcome]
 
 def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBody) -> StepResult:
     t0 = time.monotonic()
+    faults.point("before_step", day=night.day, anima_id=anima_id, step=step)
     try:
         with db.transaction() as conn:
             anima_lock(conn, anima_id)
@@ -114,11 +116,19 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             outcome = body(conn, audit)
             stats = {**outcome.stats, **_usage_stats(outcome.usage)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
+            faults.point("in_step", day=night.day, anima_id=anima_id, step=step)
     except Exception as exc:
+        spent = getattr(exc, "usage", None)
         try:
             with db.transaction() as conn:
                 sleep_state.fail(
-                    conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id
+                    conn,
+                    anima_id,
+                    night.day,
+                    step,
+                    f"{type(exc).__name__}: {exc}",
+                    night.run_id,
+                    _usage_stats(spent) if isinstance(spent, Usage) else None,
                 )
         except psycopg.Error as record_exc:  # the store is gone too: the step's own error is raised below
             logger.error(
