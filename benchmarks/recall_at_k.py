@@ -1,6 +1,6 @@
 """Recall@k on LoCoMo: does chat-time recall put an answering memory into the context?
 
-Run:  .venv/bin/python benchmarks/recall_at_k.py --from-store DATABASE_URL [--data DIR] [--k 5 10 20]
+Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR] [--k 5 10 20]
 
 What is measured (one run, ratios printed, nothing asserted):
 
@@ -34,13 +34,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from light_sleep_coverage import (  # noqa: E402
+from benchmarks.data import locomo_dir, read_jsonl
+from benchmarks.light_sleep_coverage import (
     CATEGORIES,
-    DATA,
     _has_all,
     _only_dates,
     _share,
@@ -48,7 +44,6 @@ from light_sleep_coverage import (  # noqa: E402
     _topic_words,
     key_words,
     memory_tokens,
-    read_jsonl,
     speaker_names,
 )
 
@@ -148,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-store", metavar="DATABASE_URL", required=True, help="store to recall from")
     parser.add_argument(
-        "--data", type=Path, default=DATA, help="directory with dev.archive.jsonl and dev.qa.jsonl"
+        "--data", type=Path, default=locomo_dir(), help="directory with dev.archive.jsonl and dev.qa.jsonl"
     )
     parser.add_argument("--k", type=int, nargs="+", default=[5, 10, 20], help="recall limits to measure")
     parser.add_argument(

@@ -25,3 +25,32 @@ def serve(
         uvicorn.run(create_app(db, settings()), host=host, port=port, log_level="warning")
     finally:
         db.close()
+
+
+@app.command("mcp")
+def mcp(
+    anima: str = typer.Option(..., "--anima", help="The one anima this server serves."),
+    transport: str = typer.Option(
+        "stdio", "--transport", help="stdio (Claude Desktop / Claude Code launch it) or streamable-http."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="streamable-http: interface to bind."),
+    port: int = typer.Option(8766, "--port", help="streamable-http: TCP port (endpoint /mcp)."),
+    allow_remember: bool = typer.Option(
+        False, "--allow-remember", help="Add the remember tool (writes); read-only without it."
+    ),
+) -> None:
+    """The MCP server: tools context and search (and remember with --allow-remember) over one anima."""
+    from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.service.mcp import run
+
+    if transport not in ("stdio", "streamable-http"):
+        err_console.print(f"[red]--transport must be stdio or streamable-http, got {transport!r}[/red]")
+        raise typer.Exit(2)
+    db = open_store()
+    try:
+        if transport != "stdio":
+            err_console.print(f"anima mcp: http://{host}:{port}/mcp (anima {anima!r})")
+        memory = AnimaMemory(db, anima, settings=settings())
+        run(memory, transport, host=host, port=port, allow_remember=allow_remember)  # type: ignore[arg-type]
+    finally:
+        db.close()

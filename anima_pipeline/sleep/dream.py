@@ -24,7 +24,6 @@ from datetime import date
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
 from anima_pipeline.offline.lexicon import ADVERBS, STOPWORDS
 from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import render_memories
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
@@ -260,7 +259,10 @@ def clip(text: str, limit: int) -> str:
 
 
 def _memory_steps() -> list[str]:
-    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
+    # imported here: the step registry (cycle) imports this module
+    from anima_pipeline.sleep.cycle import memory_step_keys
+
+    return memory_step_keys()
 
 
 @dataclass

@@ -21,7 +21,6 @@ from typing import Any
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
 from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import load_day, render_day
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
@@ -47,7 +46,10 @@ BELOW = {"week": ("day",), "month": ("week", "day"), "year": ("month", "week", "
 
 
 def _memory_steps() -> list[str]:
-    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
+    # imported here: the step registry (cycle) imports this module
+    from anima_pipeline.sleep.cycle import memory_step_keys
+
+    return memory_step_keys()
 
 
 # ---- sentence picking (offline) -------------------------------------------------------

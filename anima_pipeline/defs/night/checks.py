@@ -1,4 +1,4 @@
-"""Asset checks: the invariants the night must keep (DESIGN §4), over the whole store.
+"""Asset checks: the invariants the night must keep, over the whole store.
 
 They run after the night in the same run (they depend on the multi-asset's outputs) and can
 be executed alone from the UI. They are not partitioned: each one looks at the store as it
@@ -15,7 +15,7 @@ from anima_pipeline.defs.night.utils import MemoryInvariants
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
 
-# Deep sleep's message 1 thresholds (DESIGN §5): batched by type above 100k, refused above 300k.
+# Deep sleep's message 1 thresholds (sleep/deep_sleep.py): batched by type above 100k, refused above 300k.
 DEEP_INPUT_WARN_CHARS = 100_000
 DEEP_INPUT_MAX_CHARS = 300_000
 
