@@ -111,8 +111,8 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(
             step=STEP,
-            system=[TextBlock(text=system, cache=True)],
-            user=[TextBlock(text=msg1), TextBlock(text=msg2), TextBlock(text=prompts.DREAM)],
+            system=prompts.system_blocks(prompts.DREAM_SYSTEM, night.day, night.tz, system),
+            user=[TextBlock(text=msg1), TextBlock(text=msg2, cache=True), TextBlock(text=prompts.DREAM)],
             tools=tool_specs(TOOLS),
             must_write=True,
         )

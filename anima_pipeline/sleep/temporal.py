@@ -113,8 +113,17 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
         day = night.day.isoformat()
         system = identity_context(conn, anima_id)
         msg1 = render_day(convs, night.tz, day)
-        msg2 = "\n".join(
-            ["# Memory changes of the day", "Learned:", *bullets(learned), "Changed:", *bullets(changed)]
+        msg2 = prompts.tagged(
+            "changes",
+            "\n".join(
+                [
+                    "# Memory changes of the day",
+                    "Learned:",
+                    *bullets(learned),
+                    "Changed:",
+                    *bullets(changed),
+                ]
+            ),
         )
         period = f"Period: level day, period_start {day}, period_end {day}."
         content = day_summary(convs, learned, changed, night.day, night.tz)
@@ -184,8 +193,8 @@ def _write(
     executor = ToolExecutor(conn, scope, audit)
     request = StepRequest(
         step=step,
-        system=[TextBlock(text=system, cache=True)],
-        user=[TextBlock(text=t) for t in user],
+        system=prompts.system_blocks(prompts.TEMPORAL_SYSTEM, night.day, night.tz, system),
+        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
         tools=tool_specs(TOOLS),
         must_write=True,
     )
@@ -259,9 +268,12 @@ def cascade(db: Database, night: Night, anima_id: str) -> StepResult:
             if not inputs:
                 continue
             system = system or identity_context(conn, anima_id)
-            msg1 = "\n\n".join(
-                [f"# Summaries below the {level} {start} – {end}"]
-                + [f"## {period_label(r)} ({r['level']})\n{r['content']}" for r in inputs]
+            msg1 = prompts.tagged(
+                "summaries",
+                "\n\n".join(
+                    [f"# Summaries below the {level} {start} – {end}"]
+                    + [f"## {period_label(r)} ({r['level']})\n{r['content']}" for r in inputs]
+                ),
             )
             period = f"Period: level {level}, period_start {start}, period_end {end}."
             call = ToolCall(
