@@ -204,7 +204,7 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             "# Existing narratives (date, significance, title, the memories each already covers)\n"
             + (
                 "\n".join(
-                    f"- a-{n['id']} {_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
+                    f"- a-{n['id']} {short_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
                     f" — covers {', '.join(f'f-{i}' for i in n['source_memory_ids']) or 'no memory'}"
                     for n in narratives
                 )
