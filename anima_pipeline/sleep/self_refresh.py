@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
 from anima_pipeline.offline.self_blocks import strength, templates
+from anima_pipeline.offline.temporal import bullets
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.day_input import render_memories
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
-from anima_pipeline.sleep.temporal import _bullets, memory_changes, render_changes
+from anima_pipeline.sleep.temporal import memory_changes, render_changes
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
@@ -48,8 +49,8 @@ def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
         msg1 = prompts.tagged(
             "changes",
             "\n".join(
-                [f"# Today's changes to memory ({night.day})", "Learned:", *_bullets(learned)]
-                + ["Changed:", *_bullets(changed)]
+                [f"# Today's changes to memory ({night.day})", "Learned:", *bullets(learned)]
+                + ["Changed:", *bullets(changed)]
             ),
         )
         msg2 = render_memories(
