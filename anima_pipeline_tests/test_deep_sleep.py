@@ -518,12 +518,12 @@ def test_a_store_between_100k_and_300k_is_sent_in_batches_by_type(
             engine.close()
         requests = [r.body for r in fake.requests]
     assert result.stats["size_band"] == "batched"
-    assert [b["messages"][0]["content"][0]["text"].split("\n")[0] for b in requests] == [
+    assert [b["messages"][0]["content"][0]["text"].split("\n")[1] for b in requests] == [
         "# Message 1: active semantic memories (world)",
         "# Message 1: active semantic memories (preference)",
     ]
     for b, t in zip(requests, ("world", "preference"), strict=True):
-        listed = json.loads(b["messages"][0]["content"][0]["text"].split("\n", 1)[1])
+        listed = json.loads(b["messages"][0]["content"][0]["text"].split("\n")[2])
         assert len(listed) == 7 and {m["type"] for m in listed} == {t}
     assert any("batched" in r.getMessage() and "2 batches" in r.getMessage() for r in caplog.records)
 
