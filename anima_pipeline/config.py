@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
@@ -28,6 +28,34 @@ class Settings(BaseModel):
     start_date: date = date(2020, 1, 1)
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # Bounded input at import (docs/guards.md, README "Limits"): a longer message line is refused
+    # with its file:line; timestamps outside [min_year, max_year] are refused the same way.
+    max_message_chars: int = Field(default=256_000, ge=1)
+    timestamp_min_year: int = Field(default=1970, ge=1, le=9998)
+    timestamp_max_year: int = Field(default=2200, ge=2, le=9999)
+    # Loss guards (sleep/guards.py, docs/guards.md): a step, and a whole night, may deprecate or
+    # rewrite at most max(floor(share * N), guard_min) of the N memories the anima had active
+    # when the step (the night) began.
+    guard_step_share: float = Field(default=0.25, gt=0, le=1)
+    guard_night_share: float = Field(default=0.4, gt=0, le=1)
+    guard_min: int = Field(default=2, ge=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            conninfo_to_dict(v)
+        except psycopg.Error:  # not chained: the text may hold a password
+            raise ValueError(
+                "not a PostgreSQL connection URL (postgresql://user@host:5432/dbname) or "
+                "key=value connection string"
+            ) from None
+        return v
 
     @field_validator("engine")
     @classmethod
@@ -44,6 +72,12 @@ class Settings(BaseModel):
         except (ZoneInfoNotFoundError, ValueError):
             raise ValueError(f"unknown time zone {v!r} (an IANA name such as Asia/Shanghai)") from None
         return v
+
+    @model_validator(mode="after")
+    def _years(self) -> Settings:
+        if self.timestamp_min_year >= self.timestamp_max_year:
+            raise ValueError("ANIMA_TIMESTAMP_MIN_YEAR must be before ANIMA_TIMESTAMP_MAX_YEAR")
+        return self
 
     @property
     def tz(self) -> ZoneInfo:
@@ -69,7 +103,7 @@ class Settings(BaseModel):
             field = str(err["loc"][0]) if err["loc"] else ""
             var = next((v for v, f in _ENV.items() if f == field), field)
             msg = err["msg"].removeprefix("Value error, ")
-            shown = "(hidden)" if "KEY" in var else repr(values.get(field))
+            shown = "(hidden)" if "KEY" in var or "URL" in var else repr(values.get(field))
             raise ValueError(f"{var}={shown}: {msg}") from None
 
 
@@ -84,6 +118,12 @@ _ENV: dict[str, str] = {
     "ANIMA_START_DATE": "start_date",
     "ANIMA_BUDGET_USD": "budget_usd",
     "ANIMA_BUDGET_TOKENS": "budget_tokens",
+    "ANIMA_MAX_MESSAGE_CHARS": "max_message_chars",
+    "ANIMA_TIMESTAMP_MIN_YEAR": "timestamp_min_year",
+    "ANIMA_TIMESTAMP_MAX_YEAR": "timestamp_max_year",
+    "ANIMA_GUARD_STEP_SHARE": "guard_step_share",
+    "ANIMA_GUARD_NIGHT_SHARE": "guard_night_share",
+    "ANIMA_GUARD_MIN": "guard_min",
 }
 
 

@@ -29,7 +29,7 @@ def recall_(
     db = open_store()
     try:
         with db.transaction() as conn:
-            anima_id = anima or only_anima(conn)
+            anima_id = only_anima(conn, anima)
             result = recall(
                 conn,
                 anima_id,

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar
+from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar, require_animas
 
 
 @app.command("sleep")
@@ -35,6 +35,7 @@ def sleep_(
     days = _days(day, first, last)
     if mode not in (None, "full", "incremental"):
         fail(f"--mode must be full or incremental, got {mode!r}", 2)
+    require_animas(anima)
     try:
         rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
     except ValueError as exc:

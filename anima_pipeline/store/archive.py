@@ -8,17 +8,54 @@ file, line and field, so the store is never half-imported. Re-importing is a no-
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from anima_pipeline.config import Settings
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 
 NonEmpty = Field(min_length=1)
+
+# Ids end up in file names (export), run tags and logs: bounded, no whitespace or path separators
+# for animas; conversation and message ids may carry a host's separators (":", "/", "#").
+ANIMA_ID_MAX = 64
+EXTERNAL_ID_MAX = 200
+ANIMA_ID_PATTERN = re.compile(r"[^\W_][\w.:@+-]*")
+EXTERNAL_ID_PATTERN = re.compile(r"[^\s\x00-\x1f\x7f]+")
+METADATA_MAX_DEPTH = 16
+
+
+def anima_id_problem(value: str) -> str | None:
+    """Why `value` cannot be an anima id, or None when it can."""
+    if len(value) > ANIMA_ID_MAX:
+        return f"is {len(value):,} characters long (at most {ANIMA_ID_MAX})"
+    if not ANIMA_ID_PATTERN.fullmatch(value):
+        return (
+            "may hold only letters, digits and . : @ + - _ (starting with a letter or digit), "
+            "no spaces or path characters"
+        )
+    return None
+
+
+def _settings(info: ValidationInfo) -> Settings:
+    return (info.context or {}).get("settings") or _DEFAULT_SETTINGS
+
+
+_DEFAULT_SETTINGS = Settings()
 
 
 class ArchiveRecord(BaseModel):
@@ -38,11 +75,69 @@ class ArchiveRecord(BaseModel):
     debug: bool | None = None
     metadata: dict[str, Any] | None = None
 
+    _where: str = PrivateAttr(default="")  # "file:line" of the archive line, for later errors
+
     @field_validator("anima_id", "conversation_id", "message_id", "content")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be blank")
+        return v
+
+    @field_validator("anima_id")
+    @classmethod
+    def _anima_id(cls, v: str) -> str:
+        problem = anima_id_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("conversation_id", "message_id")
+    @classmethod
+    def _external_id(cls, v: str) -> str:
+        if len(v) > EXTERNAL_ID_MAX:
+            raise ValueError(f"is {len(v):,} characters long (at most {EXTERNAL_ID_MAX})")
+        if not EXTERNAL_ID_PATTERN.fullmatch(v):
+            raise ValueError("must not contain whitespace or control characters")
+        return v
+
+    @field_validator("content")
+    @classmethod
+    def _bounded(cls, v: str, info: ValidationInfo) -> str:
+        limit = _settings(info).max_message_chars
+        if len(v) > limit:
+            raise ValueError(
+                f"is {len(v):,} characters long, above the limit of {limit:,} "
+                "(ANIMA_MAX_MESSAGE_CHARS); split the message or raise the limit"
+            )
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _shallow(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None and _depth(v) > METADATA_MAX_DEPTH:
+            raise ValueError(f"is nested more than {METADATA_MAX_DEPTH} levels deep")
+        return v
+
+    @field_validator("created_at", mode="after")
+    @classmethod
+    def _sane_time(cls, v: datetime, info: ValidationInfo) -> datetime:
+        s = _settings(info)
+        # compared as instants: 0001-01-01T00:00:00+14:00 is in year 0 (1 BC) in UTC, which
+        # PostgreSQL stores but later date arithmetic refuses ("timestamp too small")
+        try:
+            inside = (
+                datetime(s.timestamp_min_year, 1, 1, tzinfo=UTC)
+                <= v
+                < datetime(s.timestamp_max_year + 1, 1, 1, tzinfo=UTC)
+            )
+        except OverflowError:  # the instant is outside what Python's datetime can hold in UTC
+            inside = False
+        if not inside:
+            raise ValueError(
+                f"{v.isoformat()} is outside the years {s.timestamp_min_year}-{s.timestamp_max_year} "
+                "(ANIMA_TIMESTAMP_MIN_YEAR / ANIMA_TIMESTAMP_MAX_YEAR)"
+            )
         return v
 
     @field_validator("anima_id", "conversation_id", "message_id", "speaker", "content", "platform", "title")
@@ -77,6 +172,19 @@ class ArchiveRecord(BaseModel):
         return parsed
 
 
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion (a hostile line may nest thousands deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d > METADATA_MAX_DEPTH:
+                return d
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
 def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -104,8 +212,12 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_lines(lines: Iterable[str], source: str) -> Iterator[ArchiveRecord]:
-    """Validate every line; raise ArchiveError naming `source:line` on the first bad one."""
+def parse_lines(
+    lines: Iterable[str], source: str, settings: Settings | None = None
+) -> Iterator[ArchiveRecord]:
+    """Validate every line; raise ArchiveError naming `source:line` on the first bad one.
+    `settings` gives the limits (message size, timestamp window); the defaults otherwise."""
+    context = {"settings": settings or _DEFAULT_SETTINGS}
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -113,12 +225,18 @@ def parse_lines(lines: Iterable[str], source: str) -> Iterator[ArchiveRecord]:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ArchiveError(f"{source}:{lineno}: broken JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise ArchiveError(f"{source}:{lineno}: JSON nested too deeply to read") from None
         if not isinstance(obj, dict):
             raise ArchiveError(f"{source}:{lineno}: a line must be a JSON object, got {type(obj).__name__}")
         try:
-            yield ArchiveRecord.model_validate(obj)
+            rec = ArchiveRecord.model_validate(obj, context=context)
         except ValidationError as exc:
             raise ArchiveError(f"{source}:{lineno}: {_describe(exc)}") from None
+        except RecursionError:
+            raise ArchiveError(f"{source}:{lineno}: a field is nested too deeply") from None
+        rec._where = f"{source}:{lineno}"
+        yield rec
 
 
 @dataclass
@@ -128,6 +246,8 @@ class ImportStats:
     messages_added: int = 0
     conversations_added: int = 0
     skipped_cleaned: int = 0  # lines of conversations the night's cleanup deleted (tombstoned)
+    messages_updated: int = 0  # with update=True: stored messages whose line changed them
+    conversations_updated: int = 0  # with update=True: debug flag flipped
     animas: set[str] = field(default_factory=set)
 
 
@@ -143,19 +263,36 @@ def cleaned_conversations(conn: Connection) -> set[tuple[str, str]]:
     return {key for key, op in state.items() if op == "delete"}
 
 
+# the stored message fields an archive line may not change silently
+MESSAGE_FIELDS = ("role", "speaker", "content", "created_at")
+
+
 def import_records(
-    conn: Connection, records: Iterable[ArchiveRecord], audit: Audit, stats: ImportStats
+    conn: Connection,
+    records: Iterable[ArchiveRecord],
+    audit: Audit,
+    stats: ImportStats,
+    *,
+    update: bool = False,
 ) -> None:
     """Insert records inside the caller's transaction. Conversations take created_at /
     updated_at from their messages (min / max), and keep platform, title, debug when given.
-    Conversations the cleanup deleted stay deleted (restore them from memory_event instead)."""
+    Conversations the cleanup deleted stay deleted (restore them from memory_event instead).
+
+    A line whose message_id is stored with other content (role, speaker, content, created_at)
+    or whose `debug` flag differs from its stored conversation is a conflict: ArchiveError
+    naming the line and field, unless `update`, which applies the line as an audited update."""
     tombstones = cleaned_conversations(conn)
+    debug_of: dict[tuple[str, str], bool] = {}
+    new_here: set[tuple[str, str]] = set()  # conversations this import created
     for rec in records:
         stats.lines += 1
         stats.animas.add(rec.anima_id)
         if (rec.anima_id, rec.conversation_id) in tombstones:
             stats.skipped_cleaned += 1
             continue
+        if rec.debug is not None:
+            _check_debug(conn, rec, audit, stats, debug_of, new_here, update)
         row = conn.execute(
             """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
                VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false), %s, %s)
@@ -180,6 +317,7 @@ def import_records(
             ),
         ).fetchone()
         if row and row["inserted"]:
+            new_here.add((rec.anima_id, rec.conversation_id))
             stats.conversations_added += 1
             audit.for_anima(rec.anima_id).record(
                 "conversation",
@@ -204,6 +342,73 @@ def import_records(
             ),
         ).rowcount
         stats.messages_added += added
+        if not added:
+            _check_message(conn, rec, audit, stats, update)
+
+
+def _where(rec: ArchiveRecord) -> str:
+    return rec._where or f"message {rec.message_id!r}"
+
+
+def _check_debug(
+    conn: Connection,
+    rec: ArchiveRecord,
+    audit: Audit,
+    stats: ImportStats,
+    debug_of: dict[tuple[str, str], bool],
+    new_here: set[tuple[str, str]],
+    update: bool,
+) -> None:
+    key = (rec.anima_id, rec.conversation_id)
+    if key in new_here and key not in debug_of:  # first explicit flag of a conversation new in this import
+        debug_of[key] = bool(rec.debug)
+        return
+    if key not in debug_of:
+        row = conn.execute("SELECT debug FROM conversation WHERE anima_id = %s AND id = %s", key).fetchone()
+        if row is None:
+            debug_of[key] = bool(rec.debug)
+            return
+        debug_of[key] = row["debug"]
+    if debug_of[key] == rec.debug:
+        return
+    if not update:
+        raise ArchiveError(
+            f"{_where(rec)}: field 'debug': conversation {rec.conversation_id!r} is stored with "
+            f"debug={str(debug_of[key]).lower()}, this line says {str(rec.debug).lower()}; "
+            "re-run with --update to apply it"
+        )
+    audit.for_anima(rec.anima_id).record(
+        "conversation", rec.conversation_id, "update", {"debug": debug_of[key]}, {"debug": rec.debug}
+    )
+    debug_of[key] = bool(rec.debug)
+    stats.conversations_updated += 1  # the upsert below writes the flag
+
+
+def _check_message(
+    conn: Connection, rec: ArchiveRecord, audit: Audit, stats: ImportStats, update: bool
+) -> None:
+    stored = conn.execute(
+        """SELECT id, role, speaker, content, created_at FROM message
+           WHERE anima_id = %s AND conversation_id = %s AND external_id = %s""",
+        (rec.anima_id, rec.conversation_id, rec.message_id),
+    ).fetchone()
+    if stored is None:
+        return
+    changed = [f for f in MESSAGE_FIELDS if stored[f] != getattr(rec, f)]
+    if not changed:
+        return
+    if not update:
+        raise ArchiveError(
+            f"{_where(rec)}: field '{changed[0]}': message_id {rec.message_id!r} is already stored with "
+            f"a different {', '.join(changed)}; re-run with --update to apply the new line"
+        )
+    after = conn.execute(
+        """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s
+           RETURNING id, role, speaker, content, created_at""",
+        (rec.role, rec.speaker, rec.content, rec.created_at, stored["id"]),
+    ).fetchone()
+    audit.for_anima(rec.anima_id).record("message", stored["id"], "update", dict(stored), dict(after))
+    stats.messages_updated += 1
 
 
 @dataclass(frozen=True)
@@ -231,6 +436,36 @@ class DayConversation:
     @property
     def ended_at(self) -> datetime:
         return self.messages[-1].created_at
+
+
+class UnknownAnima(ValueError):
+    """An anima id the store has nothing of (no conversation, no memory)."""
+
+
+def require_animas(conn: Connection, animas: Iterable[str]) -> None:
+    """Raise UnknownAnima naming every id of `animas` that is malformed or unknown."""
+    wanted = list(dict.fromkeys(animas))
+    for a in wanted:
+        problem = anima_id_problem(a)
+        if problem:
+            shown = a if len(a) <= 80 else a[:40] + "…"
+            raise UnknownAnima(f"--anima {shown!r}: an anima id {problem}")
+    rows = conn.execute(
+        """SELECT a FROM unnest(%s::text[]) AS a
+           WHERE NOT EXISTS (SELECT 1 FROM conversation c WHERE c.anima_id = a)
+             AND NOT EXISTS (SELECT 1 FROM semantic_memory m WHERE m.anima_id = a)""",
+        (wanted,),
+    ).fetchall()
+    missing = [r["a"] for r in rows]
+    if missing:
+        known = [
+            r["anima_id"]
+            for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1 LIMIT 21").fetchall()
+        ]
+        more = ", …" if len(known) > 20 else ""
+        raise UnknownAnima(
+            f"unknown anima(s): {', '.join(missing)}; known: {', '.join(known[:20]) or 'none'}{more}"
+        )
 
 
 def animas_active_between(conn: Connection, start: datetime, end: datetime) -> list[str]:
