@@ -35,10 +35,10 @@ class Settings(BaseModel):
     timestamp_max_year: int = Field(default=2200, ge=2, le=9999)
     # Loss guards (sleep/guards.py, docs/guards.md): a step, and a whole night, may deprecate or
     # rewrite at most max(floor(share * N), guard_min) of the N memories the anima had active
-    # when the step (the night) began.
+    # when the step (the night) began, and never leave it with no active memory.
     guard_step_share: float = Field(default=0.25, gt=0, le=1)
     guard_night_share: float = Field(default=0.4, gt=0, le=1)
-    guard_min: int = Field(default=2, ge=0)
+    guard_min: int = Field(default=3, ge=0)
 
     @field_validator("database_url")
     @classmethod

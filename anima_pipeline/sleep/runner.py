@@ -24,6 +24,7 @@ from typing import Any
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.types import Engine, Usage
 from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, animas_for
+from anima_pipeline.sleep.guards import LossLimits
 from anima_pipeline.sleep.night import Mode, Night, StepFailed, StepResult, scheduled_mode
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database
@@ -238,6 +239,7 @@ def run_days(
             mode=mode or scheduled_mode(day),
             log_dir=settings.log_dir,
             settings=dict(step_settings or {}),
+            limits=LossLimits.from_settings(settings),
         )
         with db.transaction() as conn:
             before = night_marker(conn, day - timedelta(days=1))
