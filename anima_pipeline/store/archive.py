@@ -29,7 +29,6 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 
 NonEmpty = Field(min_length=1)
-
 # Ids end up in file names (export), run tags and logs: bounded, no whitespace or path separators
 # for animas; conversation and message ids may carry a host's separators (":", "/", "#").
 ANIMA_ID_MAX = 64
@@ -58,12 +57,14 @@ def _settings(info: ValidationInfo) -> Settings:
 _DEFAULT_SETTINGS = Settings()
 
 
-class ArchiveRecord(BaseModel):
-    """One line of the archive format (shared/data/README.md)."""
+class MessageRecord(BaseModel):
+    """One message as an agent hands it in: the archive line without its anima, which the
+    caller (the API key, the facade) supplies. The archive format and the live API share
+    these fields and their validation, so a message refused by one is refused by the other."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
 
-    anima_id: str = NonEmpty
+    anima_id: str | None = Field(None, description="optional; when given it must be the anima addressed")
     conversation_id: str = NonEmpty
     message_id: str = NonEmpty
     role: Literal["user", "assistant", "tool", "system"]
@@ -77,19 +78,11 @@ class ArchiveRecord(BaseModel):
 
     _where: str = PrivateAttr(default="")  # "file:line" of the archive line, for later errors
 
-    @field_validator("anima_id", "conversation_id", "message_id", "content")
+    @field_validator("conversation_id", "message_id", "content")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be blank")
-        return v
-
-    @field_validator("anima_id")
-    @classmethod
-    def _anima_id(cls, v: str) -> str:
-        problem = anima_id_problem(v)
-        if problem:
-            raise ValueError(problem)
         return v
 
     @field_validator("conversation_id", "message_id")
@@ -171,6 +164,74 @@ class ArchiveRecord(BaseModel):
             raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
         return parsed
 
+    @field_validator("created_at", mode="after")
+    @classmethod
+    def _sane_time(cls, v: datetime, info: ValidationInfo) -> datetime:
+        s = _settings(info)
+        # compared as instants: 0001-01-01T00:00:00+14:00 is in year 0 (1 BC) in UTC, which
+        # PostgreSQL stores but later date arithmetic refuses ("timestamp too small")
+        try:
+            inside = (
+                datetime(s.timestamp_min_year, 1, 1, tzinfo=UTC)
+                <= v
+                < datetime(s.timestamp_max_year + 1, 1, 1, tzinfo=UTC)
+            )
+        except OverflowError:  # the instant is outside what Python's datetime can hold in UTC
+            inside = False
+        if not inside:
+            raise ValueError(
+                f"{v.isoformat()} is outside the years {s.timestamp_min_year}-{s.timestamp_max_year} "
+                "(ANIMA_TIMESTAMP_MIN_YEAR / ANIMA_TIMESTAMP_MAX_YEAR)"
+            )
+        return v
+
+    @field_validator("anima_id", "conversation_id", "message_id", "speaker", "content", "platform", "title")
+    @classmethod
+    def _storable(cls, v: str | None) -> str | None:
+        # JSON allows \u0000, PostgreSQL text does not: name the field here, not in a DataError.
+        if v is not None and "\x00" in v:
+            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _storable_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None and _has_nul(v):
+            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        return v
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _offset_required(cls, v: Any) -> Any:
+        if isinstance(v, datetime):
+            parsed = v
+        elif isinstance(v, str):
+            try:
+                parsed = datetime.fromisoformat(v)
+            except ValueError as exc:
+                raise ValueError(f"not an ISO-8601 timestamp: {v!r}") from exc
+        else:  # a number would be a guess between epoch seconds and milliseconds
+            raise ValueError("must be an ISO-8601 string with a UTC offset, e.g. 2023-05-08T13:56:00+08:00")
+        if parsed.tzinfo is None:
+            raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
+        return parsed
+
+
+class ArchiveRecord(MessageRecord):
+    """One line of the archive format (shared/data/README.md): a message and its anima."""
+
+    anima_id: str = NonEmpty
+
+    @field_validator("anima_id")
+    @classmethod
+    def _anima_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        problem = anima_id_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
 
 def _depth(value: Any) -> int:
     """Nesting depth of a JSON value, without recursion (a hostile line may nest thousands deep)."""
@@ -199,8 +260,9 @@ class ArchiveError(ValueError):
     """A bad archive line; the message names the file and the line."""
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
+def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(field, reason) for every error of a record, in the words the import uses."""
+    out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "line"
         msg = err["msg"]
@@ -208,8 +270,12 @@ def _describe(exc: ValidationError) -> str:
             msg = "required field is missing"
         elif err["type"] == "string_too_short":
             msg = "required field is empty"
-        parts.append(f"field '{loc}': {msg}")
-    return "; ".join(parts)
+        out.append((loc, msg))
+    return out
+
+
+def describe(exc: ValidationError) -> str:
+    return "; ".join(f"field '{loc}': {msg}" for loc, msg in field_errors(exc))
 
 
 def parse_lines(
@@ -232,7 +298,7 @@ def parse_lines(
         try:
             rec = ArchiveRecord.model_validate(obj, context=context)
         except ValidationError as exc:
-            raise ArchiveError(f"{source}:{lineno}: {_describe(exc)}") from None
+            raise ArchiveError(f"{source}:{lineno}: {describe(exc)}") from None
         except RecursionError:
             raise ArchiveError(f"{source}:{lineno}: a field is nested too deeply") from None
         rec._where = f"{source}:{lineno}"
@@ -251,18 +317,26 @@ class ImportStats:
     animas: set[str] = field(default_factory=set)
 
 
-def cleaned_conversations(conn: Connection) -> set[tuple[str, str]]:
+def cleaned_conversations(
+    conn: Connection, among: Iterable[tuple[str, str]] | None = None
+) -> set[tuple[str, str]]:
     """(anima, conversation) pairs the cleanup deleted and nobody restored since: a re-import
-    of the same archive must not bring them back (import stays idempotent across nights)."""
+    of the same archive must not bring them back (import stays idempotent across nights).
+    `among` narrows the read to those pairs (an append of a few messages reads a few events)."""
+    sql = """SELECT anima_id, memory_id, op FROM memory_event
+             WHERE table_name = 'conversation' AND op IN ('delete', 'restore')"""
+    params: tuple = ()
+    if among is not None:
+        pairs = sorted(set(among))
+        sql += " AND memory_id = ANY(%s) AND anima_id = ANY(%s)"
+        params = ([c for _, c in pairs], sorted({a for a, _ in pairs}))
     state: dict[tuple[str, str], str] = {}
-    for row in conn.execute(
-        """SELECT anima_id, memory_id, op FROM memory_event
-           WHERE table_name = 'conversation' AND op IN ('delete', 'restore') ORDER BY id"""
-    ).fetchall():
+    for row in conn.execute(sql + " ORDER BY id", params).fetchall():
         state[(row["anima_id"], row["memory_id"])] = row["op"]
     return {key for key, op in state.items() if op == "delete"}
 
 
+CHUNK = 2000  # records per round trip: bounded memory for any archive size, few statements
 # the stored message fields an archive line may not change silently
 MESSAGE_FIELDS = ("role", "speaker", "content", "created_at")
 
@@ -279,71 +353,59 @@ def import_records(
     updated_at from their messages (min / max), and keep platform, title, debug when given.
     Conversations the cleanup deleted stay deleted (restore them from memory_event instead).
 
+    Records go in chunks: one upsert per conversation of the chunk and one INSERT for all its
+    messages, so a 10,000-message batch is a handful of statements, not 20,000.
+
     A line whose message_id is stored with other content (role, speaker, content, created_at)
     or whose `debug` flag differs from its stored conversation is a conflict: ArchiveError
     naming the line and field, unless `update`, which applies the line as an audited update."""
-    tombstones = cleaned_conversations(conn)
-    debug_of: dict[tuple[str, str], bool] = {}
-    new_here: set[tuple[str, str]] = set()  # conversations this import created
+    chunk: list[ArchiveRecord] = []
     for rec in records:
+        chunk.append(rec)
+        if len(chunk) >= CHUNK:
+            _import_chunk(conn, chunk, audit, stats, update)
+            chunk = []
+    if chunk:
+        _import_chunk(conn, chunk, audit, stats, update)
+
+
+def _import_chunk(
+    conn: Connection, chunk: list[ArchiveRecord], audit: Audit, stats: ImportStats, update: bool
+) -> None:
+    tombstones = cleaned_conversations(conn, ((r.anima_id, r.conversation_id) for r in chunk))
+    kept: list[ArchiveRecord] = []
+    for rec in chunk:
         stats.lines += 1
         stats.animas.add(rec.anima_id)
         if (rec.anima_id, rec.conversation_id) in tombstones:
             stats.skipped_cleaned += 1
-            continue
-        if rec.debug is not None:
-            _check_debug(conn, rec, audit, stats, debug_of, new_here, update)
-        row = conn.execute(
-            """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
-               VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false), %s, %s)
-               ON CONFLICT (anima_id, id) DO UPDATE SET
-                   created_at = LEAST(conversation.created_at, EXCLUDED.created_at),
-                   updated_at = GREATEST(conversation.updated_at, EXCLUDED.updated_at),
-                   platform = COALESCE(%s, conversation.platform),
-                   title = COALESCE(%s, conversation.title),
-                   debug = COALESCE(%s, conversation.debug)
-               RETURNING (xmax = 0) AS inserted""",
-            (
-                rec.conversation_id,
-                rec.anima_id,
-                rec.platform,
-                rec.title,
-                rec.debug,
-                rec.created_at,
-                rec.created_at,
-                rec.platform,
-                rec.title,
-                rec.debug,
-            ),
-        ).fetchone()
-        if row and row["inserted"]:
-            new_here.add((rec.anima_id, rec.conversation_id))
-            stats.conversations_added += 1
-            audit.for_anima(rec.anima_id).record(
-                "conversation",
-                rec.conversation_id,
-                "import",
-                None,
-                {"platform": rec.platform or "chat", "title": rec.title, "debug": bool(rec.debug)},
-            )
-        added = conn.execute(
+        else:
+            kept.append(rec)
+    by_conversation: dict[tuple[str, str], list[ArchiveRecord]] = {}
+    for rec in kept:
+        by_conversation.setdefault((rec.anima_id, rec.conversation_id), []).append(rec)
+    _check_debug(conn, by_conversation, audit, stats, update)
+    for (anima_id, conversation_id), recs in by_conversation.items():
+        _upsert_conversation(conn, anima_id, conversation_id, recs, audit, stats)
+    if kept:
+        stats.messages_added += conn.execute(
             """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at, metadata)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)
+               SELECT a, c, e, r, s, t, ts, md::jsonb
+               FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                           %s::timestamptz[], %s::text[]) AS u(a, c, e, r, s, t, ts, md)
                ON CONFLICT (anima_id, conversation_id, external_id) DO NOTHING""",
             (
-                rec.anima_id,
-                rec.conversation_id,
-                rec.message_id,
-                rec.role,
-                rec.speaker,
-                rec.content,
-                rec.created_at,
-                json.dumps(rec.metadata or {}),
+                [r.anima_id for r in kept],
+                [r.conversation_id for r in kept],
+                [r.message_id for r in kept],
+                [r.role for r in kept],
+                [r.speaker for r in kept],
+                [r.content for r in kept],
+                [r.created_at for r in kept],
+                [json.dumps(r.metadata or {}) for r in kept],
             ),
         ).rowcount
-        stats.messages_added += added
-        if not added:
-            _check_message(conn, rec, audit, stats, update)
+        _check_messages(conn, kept, audit, stats, update)
 
 
 def _where(rec: ArchiveRecord) -> str:
@@ -352,63 +414,132 @@ def _where(rec: ArchiveRecord) -> str:
 
 def _check_debug(
     conn: Connection,
-    rec: ArchiveRecord,
+    by_conversation: dict[tuple[str, str], list[ArchiveRecord]],
     audit: Audit,
     stats: ImportStats,
-    debug_of: dict[tuple[str, str], bool],
-    new_here: set[tuple[str, str]],
     update: bool,
 ) -> None:
-    key = (rec.anima_id, rec.conversation_id)
-    if key in new_here and key not in debug_of:  # first explicit flag of a conversation new in this import
-        debug_of[key] = bool(rec.debug)
+    """A line's explicit `debug` flag that differs from its stored conversation: a conflict,
+    or with `update` an audited flip (the upsert then writes the line's flag)."""
+    flagged = [key for key, recs in by_conversation.items() if any(r.debug is not None for r in recs)]
+    if not flagged:
         return
-    if key not in debug_of:
-        row = conn.execute("SELECT debug FROM conversation WHERE anima_id = %s AND id = %s", key).fetchone()
-        if row is None:
-            debug_of[key] = bool(rec.debug)
-            return
-        debug_of[key] = row["debug"]
-    if debug_of[key] == rec.debug:
-        return
-    if not update:
-        raise ArchiveError(
-            f"{_where(rec)}: field 'debug': conversation {rec.conversation_id!r} is stored with "
-            f"debug={str(debug_of[key]).lower()}, this line says {str(rec.debug).lower()}; "
-            "re-run with --update to apply it"
-        )
-    audit.for_anima(rec.anima_id).record(
-        "conversation", rec.conversation_id, "update", {"debug": debug_of[key]}, {"debug": rec.debug}
-    )
-    debug_of[key] = bool(rec.debug)
-    stats.conversations_updated += 1  # the upsert below writes the flag
+    stored = {
+        (r["anima_id"], r["id"]): r["debug"]
+        for r in conn.execute(
+            """SELECT c.anima_id, c.id, c.debug FROM conversation c
+               JOIN unnest(%s::text[], %s::text[]) AS k(a, i) ON c.anima_id = k.a AND c.id = k.i""",
+            ([a for a, _ in flagged], [i for _, i in flagged]),
+        ).fetchall()
+    }
+    for key in flagged:
+        if key not in stored:
+            continue  # a new conversation takes the flag its lines give
+        was = stored[key]
+        for rec in by_conversation[key]:
+            if rec.debug is None or rec.debug == was:
+                continue
+            if not update:
+                raise ArchiveError(
+                    f"{_where(rec)}: field 'debug': conversation {rec.conversation_id!r} is stored with "
+                    f"debug={str(was).lower()}, this line says {str(rec.debug).lower()}; "
+                    "re-run with --update to apply it"
+                )
+            audit.for_anima(rec.anima_id).record(
+                "conversation", rec.conversation_id, "update", {"debug": was}, {"debug": rec.debug}
+            )
+            stats.conversations_updated += 1
+            was = rec.debug
 
 
-def _check_message(
-    conn: Connection, rec: ArchiveRecord, audit: Audit, stats: ImportStats, update: bool
+def _check_messages(
+    conn: Connection, recs: list[ArchiveRecord], audit: Audit, stats: ImportStats, update: bool
 ) -> None:
-    stored = conn.execute(
-        """SELECT id, role, speaker, content, created_at FROM message
-           WHERE anima_id = %s AND conversation_id = %s AND external_id = %s""",
-        (rec.anima_id, rec.conversation_id, rec.message_id),
+    """After the INSERT (new lines are stored as given): any line whose stored message differs
+    is a conflict, or with `update` an audited update of the stored message."""
+    stored = {
+        (r["anima_id"], r["conversation_id"], r["external_id"]): r
+        for r in conn.execute(
+            """SELECT m.id, m.anima_id, m.conversation_id, m.external_id, m.role, m.speaker, m.content,
+                      m.created_at
+               FROM message m JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(a, c, e)
+                 ON m.anima_id = k.a AND m.conversation_id = k.c AND m.external_id = k.e""",
+            (
+                [r.anima_id for r in recs],
+                [r.conversation_id for r in recs],
+                [r.message_id for r in recs],
+            ),
+        ).fetchall()
+    }
+    for rec in recs:
+        row = stored.get((rec.anima_id, rec.conversation_id, rec.message_id))
+        if row is None:
+            continue
+        changed = [f for f in MESSAGE_FIELDS if row[f] != getattr(rec, f)]
+        if not changed:
+            continue
+        if not update:
+            raise ArchiveError(
+                f"{_where(rec)}: field '{changed[0]}': message_id {rec.message_id!r} is already stored "
+                f"with a different {', '.join(changed)}; re-run with --update to apply the new line"
+            )
+        after = conn.execute(
+            """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s
+               RETURNING id, role, speaker, content, created_at""",
+            (rec.role, rec.speaker, rec.content, rec.created_at, row["id"]),
+        ).fetchone()
+        before = {k: row[k] for k in ("id", *MESSAGE_FIELDS)}
+        audit.for_anima(rec.anima_id).record("message", row["id"], "update", before, dict(after))
+        stats.messages_updated += 1
+        stored[(rec.anima_id, rec.conversation_id, rec.message_id)] = {**row, **after}
+
+
+def _last_given(recs: list[ArchiveRecord], name: str) -> Any:
+    """The last value a record of the chunk gave for a conversation field (None: not given)."""
+    return next((v for r in reversed(recs) if (v := getattr(r, name)) is not None), None)
+
+
+def _upsert_conversation(
+    conn: Connection,
+    anima_id: str,
+    conversation_id: str,
+    recs: list[ArchiveRecord],
+    audit: Audit,
+    stats: ImportStats,
+) -> None:
+    platform, title, debug = (_last_given(recs, k) for k in ("platform", "title", "debug"))
+    row = conn.execute(
+        """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
+           VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false), %s, %s)
+           ON CONFLICT (anima_id, id) DO UPDATE SET
+               created_at = LEAST(conversation.created_at, EXCLUDED.created_at),
+               updated_at = GREATEST(conversation.updated_at, EXCLUDED.updated_at),
+               platform = COALESCE(%s, conversation.platform),
+               title = COALESCE(%s, conversation.title),
+               debug = COALESCE(%s, conversation.debug)
+           RETURNING (xmax = 0) AS inserted""",
+        (
+            conversation_id,
+            anima_id,
+            platform,
+            title,
+            debug,
+            min(r.created_at for r in recs),
+            max(r.created_at for r in recs),
+            platform,
+            title,
+            debug,
+        ),
     ).fetchone()
-    if stored is None:
-        return
-    changed = [f for f in MESSAGE_FIELDS if stored[f] != getattr(rec, f)]
-    if not changed:
-        return
-    if not update:
-        raise ArchiveError(
-            f"{_where(rec)}: field '{changed[0]}': message_id {rec.message_id!r} is already stored with "
-            f"a different {', '.join(changed)}; re-run with --update to apply the new line"
+    if row and row["inserted"]:
+        stats.conversations_added += 1
+        audit.for_anima(anima_id).record(
+            "conversation",
+            conversation_id,
+            "import",
+            None,
+            {"platform": platform or "chat", "title": title, "debug": bool(debug)},
         )
-    after = conn.execute(
-        """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s
-           RETURNING id, role, speaker, content, created_at""",
-        (rec.role, rec.speaker, rec.content, rec.created_at, stored["id"]),
-    ).fetchone()
-    audit.for_anima(rec.anima_id).record("message", stored["id"], "update", dict(stored), dict(after))
-    stats.messages_updated += 1
 
 
 @dataclass(frozen=True)
@@ -517,3 +648,64 @@ def day_conversations(
             )
         )
     return out
+
+
+_CONVERSATION_COLUMNS = "id, anima_id, platform, title, debug, created_at, updated_at, closed_at"
+
+
+def open_conversation(
+    conn: Connection,
+    audit: Audit,
+    anima_id: str,
+    conversation_id: str,
+    *,
+    platform: str | None = None,
+    title: str | None = None,
+    debug: bool | None = None,
+) -> dict[str, Any]:
+    """Create a conversation before its first message, or set its platform / title / debug
+    flag (only what is given changes) and reopen it. Audited as 'open' with before/after.
+    A conversation the night's cleanup deleted is not recreated (ValueError): restore it."""
+    if cleaned_conversations(conn, [(anima_id, conversation_id)]):
+        raise ValueError(
+            f"conversation {conversation_id!r} was deleted by the night's cleanup; "
+            "restore it from memory_event instead of reopening it"
+        )
+    before = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
+        (anima_id, conversation_id),
+    ).fetchone()
+    row = conn.execute(
+        f"""INSERT INTO conversation (id, anima_id, platform, title, debug)
+            VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false))
+            ON CONFLICT (anima_id, id) DO UPDATE SET
+                platform = COALESCE(%s, conversation.platform),
+                title = COALESCE(%s, conversation.title),
+                debug = COALESCE(%s, conversation.debug),
+                closed_at = NULL
+            RETURNING {_CONVERSATION_COLUMNS}""",
+        (conversation_id, anima_id, platform, title, debug, platform, title, debug),
+    ).fetchone()
+    if before != row:
+        audit.for_anima(anima_id).record("conversation", conversation_id, "open", before, row)
+    return row
+
+
+def close_conversation(conn: Connection, audit: Audit, anima_id: str, conversation_id: str) -> dict[str, Any]:
+    """Mark a conversation closed (closed_at = now, kept when already closed). Audited as 'close'.
+    Raises LookupError when the anima has no such conversation."""
+    before = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
+        (anima_id, conversation_id),
+    ).fetchone()
+    if before is None:
+        raise LookupError(f"conversation {conversation_id!r} does not exist")
+    if before["closed_at"] is not None:
+        return before
+    row = conn.execute(
+        f"""UPDATE conversation SET closed_at = now() WHERE anima_id = %s AND id = %s
+            RETURNING {_CONVERSATION_COLUMNS}""",
+        (anima_id, conversation_id),
+    ).fetchone()
+    audit.for_anima(anima_id).record("conversation", conversation_id, "close", before, row)
+    return row
