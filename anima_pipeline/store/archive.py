@@ -164,58 +164,6 @@ class MessageRecord(BaseModel):
             raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
         return parsed
 
-    @field_validator("created_at", mode="after")
-    @classmethod
-    def _sane_time(cls, v: datetime, info: ValidationInfo) -> datetime:
-        s = _settings(info)
-        # compared as instants: 0001-01-01T00:00:00+14:00 is in year 0 (1 BC) in UTC, which
-        # PostgreSQL stores but later date arithmetic refuses ("timestamp too small")
-        try:
-            inside = (
-                datetime(s.timestamp_min_year, 1, 1, tzinfo=UTC)
-                <= v
-                < datetime(s.timestamp_max_year + 1, 1, 1, tzinfo=UTC)
-            )
-        except OverflowError:  # the instant is outside what Python's datetime can hold in UTC
-            inside = False
-        if not inside:
-            raise ValueError(
-                f"{v.isoformat()} is outside the years {s.timestamp_min_year}-{s.timestamp_max_year} "
-                "(ANIMA_TIMESTAMP_MIN_YEAR / ANIMA_TIMESTAMP_MAX_YEAR)"
-            )
-        return v
-
-    @field_validator("anima_id", "conversation_id", "message_id", "speaker", "content", "platform", "title")
-    @classmethod
-    def _storable(cls, v: str | None) -> str | None:
-        # JSON allows \u0000, PostgreSQL text does not: name the field here, not in a DataError.
-        if v is not None and "\x00" in v:
-            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
-        return v
-
-    @field_validator("metadata")
-    @classmethod
-    def _storable_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None and _has_nul(v):
-            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
-        return v
-
-    @field_validator("created_at", mode="before")
-    @classmethod
-    def _offset_required(cls, v: Any) -> Any:
-        if isinstance(v, datetime):
-            parsed = v
-        elif isinstance(v, str):
-            try:
-                parsed = datetime.fromisoformat(v)
-            except ValueError as exc:
-                raise ValueError(f"not an ISO-8601 timestamp: {v!r}") from exc
-        else:  # a number would be a guess between epoch seconds and milliseconds
-            raise ValueError("must be an ISO-8601 string with a UTC offset, e.g. 2023-05-08T13:56:00+08:00")
-        if parsed.tzinfo is None:
-            raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
-        return parsed
-
 
 class ArchiveRecord(MessageRecord):
     """One line of the archive format (shared/data/README.md): a message and its anima."""
