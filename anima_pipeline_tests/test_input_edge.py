@@ -170,3 +170,17 @@ def test_export_gives_animas_differing_by_case_their_own_folders(anima, tmp_path
     assert "kai" in folders and "k.ai" in folders
     titles = {(out / f / "MEMORY.md").read_text(encoding="utf-8").splitlines()[0] for f in folders}
     assert titles == {"# MEMORY — kai", "# MEMORY — Kai", "# MEMORY — KAI", "# MEMORY — k.ai"}
+
+
+def test_anima_revert_refuses_a_second_revert_of_the_same_run(anima, db: Database, tmp_path: Path) -> None:
+    assert anima("import", str(write(tmp_path / "a.jsonl", [line(n=1), line(n=2)]))).exit_code == 0
+    with db.transaction() as conn:
+        run = conn.execute("SELECT DISTINCT run_id FROM memory_event WHERE step = 'import'").fetchone()[
+            "run_id"
+        ]
+    first = anima("revert", "--run", run)
+    assert first.exit_code == 0, first.output
+    revert_id = first.output.split(" as ")[1].split(":")[0]
+    second = anima("revert", "--run", run)
+    assert second.exit_code == 2
+    assert f"run '{run}' was already reverted by {revert_id}" in second.output.replace("\n", "")
