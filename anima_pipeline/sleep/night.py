@@ -8,6 +8,7 @@ adds timing and bookkeeping so each step module only holds its own logic.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Generator
@@ -20,11 +21,14 @@ from zoneinfo import ZoneInfo
 import psycopg
 from pydantic import BaseModel, Field
 
+from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
-from anima_pipeline.sleep import guards
+from anima_pipeline.sleep import faults, guards
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
+
+logger = logging.getLogger(__name__)
 
 Mode = Literal["full", "incremental"]
 
@@ -35,7 +39,7 @@ class Night:
 
     day: date
     engine: Engine
-    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("Asia/Shanghai"))
+    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo(DEFAULT_TIMEZONE))
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     force: bool = False
     mode: Mode = "full"
@@ -94,6 +98,7 @@ StepBody = Callable[[Connection, Audit], StepOutcome]
 
 def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBody) -> StepResult:
     t0 = time.monotonic()
+    faults.point("before_step", day=night.day, anima_id=anima_id, step=step)
     try:
         with db.transaction() as conn:
             anima_lock(conn, anima_id)
@@ -115,17 +120,33 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             guarded = guards.check_step(conn, audit, night.limits, watermark)
             stats = {**outcome.stats, **guarded, **_usage_stats(outcome.usage)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
+            faults.point("in_step", day=night.day, anima_id=anima_id, step=step)
     except Exception as exc:
+        spent = getattr(exc, "usage", None)
         undone = ""
         if isinstance(exc, guards.LossGuardTripped) and exc.kind == "night":
             undone = _undo_night(db, night, anima_id)
         try:
             with db.transaction() as conn:
                 sleep_state.fail(
-                    conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id
+                    conn,
+                    anima_id,
+                    night.day,
+                    step,
+                    f"{type(exc).__name__}: {exc}",
+                    night.run_id,
+                    _usage_stats(spent) if isinstance(spent, Usage) else None,
                 )
-        except psycopg.Error:
-            pass  # the store is gone too: the step's own error is the one to report, below
+        except psycopg.Error as record_exc:  # the store is gone too: the step's own error is raised below
+            logger.error(
+                "%s for anima %s on %s: the failure could not be recorded (%s: %s)",
+                step,
+                anima_id,
+                night.day,
+                type(record_exc).__name__,
+                record_exc,
+            )
+            exc.add_note(f"recording this failure failed too: {type(record_exc).__name__}: {record_exc}")
         raise StepFailed(
             f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}{undone}"
         ) from exc
@@ -144,9 +165,13 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
 def _undo_night(db: Database, night: Night, anima_id: str) -> str:
     """After the night guard tripped: undo this run's earlier steps of that night for that anima."""
     revert_id = f"guard-revert-{uuid.uuid4().hex[:12]}"
-    with db.transaction() as conn:
-        anima_lock(conn, anima_id)
-        stats = guards.undo_night(conn, anima_id, night.day, night.run_id, revert_id)
+    try:
+        with db.transaction() as conn:
+            anima_lock(conn, anima_id)
+            stats = guards.undo_night(conn, anima_id, night.day, night.run_id, revert_id)
+    except psycopg.Error as exc:  # the guard's own failure is the one to report; say the undo did not happen
+        logger.error("undoing the night of %s for %s failed: %s", night.day, anima_id, exc)
+        return f"; undoing the earlier steps of this night for {anima_id} FAILED ({type(exc).__name__}): revert run {night.run_id}"
     return f"; the earlier steps of this night for {anima_id} were undone as {revert_id} ({sum(stats.values())} rows)"
 
 

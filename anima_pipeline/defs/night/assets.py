@@ -1,10 +1,10 @@
-"""The night as ONE partitioned multi-asset over the 14 step keys (DESIGN §4).
+"""The night as ONE partitioned multi-asset over the 14 step keys (docs/ordering.md).
 
 Why one multi-asset with a single-run backfill policy and not 14 self-dependent assets: see
 docs/ordering.md. In short, a backfill of a day range becomes one run; this body walks
 `context.partition_keys` in order and runs each whole night before the next through
-`sleep.runner.run_days`, which also refuses day D while the night of D-1 is running or
-failed. Selecting one key and one partition in the UI runs just that step
+`sleep.runner.run_days`, which also refuses an anima's day D while its night of D-1 is
+failed or not over. Selecting one key and one partition in the UI runs just that step
 (`context.selected_asset_keys`), with config `force: true` to redo a done step.
 
 Metadata: after each (day, step) the runner reports that step's results; they are summed
@@ -111,15 +111,17 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
             tokens_in=dg.MetadataValue.int(exc.usage.input_tokens),
             tokens_out=dg.MetadataValue.int(exc.usage.output_tokens),
             cost_usd=dg.MetadataValue.float(exc.usage.cost_usd),
+            failed_animas=dg.MetadataValue.text(", ".join(f.describe() for f in exc.failures)[:4000]),
         )
-    elif isinstance(exc, runner.NightOrderError):
+    order = exc.cause if isinstance(exc, runner.NightFailed) else exc
+    if isinstance(order, runner.NightOrderError):
         md.update(
-            day=dg.MetadataValue.text(exc.day.isoformat()),
-            previous_day=dg.MetadataValue.text(exc.previous_day.isoformat()),
-            previous_status=dg.MetadataValue.text(exc.previous_status),
-            previous_run_id=dg.MetadataValue.text(str(exc.previous_run_id)),
+            day=dg.MetadataValue.text(order.day.isoformat()),
+            previous_day=dg.MetadataValue.text(order.previous_day.isoformat()),
+            previous_status=dg.MetadataValue.text(order.previous_status),
+            previous_run_id=dg.MetadataValue.text(str(order.previous_run_id)),
         )
-    else:
+    if not isinstance(exc, runner.NightFailed | runner.NightOrderError):
         md.update(
             cause=dg.MetadataValue.text(type(exc).__name__), error=dg.MetadataValue.text(str(exc)[:4000])
         )

@@ -1,4 +1,4 @@
-"""Asset checks: the invariants the night must keep (DESIGN §4), over the whole store.
+"""Asset checks: the invariants the night must keep, over the whole store.
 
 They run after the night in the same run (they depend on the multi-asset's outputs) and can
 be executed alone from the UI. They are not partitioned: each one looks at the store as it
@@ -16,7 +16,7 @@ from anima_pipeline.sleep.deep_sleep import BATCH_CHARS, REFUSE_CHARS
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
 
-# Deep sleep's message 1 thresholds (DESIGN §5), defined once in sleep/deep_sleep.py.
+# Deep sleep's message 1 thresholds, defined once in sleep/deep_sleep.py.
 DEEP_INPUT_WARN_CHARS = BATCH_CHARS
 DEEP_INPUT_MAX_CHARS = REFUSE_CHARS
 

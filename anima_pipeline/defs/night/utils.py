@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.offline.deep import NORMALIZED_CONTENT_SQL
 from anima_pipeline.store.db import Connection
 
@@ -56,7 +57,7 @@ def _sources(col: str) -> str:
 @dataclass
 class MemoryInvariants:
     conn: Connection
-    timezone: str = "Asia/Shanghai"
+    timezone: str = DEFAULT_TIMEZONE
 
     def duplicate_active(self) -> list[dict]:
         """Groups of active memories of one anima with the same normalized content."""
