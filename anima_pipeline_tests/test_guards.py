@@ -147,7 +147,7 @@ def test_an_obeyed_injection_deprecating_every_in_scope_memory_fails_the_night_a
     assert memory_state(db) == before  # nothing deprecated, nothing rewritten
     with db.transaction() as conn:
         state = sleep_state.get(conn, A, DAY, "semantic_memory/extracted")
-        night = sleep_state.get(conn, "*", DAY, "night")
+        night = sleep_state.get(conn, A, DAY, sleep_state.NIGHT)  # the anima's night row
     assert state["status"] == "failed" and "loss guard per step" in state["error"]
     assert "17 of the 17" in state["error"]
     assert night["status"] == "failed"

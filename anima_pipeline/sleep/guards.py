@@ -37,14 +37,14 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 
 GuardKind = Literal["step", "night"]
-_DEFAULTS = Settings()
+_DEFAULTS = Settings.model_fields  # the defaults, without reading the environment
 
 
 @dataclass(frozen=True)
 class LossLimits:
-    step_share: float = _DEFAULTS.guard_step_share
-    night_share: float = _DEFAULTS.guard_night_share
-    minimum: int = _DEFAULTS.guard_min
+    step_share: float = _DEFAULTS["guard_step_share"].default
+    night_share: float = _DEFAULTS["guard_night_share"].default
+    minimum: int = _DEFAULTS["guard_min"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LossLimits:

@@ -23,6 +23,7 @@ from datetime import date
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -126,10 +127,12 @@ def revert_events(
             continue
         audit = Audit(conn=conn, anima_id=e["anima_id"], run_id=revert_run_id, step="revert", day=e["day"])
         stats[_undo(conn, e, audit, run_id)] += 1
+    # a scoped undo (the night guard's) keeps the anima's night row: the frame records that
+    # night as failed, so the order guard holds the next day until it is re-run
     stats["sleep_state_cleared"] = conn.execute(
         """DELETE FROM sleep_state WHERE run_id = %s
-             AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)""",
-        (run_id, anima_id, anima_id, day, day),
+             AND (%s::text IS NULL OR (anima_id = %s AND step <> %s)) AND (%s::date IS NULL OR day = %s)""",
+        (run_id, anima_id, anima_id, sleep_state.NIGHT, day, day),
     ).rowcount
     Audit(conn=conn, anima_id=anima_id or "", run_id=revert_run_id, step="revert", day=day).record(
         "run", run_id, "revert", None, {"revert_run": revert_run_id, "forced": force, **stats}

@@ -50,11 +50,21 @@ def anima_id_problem(value: str) -> str | None:
     return None
 
 
-def _settings(info: ValidationInfo) -> Settings:
-    return (info.context or {}).get("settings") or _DEFAULT_SETTINGS
+@dataclass(frozen=True)
+class InputLimits:
+    """The Settings fields that bound an archive line; the fields' defaults unless given."""
+
+    max_message_chars: int = Settings.model_fields["max_message_chars"].default
+    timestamp_min_year: int = Settings.model_fields["timestamp_min_year"].default
+    timestamp_max_year: int = Settings.model_fields["timestamp_max_year"].default
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> InputLimits:
+        return cls(s.max_message_chars, s.timestamp_min_year, s.timestamp_max_year)
 
 
-_DEFAULT_SETTINGS = Settings()
+def _settings(info: ValidationInfo) -> InputLimits:
+    return (info.context or {}).get("limits") or InputLimits()
 
 
 class MessageRecord(BaseModel):
@@ -231,7 +241,7 @@ def parse_lines(
 ) -> Iterator[ArchiveRecord]:
     """Validate every line; raise ArchiveError naming `source:line` on the first bad one.
     `settings` gives the limits (message size, timestamp window); the defaults otherwise."""
-    context = {"settings": settings or _DEFAULT_SETTINGS}
+    context = {"limits": InputLimits.from_settings(settings) if settings else InputLimits()}
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
