@@ -25,15 +25,25 @@ class Settings(BaseModel):
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     timezone: str = "Asia/Shanghai"
-    start_date: date = date(2020, 1, 1)
+    # None: the first day recorded by `anima import` (store/calendar.py), else yesterday
+    start_date: date | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # Dagster runs per scheduled night: the day's animas split by a stable hash (docs/deploy.md)
+    night_shards: int = 1
 
     @field_validator("engine")
     @classmethod
     def _engine(cls, v: str) -> str:
         if v not in ("offline", "anthropic"):
             raise ValueError(f"ANIMA_ENGINE must be 'offline' or 'anthropic', got {v!r}")
+        return v
+
+    @field_validator("night_shards")
+    @classmethod
+    def _shards(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"ANIMA_NIGHT_SHARDS must be at least 1, got {v}")
         return v
 
     @field_validator("timezone")
@@ -84,6 +94,7 @@ _ENV: dict[str, str] = {
     "ANIMA_START_DATE": "start_date",
     "ANIMA_BUDGET_USD": "budget_usd",
     "ANIMA_BUDGET_TOKENS": "budget_tokens",
+    "ANIMA_NIGHT_SHARDS": "night_shards",
 }
 
 

@@ -29,6 +29,9 @@ def sleep_(
     step: list[str] = typer.Option(
         None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."
     ),
+    shard: str = typer.Option(
+        "", "--shard", help="Only the animas of shard i of N, as i/N (e.g. 0/4); see docs/deploy.md."
+    ),
 ) -> None:
     """Run nights through Dagster, one day after another, recorded in the run history under
     DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."""
@@ -36,10 +39,14 @@ def sleep_(
     if mode not in (None, "full", "incremental"):
         fail(f"--mode must be full or incremental, got {mode!r}", 2)
     try:
-        rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
+        rows = run_sleep(
+            days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
+        )
     except ValueError as exc:
         fail(str(exc), 2)
     console.print(sleep_table(rows))
+    if rows and rows[0].get("signal"):
+        raise typer.Exit(128 + rows[0]["signal"])  # the shell's convention: 130 SIGINT, 143 SIGTERM
     failed = [r for r in rows if r["status"] != "done"]
     if failed:
         raise typer.Exit(1)
@@ -62,15 +69,16 @@ def _days(day: str | None, first: str | None, last: str | None) -> list:
 
 
 def run_sleep(
-    days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None
+    days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None, shard: str = ""
 ) -> list[dict]:
     """The whole range as ONE Dagster run (the UI's single-run backfill shape: days strictly
     in order inside it), with a progress bar over days fed from the night markers the run
     writes; returns one summary row per day read back from sleep_state."""
+    import signal
     import threading
 
     from anima_pipeline.defs.instance import get_instance
-    from anima_pipeline.defs.night.launch import materialize_night
+    from anima_pipeline.defs.night.launch import launch_night
 
     db = open_store()  # starts the embedded server and migrates before Dagster opens it
     instance = get_instance()
@@ -99,22 +107,28 @@ def run_sleep(
             poller = threading.Thread(target=poll, daemon=True)
             poller.start()
             try:  # a ValueError (a day not over yet, an unknown step) propagates: nothing ran
-                result = materialize_night(
+                launched = launch_night(
                     first,
                     last,
                     steps=steps,
                     mode=mode,
                     force=force,
                     animas=animas,
+                    shard=shard,
                     instance=instance,
-                    raise_on_error=False,
                     log_level="ERROR",
                 )
                 outcome = {
-                    "ok": result.success,
-                    "run_id": result.run_id,
-                    "error": "" if result.success else _run_error(result),
+                    "ok": launched.ok,
+                    "run_id": launched.run_id,
+                    "error": launched.error,
+                    "signal": launched.signal,
+                    "status": launched.status.value,
                 }
+                for run_id in launched.marked_dead:
+                    err_console.print(
+                        f"note: run {run_id} was left running by a process that is gone; marked failed"
+                    )
             finally:
                 done.set()
                 poller.join()
@@ -124,7 +138,13 @@ def run_sleep(
     finally:
         instance.dispose()
         db.close()
-    if not outcome["ok"]:
+    if outcome["signal"]:
+        name = signal.Signals(outcome["signal"]).name
+        err_console.print(
+            f"[red]stopped by {name}:[/red] the step in progress was rolled back, run {outcome['run_id']} "
+            f"is {outcome['status']}; run the same command again to carry on"
+        )
+    elif not outcome["ok"]:
         err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
     return rows
 
@@ -144,19 +164,11 @@ def _day_row(db, d, t0, outcome: dict) -> dict:
     return {
         "day": d,
         "run_id": outcome["run_id"],
+        "signal": outcome["signal"],
         "status": status,
         "error": outcome["error"],
         **_day_totals(db, d),
     }
-
-
-def _run_error(result) -> str:
-    for event in result.all_events:
-        if event.is_failure and event.event_specific_data is not None:
-            err = getattr(event.event_specific_data, "error", None)
-            if err is not None:
-                return err.message.strip().splitlines()[0]
-    return "the run failed (see the Dagster run log)"
 
 
 _TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "narratives", "summaries")

@@ -17,6 +17,7 @@ day over a night that is still incomplete.
 from __future__ import annotations
 
 import uuid
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
 from typing import Any
@@ -108,9 +109,10 @@ def run_night(
     animas: Sequence[str] | None = None,
     *,
     on_step: OnStep | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
     """Run the selected steps of one day in registry order, each for every anima that step
-    processes that day (filtered by `animas` when given). Raises NightFailed at the first
+    processes that day (filtered by `animas` and `shard` when given). Raises NightFailed at the first
     failing step; a step already done for (anima, day) is skipped unless night.force."""
     selected = select_steps(steps)
     fns = _resolve(selected)
@@ -118,7 +120,11 @@ def run_night(
     results: list[StepResult] = []
     for s in selected:
         try:
-            who = [a for a in animas_for(db, night, s.key) if only is None or a in only]
+            who = [
+                a
+                for a in animas_for(db, night, s.key)
+                if (only is None or a in only) and (shard is None or in_shard(a, shard))
+            ]
         except Exception as exc:
             raise NightFailed(night.day, s.key, None, exc, results) from exc
         step_results: list[StepResult] = []
@@ -133,6 +139,13 @@ def run_night(
         if on_step is not None:
             on_step(night, s.key, step_results)
     return results
+
+
+def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
+    """Whether `anima_id` belongs to shard (index, count): crc32 of its id mod count, stable
+    across processes and machines (unlike hash())."""
+    index, count = shard
+    return zlib.crc32(anima_id.encode()) % count == index
 
 
 def night_marker(conn: Connection, day: date) -> dict | None:
@@ -208,6 +221,7 @@ def run_days(
     run_id: str | None = None,
     engine: Engine | None = None,
     step_settings: dict[str, Any] | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
     """Run whole nights strictly one day after another (ascending, each day once).
 
@@ -222,7 +236,7 @@ def run_days(
     ordered = sorted(set(days))
     selected = select_steps(steps)
     _resolve(selected)  # fail before touching any state when a step cannot load
-    partial = len(selected) < len(STEPS) or bool(animas)
+    partial = len(selected) < len(STEPS) or bool(animas) or shard is not None
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     if engine is None:
         engine = make_engine(settings, Budget.from_settings(settings))
@@ -251,7 +265,7 @@ def run_days(
         }
         _mark_running(db, day, run_id, stats)
         try:
-            results = run_night(db, night, [s.key for s in selected], animas, on_step=on_step)
+            results = run_night(db, night, [s.key for s in selected], animas, on_step=on_step, shard=shard)
         except BaseException as exc:
             try:
                 with db.transaction() as conn:

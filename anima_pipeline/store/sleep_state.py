@@ -43,3 +43,14 @@ def fail(conn: Connection, anima_id: str, day: date, step: str, error: str, run_
                error = EXCLUDED.error, finished_at = now()""",
         (anima_id, day, step, run_id, error[:4000]),
     )
+
+
+def animas_on(conn: Connection, days: list[date]) -> list[str]:
+    """The animas with a step recorded on any of `days` (night markers excluded)."""
+    return [
+        r["anima_id"]
+        for r in conn.execute(
+            "SELECT DISTINCT anima_id FROM sleep_state WHERE day = ANY(%s) AND anima_id <> '*' ORDER BY 1",
+            (days,),
+        ).fetchall()
+    ]
