@@ -8,9 +8,18 @@ for assertions and accounts prompt caching the way the real API does, so cache a
 accounting can be tested end to end.
 
 It also checks what the real API would reject (missing `x-api-key`, a `tool_use` without
-its `tool_result`, a non-object tool input echoed back, more than 4 cache breakpoints):
-those get a 400/401 and do not consume the script, so an engine bug shows as a failure
-instead of passing against a lenient fake.
+its `tool_result`, a non-object tool input echoed back, more than 4 cache breakpoints, a
+thinking block sent back without its signature): those get a 400/401 and do not consume
+the script, so an engine bug shows as a failure instead of passing against a lenient fake.
+
+What the real API does and the script can ask for: thinking blocks (`thinking`), stops on
+`max_tokens` with or without a cut tool call (`cut_tool_use`, or `reply(..., needs=N)`,
+which is cut while the request's max_tokens is below N and served whole once it is not),
+`refusal`, `pause_turn`, text-only answers; the minimum cacheable prefix of the model (a
+prefix shorter than it is billed as plain input); and the Message Batches API
+(`/v1/messages/batches`: create, retrieve, results as JSONL) answering each batched request
+from the same script with the same accounting. `responder` answers when the script is
+empty (`sleep_autopilot` writes what the must-write steps of a night need).
 
 Standalone: `python -m anima_pipeline_tests.fake_messages_api --port 8765 --script s.json`
 prints its URL; point the CLI at it with ANTHROPIC_BASE_URL.
@@ -22,8 +31,12 @@ import argparse
 import hashlib
 import itertools
 import json
+import re
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -57,9 +70,27 @@ def tool_use(name: str, input: Any, id: str | None = None) -> dict[str, Any]:
     return block
 
 
-def reply(*blocks: dict[str, Any], stop_reason: str | None = None) -> Action:
-    """A 200 response. `stop_reason` defaults to tool_use if any block is a tool_use."""
-    return {"type": "response", "content": list(blocks), "stop_reason": stop_reason}
+def thinking(s: str, signature: str = "sig-fake") -> dict[str, Any]:
+    return {"type": "thinking", "thinking": s, "signature": signature}
+
+
+def reply(*blocks: dict[str, Any], stop_reason: str | None = None, needs: int | None = None) -> Action:
+    """A 200 response. `stop_reason` defaults to tool_use if any block is a tool_use.
+    `needs`: the output this answer takes; a request with a lower max_tokens gets it cut
+    (stop max_tokens, the last tool call's input cut) and the action stays in the script."""
+    action: Action = {"type": "response", "content": list(blocks), "stop_reason": stop_reason}
+    if needs is not None:
+        action["needs"] = needs
+    return action
+
+
+def cut_tool_use(name: str, partial: dict[str, Any], *before: dict[str, Any]) -> Action:
+    """An answer cut by max_tokens in the middle of a tool call (its input incomplete)."""
+    return reply(*before, tool_use(name, partial), stop_reason="max_tokens")
+
+
+def refusal(s: str = "I can't help with that.") -> Action:
+    return reply(text(s), stop_reason="refusal")
 
 
 def malformed_tool_use(name: str, raw: Any = '{"text": "unterminated', id: str | None = None) -> Action:
@@ -90,6 +121,48 @@ def _check_action(action: Any) -> None:
             _check_action(action["then"])
     else:
         raise ValueError(f"unknown action (type must be response, error or delay): {action!r}")
+
+
+_PERIOD = re.compile(r"Period: level (\w+), period_start (\S+), period_end ([^\s.]+)")
+
+
+def _all_text(body: dict[str, Any]) -> str:
+    parts = [b.get("text", "") for b in _blocks(body.get("system")) if isinstance(b, dict)]
+    for msg in body.get("messages") or []:
+        parts += [b.get("text", "") for b in _blocks(msg.get("content")) if isinstance(b, dict)]
+    return "\n".join(p for p in parts if isinstance(p, str))
+
+
+def sleep_autopilot(body: dict[str, Any]) -> Action | None:
+    """What a model would do in the steps of a night that must write, so a scripted test
+    can leave them out: the first turn of a temporal summary, the dream or the autobiography
+    summary gets one valid write; everything else (and every later turn) ends the turn."""
+    messages = body.get("messages") or []
+    last = _blocks(messages[-1].get("content")) if messages else []
+    if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last):
+        return None
+    tools = {t.get("name") for t in body.get("tools") or []}
+    prompt = _all_text(body)
+    if "write_temporal_summary" in tools and (m := _PERIOD.search(prompt)):
+        level, start, end = m.groups()
+        return reply(
+            tool_use(
+                "write_temporal_summary",
+                {
+                    "level": level,
+                    "period_start": start,
+                    "period_end": end,
+                    "content": f"The {level} in brief.",
+                },
+            )
+        )
+    if tools == {"write_dream_entry"}:
+        return reply(tool_use("write_dream_entry", {"next_session_actions": ["Ask how the week went."]}))
+    if tools == {"write_self_block"} and "autobiography_summary" in prompt and "phase B" in prompt:
+        return reply(
+            tool_use("write_self_block", {"name": "autobiography_summary", "content": "- (outline)"})
+        )
+    return None
 
 
 # --- request checks and cache accounting --------------------------------------------
@@ -127,6 +200,8 @@ def _invalid(body: Any) -> str | None:
         else:
             prev_ids = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
             for j, b in enumerate(blocks):
+                if b.get("type") == "thinking" and not b.get("signature"):
+                    return f"messages.{i}.content.{j}.thinking.signature: Field required"
                 if b.get("type") == "tool_use" and not isinstance(b.get("input"), dict):
                     return f"messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary"
     if prev_ids:
@@ -163,12 +238,20 @@ class PromptCache:
     its last breakpoint. Everything after the last breakpoint is plain input.
     """
 
-    def __init__(self, min_tokens: int = 1024) -> None:
-        self.min_tokens = min_tokens
+    def __init__(self, min_tokens: int | None = None) -> None:
+        self.fixed_min = min_tokens  # None: the model's own minimum (llm.pricing table)
         self._seen: set[str] = set()
         self._lock = threading.Lock()
 
+    def min_for(self, model: Any) -> int:
+        if self.fixed_min is not None:
+            return self.fixed_min
+        from anima_pipeline.llm.pricing import min_cache_tokens
+
+        return min_cache_tokens(str(model))
+
     def account(self, body: dict[str, Any]) -> dict[str, int]:
+        min_tokens = self.min_for(body.get("model"))
         raw = _segments(body)
         segs = [_strip(s) for s in raw]
         total = _tokens(segs)
@@ -182,12 +265,12 @@ class PromptCache:
             return hashlib.sha256(blob.encode()).hexdigest()
 
         last = _tokens(segs[: points[-1] + 1])
-        if last < self.min_tokens:
+        if last < min_tokens:
             return usage
         with self._lock:
             read = next((_tokens(segs[: i + 1]) for i in reversed(points) if key(i) in self._seen), 0)
             for i in points:
-                if _tokens(segs[: i + 1]) >= self.min_tokens:
+                if _tokens(segs[: i + 1]) >= min_tokens:
                     self._seen.add(key(i))
         usage["cache_read_input_tokens"] = read
         usage["cache_creation_input_tokens"] = last - read
@@ -218,15 +301,24 @@ class FakeMessagesAPI:
         self,
         script: list[Action] | None = None,
         *,
-        min_cache_tokens: int = 1024,
+        min_cache_tokens: int | None = 1024,
         api_key: str | None = None,
         retry_after_ms: int | None = 1,
         host: str = "127.0.0.1",
         port: int = 0,
+        responder: Callable[[dict[str, Any]], Action | None] | None = None,
+        latency_s: float = 0.0,
+        batch_latency_s: float = 0.0,
     ) -> None:
         for action in script or []:
             _check_action(action)
         self._script = list(script or [])
+        self.responder = responder
+        self.latency_s = latency_s  # every Messages request (and every batch) takes this long
+        self.batch_latency_s = batch_latency_s
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batched: list[dict[str, Any]] = []  # params of every batched request, in order
+        self.responses: list[dict[str, Any]] = []  # every message answered (sync or batched)
         self.cache = PromptCache(min_cache_tokens)
         self.api_key = api_key
         self.retry_after_ms = retry_after_ms
@@ -284,25 +376,54 @@ class FakeMessagesAPI:
         with self._lock:
             self._requests.append(req)
 
-    def _next_action(self) -> Action:
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """Every Messages request body, synchronous or batched, in arrival order."""
+        with self._lock:
+            sync = [r.body for r in self._requests if r.path == "/v1/messages" and isinstance(r.body, dict)]
+            return sync + list(self.batched)
+
+    def _next_action(self, body: dict[str, Any] | None = None) -> Action:
         with self._lock:
             if self._script:
-                return self._script.pop(0)
+                action = self._script[0]
+                if not self._cut(action, body):
+                    self._script.pop(0)
+                return action
+        if self.responder is not None and body is not None:
+            action = self.responder(body)
+            if action is not None:
+                return action
         return reply(text("Done."), stop_reason="end_turn")
 
+    @staticmethod
+    def _cut(action: Action, body: dict[str, Any] | None) -> bool:
+        needs = action.get("needs")
+        return bool(needs and body and int(body.get("max_tokens") or 0) < needs)
+
     def _message(self, action: Action, body: dict[str, Any]) -> dict[str, Any]:
+        blocks = action["content"]
+        forced_stop = action.get("stop_reason")
+        if self._cut(action, body):
+            # cut by the output limit: the last tool call loses its input's end
+            blocks = [dict(b) for b in blocks]
+            for b in reversed(blocks):
+                if b.get("type") == "tool_use":
+                    b["input"] = {}
+                    break
+            forced_stop = "max_tokens"
         content = []
-        for block in action["content"]:
+        for block in blocks:
             block = dict(block)
             if block.get("type") == "tool_use" and "id" not in block:
                 block["id"] = f"toolu_fake_{next(self._ids):04d}"
             content.append(block)
-        stop = action.get("stop_reason") or (
+        stop = forced_stop or (
             "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
         )
         usage = self.cache.account(body)
         usage["output_tokens"] = max(1, len(json.dumps(content)) // 4)
-        return {
+        message = {
             "id": f"msg_fake_{next(self._ids):04d}",
             "type": "message",
             "role": "assistant",
@@ -312,6 +433,76 @@ class FakeMessagesAPI:
             "stop_sequence": None,
             "usage": usage,
         }
+        with self._lock:
+            self.responses.append(message)
+        return message
+
+    # -- Message Batches API --
+
+    def _batch_view(self, batch: dict[str, Any]) -> dict[str, Any]:
+        ended = time.monotonic() >= batch["ready_at"]
+        n = len(batch["results"])
+        errored = sum(1 for r in batch["results"] if r["result"]["type"] == "errored")
+        return {
+            "id": batch["id"],
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "in_progress",
+            "request_counts": {
+                "processing": 0 if ended else n,
+                "succeeded": n - errored if ended else 0,
+                "errored": errored if ended else 0,
+                "canceled": 0,
+                "expired": 0,
+            },
+            "created_at": batch["created_at"],
+            "expires_at": batch["expires_at"],
+            "ended_at": batch["created_at"] if ended else None,
+            "archived_at": None,
+            "cancel_initiated_at": None,
+            "results_url": f"{self.url}/v1/messages/batches/{batch['id']}/results" if ended else None,
+        }
+
+    def _create_batch(self, body: Any) -> tuple[int, dict[str, Any]]:
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            return 400, _error_body(400, "requests: at least one request is required")
+        ids = [r.get("custom_id") for r in requests if isinstance(r, dict)]
+        if len(ids) != len(requests) or len(set(ids)) != len(ids) or not all(isinstance(i, str) for i in ids):
+            return 400, _error_body(400, "requests: every request needs a unique custom_id")
+        results = []
+        for r in requests:  # answered in the order sent, from the same script
+            params = r.get("params")
+            with self._lock:
+                self.batched.append(params)
+            problem = _invalid(params)
+            if problem:
+                results.append({"custom_id": r["custom_id"], "result": _errored(400, problem)})
+                continue
+            action = self._next_action(params)
+            while action["type"] == "delay":
+                action = action.get("then") or reply(text("Done (late)."), stop_reason="end_turn")
+            if action["type"] == "error":
+                results.append(
+                    {"custom_id": r["custom_id"], "result": _errored(action["status"], action.get("message"))}
+                )
+                continue
+            message = self._message(action, params)
+            results.append({"custom_id": r["custom_id"], "result": {"type": "succeeded", "message": message}})
+        now = datetime.now(UTC)
+        batch = {
+            "id": f"msgbatch_fake_{next(self._ids):04d}",
+            "results": results,
+            "created_at": now.isoformat(),
+            "expires_at": (now + timedelta(hours=24)).isoformat(),
+            "ready_at": time.monotonic() + self.batch_latency_s,
+        }
+        with self._lock:
+            self.batches[batch["id"]] = batch
+        return 200, self._batch_view(batch)
+
+
+def _errored(status: int, message: str | None) -> dict[str, Any]:
+    return {"type": "errored", "error": _error_body(status, message)}
 
 
 def _error_body(status: int, message: str | None) -> dict[str, Any]:
@@ -359,16 +550,56 @@ def _handler_for(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             headers = {k.lower(): v for k, v in self.headers.items()}
             fake._record(RecordedRequest("POST", path, headers, body))
-            if path != "/v1/messages":
+            if path not in ("/v1/messages", "/v1/messages/batches"):
                 return self._send_error(404, f"no route for POST {path}")
-            key = headers.get("x-api-key")
-            if not key:
-                return self._send_error(401, "x-api-key header is required")
-            if fake.api_key is not None and key != fake.api_key:
-                return self._send_error(401, "invalid x-api-key")
+            if not self._authorized(headers):
+                return None
+            if path == "/v1/messages/batches":
+                status, payload = fake._create_batch(body)
+                return self._send(status, payload)
             if problem := _invalid(body):
                 return self._send_error(400, problem)
-            self._answer(fake._next_action(), body)
+            if fake.latency_s and fake._stopping.wait(fake.latency_s):
+                return None
+            self._answer(fake._next_action(body), body)
+
+        def _authorized(self, headers: dict[str, str]) -> bool:
+            key = headers.get("x-api-key")
+            if not key:
+                self._send_error(401, "x-api-key header is required")
+                return False
+            if fake.api_key is not None and key != fake.api_key:
+                self._send_error(401, "invalid x-api-key")
+                return False
+            return True
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            fake._record(RecordedRequest("GET", path, headers, None))
+            m = re.fullmatch(r"/v1/messages/batches/([\w-]+)(/results)?", path)
+            if not m:
+                return self._send_error(404, f"no route for GET {path}")
+            if not self._authorized(headers):
+                return None
+            with fake._lock:
+                batch = fake.batches.get(m.group(1))
+            if batch is None:
+                return self._send_error(404, f"no batch {m.group(1)}")
+            view = fake._batch_view(batch)
+            if not m.group(2):
+                return self._send(200, view)
+            if view["processing_status"] != "ended":
+                return self._send_error(400, "batch is still in progress")
+            data = "".join(json.dumps(r) + "\n" for r in batch["results"]).encode()
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "application/binary")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
 
         def _answer(self, action: Action, body: dict[str, Any]) -> None:
             if action["type"] == "delay":

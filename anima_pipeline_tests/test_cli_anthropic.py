@@ -10,7 +10,14 @@ from pathlib import Path
 
 import psycopg
 
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, error, reply, text, tool_use
+from anima_pipeline_tests.fake_messages_api import (
+    FakeMessagesAPI,
+    error,
+    reply,
+    sleep_autopilot,
+    text,
+    tool_use,
+)
 
 KEY = "sk-ant-test-E2E-SECRET-4242"
 DAY = "2026-11-17"  # a day of the bundled synthetic week (mostly Chinese)
@@ -51,7 +58,7 @@ def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Pat
         "ANIMA_LOG_LEVEL": "DEBUG",
     }
     env.pop("DAGSTER_PG_URL", None)
-    with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
+    with FakeMessagesAPI(script, min_cache_tokens=1, responder=sleep_autopilot) as fake:
         env["ANTHROPIC_BASE_URL"] = fake.url
         imported = _anima(["import", str(SAMPLE)], env)
         assert imported.returncode == 0, imported.stderr

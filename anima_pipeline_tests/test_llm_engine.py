@@ -69,7 +69,9 @@ def empty_plan() -> Plan:
     yield  # pragma: no cover
 
 
-def request(step: str = "consolidate", max_turns: int = 8, cache_system: bool = False) -> StepRequest:
+def request(
+    step: str = "consolidate", max_turns: int = 8, cache_system: bool = False, **kw: Any
+) -> StepRequest:
     return StepRequest(
         step=step,
         system=[TextBlock(text="You consolidate an agent's memories. " * 30, cache=cache_system)],
@@ -78,6 +80,7 @@ def request(step: str = "consolidate", max_turns: int = 8, cache_system: bool = 
             ToolSpec(name=n, description=f"{n} tool", input_schema=SPEC) for n in ("search", "write", "link")
         ],
         max_turns=max_turns,
+        **kw,
     )
 
 
@@ -88,7 +91,9 @@ def engine(fake: FakeMessagesAPI, **kw: Any) -> AnthropicEngine:
 
 
 def last_user_turn(fake: FakeMessagesAPI, i: int = -1) -> list[dict[str, Any]]:
-    return fake.requests[i].body["messages"][-1]["content"]
+    """The last user turn without the engine's cache breakpoints (tested on their own)."""
+    content = fake.requests[i].body["messages"][-1]["content"]
+    return [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
 
 
 # --- the conversation loop ------------------------------------------------------------
@@ -107,7 +112,7 @@ def test_multi_turn_tool_use_runs_every_call_through_the_runner() -> None:
     assert runner.calls == [("search", {"q": "cats"}), ("write", {"q": "a fact"}), ("link", {"q": "f-1"})]
     assert len(reqs) == 3 and usage.calls == 3
     first = reqs[0].body
-    assert first["model"] == MODEL and first["max_tokens"] == 4096
+    assert first["model"] == MODEL and first["max_tokens"] == 16000
     assert [t["name"] for t in first["tools"]] == ["search", "write", "link"]
     assert first["tools"][0]["input_schema"] == SPEC
     assert [m["role"] for m in reqs[2].body["messages"]] == ["user", "assistant", "user", "assistant", "user"]
@@ -231,7 +236,7 @@ def test_budget_stops_the_step_before_the_next_call() -> None:
 def test_cached_prefix_is_read_on_the_second_call_and_cost_follows() -> None:
     script = [reply(tool_use("search", {"q": "x"}, id="t1")), reply(text("done"))]
     with FakeMessagesAPI(script, min_cache_tokens=50) as fake:
-        usage = engine(fake).run(request(cache_system=True), Recorder(), no_plan)
+        usage = engine(fake).run(request(cache_system=True, cache_turns=False), Recorder(), no_plan)
         first, second = (r.body for r in fake.requests)
     assert first["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert all("cache_control" not in b for b in first["messages"][0]["content"])
@@ -249,7 +254,7 @@ def test_no_cache_flag_means_no_cache_tokens() -> None:
     with FakeMessagesAPI(
         [reply(tool_use("search", {"q": "x"})), reply(text("done"))], min_cache_tokens=1
     ) as fake:
-        usage = engine(fake).run(request(cache_system=False), Recorder(), no_plan)
+        usage = engine(fake).run(request(cache_system=False, cache_turns=False), Recorder(), no_plan)
     assert usage.cache_read_tokens == usage.cache_write_tokens == 0 and usage.input_tokens > 0
 
 

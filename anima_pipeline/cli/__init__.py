@@ -5,11 +5,13 @@
 - `recall`: recall
 - `export`: export --markdown
 - `demo`: demo
+- `keys`: keys create / list / revoke (API keys of the HTTP service)
+- `serve`: serve (HTTP), mcp (MCP server)
 
 Each module registers its commands on the shared `app` (cli/app.py) when imported here.
 """
 
-from anima_pipeline.cli import demo, export, recall, sleep, store  # noqa: F401  (registers commands)
+from anima_pipeline.cli import demo, export, keys, recall, serve, sleep, store  # noqa: F401  (registers commands)
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.demo import SAMPLE
 

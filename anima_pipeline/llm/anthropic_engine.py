@@ -3,10 +3,30 @@
 One step is one conversation: the step's system and user blocks go out with its tool
 whitelist, every `tool_use` block that comes back is executed through the same
 `ToolRunner` the offline engine uses, and the results go back as one user turn of
-`tool_result` blocks until the model ends its turn. Three bounds keep a night's run
-finite: the SDK's retries (429/529/5xx/timeouts, exponential backoff, `retry-after`
-honoured up to `max_retry_wait`), `max_turns` per step, and the run's `Budget`, checked
-before every call.
+`tool_result` blocks until the model ends its turn.
+
+Stop reasons, as the Messages API documents them:
+- `tool_use`: execute the calls, send the results, next turn.
+- `end_turn` / `stop_sequence`: done; a step that must write (`StepRequest.must_write`) and
+  has not written gets one reminder, then fails with `NoToolCall`.
+- `max_tokens`: the answer was cut. Nothing of it is executed (a cut tool call could carry
+  half its input); the same turn is asked again once with a larger limit, then the step
+  fails with `OutputTruncated`.
+- `refusal`: fails with `Refused`; nothing of that answer is executed.
+- `pause_turn`: the assistant content goes back as is and the turn continues.
+- `model_context_window_exceeded`: fails with `ContextTooLarge`.
+All these failures are deterministic for the input, so `runner.is_transient` says no and
+Dagster does not retry them; only `RetriesExhausted` (the API kept failing) is transient.
+
+Bounds: retries (429/529/5xx/timeouts) by tenacity around the SDK call with the SDK's own
+retries off, each wait capped at `max_retry_wait` (the SDK would honour any `retry-after`);
+`max_turns` per step; the run's `Budget`, checked before every call; and an in-process
+semaphore (`concurrency`) on requests in flight. In batch mode each turn is submitted to
+a `BatchCollector` that sends the turns of all animas of a night as one Message Batch.
+
+Prompt caching: the step marks its stable blocks (`TextBlock.cache`: the system prompt,
+message 1); the engine adds breakpoints at the end of the last two user turns of the tool
+conversation so each turn reads the previous one from the cache (at most 4 in all).
 
 The API key stays a `SecretStr` on the engine and is never logged, put in an error
 message or shown in a repr; request headers are never logged.
@@ -15,49 +35,73 @@ message or shown in a repr; request headers are never logged.
 from __future__ import annotations
 
 import logging
+import random
+import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anthropic
+import tenacity
 from pydantic import SecretStr
 
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.errors import (
+    ContextTooLarge,
     EngineConfigError,
     EngineError,
     MaxTurnsExceeded,
+    NoToolCall,
+    OutputTruncated,
+    Refused,
     RequestRejected,
     RetriesExhausted,
 )
 from anima_pipeline.llm.pricing import cost_usd, price_for
 from anima_pipeline.llm.types import OfflinePlan, StepRequest, TextBlock, ToolRunner, Usage
 
+if TYPE_CHECKING:
+    from anima_pipeline.config import Effort, Settings, Thinking
+    from anima_pipeline.llm.batch import BatchCollector
+
 log = logging.getLogger(__name__)
 
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
+TURN_BREAKPOINTS = 2  # on the last two user turns of the tool conversation
 _EPHEMERAL = {"type": "ephemeral"}
-
-
-class _Client(anthropic.Anthropic):
-    """The SDK client with a ceiling on each retry's wait.
-
-    SDK 2.x honours any `retry-after` (up to ~49 days; older SDKs ignored values over
-    60 s), so one header could stall a night's run for hours. Waiting less than asked
-    may earn another 429, which only spends a retry: the step then fails clearly.
-    """
-
-    max_retry_wait: float = 60.0
-
-    def _calculate_retry_timeout(self, *args: Any, **kwargs: Any) -> float:
-        return min(super()._calculate_retry_timeout(*args, **kwargs), self.max_retry_wait)
+REMINDER = (
+    "This step must record its result with a tool call; a text answer is not stored. "
+    "Call the tool now (see the instructions above)."
+)
 
 
 def _is_retryable(err: anthropic.APIStatusError) -> bool:
-    # The SDK's own rule (it already retried these), so we can say "retries exhausted".
+    # The SDK's own rule, so we can say "retries exhausted".
     hint = err.response.headers.get("x-should-retry")
     if hint in ("true", "false"):
         return hint == "true"
     return err.status_code in (408, 409, 429) or err.status_code >= 500
+
+
+def _retryable(err: BaseException) -> bool:
+    if isinstance(err, anthropic.APIStatusError):
+        return _is_retryable(err)
+    return isinstance(err, anthropic.APITimeoutError | anthropic.APIConnectionError)
+
+
+def _retry_after(err: BaseException) -> float | None:
+    """The server's `retry-after-ms` / `retry-after` (seconds) if it sent one."""
+    response = getattr(err, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw:
+            try:
+                return max(float(raw) / scale, 0.0)
+            except ValueError:
+                continue  # an HTTP date: fall back to our own backoff
+    return None
 
 
 def _text_blocks(blocks: list[TextBlock], cached: set[int], offset: int) -> list[dict[str, Any]]:
@@ -71,20 +115,34 @@ def _text_blocks(blocks: list[TextBlock], cached: set[int], offset: int) -> list
 
 
 def _prompt(request: StepRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """System and user blocks with cache breakpoints where the step asked for them."""
+    """System and user blocks with cache breakpoints where the step asked for them, leaving
+    room for the tool conversation's own breakpoints."""
     flagged = [i for i, b in enumerate([*request.system, *request.user]) if b.cache]
-    if len(flagged) > MAX_CACHE_BREAKPOINTS:
+    room = MAX_CACHE_BREAKPOINTS - (TURN_BREAKPOINTS if request.cache_turns else 0)
+    if len(flagged) > room:
         # The last breakpoint fixes the longest cached prefix; earlier ones only add
         # shorter fallbacks, so dropping the first ones costs least.
         log.warning(
-            "step %s asks for %d cache breakpoints; the API allows %d, keeping the last ones",
+            "step %s asks for %d cache breakpoints; %d are left beside the conversation's, keeping the last ones",
             request.step,
             len(flagged),
-            MAX_CACHE_BREAKPOINTS,
+            room,
         )
-        flagged = flagged[-MAX_CACHE_BREAKPOINTS:]
+        flagged = flagged[-room:] if room else []
     cached = set(flagged)
     return _text_blocks(request.system, cached, 0), _text_blocks(request.user, cached, len(request.system))
+
+
+def _with_turn_breakpoints(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of the history with breakpoints on the last block of the last two user turns
+    after the first (the first turn's stable blocks carry the step's own breakpoints)."""
+    out = [dict(m) for m in messages]
+    user_turns = [i for i, m in enumerate(out) if m["role"] == "user"][1:][-TURN_BREAKPOINTS:]
+    for i in user_turns:
+        content = [dict(b) for b in out[i]["content"]]
+        content[-1]["cache_control"] = _EPHEMERAL
+        out[i]["content"] = content
+    return out
 
 
 def _echo(block: Any) -> dict[str, Any]:
@@ -96,7 +154,11 @@ def _echo(block: Any) -> dict[str, Any]:
         # learns what went wrong from the error tool_result instead.
         data = block.input if isinstance(block.input, dict) else {}
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": data}
-    return block.to_dict(mode="json", exclude_none=True)  # e.g. thinking blocks, verbatim
+    return block.to_dict(mode="json", exclude_none=True)  # thinking blocks, verbatim with signature
+
+
+def _texts(response: Any) -> str:
+    return " ".join(b.text for b in response.content if b.type == "text").strip()
 
 
 class AnthropicEngine:
@@ -111,7 +173,13 @@ class AnthropicEngine:
         timeout: float = 120,
         max_retries: int = 4,
         max_retry_wait: float = 60.0,
+        *,
+        settings: Settings | None = None,
+        concurrency: int | None = None,
+        collector: BatchCollector | None = None,
     ) -> None:
+        from anima_pipeline.config import Settings
+
         price_for(model)  # an unpriced model would make the budget meaningless: fail now
         if not 0 <= max_retries <= 10:
             raise ValueError(f"max_retries must be between 0 and 10, got {max_retries}")
@@ -127,22 +195,30 @@ class AnthropicEngine:
         self.budget = budget
         self.timeout = timeout
         self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self.settings = settings or Settings()
+        self.collector = collector
+        self._slots = threading.BoundedSemaphore(concurrency or self.settings.llm_concurrency)
         self._api_key = api_key
-        self._client = _Client(
+        self._client = anthropic.Anthropic(
             api_key=key,
             base_url=base_url,
-            max_retries=max_retries,
+            max_retries=0,  # retried by tenacity in _create, with each wait capped
             timeout=timeout,
             # SDK 2.x sends `api_key` as `Authorization: Bearer`; the Messages API
             # documents `x-api-key` for API keys, so send it there and only there.
             default_headers={"x-api-key": key, "Authorization": anthropic.omit},
         )
-        self._client.max_retry_wait = max_retry_wait
+
+    @property
+    def client(self) -> anthropic.Anthropic:
+        return self._client
 
     def __repr__(self) -> str:
+        mode = "batch" if self.collector is not None else "sync"
         return (
             f"AnthropicEngine(model={self.model!r}, base_url={self.base_url!r}, timeout={self.timeout}, "
-            f"max_retries={self.max_retries}, budget={self.budget!r})"
+            f"max_retries={self.max_retries}, mode={mode}, budget={self.budget!r})"
         )
 
     def close(self) -> None:
@@ -159,6 +235,25 @@ class AnthropicEngine:
             err.usage = total
             raise
 
+    def limits(self, request: StepRequest) -> tuple[int, Thinking, Effort | None]:
+        max_tokens, thinking, effort = self.settings.step_limits(request.step)
+        return request.max_tokens or max_tokens, thinking, effort
+
+    def _params(self, request: StepRequest, system: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+        _, thinking, effort = self.limits(request)
+        params: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = [t.model_dump() for t in request.tools]
+        if thinking == "adaptive":
+            params["thinking"] = {"type": "adaptive"}
+        elif thinking == "disabled":
+            params["thinking"] = {"type": "disabled"}
+        if effort is not None:
+            params["output_config"] = {"effort": effort}
+        return params
+
     def _conversation(self, request: StepRequest, runner: ToolRunner) -> Iterator[Usage]:
         """Yields each call's usage as it is spent, so `run` still knows the total if a
         later call fails."""
@@ -166,27 +261,39 @@ class AnthropicEngine:
         if not request.user:
             raise EngineError(f"step {step!r} has no user blocks to send", step=step)
         system, user = _prompt(request)
+        max_tokens = self.limits(request)[0]
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
-        params: dict[str, Any] = {"model": self.model, "max_tokens": request.max_tokens, "messages": messages}
-        if system:
-            params["system"] = system
-        if request.tools:
-            params["tools"] = [t.model_dump() for t in request.tools]
-
-        for turn in range(1, request.max_turns + 1):
+        params = self._params(request, system, max_tokens)
+        done: list[str] = []  # tool calls executed, for the error of a step that stops
+        written = 0  # successful tool calls
+        grown = reminded = False
+        first = True
+        turn = 0
+        while True:
+            turn += 1
+            if turn > request.max_turns:
+                raise MaxTurnsExceeded(
+                    f"step {step!r} hit its bound of max_turns={request.max_turns} API calls while the model "
+                    f"was still working; executed before the stop: {_summary(done)}; the step's writes "
+                    "were rolled back (raise the bound or shorten the input)",
+                    step=step,
+                )
             if self.budget is not None:
                 self.budget.check(step)
+            params["messages"] = _with_turn_breakpoints(messages) if request.cache_turns else messages
             response = self._create(step, params)
-            usage = self._usage(response)
+            usage = self._usage(response, first=first)
+            first = False
             if self.budget is not None:
                 self.budget.charge(usage)
             yield usage
+            stop = response.stop_reason
             calls = [b for b in response.content if b.type == "tool_use"]
             log.info(
                 "step %s turn %d: stop=%s tool_calls=%d in=%d out=%d cache_read=%d cache_write=%d $%.6f",
                 step,
                 turn,
-                response.stop_reason,
+                stop,
                 len(calls),
                 usage.input_tokens,
                 usage.output_tokens,
@@ -194,20 +301,78 @@ class AnthropicEngine:
                 usage.cache_write_tokens,
                 usage.cost_usd,
             )
-            if response.stop_reason == "end_turn" or not calls:
-                if response.stop_reason not in ("end_turn", "tool_use"):
-                    log.warning("step %s ended with stop_reason=%s", step, response.stop_reason)
-                if calls:
-                    log.warning("step %s: end_turn with %d tool_use block(s); not executed", step, len(calls))
-                return
-            if turn == request.max_turns:
-                raise MaxTurnsExceeded(
-                    f"step {step!r} hit its bound of max_turns={request.max_turns} API calls while the model "
-                    f"was still calling tools; the last {len(calls)} tool call(s) were not executed",
+            if stop == "max_tokens":
+                ceiling = self.settings.llm_max_tokens_ceiling
+                larger = min(int(params["max_tokens"] * self.settings.llm_max_tokens_retry_factor), ceiling)
+                cut = f" (a cut {calls[-1].name} call was not executed)" if calls else ""
+                if grown or larger <= params["max_tokens"]:
+                    raise OutputTruncated(
+                        f"step {step!r}: the answer stopped at max_tokens={params['max_tokens']}{cut}, also "
+                        f"after one retry with a larger limit; executed before: {_summary(done)}; the step's "
+                        "writes were rolled back. Raise ANIMA_LLM_MAX_TOKENS (or this step's limit in "
+                        "ANIMA_LLM_STEP_LIMITS), or lower the effort",
+                        step=step,
+                    )
+                log.warning(
+                    "step %s: answer cut at max_tokens=%d%s; asking again with %d",
+                    step,
+                    params["max_tokens"],
+                    cut,
+                    larger,
+                )
+                params["max_tokens"], grown = larger, True
+                turn -= 1  # the same turn again, not a new one
+                continue
+            if stop == "refusal":
+                said = _texts(response)[:300]
+                raise Refused(
+                    f"step {step!r}: the model declined (stop_reason=refusal)"
+                    + (f": {said!r}" if said else "")
+                    + f"; executed before: {_summary(done)}; the step's writes were rolled back",
                     step=step,
                 )
-            messages.append({"role": "assistant", "content": [_echo(b) for b in response.content]})
-            messages.append({"role": "user", "content": [self._execute(step, b, runner) for b in calls]})
+            if stop == "model_context_window_exceeded":
+                raise ContextTooLarge(
+                    f"step {step!r}: the request exceeded the model's context window; shorten the input",
+                    step=step,
+                )
+            if stop == "pause_turn":
+                # A paused long turn: send the content back as is and let the model go on.
+                messages.append({"role": "assistant", "content": [_echo(b) for b in response.content]})
+                continue
+            if stop == "tool_use" and calls:
+                if turn == request.max_turns:
+                    raise MaxTurnsExceeded(
+                        f"step {step!r} hit its bound of max_turns={request.max_turns} API calls while the "
+                        f"model was still calling tools; the last {len(calls)} tool call(s) were not executed; "
+                        f"executed before: {_summary(done)}; the step's writes were rolled back (raise the "
+                        "bound or shorten the input)",
+                        step=step,
+                    )
+                messages.append({"role": "assistant", "content": [_echo(b) for b in response.content]})
+                results = [self._execute(step, b, runner) for b in calls]
+                done += [b.name for b in calls]
+                written += sum(1 for r in results if not r.get("is_error"))
+                messages.append({"role": "user", "content": results})
+                continue
+            if calls:
+                log.warning(
+                    "step %s: stop=%s with %d tool_use block(s); not executed", step, stop, len(calls)
+                )
+            if request.must_write and not written:
+                if reminded:
+                    said = _texts(response)[:300]
+                    raise NoToolCall(
+                        f"step {step!r} must write with a tool call but the model answered with text only, "
+                        f"also after a reminder" + (f": {said!r}" if said else ""),
+                        step=step,
+                    )
+                reminded = True
+                content = [_echo(b) for b in response.content] or [{"type": "text", "text": "(no answer)"}]
+                messages.append({"role": "assistant", "content": content})
+                messages.append({"role": "user", "content": [{"type": "text", "text": REMINDER}]})
+                continue
+            return
 
     def _execute(self, step: str, block: Any, runner: ToolRunner) -> dict[str, Any]:
         if not isinstance(block.input, dict):
@@ -232,13 +397,33 @@ class AnthropicEngine:
         }
 
     def _create(self, step: str, params: dict[str, Any]) -> Any:
+        if self.collector is not None:
+            return self.collector.submit(self, step, params)
         try:
-            return self._client.messages.create(**params)
+            with self._slots:
+                return self._retrying(params)
         except anthropic.AnthropicError as err:
             # The SDK's own message quotes the response body; if a proxy echoed the key
             # there, keep that exception out of the chain (and so out of tracebacks).
             leaked = self._api_key.get_secret_value() in str(err)
             raise self._translate(step, err) from (None if leaked else err)
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        err = state.outcome.exception() if state.outcome else None
+        asked = _retry_after(err) if err is not None else None
+        if asked is None:
+            # the SDK's backoff: 0.5 s doubling to 8 s, minus up to a quarter of jitter
+            asked = min(0.5 * 2 ** (state.attempt_number - 1), 8.0) * (1 - 0.25 * random.random())
+        return min(asked, self.max_retry_wait)
+
+    def _retrying(self, params: dict[str, Any]) -> Any:
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_retries + 1),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(_retryable),
+            reraise=True,
+        )
+        return retrying(self._client.messages.create, **params)
 
     def _translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
         """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""
@@ -261,19 +446,31 @@ class AnthropicEngine:
             f"step {step!r}: Anthropic SDK error {type(err).__name__}: {self._scrub(str(err))}", step=step
         )
 
-    def _usage(self, response: Any) -> Usage:
+    def _usage(self, response: Any, *, first: bool = False, batch: bool = False) -> Usage:
         u = response.usage
         inp, out = u.input_tokens or 0, u.output_tokens or 0
         read, write = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
+        batch = batch or self.collector is not None
         return Usage(
             calls=1,
             input_tokens=inp,
             output_tokens=out,
             cache_read_tokens=read,
             cache_write_tokens=write,
-            cost_usd=cost_usd(self.model, inp, out, read, write),
+            cost_usd=cost_usd(self.model, inp, out, read, write, batch=batch),
+            one_pass_tokens=inp + read + write if first else 0,
+            batched_calls=1 if batch else 0,
         )
 
     def _scrub(self, text: str) -> str:
         # Server text is not ours to trust; never let it echo the key into an error.
         return text.replace(self._api_key.get_secret_value(), "[redacted]")
+
+
+def _summary(names: list[str]) -> str:
+    if not names:
+        return "no tool call"
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    return ", ".join(f"{n} x{c}" for n, c in counts.items())

@@ -54,3 +54,20 @@ class RequestRejected(EngineError):
 
 class MaxTurnsExceeded(EngineError):
     """The model was still calling tools when the step's `max_turns` bound was reached."""
+
+
+class OutputTruncated(EngineError):
+    """The answer stopped on `max_tokens` even after one retry with a larger limit; a cut
+    tool call is never executed. Deterministic for this input: not worth a blind retry."""
+
+
+class Refused(EngineError):
+    """The model declined (stop_reason `refusal`); nothing of that answer was executed."""
+
+
+class NoToolCall(EngineError):
+    """A step that must write answered with text only, also after one reminder."""
+
+
+class ContextTooLarge(EngineError):
+    """The request did not fit the model's context window."""

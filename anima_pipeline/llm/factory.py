@@ -32,9 +32,19 @@ def make_engine(settings: Settings, budget: Budget | None = None) -> Engine:
         )
     from anima_pipeline.llm.anthropic_engine import AnthropicEngine  # the SDK loads only when used
 
+    collector = None
+    if settings.llm_mode == "batch":
+        from anima_pipeline.llm.batch import BatchCollector
+
+        collector = BatchCollector(window_s=settings.llm_batch_window_s, poll_s=settings.llm_batch_poll_s)
     return AnthropicEngine(
         model=settings.model,
         api_key=key,
         base_url=settings.anthropic_base_url,
         budget=budget if budget is not None else Budget.from_settings(settings),
+        timeout=settings.llm_request_timeout_s,
+        max_retries=settings.llm_max_retries,
+        max_retry_wait=settings.llm_max_retry_wait_s,
+        settings=settings,
+        collector=collector,
     )

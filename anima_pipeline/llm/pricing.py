@@ -6,8 +6,10 @@ Each row stores all four prices explicitly instead of deriving them from multipl
 the 4.x models follow the usual 1.25x input (5-minute cache write) and 0.1x input
 (cache hit) rule, but some newer models do not (Opus 5.5 reads the cache at 0.05x).
 
-Not modelled: 1-hour cache writes (we only send the default 5-minute `ephemeral`),
-batch discounts, `inference_geo` surcharges, fast mode, and prompt-length tiers.
+The Message Batches API bills every token class at half these prices (BATCH_DISCOUNT);
+prompt caching still applies inside a batch. Not modelled: 1-hour cache writes (we only
+send the default 5-minute `ephemeral`), `inference_geo` surcharges, fast mode, and
+prompt-length tiers.
 Models whose price depends on the prompt length (e.g. claude-haiku-5-5) are left out on
 purpose: an unknown model raises, which is better than a silently wrong cost.
 """
@@ -58,6 +60,31 @@ PRICES: dict[str, ModelPrice] = {
 }
 
 
+BATCH_DISCOUNT = 0.5  # Message Batches API: 50 % of the standard price, every token class
+
+# The shortest prefix the API caches at a breakpoint; shorter prefixes are billed as plain
+# input without an error. Same prefix matching as PRICES; unknown models assume 1,024.
+MIN_CACHE_TOKENS: dict[str, int] = {
+    "claude-opus-4": 1024,
+    "claude-opus-4-1": 1024,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-7": 4096,
+    "claude-opus-4-8": 1024,
+    "claude-sonnet-4": 1024,
+    "claude-haiku-4-5": 4096,
+    "claude-opus-5": 512,
+    "claude-sonnet-5": 1024,
+    "claude-fable-5": 512,
+    "claude-mythos-5": 512,
+}
+
+
+def min_cache_tokens(model: str) -> int:
+    keys = [k for k in MIN_CACHE_TOKENS if _matches(model, k)]
+    return MIN_CACHE_TOKENS[max(keys, key=len)] if keys else 1024
+
+
 def _matches(model: str, key: str) -> bool:
     return model == key or (model.startswith(key) and model[len(key)] in "-@")
 
@@ -74,9 +101,13 @@ def price_for(model: str) -> ModelPrice:
     return PRICES[max(keys, key=len)]
 
 
-def cost_usd(model: str, input: int, output: int, cache_read: int = 0, cache_write: int = 0) -> float:
+def cost_usd(
+    model: str, input: int, output: int, cache_read: int = 0, cache_write: int = 0, *, batch: bool = False
+) -> float:
     """Cost of one call. `input` is the uncached input (the API's `input_tokens`, which
-    already excludes cache reads and writes)."""
+    already excludes cache reads and writes); `batch` applies the batch discount."""
     p = price_for(model)
     total = input * p.input + output * p.output + cache_read * p.cache_read + cache_write * p.cache_write
+    if batch:
+        total *= BATCH_DISCOUNT
     return round(total / 1_000_000, 6)

@@ -41,7 +41,14 @@ class StepRequest(BaseModel):
     user: list[TextBlock]
     tools: list[ToolSpec]
     max_turns: int = 8
-    max_tokens: int = 4096
+    # None: the engine's configured limit for this step (Settings.step_limits).
+    max_tokens: int | None = None
+    # The step exists to write (a summary, the dream entry, 3b): a text-only answer gets one
+    # reminder, then fails the step instead of succeeding with nothing written.
+    must_write: bool = False
+    # Cache breakpoints on the growing tool conversation (the last two user turns), so each
+    # turn reads the previous one from the cache.
+    cache_turns: bool = True
 
 
 class ToolCall(BaseModel):
@@ -77,9 +84,24 @@ class Usage(BaseModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float = 0.0
+    # One pass of the input: the full prompt of each conversation's first call (cached or
+    # not), so a step's billed-equivalent input can be compared with reading it once.
+    one_pass_tokens: int = 0
+    batched_calls: int = 0
+
+    @property
+    def billed_equiv_tokens(self) -> float:
+        """Input as billed, in plain-input tokens: cache writes at 1.25x, reads at 0.1x."""
+        return self.input_tokens + 1.25 * self.cache_write_tokens + 0.1 * self.cache_read_tokens
+
+    @property
+    def billed_equiv_ratio(self) -> float:
+        return round(self.billed_equiv_tokens / self.one_pass_tokens, 3) if self.one_pass_tokens else 0.0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
+            one_pass_tokens=self.one_pass_tokens + other.one_pass_tokens,
+            batched_calls=self.batched_calls + other.batched_calls,
             calls=self.calls + other.calls,
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,

@@ -57,18 +57,19 @@ def cleanup(db: Database, night: Night, anima_id: str) -> StepResult:
                 stats["kept_debug"] += 1
             elif not cand["stale"]:
                 stats["kept_recent"] += 1
-            else:
-                _delete(conn, audit, anima_id, cand["id"], cand["rule"])
-                stats[cand["rule"]] += 1
+            elif rule := _delete(conn, audit, anima_id, cand["id"]):
+                stats[rule] += 1
                 deleted.append(cand["id"])
+            else:
+                stats["kept_changed"] = stats.get("kept_changed", 0) + 1
         stats["deleted"] = len(deleted)
         return StepOutcome(stats=stats, details={"deleted": deleted[:DETAIL_IDS]})
 
     return run_step(db, night, anima_id, STEP, body)
 
 
-def _candidates(conn: Connection, anima_id: str) -> list[dict]:
-    """Conversations that match a deletion rule, with whether they are stale.
+def _candidates(conn: Connection, anima_id: str, only: str | None = None) -> list[dict]:
+    """Conversations that match a deletion rule, with whether they are stale (`only`: that one).
 
     Debug and recent ones are returned too, so the step can say how many it kept and why.
     """
@@ -80,19 +81,26 @@ def _candidates(conn: Connection, anima_id: str) -> list[dict]:
                        coalesce(bool_or(m.role = 'assistant'), false) AS has_assistant
                 FROM conversation c
                 LEFT JOIN message m ON m.anima_id = c.anima_id AND m.conversation_id = c.id
-                WHERE c.anima_id = %s
+                WHERE c.anima_id = %s AND (%s::text IS NULL OR c.id = %s)
                 GROUP BY c.anima_id, c.id
             ) t
             WHERE n_messages <= 1 OR NOT has_assistant
             ORDER BY id""",
-        (STALE_HOURS, anima_id),
+        (STALE_HOURS, anima_id, only, only),
     ).fetchall()
 
 
-def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str, rule: str) -> None:
+def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str) -> str | None:
+    """Delete one candidate, re-checked under its row lock: an agent may have appended to it
+    since the candidates were read (appends do not take the night's anima lock), and a
+    conversation that became a dialogue or recent is kept. The rule that deleted it, or None."""
     conversation = conn.execute(
         "SELECT * FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE", (anima_id, conv_id)
     ).fetchone()
+    now = _candidates(conn, anima_id, only=conv_id)
+    if conversation is None or not now or now[0]["debug"] or not now[0]["stale"]:
+        return None
+    rule = now[0]["rule"]
     messages = conn.execute(
         "SELECT * FROM message WHERE anima_id = %s AND conversation_id = %s ORDER BY created_at, id",
         (anima_id, conv_id),
@@ -106,6 +114,7 @@ def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str, rule: s
     audit.record("conversation", conv_id, "delete", before, None)
     # Messages and their memory_reference rows go with the conversation (ON DELETE CASCADE).
     conn.execute("DELETE FROM conversation WHERE anima_id = %s AND id = %s", (anima_id, conv_id))
+    return rule
 
 
 def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = None) -> dict[str, Any]:

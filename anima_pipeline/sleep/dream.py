@@ -484,6 +484,7 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
             system=[TextBlock(text=system, cache=True)],
             user=[TextBlock(text=msg1), TextBlock(text=msg2), TextBlock(text=prompts.DREAM)],
             tools=tool_specs(TOOLS),
+            must_write=True,
         )
         usage = night.engine.run(request, executor, plan_of(ToolCall(name="write_dream_entry", input=entry)))
         row = conn.execute(

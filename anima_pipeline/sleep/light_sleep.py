@@ -65,12 +65,17 @@ def _utterances(convs: list[DayConversation], tz: ZoneInfo) -> list[Utterance]:
     ]
 
 
-def _request(step: str, system: str, user: list[str], tools: tuple[str, ...]) -> StepRequest:
+def _request(
+    step: str, system: str, user: list[str], tools: tuple[str, ...], *, must_write: bool = False
+) -> StepRequest:
+    """Message 1 (the day, or the step's main input) carries a cache breakpoint: every later
+    tool turn of the step reads it from the cache instead of paying for it again."""
     return StepRequest(
         step=step,
         system=[TextBlock(text=system, cache=True)],
-        user=[TextBlock(text=t) for t in user],
+        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
         tools=tool_specs(tools),
+        must_write=must_write,
     )
 
 
@@ -321,7 +326,9 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
             anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"})
         )
         executor = ToolExecutor(conn, scope, audit)
-        request = _request(STEP_SUMMARY, system, [msg1, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY], scope.tools)
+        request = _request(
+            STEP_SUMMARY, system, [msg1, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY], scope.tools, must_write=True
+        )
         outline = autobiography_outline(narratives, night.end, night.tz)
         usage = night.engine.run(
             request,

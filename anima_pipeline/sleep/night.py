@@ -141,4 +141,8 @@ def _usage_stats(u: Usage) -> dict[str, float | int]:
         "cache_read": u.cache_read_tokens,
         "cache_write": u.cache_write_tokens,
         "cost_usd": u.cost_usd,
+        # input as billed (cache writes 1.25x, reads 0.1x) against one pass of the input
+        "billed_equiv_in": round(u.billed_equiv_tokens, 1),
+        "one_pass_in": u.one_pass_tokens,
+        "batched_calls": u.batched_calls,
     }

@@ -302,6 +302,8 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "cache_read",
     "cache_write",
     "cost_usd",
+    "billed_equiv_in",
+    "one_pass_in",
     "duration_s",
     "chunks",
     "skipped_rounds",
@@ -313,6 +315,7 @@ _USAGE_FIELDS = {
     "cache_read": "cache_read_tokens",
     "cache_write": "cache_write_tokens",
     "cost_usd": "cost_usd",
+    "one_pass_in": "one_pass_tokens",
 }
 
 
@@ -331,6 +334,7 @@ def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
         for key, field in _USAGE_FIELDS.items():
             if key not in stats:
                 stats[key] = getattr(r.usage, field)
+        stats.setdefault("billed_equiv_in", r.usage.billed_equiv_tokens)
         for key, value in stats.items():
             if (
                 key in ("duration_s", "already_done")
@@ -347,6 +351,12 @@ def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
         out["duration_s"] += r.duration_s
     out["cost_usd"] = round(float(out["cost_usd"]), 6)
     out["duration_s"] = round(float(out["duration_s"]), 3)
+    out["billed_equiv_in"] = round(float(out["billed_equiv_in"]), 1)
+    # billed-equivalent input per pass of the input: 1.0 uncached, 1.25 for a first write,
+    # towards 0.1 for a prefix read again and again
+    out["billed_equiv_ratio"] = (
+        round(out["billed_equiv_in"] / out["one_pass_in"], 3) if out["one_pass_in"] else 0.0
+    )
     out["animas"] = len({r.anima_id for r in results})
     out["already_done"] = sum(1 for r in results if r.status == "skipped")
     return {**out, **dict(sorted(extra.items()))}

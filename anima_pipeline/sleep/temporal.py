@@ -315,6 +315,7 @@ def _write(
         system=[TextBlock(text=system, cache=True)],
         user=[TextBlock(text=t) for t in user],
         tools=tool_specs(TOOLS),
+        must_write=True,
     )
     usage = night.engine.run(request, _PeriodGuard(executor, *period), plan_of(call))
     return usage, dict(executor.stats)

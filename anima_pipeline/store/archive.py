@@ -21,12 +21,14 @@ from anima_pipeline.store.events import Audit
 NonEmpty = Field(min_length=1)
 
 
-class ArchiveRecord(BaseModel):
-    """One line of the archive format (shared/data/README.md)."""
+class MessageRecord(BaseModel):
+    """One message as an agent hands it in: the archive line without its anima, which the
+    caller (the API key, the facade) supplies. The archive format and the live API share
+    these fields and their validation, so a message refused by one is refused by the other."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
 
-    anima_id: str = NonEmpty
+    anima_id: str | None = Field(None, description="optional; when given it must be the anima addressed")
     conversation_id: str = NonEmpty
     message_id: str = NonEmpty
     role: Literal["user", "assistant", "tool", "system"]
@@ -38,7 +40,7 @@ class ArchiveRecord(BaseModel):
     debug: bool | None = None
     metadata: dict[str, Any] | None = None
 
-    @field_validator("anima_id", "conversation_id", "message_id", "content")
+    @field_validator("conversation_id", "message_id", "content")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
@@ -77,6 +79,19 @@ class ArchiveRecord(BaseModel):
         return parsed
 
 
+class ArchiveRecord(MessageRecord):
+    """One line of the archive format (shared/data/README.md): a message and its anima."""
+
+    anima_id: str = NonEmpty
+
+    @field_validator("anima_id")
+    @classmethod
+    def _anima_not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+
 def _has_nul(value: Any) -> bool:
     if isinstance(value, str):
         return "\x00" in value
@@ -91,8 +106,9 @@ class ArchiveError(ValueError):
     """A bad archive line; the message names the file and the line."""
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
+def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(field, reason) for every error of a record, in the words the import uses."""
+    out = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "line"
         msg = err["msg"]
@@ -100,8 +116,12 @@ def _describe(exc: ValidationError) -> str:
             msg = "required field is missing"
         elif err["type"] == "string_too_short":
             msg = "required field is empty"
-        parts.append(f"field '{loc}': {msg}")
-    return "; ".join(parts)
+        out.append((loc, msg))
+    return out
+
+
+def describe(exc: ValidationError) -> str:
+    return "; ".join(f"field '{loc}': {msg}" for loc, msg in field_errors(exc))
 
 
 def parse_lines(lines: Iterable[str], source: str) -> Iterator[ArchiveRecord]:
@@ -118,7 +138,7 @@ def parse_lines(lines: Iterable[str], source: str) -> Iterator[ArchiveRecord]:
         try:
             yield ArchiveRecord.model_validate(obj)
         except ValidationError as exc:
-            raise ArchiveError(f"{source}:{lineno}: {_describe(exc)}") from None
+            raise ArchiveError(f"{source}:{lineno}: {describe(exc)}") from None
 
 
 @dataclass
@@ -131,16 +151,26 @@ class ImportStats:
     animas: set[str] = field(default_factory=set)
 
 
-def cleaned_conversations(conn: Connection) -> set[tuple[str, str]]:
+def cleaned_conversations(
+    conn: Connection, among: Iterable[tuple[str, str]] | None = None
+) -> set[tuple[str, str]]:
     """(anima, conversation) pairs the cleanup deleted and nobody restored since: a re-import
-    of the same archive must not bring them back (import stays idempotent across nights)."""
+    of the same archive must not bring them back (import stays idempotent across nights).
+    `among` narrows the read to those pairs (an append of a few messages reads a few events)."""
+    sql = """SELECT anima_id, memory_id, op FROM memory_event
+             WHERE table_name = 'conversation' AND op IN ('delete', 'restore')"""
+    params: tuple = ()
+    if among is not None:
+        pairs = sorted(set(among))
+        sql += " AND memory_id = ANY(%s) AND anima_id = ANY(%s)"
+        params = ([c for _, c in pairs], sorted({a for a, _ in pairs}))
     state: dict[tuple[str, str], str] = {}
-    for row in conn.execute(
-        """SELECT anima_id, memory_id, op FROM memory_event
-           WHERE table_name = 'conversation' AND op IN ('delete', 'restore') ORDER BY id"""
-    ).fetchall():
+    for row in conn.execute(sql + " ORDER BY id", params).fetchall():
         state[(row["anima_id"], row["memory_id"])] = row["op"]
     return {key for key, op in state.items() if op == "delete"}
+
+
+CHUNK = 2000  # records per round trip: bounded memory for any archive size, few statements
 
 
 def import_records(
@@ -148,62 +178,101 @@ def import_records(
 ) -> None:
     """Insert records inside the caller's transaction. Conversations take created_at /
     updated_at from their messages (min / max), and keep platform, title, debug when given.
-    Conversations the cleanup deleted stay deleted (restore them from memory_event instead)."""
-    tombstones = cleaned_conversations(conn)
+    Conversations the cleanup deleted stay deleted (restore them from memory_event instead).
+
+    Records go in chunks: one upsert per conversation of the chunk and one INSERT for all its
+    messages, so a 10,000-message batch is a handful of statements, not 20,000."""
+    chunk: list[ArchiveRecord] = []
     for rec in records:
+        chunk.append(rec)
+        if len(chunk) >= CHUNK:
+            _import_chunk(conn, chunk, audit, stats)
+            chunk = []
+    if chunk:
+        _import_chunk(conn, chunk, audit, stats)
+
+
+def _import_chunk(conn: Connection, chunk: list[ArchiveRecord], audit: Audit, stats: ImportStats) -> None:
+    tombstones = cleaned_conversations(conn, ((r.anima_id, r.conversation_id) for r in chunk))
+    kept: list[ArchiveRecord] = []
+    for rec in chunk:
         stats.lines += 1
         stats.animas.add(rec.anima_id)
         if (rec.anima_id, rec.conversation_id) in tombstones:
             stats.skipped_cleaned += 1
-            continue
-        row = conn.execute(
-            """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
-               VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false), %s, %s)
-               ON CONFLICT (anima_id, id) DO UPDATE SET
-                   created_at = LEAST(conversation.created_at, EXCLUDED.created_at),
-                   updated_at = GREATEST(conversation.updated_at, EXCLUDED.updated_at),
-                   platform = COALESCE(%s, conversation.platform),
-                   title = COALESCE(%s, conversation.title),
-                   debug = COALESCE(%s, conversation.debug)
-               RETURNING (xmax = 0) AS inserted""",
-            (
-                rec.conversation_id,
-                rec.anima_id,
-                rec.platform,
-                rec.title,
-                rec.debug,
-                rec.created_at,
-                rec.created_at,
-                rec.platform,
-                rec.title,
-                rec.debug,
-            ),
-        ).fetchone()
-        if row and row["inserted"]:
-            stats.conversations_added += 1
-            audit.for_anima(rec.anima_id).record(
-                "conversation",
-                rec.conversation_id,
-                "import",
-                None,
-                {"platform": rec.platform or "chat", "title": rec.title, "debug": bool(rec.debug)},
-            )
-        added = conn.execute(
+        else:
+            kept.append(rec)
+    by_conversation: dict[tuple[str, str], list[ArchiveRecord]] = {}
+    for rec in kept:
+        by_conversation.setdefault((rec.anima_id, rec.conversation_id), []).append(rec)
+    for (anima_id, conversation_id), recs in by_conversation.items():
+        _upsert_conversation(conn, anima_id, conversation_id, recs, audit, stats)
+    if kept:
+        stats.messages_added += conn.execute(
             """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at, metadata)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)
+               SELECT a, c, e, r, s, t, ts, md::jsonb
+               FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                           %s::timestamptz[], %s::text[]) AS u(a, c, e, r, s, t, ts, md)
                ON CONFLICT (anima_id, conversation_id, external_id) DO NOTHING""",
             (
-                rec.anima_id,
-                rec.conversation_id,
-                rec.message_id,
-                rec.role,
-                rec.speaker,
-                rec.content,
-                rec.created_at,
-                json.dumps(rec.metadata or {}),
+                [r.anima_id for r in kept],
+                [r.conversation_id for r in kept],
+                [r.message_id for r in kept],
+                [r.role for r in kept],
+                [r.speaker for r in kept],
+                [r.content for r in kept],
+                [r.created_at for r in kept],
+                [json.dumps(r.metadata or {}) for r in kept],
             ),
         ).rowcount
-        stats.messages_added += added
+
+
+def _last_given(recs: list[ArchiveRecord], name: str) -> Any:
+    """The last value a record of the chunk gave for a conversation field (None: not given)."""
+    return next((v for r in reversed(recs) if (v := getattr(r, name)) is not None), None)
+
+
+def _upsert_conversation(
+    conn: Connection,
+    anima_id: str,
+    conversation_id: str,
+    recs: list[ArchiveRecord],
+    audit: Audit,
+    stats: ImportStats,
+) -> None:
+    platform, title, debug = (_last_given(recs, k) for k in ("platform", "title", "debug"))
+    row = conn.execute(
+        """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
+           VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false), %s, %s)
+           ON CONFLICT (anima_id, id) DO UPDATE SET
+               created_at = LEAST(conversation.created_at, EXCLUDED.created_at),
+               updated_at = GREATEST(conversation.updated_at, EXCLUDED.updated_at),
+               platform = COALESCE(%s, conversation.platform),
+               title = COALESCE(%s, conversation.title),
+               debug = COALESCE(%s, conversation.debug)
+           RETURNING (xmax = 0) AS inserted""",
+        (
+            conversation_id,
+            anima_id,
+            platform,
+            title,
+            debug,
+            min(r.created_at for r in recs),
+            max(r.created_at for r in recs),
+            platform,
+            title,
+            debug,
+        ),
+    ).fetchone()
+    if row and row["inserted"]:
+        stats.conversations_added += 1
+        audit.for_anima(anima_id).record(
+            "conversation",
+            conversation_id,
+            "import",
+            None,
+            {"platform": platform or "chat", "title": title, "debug": bool(debug)},
+        )
 
 
 @dataclass(frozen=True)
@@ -282,3 +351,64 @@ def day_conversations(
             )
         )
     return out
+
+
+_CONVERSATION_COLUMNS = "id, anima_id, platform, title, debug, created_at, updated_at, closed_at"
+
+
+def open_conversation(
+    conn: Connection,
+    audit: Audit,
+    anima_id: str,
+    conversation_id: str,
+    *,
+    platform: str | None = None,
+    title: str | None = None,
+    debug: bool | None = None,
+) -> dict[str, Any]:
+    """Create a conversation before its first message, or set its platform / title / debug
+    flag (only what is given changes) and reopen it. Audited as 'open' with before/after.
+    A conversation the night's cleanup deleted is not recreated (ValueError): restore it."""
+    if cleaned_conversations(conn, [(anima_id, conversation_id)]):
+        raise ValueError(
+            f"conversation {conversation_id!r} was deleted by the night's cleanup; "
+            "restore it from memory_event instead of reopening it"
+        )
+    before = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
+        (anima_id, conversation_id),
+    ).fetchone()
+    row = conn.execute(
+        f"""INSERT INTO conversation (id, anima_id, platform, title, debug)
+            VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false))
+            ON CONFLICT (anima_id, id) DO UPDATE SET
+                platform = COALESCE(%s, conversation.platform),
+                title = COALESCE(%s, conversation.title),
+                debug = COALESCE(%s, conversation.debug),
+                closed_at = NULL
+            RETURNING {_CONVERSATION_COLUMNS}""",
+        (conversation_id, anima_id, platform, title, debug, platform, title, debug),
+    ).fetchone()
+    if before != row:
+        audit.for_anima(anima_id).record("conversation", conversation_id, "open", before, row)
+    return row
+
+
+def close_conversation(conn: Connection, audit: Audit, anima_id: str, conversation_id: str) -> dict[str, Any]:
+    """Mark a conversation closed (closed_at = now, kept when already closed). Audited as 'close'.
+    Raises LookupError when the anima has no such conversation."""
+    before = conn.execute(
+        f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
+        (anima_id, conversation_id),
+    ).fetchone()
+    if before is None:
+        raise LookupError(f"conversation {conversation_id!r} does not exist")
+    if before["closed_at"] is not None:
+        return before
+    row = conn.execute(
+        f"""UPDATE conversation SET closed_at = now() WHERE anima_id = %s AND id = %s
+            RETURNING {_CONVERSATION_COLUMNS}""",
+        (anima_id, conversation_id),
+    ).fetchone()
+    audit.for_anima(anima_id).record("conversation", conversation_id, "close", before, row)
+    return row

@@ -54,3 +54,14 @@ def animas_on(conn: Connection, days: list[date]) -> list[str]:
             (days,),
         ).fetchall()
     ]
+
+
+def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) -> list[date]:
+    """Of `days`, those where a step (or the night marker) of one of `anima_ids` is done or
+    running: a message arriving late for such a day is not in what those steps read."""
+    rows = conn.execute(
+        """SELECT DISTINCT day FROM sleep_state
+           WHERE anima_id = ANY(%s) AND day = ANY(%s) AND status IN ('done', 'running') ORDER BY day""",
+        (anima_ids, days),
+    ).fetchall()
+    return [r["day"] for r in rows]

@@ -31,11 +31,17 @@ _QUERIES: dict[str, str] = {
 }
 
 
-def status(conn: Connection) -> dict:
-    """{"totals": {key: n}, "animas": [{"anima_id": a, key: n, ...}]} with exactly STATUS_KEYS."""
+def status(conn: Connection, anima_id: str | None = None) -> dict:
+    """{"totals": {key: n}, "animas": [{"anima_id": a, key: n, ...}]} with exactly STATUS_KEYS;
+    with `anima_id`, that anima only (its rows are read through the anima indexes)."""
     per: dict[str, dict[str, int]] = {}
+    if anima_id is not None:
+        per[anima_id] = dict.fromkeys(STATUS_KEYS, 0)
     for key, sql in _QUERIES.items():
-        for row in conn.execute(sql).fetchall():
+        if anima_id is not None:
+            where = " AND " if " WHERE " in sql else " WHERE "
+            sql = sql.replace(" GROUP BY", f"{where}anima_id = %(anima)s GROUP BY")
+        for row in conn.execute(sql, {"anima": anima_id} if anima_id is not None else None).fetchall():
             anima, n = row["anima_id"], row["count"]
             per.setdefault(anima, dict.fromkeys(STATUS_KEYS, 0))[key] = int(n)
     totals = {k: sum(a[k] for a in per.values()) for k in STATUS_KEYS}

@@ -1,0 +1,56 @@
+"""`anima serve` (the HTTP service) and `anima mcp` (the MCP server): an agent's ways in."""
+
+from __future__ import annotations
+
+import typer
+
+from anima_pipeline.cli.app import app
+from anima_pipeline.cli.common import err_console, open_store, settings
+
+
+@app.command("serve")
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind (default: this machine only)."),
+    port: int = typer.Option(8765, "--port", help="TCP port."),
+) -> None:
+    """The HTTP API (OpenAPI docs at /docs): append messages, context, search, remember, status
+    under /v1/animas/{anima}/…, each request with `Authorization: Bearer KEY` (anima keys create)."""
+    import uvicorn
+
+    from anima_pipeline.service.http import create_app
+
+    db = open_store()
+    try:
+        err_console.print(f"anima serve: http://{host}:{port}/docs")
+        uvicorn.run(create_app(db, settings()), host=host, port=port, log_level="warning")
+    finally:
+        db.close()
+
+
+@app.command("mcp")
+def mcp(
+    anima: str = typer.Option(..., "--anima", help="The one anima this server serves."),
+    transport: str = typer.Option(
+        "stdio", "--transport", help="stdio (Claude Desktop / Claude Code launch it) or streamable-http."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="streamable-http: interface to bind."),
+    port: int = typer.Option(8766, "--port", help="streamable-http: TCP port (endpoint /mcp)."),
+    allow_remember: bool = typer.Option(
+        False, "--allow-remember", help="Add the remember tool (writes); read-only without it."
+    ),
+) -> None:
+    """The MCP server: tools context and search (and remember with --allow-remember) over one anima."""
+    from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.service.mcp import run
+
+    if transport not in ("stdio", "streamable-http"):
+        err_console.print(f"[red]--transport must be stdio or streamable-http, got {transport!r}[/red]")
+        raise typer.Exit(2)
+    db = open_store()
+    try:
+        if transport != "stdio":
+            err_console.print(f"anima mcp: http://{host}:{port}/mcp (anima {anima!r})")
+        memory = AnimaMemory(db, anima, settings=settings())
+        run(memory, transport, host=host, port=port, allow_remember=allow_remember)  # type: ignore[arg-type]
+    finally:
+        db.close()

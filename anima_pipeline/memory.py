@@ -1,0 +1,424 @@
+"""The one facade a running agent uses: hand in its conversations, get its memory back.
+
+``AnimaMemory(db_or_url, anima_id)`` is bound to one anima. The CLI, the HTTP service
+(``anima serve``) and the MCP server (``anima mcp``) are thin faces over it; it calls the
+same store code as ``anima import`` and ``anima recall``.
+
+The turn cycle it serves (seed: context management)::
+
+    ctx = memory.context(user_text, session_id="c-42")     # before the model call
+    reply = model(system=... + ctx.rendered, messages=...)
+    memory.append([user_msg, assistant_msg])                 # after the turn
+    memory.remember("Lena is allergic to peanuts", "world", session_id="c-42")  # explicit
+
+**Citations.** Every memory in a context block is shown with its marker ``[[anima:f-N]]``
+(``f-N`` is the memory's id). When the assistant's reply uses a memory it should keep that
+exact marker in its text, e.g. ``"You said [[anima:f-12]] you prefer tea."``; appended
+assistant messages are what the night's memory-ref-sync step reads, and each marker (regex
+``\\[\\[anima:f-(\\d+)\\]\\]``) becomes a reference that raises the memory's decayed
+reference count, which decides what stays resident.
+
+**Late messages.** A message belongs to the local day (ANIMA_TIMEZONE) of its
+``created_at``. Appending never waits for the night (night steps lock the anima, appends do
+not), so a message may land while a night for its day runs or after it finished; the
+append result lists such days in ``stale_days``, and ``anima sleep --day D --force`` re-runs
+them (see README, "Late messages").
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.sleep.runner import NIGHT_ANIMA
+from anima_pipeline.store import sleep_state
+from anima_pipeline.store.archive import (
+    ArchiveRecord,
+    ImportStats,
+    MessageRecord,
+    close_conversation,
+    field_errors,
+    import_records,
+    open_conversation,
+)
+from anima_pipeline.store.db import Connection, Database, open_database
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.memories import MemoryType
+from anima_pipeline.store.status import status as store_status
+from anima_pipeline.tools.executor import ToolExecutor
+from anima_pipeline.tools.scope import Scope
+
+CITATION_FORMAT = "[[anima:f-{id}]]"
+MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
+MAX_SEARCH_LIMIT = 100
+REMEMBER_STEP = "agent/remember"
+
+
+class AnimaInputError(ValueError):
+    """Input the facade refuses; nothing was written. `field` names the place, e.g.
+    ``messages[3].created_at``; `message_id` the message when there is one."""
+
+    def __init__(self, detail: str, *, field: str | None = None, message_id: str | None = None) -> None:
+        where = f"{field}: " if field else ""
+        super().__init__(where + detail)
+        self.detail = detail
+        self.field = field
+        self.message_id = message_id
+
+
+class WrongAnimaError(PermissionError):
+    """A message addressed to an anima other than the one this facade is bound to."""
+
+
+# --- results ------------------------------------------------------------------------------
+
+
+class AppendResult(BaseModel):
+    received: int
+    added: int = Field(description="messages new to the store (a repeated message_id adds nothing)")
+    conversations_added: int
+    skipped_cleaned: int = Field(0, description="messages of conversations the night's cleanup deleted")
+    days: list[date] = Field(description="local days (ANIMA_TIMEZONE) the messages belong to")
+    stale_days: list[date] = Field(
+        default_factory=list,
+        description="days whose night already ran or is running: re-run with `anima sleep --day D --force`",
+    )
+
+
+class ConversationInfo(BaseModel):
+    id: str
+    anima_id: str
+    platform: str
+    title: str | None
+    debug: bool
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+
+
+class MemoryItem(BaseModel):
+    """A memory as an agent sees it: its citation id and what it says."""
+
+    id: str = Field(description="the memory's id, cited as [[anima:<id>]]")
+    type: str
+    content: str
+    observed_at: datetime | None = None
+    pinned: bool = False
+    score: float | None = None
+    why: str | None = None
+
+
+class ContextResult(BaseModel):
+    anima_id: str
+    query: str
+    session_id: str | None
+    sections: dict[str, list[Any]] = Field(
+        description="resident, memories, episodic, summaries: each section's items, in order"
+    )
+    rendered: str = Field(description="the block to put into the model's context")
+
+
+class SearchResult(BaseModel):
+    query: str
+    offset: int
+    limit: int
+    items: list[MemoryItem]
+    next_offset: int | None = Field(description="pass as offset for the next page; null on the last page")
+
+
+class Remembered(BaseModel):
+    id: str
+    content: str
+    type: str
+    source_sessions: list[str]
+
+
+# --- the facade ---------------------------------------------------------------------------
+
+
+class AnimaMemory:
+    """The memory of one anima, for the agent that is talking right now.
+
+    ``db`` is an open :class:`Database` (shared, not closed here), a PostgreSQL URL, or None
+    for the configured store (ANIMA_DATABASE_URL, else the embedded server under ANIMA_HOME).
+    """
+
+    def __init__(self, db: Database | str | None, anima_id: str, *, settings: Settings | None = None) -> None:
+        if not isinstance(anima_id, str) or not anima_id.strip():
+            raise AnimaInputError("must be a non-empty string", field="anima_id")
+        self.anima_id = anima_id
+        self.settings = settings or get_settings()
+        self._owns_db = not isinstance(db, Database)
+        if isinstance(db, Database):
+            self.db = db
+        elif isinstance(db, str):
+            self.db = Database(db)
+        else:
+            self.db = open_database(self.settings)
+
+    def close(self) -> None:
+        if self._owns_db:
+            self.db.close()
+
+    def __enter__(self) -> AnimaMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _audit(self, conn: Connection, step: str) -> Audit:
+        # day = the local day of the write: incremental deep sleep of that night sees it
+        return Audit(
+            conn=conn,
+            anima_id=self.anima_id,
+            run_id=f"agent-{uuid.uuid4().hex[:12]}",
+            step=step,
+            day=datetime.now(self.settings.tz).date(),
+        )
+
+    # --- writing ------------------------------------------------------------------------
+
+    def validate_messages(self, messages: Iterable[MessageRecord | Mapping[str, Any]]) -> list[ArchiveRecord]:
+        """The archive's validation, message by message; the first bad one raises
+        AnimaInputError naming its index, message_id and field."""
+        records: list[ArchiveRecord] = []
+        for i, raw in enumerate(messages):
+            if i >= MAX_BATCH:
+                raise AnimaInputError(f"at most {MAX_BATCH} messages per append", field="messages")
+            if isinstance(raw, MessageRecord):
+                msg = raw
+            elif isinstance(raw, Mapping):
+                try:
+                    msg = MessageRecord.model_validate(raw)
+                except ValidationError as exc:
+                    loc, reason = field_errors(exc)[0]
+                    mid = raw.get("message_id")
+                    raise AnimaInputError(
+                        reason + (f" (message_id {mid!r})" if isinstance(mid, str) else ""),
+                        field=f"messages[{i}].{loc}",
+                        message_id=mid if isinstance(mid, str) else None,
+                    ) from None
+            else:
+                raise AnimaInputError(
+                    f"a message is a JSON object, got {type(raw).__name__}", field=f"messages[{i}]"
+                )
+            if msg.anima_id is not None and msg.anima_id != self.anima_id:
+                raise WrongAnimaError(
+                    f"messages[{i}].anima_id: message {msg.message_id!r} names another anima than this one"
+                )
+            records.append(ArchiveRecord.model_construct(**{**dict(msg), "anima_id": self.anima_id}))
+        return records
+
+    def append(self, messages: MessageRecord | Mapping[str, Any] | Iterable[Any]) -> AppendResult:
+        """Store one message or many, in one transaction (all or nothing), validated like
+        ``anima import``. Idempotent: a (conversation_id, message_id) already stored is
+        skipped, so a host may re-send a turn after a timeout.
+
+        Assistant messages should keep the ``[[anima:f-N]]`` markers of the memories they
+        used: the night counts them (see the module docstring)."""
+        if isinstance(messages, (MessageRecord, Mapping)):
+            messages = [messages]
+        records = self.validate_messages(messages)
+        stats = ImportStats()
+        tz = self.settings.tz
+        days = sorted({r.created_at.astimezone(tz).date() for r in records})
+        with self.db.transaction() as conn:
+            import_records(conn, records, self._audit(conn, "agent/append"), stats)
+            stale = (
+                sleep_state.days_with_steps(conn, [self.anima_id, NIGHT_ANIMA], days)
+                if stats.messages_added
+                else []
+            )
+        return AppendResult(
+            received=len(records),
+            added=stats.messages_added,
+            conversations_added=stats.conversations_added,
+            skipped_cleaned=stats.skipped_cleaned,
+            days=days,
+            stale_days=stale,
+        )
+
+    def open_conversation(
+        self,
+        conversation_id: str,
+        *,
+        title: str | None = None,
+        platform: str | None = None,
+        debug: bool | None = None,
+    ) -> ConversationInfo:
+        """Create (or reopen) a conversation and set its title / platform / debug flag. A debug
+        conversation is never consolidated; platform 'cron' marks scheduled jobs (not the anima's life)."""
+        values = {"conversation_id": conversation_id, "title": title, "platform": platform}
+        for name, value in values.items():
+            if value is not None and (not isinstance(value, str) or not value.strip() or "\x00" in value):
+                raise AnimaInputError("must be a non-empty string without NUL characters", field=name)
+        with self.db.transaction() as conn:
+            try:
+                row = open_conversation(
+                    conn,
+                    self._audit(conn, "agent/conversation"),
+                    self.anima_id,
+                    conversation_id,
+                    platform=platform,
+                    title=title,
+                    debug=debug,
+                )
+            except ValueError as exc:
+                raise AnimaInputError(str(exc), field="conversation_id") from None
+        return ConversationInfo.model_validate(row)
+
+    def close_conversation(self, conversation_id: str) -> ConversationInfo:
+        """Mark a conversation closed. Raises LookupError for an unknown conversation."""
+        with self.db.transaction() as conn:
+            row = close_conversation(
+                conn, self._audit(conn, "agent/conversation"), self.anima_id, conversation_id
+            )
+        return ConversationInfo.model_validate(row)
+
+    def remember(self, content: str, type: MemoryType = "world", session_id: str | None = None) -> Remembered:
+        """Store an explicit memory now, through the memory tool executor (validated and
+        audited like a night's `create_semantic_memory`), with `session_id` as its source.
+        Its audit event carries today's local day, so that night's deep sleep (incremental
+        or full) reviews it with the rest: merges it into a duplicate, deprecates it when
+        contradicted."""
+        if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
+            raise AnimaInputError("must be a non-empty conversation id", field="session_id")
+        with self.db.transaction() as conn:
+            now = conn.execute("SELECT now() AS now").fetchone()["now"]
+            scope = Scope(anima_id=self.anima_id, tools=("create_semantic_memory",), default_observed_at=now)
+            executor = ToolExecutor(conn, scope, self._audit(conn, REMEMBER_STEP))
+            args: dict[str, Any] = {"type": type, "content": content}
+            args["source_sessions"] = [session_id] if session_id else []
+            result = executor.call("create_semantic_memory", args)
+            if result.is_error:
+                raise AnimaInputError(_tool_field_error(result.content), field=_tool_field(result.content))
+            mem = executor.memories.get(executor.created_ids[-1])
+        return Remembered(id=mem.ref, content=mem.content, type=mem.type, source_sessions=mem.source_sessions)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def context(self, query: str, session_id: str | None = None) -> ContextResult:
+        """What to put into the model's context before answering `query`: resident memories,
+        passive recall of memories, episodic recall of past messages and temporal summaries,
+        each a section with its own budget, plus the rendered block. `session_id` is the
+        current conversation: what is already in the window is not recalled again."""
+        if not isinstance(query, str):
+            raise AnimaInputError("must be a string", field="query")
+        with self.db.transaction() as conn:
+            return self._assemble(conn, query, session_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        types: list[MemoryType] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> SearchResult:
+        """Active search (the agent asks on purpose): more results than passive recall, resident
+        memories included, paged with `limit` / `offset`, filtered by memory type and by when
+        the fact was observed (`since` <= observed_at < `until`)."""
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise AnimaInputError(f"must be between 1 and {MAX_SEARCH_LIMIT}", field="limit")
+        if offset < 0:
+            raise AnimaInputError("must not be negative", field="offset")
+        with self.db.transaction() as conn:
+            items = self._search(conn, query, types, since, until, limit + 1, offset)
+        page = items[:limit]
+        return SearchResult(
+            query=query,
+            offset=offset,
+            limit=limit,
+            items=page,
+            next_offset=offset + limit if len(items) > limit else None,
+        )
+
+    def status(self) -> dict[str, Any]:
+        """Counts for this anima (conversations, messages, memories, …) and its latest nights."""
+        with self.db.transaction() as conn:
+            counts = store_status(conn, self.anima_id)["animas"][0]
+            nights = conn.execute(
+                """SELECT day, count(*) FILTER (WHERE status = 'done') AS done,
+                          count(*) FILTER (WHERE status = 'failed') AS failed,
+                          count(*) FILTER (WHERE status = 'running') AS running
+                   FROM sleep_state WHERE anima_id = %s GROUP BY day ORDER BY day DESC LIMIT 7""",
+                (self.anima_id,),
+            ).fetchall()
+        return {**counts, "recent_nights": [dict(n) for n in nights]}
+
+    # --- the one place chat-time recall is called -------------------------------------------
+
+    def _assemble(self, conn: Connection, query: str, session_id: str | None) -> ContextResult:
+        from anima_pipeline.recall.context import recall
+
+        res = recall(conn, self.anima_id, query, exclude_sessions=[session_id] if session_id else None)
+        resident = [_item(m) for m in res.resident]
+        memories = [_item(r.memory, r.score, r.why) for r in res.recalled]
+        return ContextResult(
+            anima_id=self.anima_id,
+            query=query,
+            session_id=session_id,
+            sections={"resident": resident, "memories": memories, "episodic": [], "summaries": []},
+            rendered=res.render(),
+        )
+
+    def _search(
+        self,
+        conn: Connection,
+        query: str,
+        types: list[str] | None,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        offset: int,
+    ) -> list[MemoryItem]:
+        from anima_pipeline.recall.context import recall
+
+        want = offset + limit
+        res = recall(conn, self.anima_id, query, limit=want * 4 + 20, max_chars=10**9)
+        ranked = [(m, None, "resident") for m in res.resident] + [
+            (r.memory, r.score, r.why) for r in res.recalled
+        ]
+        kept = [
+            _item(m, score, why)
+            for m, score, why in ranked
+            if (not types or m.type in types)
+            and (since is None or (m.observed_at or m.created_at) >= since)
+            and (until is None or (m.observed_at or m.created_at) < until)
+        ]
+        return kept[offset:want]
+
+
+def _item(m: Any, score: float | None = None, why: str | None = None) -> MemoryItem:
+    return MemoryItem(
+        id=m.ref,
+        type=m.type,
+        content=m.content,
+        observed_at=m.observed_at,
+        pinned=m.pinned,
+        score=score,
+        why=why,
+    )
+
+
+def _tool_field(message: str) -> str | None:
+    """The field a refused create_semantic_memory names ("field 'content': …"), if any."""
+    m = _TOOL_FIELD.search(message)
+    return m.group(1) if m else None
+
+
+def _tool_field_error(message: str) -> str:
+    """The executor's reason without its tool name and field prefix (the field is reported apart)."""
+    m = _TOOL_FIELD.search(message)
+    return message[m.end() :] if m else message.removeprefix("create_semantic_memory: ")
+
+
+_TOOL_FIELD = re.compile(r"field '([^']+)': ")

@@ -1,0 +1,285 @@
+"""The HTTP service of `anima serve`: the AnimaMemory operations under /v1, per-anima keys.
+
+Every route lives under ``/v1/animas/{anima_id}`` and needs ``Authorization: Bearer KEY``
+with a key made by ``anima keys create --anima A``. A key opens its own anima only: any
+other anima in the path gets 403 with the same words whether that anima exists or not.
+Errors are JSON: ``{"error": {"status", "code", "message", "field", "errors": [...]}}``,
+``field`` naming the request field (``messages[3].created_at``). Bodies over
+``max_body_bytes`` get 413 before they are read; batches over MAX_BATCH messages get 422.
+Handlers only translate: the behaviour is AnimaMemory's.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Annotated, Any
+
+import psycopg
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from anima_pipeline.config import Settings
+from anima_pipeline.memory import (
+    MAX_BATCH,
+    MAX_SEARCH_LIMIT,
+    AnimaInputError,
+    AnimaMemory,
+    AppendResult,
+    ContextResult,
+    ConversationInfo,
+    Remembered,
+    SearchResult,
+    WrongAnimaError,
+)
+from anima_pipeline.store.api_keys import anima_of_key
+from anima_pipeline.store.archive import MessageRecord
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.memories import MemoryType
+from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+MAX_BODY_BYTES = 32 * 1024 * 1024  # a full batch of 10,000 chat messages fits with room to spare
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+def _error(status: int, code: str, message: str, field: str | None = None, errors: list | None = None):
+    body: dict[str, Any] = {"status": status, "code": code, "message": message, "field": field}
+    if errors is not None:
+        body["errors"] = errors
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _field(loc: tuple | list) -> str:
+    """("body", "messages", 3, "created_at") -> "messages[3].created_at"."""
+    out = ""
+    for part in loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or str(loc[0] if loc else "body")
+
+
+# --- request bodies -------------------------------------------------------------------------
+
+
+class AppendBody(BaseModel):
+    messages: list[MessageRecord] = Field(
+        min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} messages, stored all or nothing"
+    )
+
+
+class ConversationBody(BaseModel):
+    title: str | None = Field(None, min_length=1)
+    platform: str | None = Field(
+        None, min_length=1, description="e.g. chat, telegram; 'cron' = scheduled job"
+    )
+    debug: bool | None = Field(None, description="debug conversations are never consolidated")
+
+
+class RememberBody(BaseModel):
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="one self-contained fact")
+    type: MemoryType = "world"
+    session_id: str | None = Field(None, min_length=1, description="the conversation it comes from")
+
+
+# --- auth -------------------------------------------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False, description="a key from `anima keys create --anima A`")
+
+
+def _memory(
+    request: Request,
+    anima_id: Annotated[str, Path(min_length=1, max_length=200)],
+    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> AnimaMemory:
+    db: Database = request.app.state.db
+    if cred is None or cred.scheme.lower() != "bearer" or not cred.credentials:
+        raise ApiError(401, "unauthorized", "send Authorization: Bearer <key> (anima keys create --anima A)")
+    with db.transaction() as conn:
+        owner = anima_of_key(conn, cred.credentials)
+    if owner is None:
+        raise ApiError(401, "unauthorized", "unknown or revoked API key")
+    if owner != anima_id:
+        raise ApiError(403, "forbidden", "this API key is not valid for the requested anima")
+    return AnimaMemory(db, anima_id, settings=request.app.state.settings)
+
+
+Memory = Annotated[AnimaMemory, Depends(_memory)]
+
+
+# --- routes -----------------------------------------------------------------------------------
+
+router = APIRouter(prefix="/v1/animas/{anima_id}", tags=["memory"])
+
+
+@router.post("/messages", response_model=AppendResult, summary="Append messages (idempotent by message_id)")
+def append_messages(body: AppendBody, memory: Memory) -> AppendResult:
+    """Store messages in one transaction, all or nothing, validated like `anima import`.
+    Keep `[[anima:f-N]]` markers in assistant messages: the night counts them as citations."""
+    return memory.append(body.messages)
+
+
+@router.put(
+    "/conversations/{conversation_id}", response_model=ConversationInfo, summary="Open a conversation"
+)
+def open_conversation(
+    conversation_id: Annotated[str, Path(min_length=1)], body: ConversationBody, memory: Memory
+) -> ConversationInfo:
+    return memory.open_conversation(
+        conversation_id, title=body.title, platform=body.platform, debug=body.debug
+    )
+
+
+@router.post(
+    "/conversations/{conversation_id}/close", response_model=ConversationInfo, summary="Close a conversation"
+)
+def close_conversation(
+    conversation_id: Annotated[str, Path(min_length=1)], memory: Memory
+) -> ConversationInfo:
+    try:
+        return memory.close_conversation(conversation_id)
+    except LookupError as exc:
+        raise ApiError(404, "not_found", str(exc), "conversation_id") from None
+
+
+@router.get("/context", response_model=ContextResult, summary="Chat-time context for a query")
+def context(
+    memory: Memory,
+    query: Annotated[str, Query(min_length=1, max_length=4000, description="what the user just said")],
+    session_id: Annotated[str | None, Query(min_length=1, description="the current conversation")] = None,
+) -> ContextResult:
+    return memory.context(query, session_id)
+
+
+@router.get("/search", response_model=SearchResult, summary="Active search over memories")
+def search(
+    memory: Memory,
+    query: Annotated[str, Query(min_length=1, max_length=4000)],
+    type: Annotated[list[MemoryType] | None, Query(description="repeat to allow several types")] = None,
+    since: Annotated[datetime | None, Query(description="observed at or after (ISO-8601)")] = None,
+    until: Annotated[datetime | None, Query(description="observed before (ISO-8601)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_LIMIT)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> SearchResult:
+    return memory.search(query, types=type, since=since, until=until, limit=limit, offset=offset)
+
+
+@router.post("/memories", response_model=Remembered, status_code=201, summary="Remember a fact explicitly")
+def remember(body: RememberBody, memory: Memory) -> Remembered:
+    return memory.remember(body.content, body.type, body.session_id)
+
+
+@router.get("/status", summary="Counts and recent nights of this anima")
+def status(memory: Memory) -> dict[str, Any]:
+    return memory.status()
+
+
+# --- the app ----------------------------------------------------------------------------------
+
+
+class BodyLimit:
+    """Refuse a request body over `limit` bytes with 413: by Content-Length before reading, and
+    for a body streamed without one by reading at most `limit` bytes before the app sees it."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None:
+            if length.isdigit() and int(length) > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                await self._too_large(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = _error(413, "body_too_large", f"request body over {self.limit} bytes")
+        await response(scope, receive, send)
+
+
+def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    """The FastAPI app over an open store (the caller owns and closes `db`)."""
+    app = FastAPI(
+        title="anima memory",
+        version="1",
+        description=(
+            "Hand in an agent's conversations and get its memory back. Every route needs "
+            "`Authorization: Bearer KEY` (`anima keys create --anima A`); a key opens its own anima only."
+        ),
+    )
+    app.state.db = db
+    app.state.settings = settings
+    app.include_router(router)
+
+    @app.get("/healthz", tags=["service"], summary="Liveness (no key needed)")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message, exc.field)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"field": _field(e["loc"]), "message": e["msg"], "type": e["type"]} for e in exc.errors()]
+        first = errors[0] if errors else {"field": None, "message": "invalid request"}
+        return _error(422, "invalid_request", f"{first['field']}: {first['message']}", first["field"], errors)
+
+    @app.exception_handler(AnimaInputError)
+    async def _refused(_: Request, exc: AnimaInputError) -> JSONResponse:
+        field = exc.field
+        errors = [{"field": field, "message": exc.detail}]
+        return _error(422, "invalid_request", str(exc), field, errors)
+
+    @app.exception_handler(WrongAnimaError)
+    async def _wrong_anima(_: Request, exc: WrongAnimaError) -> JSONResponse:
+        return _error(403, "forbidden", str(exc), "anima_id")
+
+    @app.exception_handler(psycopg.Error)
+    async def _store(_: Request, exc: psycopg.Error) -> JSONResponse:
+        log.error("store error, request rolled back: %s", exc, exc_info=exc)
+        return _error(500, "store_error", "the store refused the request; nothing was written")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, "http_error", str(exc.detail))
+
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    return app

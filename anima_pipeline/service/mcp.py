@@ -1,0 +1,123 @@
+"""The MCP server of `anima mcp`: an anima's memory as tools for any MCP client (Claude
+Desktop, Claude Code, …), over stdio or streamable HTTP, with the official `mcp` SDK.
+
+One server serves one anima, chosen by configuration (``--anima``), never by the client.
+It is read-only (``context``, ``search``) unless started with ``--allow-remember``, which
+adds the ``remember`` tool. The tools are thin over AnimaMemory.
+"""
+
+# no `from __future__ import annotations`: the SDK reads the tool signatures at runtime
+
+import logging
+from datetime import datetime
+from typing import Annotated, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from anima_pipeline.memory import MAX_SEARCH_LIMIT, AnimaMemory, Remembered, SearchResult
+from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS
+
+log = logging.getLogger(__name__)
+
+Transport = Literal["stdio", "streamable-http"]
+MemoryKind = Literal["world", "experience", "preference", "opinion", "imprint"]
+
+CONTEXT_DESCRIPTION = """\
+Recall what you remember that bears on the current message. Call it before answering when
+the user refers to people, events, plans or preferences from earlier conversations.
+Returns a text block: resident memories (always relevant), memories matching the query,
+past messages matching it, and summaries of the period when the question is about a time.
+Each memory is shown as [[anima:f-N]]; when your answer uses one, keep that exact marker
+in your reply (e.g. "You said [[anima:f-12]] you prefer tea") so it is counted as used."""
+
+SEARCH_DESCRIPTION = """\
+Search your long-term memory on purpose: more results than `context`, paged with
+limit/offset, filtered by memory type and by when the fact was observed. Use it when
+`context` was not enough or you need everything about a topic. Returns memories with their
+ids (f-N), type, content and observed_at, and next_offset for the next page (null at the end)."""
+
+REMEMBER_DESCRIPTION = """\
+Store one durable fact now, instead of waiting for tonight's consolidation: something the
+user explicitly asked you to remember, or a correction that must hold from the next turn.
+Write it self-contained (name people, use absolute dates); one fact per call. It is audited
+and reviewed by tonight's consolidation (merged with duplicates, retired if contradicted)."""
+
+
+def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPServer:
+    """The MCP server over one anima's memory; `remember` only when `allow_remember`."""
+    server = MCPServer(
+        name="anima-memory",
+        instructions=(
+            f"Long-term memory of the anima {memory.anima_id!r}. Call `context` with the user's message "
+            "before answering; keep [[anima:f-N]] markers of memories you use."
+        ),
+    )
+
+    def context(
+        query: Annotated[
+            str, Field(min_length=1, max_length=4000, description="the user's message or topic")
+        ],
+        session_id: Annotated[
+            str | None, Field(description="the current conversation's id, if the host has one")
+        ] = None,
+    ) -> str:
+        return memory.context(query, session_id).rendered
+
+    def search(
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="what to look for")],
+        types: Annotated[list[MemoryKind] | None, Field(description="only these memory types")] = None,
+        since: Annotated[datetime | None, Field(description="observed at or after (ISO-8601)")] = None,
+        until: Annotated[datetime | None, Field(description="observed before (ISO-8601)")] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")] = 10,
+        offset: Annotated[int, Field(ge=0, description="from a previous page's next_offset")] = 0,
+    ) -> SearchResult:
+        return memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
+
+    def remember(
+        content: Annotated[
+            str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="one self-contained fact")
+        ],
+        type: Annotated[
+            MemoryKind,
+            Field(
+                description="world (facts about people and things), experience, preference, opinion, imprint"
+            ),
+        ] = "world",
+        session_id: Annotated[str | None, Field(description="the conversation the fact comes from")] = None,
+    ) -> Remembered:
+        return memory.remember(content, type, session_id)
+
+    read_only = ToolAnnotations(
+        readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
+    )
+    server.add_tool(
+        context,
+        name="context",
+        title="Recall context",
+        description=CONTEXT_DESCRIPTION,
+        annotations=read_only,
+    )
+    server.add_tool(
+        search, name="search", title="Search memory", description=SEARCH_DESCRIPTION, annotations=read_only
+    )
+    if allow_remember:
+        server.add_tool(
+            remember,
+            name="remember",
+            title="Remember a fact",
+            description=REMEMBER_DESCRIPTION,
+            annotations=ToolAnnotations(
+                readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
+            ),
+        )
+    return server
+
+
+def run(memory: AnimaMemory, transport: Transport, *, host: str, port: int, allow_remember: bool) -> None:
+    server = build_server(memory, allow_remember=allow_remember)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port)

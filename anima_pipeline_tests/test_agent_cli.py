@@ -1,0 +1,129 @@
+"""`anima keys` and `anima serve` as a user runs them: real processes, real HTTP, the embedded
+default store (no ANIMA_DATABASE_URL) or the test server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+
+from anima_pipeline.store import embedded
+from anima_pipeline_tests.live_server import free_port
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*XDG_RUNTIME_DIR")
+ANIMA = str(Path(sys.executable).parent / "anima")
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="anima_agent_home_"))
+    try:
+        yield path
+    finally:
+        embedded.stop(path)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _env(home: Path, db_url: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANIMA_DATABASE_URL", "ANIMA_TEST_DATABASE_URL")}
+    env["ANIMA_HOME"] = str(home)
+    if db_url:
+        env["ANIMA_DATABASE_URL"] = db_url
+    return env
+
+
+def _anima(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([ANIMA, *args], env=env, capture_output=True, text=True, timeout=180)
+
+
+def _serve(env: dict[str, str], port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [ANIMA, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"anima serve did not come up: {err}")
+        time.sleep(0.2)
+
+
+def test_serve_on_the_embedded_default_answers_docs_and_a_cli_key_reads_back_its_messages(home: Path) -> None:
+    env = _env(home)
+    created = _anima(env, "keys", "create", "--anima", "aria", "--name", "laptop")
+    assert created.returncode == 0, created.stderr
+    key = created.stdout.strip().splitlines()[-1]
+    assert key.startswith("anima_") and created.stdout.strip() == key  # the key alone on stdout
+    port = free_port()
+    proc = _serve(env, port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        docs = httpx.get(f"{base}/docs")
+        assert docs.status_code == 200 and "swagger" in docs.text.lower()
+        auth = {"Authorization": f"Bearer {key}"}
+        messages = [
+            {
+                "conversation_id": "c1",
+                "message_id": "u1",
+                "role": "user",
+                "content": "I finally adopted the greyhound, her name is Pepper.",
+                "created_at": "2026-11-30T10:00:00+08:00",
+            },
+            {
+                "conversation_id": "c1",
+                "message_id": "a1",
+                "role": "assistant",
+                "content": "Congratulations on adopting Pepper!",
+                "created_at": "2026-11-30T10:00:05+08:00",
+            },
+        ]
+        r = httpx.post(f"{base}/v1/animas/aria/messages", json={"messages": messages}, headers=auth)
+        assert r.status_code == 200 and r.json()["added"] == 2, r.text
+        ctx = httpx.get(
+            f"{base}/v1/animas/aria/context", params={"query": "What is my dog called?"}, headers=auth
+        )
+        assert ctx.status_code == 200, ctx.text
+        assert (
+            httpx.get(f"{base}/v1/animas/bruno/context", params={"query": "x"}, headers=auth).status_code
+            == 403
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    listed = _anima(env, "keys", "list", "--anima", "aria")
+    assert listed.returncode == 0 and "laptop" in listed.stdout and key not in listed.stdout
+
+
+def test_keys_revoke_locks_the_key_out(home: Path, db_url: str) -> None:
+    env = _env(home, db_url)
+    key = _anima(env, "keys", "create", "--anima", "aria").stdout.strip()
+    port = free_port()
+    proc = _serve(env, port)
+    try:
+        url = f"http://127.0.0.1:{port}/v1/animas/aria/status"
+        assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+        revoked = _anima(env, "keys", "revoke", "1")
+        assert revoked.returncode == 0, revoked.stderr
+        assert httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code == 401
+        assert _anima(env, "keys", "revoke", "999").returncode == 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

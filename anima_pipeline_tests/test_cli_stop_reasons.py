@@ -1,0 +1,222 @@
+"""What the real Messages API does, through `anima sleep` with the Anthropic engine: the
+real SDK in a subprocess against the fake server (stop reasons, thinking, the minimum
+cacheable prefix, the prompt cache of the day's transcript across tool turns)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.events import Audit
+from anima_pipeline_tests.fake_messages_api import (
+    FakeMessagesAPI,
+    cut_tool_use,
+    refusal,
+    reply,
+    sleep_autopilot,
+    text,
+    thinking,
+    tool_use,
+)
+
+KEY = "sk-ant-test-STOP-7777"
+DAY = "2026-11-17"
+CONV = "aria:2026-11-17-a"
+SAMPLE = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
+SEMANTIC = "semantic_memory/extracted"
+FACT = {
+    "type": "world",
+    "content": "Lin Wei's mother Wang Xiulan lives in Leshan.",
+    "source_sessions": [CONV],
+}
+
+
+@pytest.fixture
+def env(db_url: str, tmp_path: Path) -> dict[str, str]:
+    db = Database(db_url, max_size=2)
+    try:
+        with db.transaction() as conn:
+            audit = Audit(conn=conn, anima_id="", run_id="import-test", step="import")
+            import_records(
+                conn, parse_lines(SAMPLE.read_text().splitlines(), str(SAMPLE)), audit, ImportStats()
+            )
+    finally:
+        db.close()
+    env = {
+        **os.environ,
+        "ANIMA_DATABASE_URL": db_url,
+        "ANIMA_HOME": str(tmp_path / "anima_home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+        "ANIMA_ENGINE": "anthropic",
+        "ANTHROPIC_API_KEY": KEY,
+        "ANIMA_LLM_MAX_TOKENS": "8000",
+    }
+    env.pop("DAGSTER_PG_URL", None)
+    return env
+
+
+def sleep(env: dict[str, str], fake: FakeMessagesAPI, *steps: str) -> subprocess.CompletedProcess:
+    args = ["sleep", "--day", DAY, "--anima", "aria"] + [a for s in steps for a in ("--step", s)]
+    return subprocess.run(
+        [sys.executable, "-m", "anima_pipeline.cli", *args],
+        env={**env, "ANTHROPIC_BASE_URL": fake.url},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def rows(db_url: str, sql: str, *params: Any) -> list[tuple]:
+    with psycopg.connect(db_url) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def facts(db_url: str) -> list[str]:
+    return [r[0] for r in rows(db_url, "SELECT content FROM semantic_memory WHERE anima_id = 'aria'")]
+
+
+def state(db_url: str, step: str) -> tuple[str, str | None, dict]:
+    (row,) = rows(
+        db_url,
+        "SELECT status, error, stats FROM sleep_state WHERE anima_id = 'aria' AND day = %s AND step = %s",
+        DAY,
+        step,
+    )
+    return row
+
+
+def test_max_tokens_mid_tool_call_fails_the_step_with_the_cause_and_executes_nothing(
+    db_url: str, env: dict[str, str]
+) -> None:
+    script = [
+        cut_tool_use("create_semantic_memory", {"type": "world"}, tool_use("create_semantic_memory", FACT)),
+        cut_tool_use("create_semantic_memory", {"type": "world", "content": "Lin"}),
+    ]
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep(env, fake, SEMANTIC)
+        bodies = fake.messages
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert [b["max_tokens"] for b in bodies] == [8000, 16000]  # retried once, larger
+    status, error, _ = state(db_url, SEMANTIC)
+    assert status == "failed" and "OutputTruncated" in error and "max_tokens=16000" in error
+    assert "cut create_semantic_memory call was not executed" in error
+    assert facts(db_url) == []  # not even the complete call before the cut one
+    assert KEY not in out
+
+
+def test_max_tokens_once_is_retried_with_a_larger_limit(db_url: str, env: dict[str, str]) -> None:
+    script = [reply(tool_use("create_semantic_memory", FACT), needs=12_000), reply(text("done"))]
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep(env, fake, SEMANTIC)
+        bodies = fake.messages
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [b["max_tokens"] for b in bodies] == [8000, 16000, 16000]
+    assert facts(db_url) == [FACT["content"]]
+
+
+def test_refusal_fails_the_step_and_executes_nothing(db_url: str, env: dict[str, str]) -> None:
+    script = [reply(tool_use("create_semantic_memory", FACT), stop_reason="refusal")]
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep(env, fake, SEMANTIC)
+    assert result.returncode == 1
+    status, error, _ = state(db_url, SEMANTIC)
+    assert status == "failed" and "Refused" in error and "refusal" in error
+    assert facts(db_url) == []
+    # a refusal is not transient: Dagster did not retry the step
+    with FakeMessagesAPI([refusal("No.")], min_cache_tokens=None) as fake:
+        result = sleep(env, fake, SEMANTIC)
+        assert len(fake.messages) == 1
+    assert result.returncode == 1
+
+
+def test_text_only_answer_of_a_step_that_must_write_is_reminded_then_fails(
+    db_url: str, env: dict[str, str]
+) -> None:
+    step = "temporal_summaries/day"
+    with FakeMessagesAPI([reply(text("A calm day."))] * 2, min_cache_tokens=None) as fake:
+        result = sleep(env, fake, step)
+        bodies = fake.messages
+    assert result.returncode == 1
+    assert len(bodies) == 2 and "must record its result with a tool call" in str(bodies[1]["messages"][-1])
+    status, error, _ = state(db_url, step)
+    assert status == "failed" and "NoToolCall" in error and "A calm day." in error
+    assert rows(db_url, "SELECT 1 FROM temporal_summary WHERE anima_id = 'aria'") == []
+
+    # after the reminder the model writes: the step succeeds
+    period = {"level": "day", "period_start": DAY, "period_end": DAY, "content": "Lin Wei talked about home."}
+    script = [reply(text("A calm day.")), reply(tool_use("write_temporal_summary", period))]
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep({**env}, fake, step)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert rows(db_url, "SELECT content FROM temporal_summary WHERE anima_id = 'aria'") == [
+        (period["content"],)
+    ]
+
+
+def test_thinking_blocks_and_pause_turn_go_back_verbatim(db_url: str, env: dict[str, str]) -> None:
+    script = [
+        reply(thinking("The user named his mother."), text("Working…"), stop_reason="pause_turn"),
+        reply(thinking("Record it."), tool_use("create_semantic_memory", FACT)),
+        reply(text("done")),
+    ]
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep({**env, "ANIMA_LLM_THINKING": "adaptive", "ANIMA_LLM_EFFORT": "low"}, fake, SEMANTIC)
+        bodies = fake.messages
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert bodies[0]["thinking"] == {"type": "adaptive"} and bodies[0]["output_config"] == {"effort": "low"}
+    paused = bodies[1]["messages"][1]["content"]
+    assert paused[0] == {
+        "type": "thinking",
+        "thinking": "The user named his mother.",
+        "signature": "sig-fake",
+    }
+    # the continued turn follows the paused one; its thinking block goes back too
+    assert [m["role"] for m in bodies[2]["messages"]] == ["user", "assistant", "assistant", "user"]
+    assert bodies[2]["messages"][2]["content"][0]["type"] == "thinking"
+    assert facts(db_url) == [FACT["content"]]
+
+
+def test_light_sleep_later_turns_read_the_days_transcript_from_the_cache(
+    db_url: str, env: dict[str, str]
+) -> None:
+    script = [
+        reply(tool_use("create_semantic_memory", FACT)),
+        reply(tool_use("create_semantic_memory", {**FACT, "content": "Lin Wei grew up in Leshan."})),
+        reply(text("done")),
+    ]
+    # the model's own minimum cacheable prefix (claude-sonnet-5-5: 1,024 tokens)
+    with FakeMessagesAPI(script, min_cache_tokens=None, responder=sleep_autopilot) as fake:
+        result = sleep(env, fake, SEMANTIC)
+        bodies, answers = fake.messages, fake.responses
+    assert result.returncode == 0, result.stdout + result.stderr
+    day_block = bodies[0]["messages"][0]["content"][0]
+    assert day_block["cache_control"] == {"type": "ephemeral"} and CONV in day_block["text"]
+    first, *later = [a["usage"] for a in answers]
+    assert first["cache_creation_input_tokens"] > 0 and first["cache_read_input_tokens"] == 0
+    transcript = first["cache_creation_input_tokens"]  # tools + system + the day (and message 2, 3)
+    for u in later:  # every later turn reads at least the whole first prompt from the cache
+        assert u["cache_read_input_tokens"] >= transcript
+    _, _, stats = state(db_url, SEMANTIC)
+    assert stats["cache_read"] >= 2 * transcript and stats["one_pass_in"] > 0
+    assert stats["billed_equiv_in"] < 3 * stats["one_pass_in"]  # three turns for well under three passes
+
+
+def test_a_prefix_below_the_models_minimum_is_billed_as_plain_input(db_url: str, env: dict[str, str]) -> None:
+    # claude-opus-4-6 caches only from 4,096 tokens: the short sample day is not cached
+    with FakeMessagesAPI(
+        [reply(tool_use("create_semantic_memory", FACT)), reply(text("ok"))], min_cache_tokens=None
+    ) as fake:
+        result = sleep({**env, "ANIMA_MODEL": "claude-opus-4-6"}, fake, SEMANTIC)
+        answers = fake.responses
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert all(a["usage"]["cache_creation_input_tokens"] == 0 for a in answers[:1])
+    assert answers[0]["usage"]["input_tokens"] < 4096

@@ -1,0 +1,117 @@
+"""The Python facade (AnimaMemory) on a real store: validation shared with import, errors that
+name the message and field, one anima per facade, remember through the tool executor, status."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from anima_pipeline.config import Settings
+from anima_pipeline.memory import AnimaInputError, AnimaMemory, WrongAnimaError
+from anima_pipeline.sleep.cleanup import cleanup
+from anima_pipeline.sleep.night import Night
+from anima_pipeline.store.db import Database
+
+
+@pytest.fixture
+def memory(db: Database, db_url: str) -> AnimaMemory:
+    return AnimaMemory(db, "aria", settings=Settings(database_url=db_url))
+
+
+def msg(mid: str, **extra) -> dict:
+    return {
+        "conversation_id": "c1",
+        "message_id": mid,
+        "role": "user",
+        "content": f"hello {mid}",
+        "created_at": "2026-11-30T23:30:00+08:00",
+        **extra,
+    }
+
+
+def _rows(db: Database, sql: str) -> list[dict]:
+    with db.transaction() as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_one_message_or_many_idempotent_by_message_id(memory: AnimaMemory, db: Database) -> None:
+    one = memory.append(msg("m1", title="Evening chat", platform="telegram"))
+    assert (one.received, one.added, one.conversations_added) == (1, 1, 1)
+    assert one.days == [date(2026, 11, 30)]  # 23:30 in Shanghai is still the 30th
+    many = memory.append([msg("m1"), msg("m2", created_at="2026-11-30T16:30:00+00:00")])
+    assert (many.received, many.added, many.conversations_added) == (2, 1, 0)
+    assert many.days == [date(2026, 11, 30), date(2026, 12, 1)]  # 16:30 UTC is 00:30 the next local day
+    conv = _rows(db, "SELECT title, platform FROM conversation")
+    assert conv == [{"title": "Evening chat", "platform": "telegram"}]
+    events = _rows(db, "SELECT op, step FROM memory_event WHERE table_name = 'conversation'")
+    assert events == [{"op": "import", "step": "agent/append"}]
+
+
+@pytest.mark.parametrize(
+    "bad, field, reason",
+    [
+        ({"created_at": "2026-11-30 10:00"}, "messages[1].created_at", "no UTC offset"),
+        ({"role": "bot"}, "messages[1].role", "user"),
+        ({"message_id": ""}, "messages[1].message_id", "empty"),
+        ({"content": None}, "messages[1].content", "string"),
+        ({"metadata": {"k": "a\u0000"}}, "messages[1].metadata", "NUL"),
+    ],
+)
+def test_a_bad_message_names_index_id_and_field_and_nothing_is_written(
+    memory: AnimaMemory, db: Database, bad: dict, field: str, reason: str
+) -> None:
+    with pytest.raises(AnimaInputError) as err:
+        memory.append([msg("m1"), msg("m2", **bad)])
+    assert err.value.field == field and reason in str(err.value)
+    if bad.get("message_id") != "":
+        assert err.value.message_id == "m2" and "'m2'" in str(err.value)
+    assert _rows(db, "SELECT count(*) AS n FROM message") == [{"n": 0}]
+
+
+def test_not_a_message_and_another_animas_message_are_refused(memory: AnimaMemory, db: Database) -> None:
+    with pytest.raises(AnimaInputError) as err:
+        memory.append([msg("m1"), "just text"])
+    assert err.value.field == "messages[1]"
+    with pytest.raises(WrongAnimaError, match=r"messages\[0\]\.anima_id"):
+        memory.append([msg("m1", anima_id="bruno")])
+    memory.append([msg("m1", anima_id="aria")])  # naming its own anima is fine
+    assert _rows(db, "SELECT anima_id FROM message") == [{"anima_id": "aria"}]
+
+
+def test_remember_refusals_name_the_field(memory: AnimaMemory, db: Database) -> None:
+    with pytest.raises(AnimaInputError) as err:
+        memory.remember("fact", "gossip")  # type: ignore[arg-type]
+    assert err.value.field == "type"
+    with pytest.raises(AnimaInputError) as err:
+        memory.remember("   ")
+    assert (
+        err.value.field == "content" and str(err.value) == "content: String should have at least 1 character"
+    )
+    with pytest.raises(AnimaInputError) as err:
+        memory.remember("fact", session_id=" ")
+    assert err.value.field == "session_id"
+    assert _rows(db, "SELECT count(*) AS n FROM semantic_memory") == [{"n": 0}]
+    made = memory.remember("  Lena   is allergic to peanuts ", "world", session_id="c1")
+    assert made.content == "Lena is allergic to peanuts" and made.source_sessions == ["c1"]
+
+
+def test_a_conversation_the_cleanup_deleted_is_not_reopened(memory: AnimaMemory, db: Database) -> None:
+    memory.append(msg("m1", created_at="2026-01-01T10:00:00+08:00"))  # one old message: cleanup deletes it
+    result = cleanup(db, Night(day=date(2026, 11, 30), engine=None), "aria")
+    assert result.stats["deleted"] == 1
+    with pytest.raises(AnimaInputError, match="cleanup"):
+        memory.open_conversation("c1", title="again")
+    assert memory.append(msg("m2")).skipped_cleaned == 1  # its messages stay out, as with import
+    with pytest.raises(LookupError):
+        memory.close_conversation("c1")
+
+
+def test_status_counts_this_anima_only(memory: AnimaMemory, db: Database, db_url: str) -> None:
+    memory.append([msg("m1"), msg("m2")])
+    memory.remember("Lena lives in Lisbon")
+    AnimaMemory(db, "bruno", settings=Settings(database_url=db_url)).append(msg("x1"))
+    status = memory.status()
+    assert status["anima_id"] == "aria"
+    assert (status["conversations"], status["messages"], status["semantic_active"]) == (1, 2, 1)
+    assert status["recent_nights"] == []
