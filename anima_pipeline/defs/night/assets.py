@@ -7,18 +7,24 @@ docs/ordering.md. In short, a backfill of a day range becomes one run; this body
 failed. Selecting one key and one partition in the UI runs just that step
 (`context.selected_asset_keys`), with config `force: true` to redo a done step.
 
-Metadata: after each (day, step) the runner reports that step's results; they are summed
-over animas and attached to that partition of that key with `add_asset_metadata`, and the
-body yields one MaterializeResult per selected key at the end, from which Dagster emits
-one materialization per partition of the run, each with its own day's metadata (so the UI
-plots per day, and asset checks downstream of the outputs run). When a day fails mid-range,
-the (day, step) pairs that finished are logged as AssetMaterialization events before the
-failure is raised, so Dagster's partition status matches the store.
+Metadata: after each (day, step) the runner reports that step's results and the body logs
+an AssetMaterialization of that key for that partition at once, with that day's metadata
+(metadata.py), so the UI plots per day and a night stopped later (a failure, a signal)
+keeps exactly what finished. The checks are check specs of this asset, evaluated by the
+body on its own connection (checks.py); a blocking one stops the night.
+
+Retries: transient failures only (API overload after the SDK's retries, a lost database
+connection), requested by the body. A termination (SIGINT / SIGTERM, the UI's Terminate)
+rolls back the step in progress, marks the run canceling and is never retried.
 """
 
 import inspect
+import signal
+import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from typing import Any, Literal
 
@@ -85,6 +91,9 @@ def night_specs() -> list[dg.AssetSpec]:
     ]
 
 
+# Transient failures only (runner.is_transient), requested by the body with RetryRequested.
+# Not the op's retry_policy: Dagster 1.13 applies an op's retry policy to interrupts too
+# (SIGINT / SIGTERM / "Terminate" would restart the night), see plan/utils.py there.
 RETRY_POLICY = dg.RetryPolicy(
     max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
@@ -198,7 +207,6 @@ def build_night(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
         partitions_def=partitions_def,
         can_subset=True,
         backfill_policy=dg.BackfillPolicy.single_run(),
-        retry_policy=RETRY_POLICY,
         description="The nightly sleep cycle, one day per partition; a range backfill is one run, days in order.",
     )
     def night(
@@ -224,7 +232,6 @@ def _night_body(
     wanted_checks = [night_checks.BY_KEY[k] for k in context.selected_asset_check_keys]
     blocking = [c for c in wanted_checks if c.blocking]
     last_light = next((k for k in reversed(night_checks.LIGHT_SLEEP_STEPS) if k in steps), None)
-    done: list[tuple[dg.AssetKey, str, dict[str, dg.MetadataValue]]] = []
     ran: set[str] = set()
     check_results: dict[str, dg.AssetCheckResult] = {}
     timing = {"night_s": 0.0, "checks_s": 0.0}
@@ -238,8 +245,6 @@ def _night_body(
         ran.update(r.anima_id for r in results)
         with db.transaction() as conn:
             md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
-        context.add_asset_metadata(md, asset_key=asset_key(key), partition_key=partition)
-        done.append((asset_key(key), partition, md))
         counts = [
             f"{k} {v.value}"
             for k, v in md.items()
@@ -247,9 +252,14 @@ def _night_body(
             and v.value
             and k not in ("animas", "input_chars", "dagster/row_count")
         ]
-        context.log.info(
-            f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
-        )
+        with deferred_interrupts():  # never half an event in Dagster's storage
+            # recorded at once: a night stopped later (a failure, a signal) keeps what finished
+            context.log_event(
+                dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md)
+            )
+            context.log.info(
+                f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
+            )
         if key == last_light and blocking and results:
             t = time.monotonic()
             scope = night_checks.CheckScope([n.day], sorted({r.anima_id for r in results}), settings.timezone)
@@ -294,25 +304,53 @@ def _night_body(
     except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError):
         # SIGINT / SIGTERM: the step in progress was rolled back and the night marked failed by
         # the runner; say the run was canceled (not failed) before Dagster records the interrupt.
-        _log_finished(context, done, check_results)
-        run = context.instance.get_run_by_id(context.run.run_id)
-        if run is not None and run.status == dg.DagsterRunStatus.STARTED:
-            context.instance.report_run_canceling(
-                run, message="interrupted by a signal; the night will continue on the next run"
-            )
+        with deferred_interrupts():
+            _log_checks(context, check_results)
+            run = context.instance.get_run_by_id(context.run.run_id)
+            if run is not None and run.status == dg.DagsterRunStatus.STARTED:
+                context.instance.report_run_canceling(
+                    run, message="interrupted by a signal; the night will continue on the next run"
+                )
         raise
     except Exception as exc:
-        _log_finished(context, done, check_results)
+        with deferred_interrupts():
+            _log_checks(context, check_results)
+        if runner.is_transient(exc) and context.retry_number < RETRY_POLICY.max_retries:
+            delay = RETRY_POLICY.calculate_delay(context.retry_number + 1)
+            context.log.warning(
+                f"transient failure, retry {context.retry_number + 1} in {delay:.0f} s: {exc}"
+            )
+            raise dg.RetryRequested(max_retries=RETRY_POLICY.max_retries, seconds_to_wait=delay) from exc
         raise dg.Failure(
             description=str(exc),
             metadata=failure_metadata(exc, context.run.run_id),
-            allow_retries=runner.is_transient(exc),
+            allow_retries=False,
         ) from exc
 
     context.log.info(TIMING_LOG.format(**timing))
-    for key in sorted(context.selected_asset_keys, key=lambda k: steps.index(step_key(k))):
-        yield dg.MaterializeResult(asset_key=key)
     yield from check_results.values()
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold SIGINT / SIGTERM for the block and deliver them to the handler in place (inside a
+    step, Dagster's, which raises the interrupt) when it ends: a signal must not cut a write
+    to Dagster's event log in half. Store writes need no such care: a transaction that is cut
+    rolls back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, lambda signum, _frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending and callable(previous[pending[0]]):
+            previous[pending[0]](pending[0], None)
 
 
 def _tag_run(context: dg.AssetExecutionContext, engine: str, mode: str) -> None:
@@ -330,10 +368,8 @@ def _tag_run(context: dg.AssetExecutionContext, engine: str, mode: str) -> None:
     )
 
 
-def _log_finished(context, done, check_results) -> None:
-    """What finished stays recorded (materializations, and the blocking check that stopped it)."""
-    for key, partition, md in done:
-        context.log_event(dg.AssetMaterialization(asset_key=key, partition=partition, metadata=md))
+def _log_checks(context, check_results) -> None:
+    """The checks evaluated before a failure stay recorded (the blocking one that stopped it)."""
     for result in check_results.values():
         context.log_event(
             dg.AssetCheckEvaluation(

@@ -182,13 +182,18 @@ def mark_dead_runs(instance: dg.DagsterInstance) -> list[str]:
 
 @contextmanager
 def cancel_on_signals(instance: dg.DagsterInstance, run_id: str) -> Iterator[list[int]]:
-    """SIGINT / SIGTERM while the run executes: mark it canceling and interrupt. (Inside a
-    step Dagster's own handler raises the interrupt; the night body then marks the run
-    canceling itself, see assets.py.) Yields the list the received signals are appended to."""
+    """SIGINT / SIGTERM while the run executes: mark it canceling and interrupt. Inside the
+    step Dagster's own handler raises the interrupt (the night body then marks the run
+    canceling, see assets.py), so which signal came is read from a wakeup pipe, which the
+    interpreter writes to whatever the Python handler. Yields the list of received signals
+    (complete when the block has ended)."""
     received: list[int] = []
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
     def handler(signum: int, _frame) -> None:
-        received.append(signum)
         run = instance.get_run_by_id(run_id)
         if run is not None and run.status in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED):
             instance.report_run_canceling(run, message=f"{signal.Signals(signum).name} received")
@@ -200,6 +205,14 @@ def cancel_on_signals(instance: dg.DagsterInstance, run_id: str) -> Iterator[lis
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+        signal.set_wakeup_fd(previous_fd)
+        try:
+            data = os.read(read_fd, 1024)
+        except BlockingIOError:
+            data = b""
+        os.close(read_fd)
+        os.close(write_fd)
+        received.extend(n for n in data if n in (signal.SIGINT, signal.SIGTERM))
 
 
 def launch_night(
@@ -221,9 +234,9 @@ def launch_night(
     that are not partitions, unknown steps or a malformed shard."""
     settings = settings or Settings.from_env()
     last = last or first
+    keys = check_steps(steps)
     job = nightly_sleep_job()
     check_days(job.partitions_def, first, last, settings.timezone)
-    keys = check_steps(steps)
     if shard:
         night_assets.parse_shard(shard)
     marked = mark_dead_runs(instance)
@@ -249,18 +262,18 @@ def launch_night(
         remote_job_origin=remote_job_origin(),
         job_code_origin=recon.get_python_origin(),
     )
-    error = ""
     with cancel_on_signals(instance, run.run_id) as received:
         try:
-            result = execute_run(recon, run, instance)
-            if not result.success:
-                error = run_error(instance, run.run_id)
+            execute_run(recon, run, instance)
         except KeyboardInterrupt:  # a signal outside the steps (Dagster's own bookkeeping)
             current = instance.get_run_by_id(run.run_id)
             if current is not None and current.status in ACTIVE:
                 instance.report_run_canceled(current, message="interrupted by a signal")
-            if not received:
-                received.append(signal.SIGINT)
+    error = (
+        ""
+        if instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.SUCCESS
+        else run_error(instance, run.run_id)
+    )
     final = instance.get_run_by_id(run.run_id)
     status = final.status if final is not None else dg.DagsterRunStatus.FAILURE
     return LaunchOutcome(run.run_id, status, received[0] if received else None, error, marked)
@@ -301,8 +314,8 @@ def materialize_night(
     settings = settings or Settings.from_env()
     last = last or first
     [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
-    check_days(night.partitions_def, first, last, settings.timezone)
     selection = dg.AssetSelection.assets(*check_steps(steps))
+    check_days(night.partitions_def, first, last, settings.timezone)
     if not with_checks:
         selection = selection.without_checks()
     run_tags = {**(tags or {}), **partition_tags(first, last)}
