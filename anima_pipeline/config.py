@@ -1,21 +1,36 @@
-"""Configuration from environment variables, with safe defaults (DESIGN §1).
+"""Configuration from environment variables, with safe defaults (see README, "Configuration").
 
-Read once per process through `get_settings()`; tests build `Settings(...)` directly.
-The Anthropic key is a SecretStr so that it never renders in a repr, a log or an error.
+Read once per process through `get_settings()` (or `Settings.from_env(mapping)` in tests);
+`Settings(...)` built directly holds only its arguments and the defaults, never the
+environment. Each field is read from ANIMA_<FIELD> (pydantic-settings, by prefix), except the
+Anthropic ones, which keep the SDK's own names. The Anthropic key is a SecretStr so that it
+never renders in a repr, a log or an error.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+# What a "day" is when ANIMA_TIMEZONE is unset; the one place this default is written.
+DEFAULT_TIMEZONE = "Asia/Shanghai"
+ENV_PREFIX = "ANIMA_"
 Thinking = Literal["adaptive", "disabled", "model_default"]
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 LlmMode = Literal["sync", "batch"]
@@ -29,20 +44,34 @@ class StepLimits(BaseModel):
     effort: Effort | None = None
 
 
-class Settings(BaseModel):
+# The mapping `from_env` reads instead of os.environ; None = environment not consulted.
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("anima_environ", default=None)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore")
+
     database_url: str | None = None
     home: Path = Path("~/.anima").expanduser()
     engine: str = "offline"
     model: str = DEFAULT_MODEL
-    anthropic_api_key: SecretStr | None = None
-    anthropic_base_url: str | None = None
-    timezone: str = "Asia/Shanghai"
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("anthropic_api_key", "ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("anthropic_base_url", "ANTHROPIC_BASE_URL")
+    )
+    timezone: str = DEFAULT_TIMEZONE
     # None: the first day recorded by `anima import` (store/calendar.py), else yesterday
     start_date: date | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None
     # Dagster runs per scheduled night: the day's animas split by a stable hash (docs/deploy.md)
-    night_shards: int = 1
+    night_shards: int = Field(1, ge=1)
+    # Animas run at once inside a night (sleep/pool.py); None = the number of cores.
+    workers: int | None = Field(None, ge=1)
+    # A running night whose run has not renewed its lease for this long is taken over.
+    night_lease_s: float = Field(30.0, ge=1, le=86_400)
     # LLM output limits. Thinking tokens count against max_tokens, so the default leaves
     # room for a model that thinks before its tool calls; a max_tokens stop is retried
     # once with the limit times llm_max_tokens_retry_factor (capped at the ceiling).
@@ -52,7 +81,7 @@ class Settings(BaseModel):
     llm_thinking: Thinking = "model_default"  # model_default: send no `thinking` field
     llm_effort: Effort | None = None  # None: send no output_config.effort
     # Per step (the step key, e.g. "semantic_memory/extracted"), JSON in ANIMA_LLM_STEP_LIMITS.
-    llm_step_limits: dict[str, StepLimits] = Field(default_factory=dict)
+    llm_step_limits: Annotated[dict[str, StepLimits], NoDecode] = Field(default_factory=dict)
     # Request timeout per attempt; None derives it from the output ceiling (a non-streaming
     # request must be allowed to produce its largest answer).
     llm_timeout_s: float | None = Field(None, gt=0)
@@ -66,6 +95,19 @@ class Settings(BaseModel):
     llm_mode: LlmMode = "sync"
     llm_batch_window_s: float = Field(2.0, ge=0)
     llm_batch_poll_s: float = Field(30.0, gt=0)
+    # chat-time recall (issue 9): characters per context section, see recall/sections.Budgets
+    recall_budget_chars: int = 2000  # passive memories + episodic messages (+ summaries) together
+    recall_memory_share: float = 0.5  # the part of it memories take first; docs/benchmarks.md
+    recall_summary_chars: int = 500  # at most this much of it for summaries, on a question about a time
+    recall_resident_chars: int = 2000
+    recall_item_max_chars: int = 400  # a longer item is cut around the words asked about
+    recall_resident_top_n: int = 20
+    recall_pinned_max: int = 40
+
+    @field_validator("home")
+    @classmethod
+    def _home(cls, v: Path) -> Path:
+        return Path(v).expanduser()
 
     @field_validator("engine")
     @classmethod
@@ -74,20 +116,13 @@ class Settings(BaseModel):
             raise ValueError(f"ANIMA_ENGINE must be 'offline' or 'anthropic', got {v!r}")
         return v
 
-    @field_validator("night_shards")
-    @classmethod
-    def _shards(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"ANIMA_NIGHT_SHARDS must be at least 1, got {v}")
-        return v
-
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
         try:
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {v!r} (an IANA name such as Asia/Shanghai)") from None
+            raise ValueError(f"unknown time zone {v!r} (an IANA name such as {DEFAULT_TIMEZONE})") from None
         return v
 
     @field_validator("llm_step_limits", mode="before")
@@ -134,51 +169,58 @@ class Settings(BaseModel):
         return self.home / "logs"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
-        """Settings from ANIMA_* variables; a bad value raises ValueError naming the variable."""
-        e = os.environ if env is None else env
-        values: dict = {"home": Path(e.get("ANIMA_HOME") or "~/.anima").expanduser()}
-        for var, field in _ENV.items():
-            raw = e.get(var)
-            if raw not in (None, ""):
-                values[field] = raw
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        environ = _ENVIRON.get()
+        if environ is None:
+            return (init_settings,)
+        return (init_settings, _MappingEnvSource(settings_cls, environ))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from the environment (or `env`); a bad value raises ValueError naming the
+        variable, and never showing a secret's value."""
+        token = _ENVIRON.set(os.environ if env is None else env)
         try:
-            return cls(**values)
+            return cls()
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = str(err["loc"][0]) if err["loc"] else ""
-            var = next((v for v, f in _ENV.items() if f == field), field)
-            msg = err["msg"].removeprefix("Value error, ")
-            shown = "(hidden)" if "KEY" in var else repr(values.get(field))
-            raise ValueError(f"{var}={shown}: {msg}") from None
+            raise ValueError(_describe(exc)) from None
+        finally:
+            _ENVIRON.reset(token)
 
 
-# environment variable -> Settings field (ANIMA_HOME is handled apart: it is a path with ~)
-_ENV: dict[str, str] = {
-    "ANIMA_DATABASE_URL": "database_url",
-    "ANIMA_ENGINE": "engine",
-    "ANIMA_MODEL": "model",
-    "ANTHROPIC_API_KEY": "anthropic_api_key",
-    "ANTHROPIC_BASE_URL": "anthropic_base_url",
-    "ANIMA_TIMEZONE": "timezone",
-    "ANIMA_START_DATE": "start_date",
-    "ANIMA_BUDGET_USD": "budget_usd",
-    "ANIMA_BUDGET_TOKENS": "budget_tokens",
-    "ANIMA_NIGHT_SHARDS": "night_shards",
-    "ANIMA_LLM_MAX_TOKENS": "llm_max_tokens",
-    "ANIMA_LLM_MAX_TOKENS_RETRY_FACTOR": "llm_max_tokens_retry_factor",
-    "ANIMA_LLM_MAX_TOKENS_CEILING": "llm_max_tokens_ceiling",
-    "ANIMA_LLM_THINKING": "llm_thinking",
-    "ANIMA_LLM_EFFORT": "llm_effort",
-    "ANIMA_LLM_STEP_LIMITS": "llm_step_limits",
-    "ANIMA_LLM_TIMEOUT_S": "llm_timeout_s",
-    "ANIMA_LLM_MAX_RETRIES": "llm_max_retries",
-    "ANIMA_LLM_MAX_RETRY_WAIT_S": "llm_max_retry_wait_s",
-    "ANIMA_LLM_CONCURRENCY": "llm_concurrency",
-    "ANIMA_LLM_MODE": "llm_mode",
-    "ANIMA_LLM_BATCH_WINDOW_S": "llm_batch_window_s",
-    "ANIMA_LLM_BATCH_POLL_S": "llm_batch_poll_s",
-}
+class _MappingEnvSource(EnvSettingsSource):
+    """The environment source of pydantic-settings, over a given mapping."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        # case-insensitive names, empty values ignored: what the source does with os.environ
+        self.env_vars = {k.lower(): v for k, v in environ.items() if v != ""}
+
+
+def env_name(field: str) -> str:
+    """The environment variable a Settings field is read from."""
+    alias = Settings.model_fields[field].validation_alias
+    if isinstance(alias, AliasChoices):
+        return str(alias.choices[-1])
+    return ENV_PREFIX + field.upper()
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    field = str(err["loc"][0]) if err["loc"] else ""
+    field = next((f for f in Settings.model_fields if env_name(f).lower() == field.lower()), field)
+    var = env_name(field) if field in Settings.model_fields else field
+    secret = field in Settings.model_fields and Settings.model_fields[field].annotation == SecretStr | None
+    shown = "(hidden)" if secret or "KEY" in var else repr(err.get("input"))
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{var}={shown}: {msg}"
 
 
 @lru_cache(maxsize=1)

@@ -36,7 +36,8 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings, get_settings
-from anima_pipeline.sleep.runner import NIGHT_ANIMA
+from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories
+from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
     ArchiveRecord,
@@ -100,36 +101,6 @@ class ConversationInfo(BaseModel):
     created_at: datetime
     updated_at: datetime
     closed_at: datetime | None
-
-
-class MemoryItem(BaseModel):
-    """A memory as an agent sees it: its citation id and what it says."""
-
-    id: str = Field(description="the memory's id, cited as [[anima:<id>]]")
-    type: str
-    content: str
-    observed_at: datetime | None = None
-    pinned: bool = False
-    score: float | None = None
-    why: str | None = None
-
-
-class ContextResult(BaseModel):
-    anima_id: str
-    query: str
-    session_id: str | None
-    sections: dict[str, list[Any]] = Field(
-        description="resident, memories, episodic, summaries: each section's items, in order"
-    )
-    rendered: str = Field(description="the block to put into the model's context")
-
-
-class SearchResult(BaseModel):
-    query: str
-    offset: int
-    limit: int
-    items: list[MemoryItem]
-    next_offset: int | None = Field(description="pass as offset for the next page; null on the last page")
 
 
 class Remembered(BaseModel):
@@ -230,11 +201,7 @@ class AnimaMemory:
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
             import_records(conn, records, self._audit(conn, "agent/append"), stats)
-            stale = (
-                sleep_state.days_with_steps(conn, [self.anima_id, NIGHT_ANIMA], days)
-                if stats.messages_added
-                else []
-            )
+            stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
         return AppendResult(
             received=len(records),
             added=stats.messages_added,
@@ -303,15 +270,19 @@ class AnimaMemory:
 
     # --- reading ------------------------------------------------------------------------
 
-    def context(self, query: str, session_id: str | None = None) -> ContextResult:
-        """What to put into the model's context before answering `query`: resident memories,
-        passive recall of memories, episodic recall of past messages and temporal summaries,
-        each a section with its own budget, plus the rendered block. `session_id` is the
-        current conversation: what is already in the window is not recalled again."""
+    def context(self, query: str, session_id: str | None = None) -> AssembledContext:
+        """What to put into the model's context before answering `query`, in sections
+        (``resident``, ``summaries``, ``memories``, ``episodic``: each its items within its
+        character budget, see `recall.sections`) and `rendered`, the block for the prompt.
+        `session_id` is the current conversation: its messages, and memories sourced only
+        from it, are already in the window and are not recalled again. Memories appear as
+        ``[[anima:f-N]]`` lines; keep the marker when the reply uses one."""
         if not isinstance(query, str):
             raise AnimaInputError("must be a string", field="query")
         with self.db.transaction() as conn:
-            return self._assemble(conn, query, session_id)
+            return assemble_context(
+                conn, self.anima_id, query, session_id=session_id, budgets=budgets_from(self.settings)
+            )
 
     def search(
         self,
@@ -322,24 +293,19 @@ class AnimaMemory:
         until: datetime | None = None,
         limit: int = 20,
         offset: int = 0,
-    ) -> SearchResult:
+    ) -> SearchPage:
         """Active search (the agent asks on purpose): more results than passive recall, resident
-        memories included, paged with `limit` / `offset`, filtered by memory type and by when
-        the fact was observed (`since` <= observed_at < `until`)."""
+        memories included, best first, paged with `limit` / `offset` (`has_more` says whether
+        another page exists), filtered by memory type and by when the fact was observed
+        (`since` <= observed_at < `until`, created_at when never observed)."""
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise AnimaInputError(f"must be between 1 and {MAX_SEARCH_LIMIT}", field="limit")
         if offset < 0:
             raise AnimaInputError("must not be negative", field="offset")
         with self.db.transaction() as conn:
-            items = self._search(conn, query, types, since, until, limit + 1, offset)
-        page = items[:limit]
-        return SearchResult(
-            query=query,
-            offset=offset,
-            limit=limit,
-            items=page,
-            next_offset=offset + limit if len(items) > limit else None,
-        )
+            return search_memories(
+                conn, self.anima_id, query, types=types, since=since, until=until, limit=limit, offset=offset
+            )
 
     def status(self) -> dict[str, Any]:
         """Counts for this anima (conversations, messages, memories, …) and its latest nights."""
@@ -353,60 +319,6 @@ class AnimaMemory:
                 (self.anima_id,),
             ).fetchall()
         return {**counts, "recent_nights": [dict(n) for n in nights]}
-
-    # --- the one place chat-time recall is called -------------------------------------------
-
-    def _assemble(self, conn: Connection, query: str, session_id: str | None) -> ContextResult:
-        from anima_pipeline.recall.context import recall
-
-        res = recall(conn, self.anima_id, query, exclude_sessions=[session_id] if session_id else None)
-        resident = [_item(m) for m in res.resident]
-        memories = [_item(r.memory, r.score, r.why) for r in res.recalled]
-        return ContextResult(
-            anima_id=self.anima_id,
-            query=query,
-            session_id=session_id,
-            sections={"resident": resident, "memories": memories, "episodic": [], "summaries": []},
-            rendered=res.render(),
-        )
-
-    def _search(
-        self,
-        conn: Connection,
-        query: str,
-        types: list[str] | None,
-        since: datetime | None,
-        until: datetime | None,
-        limit: int,
-        offset: int,
-    ) -> list[MemoryItem]:
-        from anima_pipeline.recall.context import recall
-
-        want = offset + limit
-        res = recall(conn, self.anima_id, query, limit=want * 4 + 20, max_chars=10**9)
-        ranked = [(m, None, "resident") for m in res.resident] + [
-            (r.memory, r.score, r.why) for r in res.recalled
-        ]
-        kept = [
-            _item(m, score, why)
-            for m, score, why in ranked
-            if (not types or m.type in types)
-            and (since is None or (m.observed_at or m.created_at) >= since)
-            and (until is None or (m.observed_at or m.created_at) < until)
-        ]
-        return kept[offset:want]
-
-
-def _item(m: Any, score: float | None = None, why: str | None = None) -> MemoryItem:
-    return MemoryItem(
-        id=m.ref,
-        type=m.type,
-        content=m.content,
-        observed_at=m.observed_at,
-        pinned=m.pinned,
-        score=score,
-        why=why,
-    )
 
 
 def _tool_field(message: str) -> str | None:

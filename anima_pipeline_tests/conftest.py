@@ -15,9 +15,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.migrations import load_migrations, migrate
+from benchmarks.data import data_dir
 
 DATA_DIR = Path(__file__).parent / "data"
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = data_dir()  # ANIMA_DATA_DIR, else ../shared/data next to the repository
 
 
 def _with_dbname(url: str, dbname: str) -> str:
@@ -95,7 +96,7 @@ def empty_db_url(pg_admin_url: str) -> Iterator[str]:
 
 
 def shared_file(*parts: str) -> Path:
-    """A file of ../shared/data, or skip the test with the reason (its license keeps it out of the repo)."""
+    """A file of the evaluation data (ANIMA_DATA_DIR), or skip the test with the reason (its license keeps it out of the repo)."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
         pytest.skip(f"evaluation data not present: {path} (kept outside the repository by its license)")

@@ -60,7 +60,7 @@ def test_stdio_lists_read_only_tools_and_returns_a_context(db: Database, db_url:
             assert f"[[anima:{ref}]] Lena moved to Lisbon in April 2026" in _text(ctx)
             assert "bees" not in _text(ctx)  # scoped to one anima by configuration
             found = await client.call_tool("search", {"query": "Lisbon", "limit": 5})
-            assert [m["id"] for m in found.structured_content["items"]] == [ref]
+            assert [m["ref"] for m in found.structured_content["items"]] == [ref]
             refused = await client.call_tool("remember", {"content": "x"})
             assert refused.is_error
             bad = await client.call_tool("search", {"query": "Lisbon", "limit": 0})

@@ -98,9 +98,16 @@ def test_rerun_with_force_deletes_and_records_nothing_more(seeded):
     assert n == 3
 
 
-def test_animas_for_lists_every_anima_with_conversations(seeded):
+def test_animas_for_lists_the_animas_with_stale_junk(seeded):
     with seeded.transaction() as conn:
+        _conv(conn, "c", "c-dialogue", ["user", "assistant"], 72)  # nothing to delete
+        _conv(conn, "c", "c-recent", [], 1)  # junk, but not stale yet
+        _conv(conn, "d", "d-debug", [], 72, debug=True)  # junk, but debug
         assert animas_for(conn, Night(day=DAY, engine=OfflineEngine())) == ["a", "b"]
+    cleanup(seeded, Night(day=DAY, engine=OfflineEngine()), "a")
+    cleanup(seeded, Night(day=DAY, engine=OfflineEngine()), "b")
+    with seeded.transaction() as conn:  # cleaned: nobody has anything left to do
+        assert animas_for(conn, Night(day=DAY, engine=OfflineEngine())) == []
 
 
 def test_restore_puts_back_conversation_messages_and_citations(db):

@@ -270,6 +270,6 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
         nights = conn.execute(
-            "SELECT count(*) FROM sleep_state WHERE anima_id = '*' AND step = 'night' AND status = 'done'"
+            "SELECT count(*) FROM sleep_state WHERE anima_id = 'aria' AND step = 'night' AND status = 'done'"
         ).fetchone()[0]
     assert nights == 8

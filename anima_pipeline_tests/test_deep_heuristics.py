@@ -67,8 +67,8 @@ def flagged(*contents: str) -> list[tuple[int, int | None, str, str]]:
 class TestContradictions:
     def test_chinese_zodiac_tiger_vs_goat_is_a_contradiction(self) -> None:
         assert flagged(
-            "Caroline's daughter was born in the Year of the Tiger.",
-            "Caroline's daughter was born in the Year of the Goat.",
+            "Rosalind's daughter was born in the Year of the Tiger.",
+            "Rosalind's daughter was born in the Year of the Goat.",
         ) == [(1, 2, "contradiction", "chinese_zodiac")]
 
     def test_chinese_zodiac_in_chinese(self) -> None:
@@ -83,30 +83,30 @@ class TestContradictions:
         assert [(c.loser_id, c.winner_id) for c in found] == [(3, 7)]
 
     def test_coexisting_preferences_are_never_flagged(self) -> None:
-        assert flagged("Caroline likes apples.", "Caroline likes cherries.") == []
+        assert flagged("Rosalind likes apples.", "Rosalind likes cherries.") == []
         assert flagged("张三喜欢苹果", "张三喜欢樱桃") == []
 
     def test_likes_python_then_now_prefers_typescript_is_not_flagged(self) -> None:
         # Seed: "likes Python" vs "now prefers TypeScript" — both can be true.
-        assert flagged("Melanie likes Python.", "Melanie now prefers TypeScript.") == []
+        assert flagged("Beatrix likes Python.", "Beatrix now prefers TypeScript.") == []
         assert flagged("张三喜欢Python", "张三现在更喜欢TypeScript") == []
 
     def test_python_expires_only_when_the_newer_memory_says_now_or_no_longer(self) -> None:
-        assert flagged("Melanie likes Python.", "Melanie now prefers TypeScript over Python.") == [
+        assert flagged("Beatrix likes Python.", "Beatrix now prefers TypeScript over Python.") == [
             (1, 2, "expiry", "likes")
         ]
-        assert flagged("Melanie likes Python.", "Melanie no longer likes Python.") == [
+        assert flagged("Beatrix likes Python.", "Beatrix no longer likes Python.") == [
             (1, 2, "expiry", "likes")
         ]
         assert flagged("张三喜欢Python", "张三不再喜欢Python了") == [(1, 2, "expiry", "likes")]
         # Without a change marker, preferring A over B says nothing against liking B.
-        assert flagged("Melanie likes Python.", "Melanie prefers TypeScript over Python.") == []
+        assert flagged("Beatrix likes Python.", "Beatrix prefers TypeScript over Python.") == []
 
     def test_likes_vs_does_not_like_english(self) -> None:
-        assert flagged("Caroline likes spicy food.", "Caroline doesn't like spicy food.") == [
+        assert flagged("Rosalind likes spicy food.", "Rosalind doesn't like spicy food.") == [
             (1, 2, "contradiction", "likes")
         ]
-        assert flagged("Caroline does not like jazz.", "Caroline really loves jazz.") == [
+        assert flagged("Rosalind does not like jazz.", "Rosalind really loves jazz.") == [
             (1, 2, "contradiction", "likes")
         ]
 
@@ -115,11 +115,11 @@ class TestContradictions:
         assert flagged("张三很喜欢吃辣", "张三讨厌吃辣") == [(1, 2, "contradiction", "likes")]
 
     def test_different_objects_of_like_and_dislike_coexist(self) -> None:
-        assert flagged("Caroline likes tea.", "Caroline doesn't like coffee.") == []
-        assert flagged("Caroline likes tea.", "Caroline doesn't like tea with milk.") == []
+        assert flagged("Rosalind likes tea.", "Rosalind doesn't like coffee.") == []
+        assert flagged("Rosalind likes tea.", "Rosalind doesn't like tea with milk.") == []
 
     def test_hometown(self) -> None:
-        assert flagged("Caroline is from Sweden.", "Caroline is originally from Norway.") == [
+        assert flagged("Rosalind is from Sweden.", "Rosalind is originally from Norway.") == [
             (1, 2, "contradiction", "hometown")
         ]
         assert flagged("张三的老家是湖南。", "张三来自四川成都。") == [(1, 2, "contradiction", "hometown")]
@@ -127,15 +127,15 @@ class TestContradictions:
         assert flagged("张三来自四川", "张三来自四川成都") == []
 
     def test_age_contradiction_and_ageing(self) -> None:
-        assert flagged("Caroline is 34 years old.", "Caroline is 36.") == [(1, 2, "contradiction", "age")]
+        assert flagged("Rosalind is 34 years old.", "Rosalind is 36.") == [(1, 2, "contradiction", "age")]
         assert flagged("张三今年三十岁", "张三三十二岁") == [(1, 2, "contradiction", "age")]
         # 34 then 35 observed a year apart is ageing: the old age expires.
-        found = find_contradictions([mem(1, "Caroline is 34.", days=0), mem(2, "Caroline is 35.", days=400)])
+        found = find_contradictions([mem(1, "Rosalind is 34.", days=0), mem(2, "Rosalind is 35.", days=400)])
         assert [(c.loser_id, c.winner_id, c.kind) for c in found] == [(1, 2, "expiry")]
 
     def test_birthday_compares_month_and_day(self) -> None:
-        assert flagged("Caroline's birthday is May 3.", "Caroline was born on 3rd May 1990.") == []
-        assert flagged("Caroline's birthday is May 3.", "Caroline's birthday is June 3.") == [
+        assert flagged("Rosalind's birthday is May 3.", "Rosalind was born on 3rd May 1990.") == []
+        assert flagged("Rosalind's birthday is May 3.", "Rosalind's birthday is June 3.") == [
             (1, 2, "contradiction", "birthday")
         ]
         assert flagged("张三的生日是五月三日", "张三1990年5月4日出生") == [
@@ -143,23 +143,23 @@ class TestContradictions:
         ]
 
     def test_occupation_contradicts_unless_the_newer_one_marks_a_change(self) -> None:
-        assert flagged("Caroline works as a nurse.", "Caroline works as a teacher.") == [
+        assert flagged("Rosalind works as a nurse.", "Rosalind works as a teacher.") == [
             (1, 2, "contradiction", "occupation")
         ]
-        assert flagged("Caroline works as a nurse.", "Caroline now works as a teacher.") == [
+        assert flagged("Rosalind works as a nurse.", "Rosalind now works as a teacher.") == [
             (1, 2, "expiry", "occupation")
         ]
         assert flagged("张三是一名医生", "张三是一名律师") == [(1, 2, "contradiction", "occupation")]
         assert flagged("张三是一名医生", "张三现在是一名律师") == [(1, 2, "expiry", "occupation")]
 
     def test_changeable_states_expire(self) -> None:
-        assert flagged("Caroline lives in Paris.", "Caroline moved to Lyon.") == [
+        assert flagged("Rosalind lives in Paris.", "Rosalind moved to Lyon.") == [
             (1, 2, "expiry", "residence")
         ]
-        assert flagged("Caroline works at Google.", "Caroline works for Microsoft.") == [
+        assert flagged("Rosalind works at Google.", "Rosalind works for Microsoft.") == [
             (1, 2, "expiry", "employer")
         ]
-        assert flagged("Caroline is single.", "Caroline got married last June.") == [
+        assert flagged("Rosalind is single.", "Rosalind got married last June.") == [
             (1, 2, "expiry", "relationship")
         ]
         assert flagged("张三住在北京", "张三搬到了上海") == [(1, 2, "expiry", "residence")]
@@ -167,29 +167,29 @@ class TestContradictions:
         assert flagged("张三单身", "张三结婚了") == [(1, 2, "expiry", "relationship")]
 
     def test_no_longer_lives_in_expires_the_same_place_only(self) -> None:
-        assert flagged("Caroline lives in Paris.", "Caroline no longer lives in Paris.") == [
+        assert flagged("Rosalind lives in Paris.", "Rosalind no longer lives in Paris.") == [
             (1, 2, "expiry", "residence")
         ]
-        assert flagged("Caroline lives in Paris with her husband.", "Caroline lives in Paris.") == []
+        assert flagged("Rosalind lives in Paris with her husband.", "Rosalind lives in Paris.") == []
 
     def test_different_subjects_never_collide(self) -> None:
         assert (
             flagged(
-                "Caroline's daughter was born in the Year of the Tiger.",
-                "Melanie's daughter was born in the Year of the Goat.",
+                "Rosalind's daughter was born in the Year of the Tiger.",
+                "Beatrix's daughter was born in the Year of the Goat.",
             )
             == []
         )
         assert flagged("张三属虎", "李四属羊") == []
-        assert flagged("Caroline's son is 5.", "Caroline is 34.") == []
+        assert flagged("Rosalind's son is 5.", "Rosalind is 34.") == []
 
     def test_unresolvable_pronoun_subject_is_never_compared(self) -> None:
         assert flagged("She is from Sweden.", "She is from Norway.") == []
 
     def test_pronoun_resolves_to_the_person_named_in_the_same_memory(self) -> None:
         assert flagged(
-            "Caroline's daughter is 7. She was born in the Year of the Tiger.",
-            "Caroline's daughter was born in the Year of the Goat.",
+            "Rosalind's daughter is 7. She was born in the Year of the Tiger.",
+            "Rosalind's daughter was born in the Year of the Goat.",
         ) == [(1, 2, "contradiction", "chinese_zodiac")]
 
     def test_survivor_rule_tiger_goat_tiger(self) -> None:
@@ -199,8 +199,8 @@ class TestContradictions:
     def test_missing_observed_at_falls_back_to_updated_at(self) -> None:
         found = find_contradictions(
             [
-                mem(1, "Caroline is from Sweden.", days=3, observed=False),
-                mem(2, "Caroline is from Norway.", days=1),
+                mem(1, "Rosalind is from Sweden.", days=3, observed=False),
+                mem(2, "Rosalind is from Norway.", days=1),
             ]
         )
         assert [(c.loser_id, c.winner_id) for c in found] == [(2, 1)]
@@ -210,15 +210,15 @@ class TestContradictions:
         assert "f-1" in c.reason and "f-2" in c.reason and "张三" in c.reason
 
     def test_extract_attribute(self) -> None:
-        assert extract_attribute("Caroline doesn't like spicy food.") == (
-            "caroline",
+        assert extract_attribute("Rosalind doesn't like spicy food.") == (
+            "rosalind",
             "likes",
             "spicy food",
             -1,
         )
         assert extract_attribute("张三的女儿属虎") == ("张三的女儿", "chinese_zodiac", "tiger", 1)
         assert extract_attribute("The user lives in Berlin.") == ("user", "residence", "berlin", 1)
-        assert extract_attribute("Caroline said that Mel likes tea.") is None  # reported speech
+        assert extract_attribute("Rosalind said that Bea likes tea.") is None  # reported speech
         assert extract_attribute("The weather was nice today.") is None
 
 
@@ -247,30 +247,30 @@ class TestAnnouncedChanges:
     def test_unnamed_places_never_clash_without_an_announced_change(self) -> None:
         assert flagged("Lin Wei works at a bank.", "Lin Wei works at a hospital.") == []
         assert flagged("张三在一家银行工作。", "张三在一家医院工作。") == []
-        assert flagged("Caroline lives in an apartment.", "Caroline lives in a house.") == []
+        assert flagged("Rosalind lives in an apartment.", "Rosalind lives in a house.") == []
         # A newer change that only describes the same place more precisely.
         assert flagged("Lin Wei works at a bank in Pudong.", "Lin Wei now works at a bank.") == []
         assert flagged("张三在一家银行工作。", "张三入职了一家大银行。") == []
 
     def test_change_words_that_do_not_name_an_employer(self) -> None:
         assert flagged("Lin Wei works at a bank.", "Lin Wei started at 7:30 on Monday.") == []
-        assert flagged("Maria works at a bank.", "Maria joined a gym.") == []
-        assert flagged("Maria works at a bank.", "Maria joined a new book club.") == []
+        assert flagged("Lucia works at a bank.", "Lucia joined a gym.") == []
+        assert flagged("Lucia works at a bank.", "Lucia joined a new book club.") == []
         assert flagged("张三在一家银行工作。", "张三想辞职。") == []
-        assert flagged("周立在一家公司工作。", "周立一直在考虑是否要找一份新工作。") == []
+        assert flagged("周立在一家公司工作。", "周立最近在想要不要换个工作。") == []
 
     def test_quitting_a_drink_expires_liking_it(self) -> None:
         assert flagged("张三喜欢喝咖啡。", "张三决定不喝咖啡了，改喝乌龙茶。") == [(1, 2, "expiry", "likes")]
-        assert flagged("Caroline likes coffee.", "Caroline stopped drinking coffee.") == [
+        assert flagged("Rosalind likes coffee.", "Rosalind stopped drinking coffee.") == [
             (1, 2, "expiry", "likes")
         ]
-        assert flagged("Caroline likes coffee.", "Caroline switched from coffee to tea.") == [
+        assert flagged("Rosalind likes coffee.", "Rosalind switched from coffee to tea.") == [
             (1, 2, "expiry", "likes")
         ]
         # Habits of a time of day, or plain preferences for another drink, say nothing.
         assert flagged("张三喜欢喝咖啡。", "张三晚上不喝咖啡。") == []
         assert flagged("张三喜欢喝咖啡。", "张三现在更喜欢喝茶了。") == []
-        assert flagged("Caroline likes coffee.", "Caroline switched to tea.") == []
+        assert flagged("Rosalind likes coffee.", "Rosalind switched to tea.") == []
 
 
 # --- round 2: split ---------------------------------------------------------------------
@@ -278,23 +278,23 @@ class TestAnnouncedChanges:
 
 class TestSplit:
     def test_multi_fact_entry_with_pronoun_rewrite(self) -> None:
-        m = mem(1, "Caroline is from Sweden. She also plays the violin every weekend.")
-        assert split_parts(m) == ["Caroline is from Sweden.", "Caroline also plays the violin every weekend."]
+        m = mem(1, "Rosalind is from Sweden. She also plays the violin every weekend.")
+        assert split_parts(m) == ["Rosalind is from Sweden.", "Rosalind also plays the violin every weekend."]
 
     def test_pronoun_follows_the_gender_of_the_relation(self) -> None:
-        assert split_parts(mem(1, "Caroline's daughter loves horses. She also plays the violin.")) == [
-            "Caroline's daughter loves horses.",
-            "Caroline's daughter also plays the violin.",
+        assert split_parts(mem(1, "Rosalind's daughter loves horses. She also plays the violin.")) == [
+            "Rosalind's daughter loves horses.",
+            "Rosalind's daughter also plays the violin.",
         ]
-        assert split_parts(mem(2, "Caroline's son is 5 years old. She lives in Paris now.")) == [
-            "Caroline's son is 5 years old.",
-            "Caroline lives in Paris now.",
+        assert split_parts(mem(2, "Rosalind's son is 5 years old. She lives in Paris now.")) == [
+            "Rosalind's son is 5 years old.",
+            "Rosalind lives in Paris now.",
         ]
 
     def test_and_also_boundary_gets_the_subject(self) -> None:
-        assert split_parts(mem(1, "Caroline likes green tea and also plays the violin.")) == [
-            "Caroline likes green tea.",
-            "Caroline also plays the violin.",
+        assert split_parts(mem(1, "Rosalind likes green tea and also plays the violin.")) == [
+            "Rosalind likes green tea.",
+            "Rosalind also plays the violin.",
         ]
 
     def test_chinese_split_with_pronoun_rewrite(self) -> None:
@@ -308,37 +308,37 @@ class TestSplit:
         ]
 
     def test_dependent_sentences_are_not_split(self) -> None:
-        assert split_parts(mem(1, "Caroline adopted a dog last spring. It is a beagle named Max.")) is None
+        assert split_parts(mem(1, "Rosalind adopted a dog last spring. It is a beagle named Max.")) is None
         assert (
-            split_parts(mem(2, "Caroline went to a support group on May 7. She found it inspiring.")) is None
+            split_parts(mem(2, "Rosalind went to a support group on May 7. She found it inspiring.")) is None
         )
         assert split_parts(mem(3, "张三上周去了杭州出差。这次出差让他很累。")) is None
-        assert split_parts(mem(4, "Caroline failed her driving test. But she will try again.")) is None
+        assert split_parts(mem(4, "Rosalind failed her driving test. But she will try again.")) is None
 
     def test_one_fact_is_not_split(self) -> None:
-        assert split_parts(mem(1, "Caroline likes green tea.")) is None
+        assert split_parts(mem(1, "Rosalind likes green tea.")) is None
         assert split_parts(mem(2, "张三喜欢吃辣。")) is None
 
     def test_tiny_parts_are_not_split(self) -> None:
-        assert split_parts(mem(1, "Caroline likes green tea. She paints.")) is None
+        assert split_parts(mem(1, "Rosalind likes green tea. She paints.")) is None
         assert split_parts(mem(2, "张三喜欢吃辣。也喝茶。")) is None
 
     def test_unknown_antecedent_is_not_split(self) -> None:
         assert split_parts(mem(1, "She likes green tea. She also plays the violin.")) is None
         assert (
-            split_parts(mem(2, "Mel and Caroline went hiking together. She also plays the violin.")) is None
+            split_parts(mem(2, "Bea and Rosalind went hiking together. She also plays the violin.")) is None
         )
 
     def test_abbreviations_and_decimals_are_not_boundaries(self) -> None:
-        assert split_parts(mem(1, "Caroline sees Dr. Smith every month about her knee.")) is None
-        assert split_parts(mem(2, "Caroline ran 5.5 km on Sunday morning.")) is None
+        assert split_parts(mem(1, "Rosalind sees Dr. Smith every month about her knee.")) is None
+        assert split_parts(mem(2, "Rosalind ran 5.5 km on Sunday morning.")) is None
 
     def test_is_split_candidate(self) -> None:
-        assert is_split_candidate("Caroline is from Sweden. She also plays the violin.")
+        assert is_split_candidate("Rosalind is from Sweden. She also plays the violin.")
         assert is_split_candidate("张三喜欢吃辣；她也喜欢喝绿茶。")
-        assert is_split_candidate("Caroline likes tea and also plays the violin.")
+        assert is_split_candidate("Rosalind likes tea and also plays the violin.")
         assert is_split_candidate("x" * 200)
-        assert not is_split_candidate("Caroline likes green tea.")
+        assert not is_split_candidate("Rosalind likes green tea.")
         assert not is_split_candidate("张三喜欢吃辣。")
 
 
@@ -368,23 +368,21 @@ class TestClauseSplit:
 
     def test_clauses_that_do_not_stand_alone_are_kept_whole(self) -> None:
         # The pronoun may mean the other person of the first clause.
-        assert split_parts(mem(1, "Caroline has a daughter, she loves horses.")) is None
+        assert split_parts(mem(1, "Rosalind has a daughter, she loves horses.")) is None
         assert split_parts(mem(2, "张三有一个妹妹，她是一名护士。")) is None
         assert split_parts(mem(3, "Lin Wei's sister Mei is a nurse in Chengdu, he has two kids.")) is None
         # Reported speech, subordinate clauses, introductions, back references.
         assert split_parts(mem(4, "Lin Wei said she drove down, and she found the cause.")) is None
-        assert (
-            split_parts(mem(5, "Leo feels lonely, but because of the pandemic, Leo stays at home.")) is None
-        )
-        assert split_parts(mem(6, "Joanna has to say, Joanna likes the coconut cake.")) is None
+        assert split_parts(mem(5, "Ivo is tired, but because of the rain, Ivo stays at home.")) is None
+        assert split_parts(mem(6, "Hannah has to say, Hannah likes the coconut cake.")) is None
         assert split_parts(mem(7, "Ivy started learning to cook, and Ivy finds the process fun.")) is None
-        assert split_parts(mem(8, "Caroline went to the park, she loved it.")) is None
+        assert split_parts(mem(8, "Rosalind went to the park, she loved it.")) is None
         # No verb of its own: an apposition or a list, not a clause.
-        assert split_parts(mem(9, "Caroline has a dog, a beagle named Max.")) is None
+        assert split_parts(mem(9, "Rosalind has a dog, a beagle named Max.")) is None
 
     def test_sentence_split_needs_an_unambiguous_antecedent(self) -> None:
-        assert split_parts(mem(1, "Melanie said it was Matt, he is talented; his voice was amazing.")) is None
-        assert split_parts(mem(2, "Oliver's hilarious; he hid his bone in the slipper once.")) is None
+        assert split_parts(mem(1, "Beatrix said it was Matt, he is talented; his voice was amazing.")) is None
+        assert split_parts(mem(2, "Biscuit's hilarious; he hid a sock under the sofa once.")) is None
 
 
 # --- round 3: merge ---------------------------------------------------------------------
@@ -393,15 +391,15 @@ class TestClauseSplit:
 class TestMerge:
     def test_exact_twins(self) -> None:
         groups = merge_groups(
-            [mem(1, "Caroline has a dog named Max."), mem(2, "caroline has a dog named max")]
+            [mem(1, "Rosalind has a dog named Max."), mem(2, "rosalind has a dog named max")]
         )
-        assert [(g.ids, g.content) for g in groups] == [((1, 2), "Caroline has a dog named Max.")]
+        assert [(g.ids, g.content) for g in groups] == [((1, 2), "Rosalind has a dog named Max.")]
 
     def test_near_duplicates(self) -> None:
         groups = merge_groups(
             [
-                mem(1, "Caroline adopted a beagle named Max in 2021."),
-                mem(2, "Caroline adopted a beagle called Max in 2021.", days=1),
+                mem(1, "Rosalind adopted a beagle named Max in 2021."),
+                mem(2, "Rosalind adopted a beagle called Max in 2021.", days=1),
             ]
         )
         assert [g.ids for g in groups] == [(1, 2)]
@@ -411,39 +409,39 @@ class TestMerge:
         groups = merge_groups([mem(1, "张三住在北京"), mem(2, "张三住在北京朝阳区", days=1)])
         assert [(g.ids, g.content) for g in groups] == [((1, 2), "张三住在北京朝阳区")]
         assert "contained" in groups[0].reason
-        groups = merge_groups([mem(3, "Caroline likes tea and coffee."), mem(4, "Caroline likes tea.")])
-        assert [(g.ids, g.content) for g in groups] == [((3, 4), "Caroline likes tea and coffee.")]
+        groups = merge_groups([mem(3, "Rosalind likes tea and coffee."), mem(4, "Rosalind likes tea.")])
+        assert [(g.ids, g.content) for g in groups] == [((3, 4), "Rosalind likes tea and coffee.")]
 
     def test_equal_length_tie_goes_to_the_newest(self) -> None:
         groups = merge_groups(
-            [mem(1, "Caroline has a dog named Max!", days=2), mem(2, "Caroline has a dog named Max.")]
+            [mem(1, "Rosalind has a dog named Max!", days=2), mem(2, "Rosalind has a dog named Max.")]
         )
-        assert groups[0].content == "Caroline has a dog named Max!"
+        assert groups[0].content == "Rosalind has a dog named Max!"
 
     def test_dissimilar_not_merged(self) -> None:
-        assert merge_groups([mem(1, "Caroline likes green tea."), mem(2, "Melanie plays the violin.")]) == []
+        assert merge_groups([mem(1, "Rosalind likes green tea."), mem(2, "Beatrix plays the violin.")]) == []
         assert merge_groups([mem(1, "张三喜欢吃辣"), mem(2, "李四住在上海")]) == []
 
     def test_lookalikes_that_disagree_are_not_merged(self) -> None:
         assert (
-            merge_groups([mem(1, "Caroline likes spicy food."), mem(2, "Caroline doesn't like spicy food.")])
+            merge_groups([mem(1, "Rosalind likes spicy food."), mem(2, "Rosalind doesn't like spicy food.")])
             == []
         )
-        assert merge_groups([mem(1, "Caroline is 34 years old."), mem(2, "Caroline is 35 years old.")]) == []
+        assert merge_groups([mem(1, "Rosalind is 34 years old."), mem(2, "Rosalind is 35 years old.")]) == []
         assert merge_groups([mem(1, "喜欢吃辣的人很多"), mem(2, "不喜欢吃辣的人很多")]) == []
 
     def test_different_types_are_not_merged(self) -> None:
         assert (
             merge_groups(
-                [mem(1, "Caroline likes green tea."), mem(2, "Caroline likes green tea.", type="preference")]
+                [mem(1, "Rosalind likes green tea."), mem(2, "Rosalind likes green tea.", type="preference")]
             )
             == []
         )
 
     def test_threshold_boundary_is_inclusive(self) -> None:
         # Neither pair's content words nest (that would merge by the subset rule at any
-        # threshold, as "Caroline paints at home." / "… usually paints at home." now do).
-        a, b = "Caroline calmly paints in the park.", "Caroline daily paints in the park."
+        # threshold, as "Rosalind paints at home." / "… usually paints at home." now do).
+        a, b = "Rosalind daily paints at the lake.", "Rosalind happily paints at the lake."
         assert similarity(a, b) == 0.75
         pair = [mem(1, a), mem(2, b)]
         assert [g.ids for g in merge_groups(pair, threshold=0.75)] == [(1, 2)]
@@ -455,12 +453,12 @@ class TestMerge:
 
     def test_groups_are_disjoint_and_deterministic(self) -> None:
         memories = [
-            mem(5, "Caroline adopted a beagle named Max in 2021."),
-            mem(2, "Caroline adopted a beagle called Max in 2021."),
-            mem(9, "caroline adopted a beagle named max in 2021"),
+            mem(5, "Rosalind adopted a beagle named Max in 2021."),
+            mem(2, "Rosalind adopted a beagle called Max in 2021."),
+            mem(9, "rosalind adopted a beagle named max in 2021"),
             mem(4, "张三住在北京"),
             mem(7, "张三住在北京朝阳区"),
-            mem(3, "Melanie plays the violin."),
+            mem(3, "Beatrix plays the violin."),
         ]
         groups = merge_groups(memories)
         assert [g.ids for g in groups] == [(2, 5, 9), (4, 7)]
@@ -472,9 +470,9 @@ class TestMerge:
         # 1 and 3 are both contained in 2, but 1 and 3 share nothing: one group may take 2,
         # the other stays alone.
         memories = [
-            mem(1, "Caroline likes green tea."),
-            mem(2, "Caroline likes green tea. Melanie plays the violin."),
-            mem(3, "Melanie plays the violin."),
+            mem(1, "Rosalind likes green tea."),
+            mem(2, "Rosalind likes green tea. Beatrix plays the violin."),
+            mem(3, "Beatrix plays the violin."),
         ]
         groups = merge_groups(memories)
         assert len(groups) == 1 and len(groups[0].ids) == 2 and 2 in groups[0].ids
@@ -482,8 +480,8 @@ class TestMerge:
     def test_candidate_filter_matches_brute_force(self) -> None:
         rng = random.Random(7)
         words = [
-            "caroline",
-            "melanie",
+            "rosalind",
+            "beatrix",
             "likes",
             "tea",
             "green",
@@ -544,15 +542,15 @@ class TestMerge:
         assert [(g.ids, g.content) for g in groups] == [((3, 4), "张三最喜欢的还是火锅，越辣越好。")]
 
     def test_different_preferences_are_not_merged(self) -> None:
-        assert merge_groups([mem(1, "Caroline likes green tea."), mem(2, "Caroline loves black tea.")]) == []
+        assert merge_groups([mem(1, "Rosalind likes green tea."), mem(2, "Rosalind loves black tea.")]) == []
         assert (
-            merge_groups([mem(1, "Caroline likes hotpot."), mem(2, "Melanie's favourite food is hotpot.")])
+            merge_groups([mem(1, "Rosalind likes hotpot."), mem(2, "Beatrix's favourite food is hotpot.")])
             == []
         )
         assert merge_groups([mem(1, "张三喜欢绿茶。"), mem(2, "张三最喜欢的是红茶。")]) == []
         # Pronoun objects name nothing; one language at a time; the dropped one says more.
         assert (
-            merge_groups([mem(1, "Nate also likes holding them."), mem(2, "Nate is a big fan of them.")])
+            merge_groups([mem(1, "Omar also likes holding them."), mem(2, "Omar is a big fan of them.")])
             == []
         )
         assert (
@@ -561,10 +559,10 @@ class TestMerge:
         assert (
             merge_groups(
                 [
-                    mem(1, "Caroline loves hotpot and went to Chengdu with Mei last May."),
+                    mem(1, "Rosalind loves hotpot and went to Chengdu with Mei last May."),
                     mem(
                         2,
-                        "Caroline's favourite food is still hotpot, the spicier and numbing the better, always.",
+                        "Rosalind's favourite food is still hotpot, the spicier and numbing the better, always.",
                     ),
                 ]
             )
@@ -573,14 +571,14 @@ class TestMerge:
 
     def test_subset_of_content_words_merges(self) -> None:
         groups = merge_groups(
-            [mem(1, "Caroline paints at home."), mem(2, "Caroline usually paints at home.", days=1)]
+            [mem(1, "Rosalind paints at home."), mem(2, "Rosalind usually paints at home.", days=1)]
         )
-        assert [(g.ids, g.content) for g in groups] == [((1, 2), "Caroline usually paints at home.")]
+        assert [(g.ids, g.content) for g in groups] == [((1, 2), "Rosalind usually paints at home.")]
         groups = merge_groups([mem(3, "张三周末在家画画。"), mem(4, "张三周末经常在家画画。", days=1)])
         assert [(g.ids, g.content) for g in groups] == [((3, 4), "张三周末经常在家画画。")]
         # Same words, another subject as written: not compared by the subset rule.
         assert (
-            merge_groups([mem(5, "Caroline visited Mel."), mem(6, "Mel visited Caroline in hospital.")]) == []
+            merge_groups([mem(5, "Rosalind visited Bea."), mem(6, "Bea visited Rosalind in hospital.")]) == []
         )
 
     def test_additions_are_not_duplicates(self) -> None:
@@ -593,10 +591,10 @@ class TestMerge:
             )
             == []
         )
-        assert merge_groups([mem(1, "Caroline ran 5 km."), mem(2, "Caroline ran 10 km in the park.")]) == []
+        assert merge_groups([mem(1, "Rosalind ran 5 km."), mem(2, "Rosalind ran 10 km in the park.")]) == []
         assert (
             merge_groups(
-                [mem(1, "Caroline likes the park."), mem(2, "Caroline doesn't like the park at all.")]
+                [mem(1, "Rosalind likes the park."), mem(2, "Rosalind doesn't like the park at all.")]
             )
             == []
         )
@@ -646,9 +644,9 @@ class TestStalePins:
 # --- normalization shared with SQL ------------------------------------------------------
 
 SAMPLES = [
-    "Caroline likes green tea.",
-    "  CAROLINE   likes\tgreen\ntea!!! ",
-    "Caroline's daughter — born in the Year of the Tiger…",
+    "Rosalind likes green tea.",
+    "  ROSALIND   likes\tgreen\ntea!!! ",
+    "Rosalind's daughter — born in the Year of the Tiger…",
     "“Quoted” (parenthetical) [bracket] {brace} a/b a_b a-b a:b a;b",
     "C++ and C# cost $5 & 50% @home <3 x=y",
     "张三，喜欢 吃辣。",
@@ -674,7 +672,7 @@ def _random_samples(n: int) -> list[str]:
 
 class TestNormalize:
     def test_folds_case_width_punctuation_and_cjk_spacing(self) -> None:
-        assert normalize_content("  CAROLINE   likes\tgreen\ntea!!! ") == "caroline likes green tea"
+        assert normalize_content("  ROSALIND   likes\tgreen\ntea!!! ") == "rosalind likes green tea"
         assert normalize_content("张三，喜欢 吃辣。") == normalize_content("张三喜欢吃辣") == "张三喜欢吃辣"
         assert normalize_content("ＡＢＣ　ｄｅｆ") == "abc def"
         assert normalize_content("likes C++") != normalize_content("likes C")
@@ -720,9 +718,9 @@ class TestNormalize:
         except psycopg.OperationalError as exc:
             pytest.skip(f"PostgreSQL at {url.rsplit('@', 1)[-1]} not reachable ({type(exc).__name__})")
         pairs = [
-            ("Caroline paints at home", "Caroline usually paints at home"),
-            ("Caroline likes spicy food", "Caroline doesn't like spicy food"),
-            ("Caroline adopted a beagle named Max", "caroline adopted a beagle called max!"),
+            ("Rosalind paints at home", "Rosalind usually paints at home"),
+            ("Rosalind likes spicy food", "Rosalind doesn't like spicy food"),
+            ("Rosalind adopted a beagle named Max", "rosalind adopted a beagle called max!"),
             ("tea", "coffee"),
         ]
         with conn, conn.transaction(force_rollback=True):
@@ -736,7 +734,7 @@ class TestNormalize:
                 assert similarity(a, b) == pytest.approx(expected, abs=1e-6), (a, b)
 
     def test_similarity_basics(self) -> None:
-        assert similarity("Caroline likes tea", "caroline likes tea!") == 1.0
+        assert similarity("Rosalind likes tea", "rosalind likes tea!") == 1.0
         assert similarity("", "anything") == 0.0
         assert similarity("张三喜欢吃辣", "李四住在上海") == 0.0
         assert 0.0 < similarity("张三喜欢吃辣", "张三喜欢喝茶") < 1.0

@@ -192,7 +192,7 @@ def test_round_2_splits_a_multi_fact_entry_into_parts_that_inherit_provenance(
     multi, single, dependent = plant(
         db,
         mem(
-            "Caroline went hiking in Yosemite last summer. She adopted a cat named Miso.",
+            "Rosalind went hiking in Yosemite last summer. She adopted a cat named Miso.",
             "experience",
             observed=at(1, 20),
             sources=["s-2", "s-1"],
@@ -208,8 +208,8 @@ def test_round_2_splits_a_multi_fact_entry_into_parts_that_inherit_provenance(
     created = [e for e in events(db, STEP_SPLIT) if e["op"] == "create"]
     parts = [get(db, int(e["memory_id"])) for e in created]
     assert [p.content for p in parts] == [
-        "Caroline went hiking in Yosemite last summer.",
-        "Caroline adopted a cat named Miso.",  # the pronoun gets the subject back
+        "Rosalind went hiking in Yosemite last summer.",
+        "Rosalind adopted a cat named Miso.",  # the pronoun gets the subject back
     ]
     for p in parts:
         assert p.status == "active" and p.type == "experience"
@@ -233,19 +233,19 @@ def test_round_3_merges_twins_and_near_duplicates_stitching_their_fields(
         mem("Bob works at a bakery in Lisbon.", observed=at(1, 5), sources=["s-5"]),
         mem("Bob works at a bakery in Lisbon.", observed=at(1, 3), sources=["s-3", "s-4"], confidence=0.95),
         mem(
-            "Melanie plays the violin in a community orchestra.",
+            "Beatrix plays the violin in a community orchestra.",
             "experience",
             observed=at(2, 9),
             sources=["s-9"],
         ),
         mem(
-            "Melanie plays the violin in a local community orchestra.",
+            "Beatrix plays the violin in a local community orchestra.",
             "experience",
             observed=at(2, 7),
             sources=["s-7"],
             reference_count=2.0,
         ),
-        mem("Melanie plays chess on Sundays.", "experience"),
+        mem("Beatrix plays chess on Sundays.", "experience"),
     )
     result = merge(db, night(tmp_path), A)
 
@@ -256,7 +256,7 @@ def test_round_3_merges_twins_and_near_duplicates_stitching_their_fields(
     assert bob.source_sessions == ["s-3", "s-4", "s-5"]  # union
     assert bob.observed_at == at(1, 3)  # earliest
     assert bob.confidence == pytest.approx(0.95)
-    assert violin.content == "Melanie plays the violin in a local community orchestra."  # the fuller text
+    assert violin.content == "Beatrix plays the violin in a local community orchestra."  # the fuller text
     assert violin.type == "experience" and violin.source_sessions == ["s-7", "s-9"]
     assert violin.observed_at == at(2, 7) and violin.reference_count == pytest.approx(2.0)
     for sources, new in (((bob1, bob2), bob), ((vio1, vio2), violin)):
@@ -265,7 +265,7 @@ def test_round_3_merges_twins_and_near_duplicates_stitching_their_fields(
             assert old.status == "deprecated" and old.superseded_by == new.id
             assert ("merge", s) in ops(db, STEP_MERGE)
     assert get(db, other).status == "active"
-    assert contents(db) == {bob.content, violin.content, "Melanie plays chess on Sundays."}
+    assert contents(db) == {bob.content, violin.content, "Beatrix plays chess on Sundays."}
     assert result.stats["merged"] == 4 and result.stats["created"] == 2
 
 
@@ -314,12 +314,12 @@ def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(
         mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
         mem("Lin's daughter was born in the Year of the Goat.", observed=at(2, 1)),
         mem(
-            "Caroline went hiking in Yosemite last summer. Caroline adopted a cat named Miso.",
+            "Rosalind went hiking in Yosemite last summer. Rosalind adopted a cat named Miso.",
             "experience",
             observed=at(1, 20),
             sources=["s-20"],
         ),
-        mem("Caroline adopted a cat named Miso.", "experience", observed=at(1, 10), sources=["s-10"]),
+        mem("Rosalind adopted a cat named Miso.", "experience", observed=at(1, 10), sources=["s-10"]),
         mem("Bob works at a bakery in Lisbon.", sources=["s-5"]),
         mem("Bob works at a bakery in Lisbon.", sources=["s-6"]),
         mem("Lin used to live in Porto.", pinned=True, pinned_at=END - timedelta(days=90)),
@@ -343,14 +343,14 @@ def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(
     final = {m.content: m for m in active(db)}
     assert set(final) == {
         "Lin's daughter was born in the Year of the Goat.",
-        "Caroline went hiking in Yosemite last summer.",
-        "Caroline adopted a cat named Miso.",
+        "Rosalind went hiking in Yosemite last summer.",
+        "Rosalind adopted a cat named Miso.",
         "Bob works at a bakery in Lisbon.",
         "Lin used to live in Porto.",
         "Ana likes apples.",
     }
-    assert final["Caroline adopted a cat named Miso."].source_sessions == ["s-10", "s-20"]
-    assert final["Caroline adopted a cat named Miso."].observed_at == at(1, 10)
+    assert final["Rosalind adopted a cat named Miso."].source_sessions == ["s-10", "s-20"]
+    assert final["Rosalind adopted a cat named Miso."].observed_at == at(1, 10)
     assert final["Bob works at a bakery in Lisbon."].source_sessions == ["s-5", "s-6"]
     assert {final[c].id for c in final} >= {goat, hiking_id, keep}
     assert not final["Lin used to live in Porto."].pinned
@@ -518,12 +518,12 @@ def test_a_store_between_100k_and_300k_is_sent_in_batches_by_type(
             engine.close()
         requests = [r.body for r in fake.requests]
     assert result.stats["size_band"] == "batched"
-    assert [b["messages"][0]["content"][0]["text"].split("\n")[0] for b in requests] == [
+    assert [b["messages"][0]["content"][0]["text"].split("\n")[1] for b in requests] == [
         "# Message 1: active semantic memories (world)",
         "# Message 1: active semantic memories (preference)",
     ]
     for b, t in zip(requests, ("world", "preference"), strict=True):
-        listed = json.loads(b["messages"][0]["content"][0]["text"].split("\n", 1)[1])
+        listed = json.loads(b["messages"][0]["content"][0]["text"].split("\n")[2])
         assert len(listed) == 7 and {m["type"] for m in listed} == {t}
     assert any("batched" in r.getMessage() and "2 batches" in r.getMessage() for r in caplog.records)
 

@@ -94,7 +94,7 @@ def test_one_multi_asset_follows_the_registry(repo_def, night_def) -> None:
         [ref] = spec.metadata["dagster/code_references"].code_references
         source = Path(ref.file_path).read_text().splitlines()
         assert source[ref.line_number - 1].startswith(f"def {step.fn}("), step.key  # the step function
-    # the DESIGN §4 DAG, spot-checked: the cascade waits for deep sleep and the day summary
+    # the step DAG of sleep/cycle.py, spot-checked: the cascade waits for deep sleep and the day summary
     graph = repo_def.asset_graph
     cascade = dg.AssetKey(["temporal_summaries", "cascade"])
     assert {k.to_user_string() for k in graph.get(cascade).parent_keys} == {
@@ -370,12 +370,19 @@ def test_summarize_sums_over_animas() -> None:
 
 def test_transient_errors_are_the_only_retried_ones() -> None:
     day = date(2026, 11, 28)
-    budget = runner.NightFailed(day, "semantic_memory/extracted", "a", BudgetExceeded("spent", step="x"), [])
-    overload = runner.NightFailed(
-        day, "semantic_memory/extracted", "a", RetriesExhausted("529", step="x"), []
+    from anima_pipeline.sleep.anima_night import failure
+
+    step = "semantic_memory/extracted"
+    budget = runner.NightFailed(day, [failure("a", step, BudgetExceeded("spent", step="x"))], [])
+    overload = runner.NightFailed(day, [failure("a", step, RetriesExhausted("529", step="x"))], [])
+    both = runner.NightFailed(
+        day,
+        [failure("a", step, RetriesExhausted("529", step="x")), failure("b", step, BudgetExceeded("spent"))],
+        [],
     )
     assert not runner.is_transient(budget)
     assert runner.is_transient(overload)
+    assert not runner.is_transient(both)  # a retry would spend again on the budget failure
     assert not runner.is_transient(ValueError("bad setting"))
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from anima_pipeline.export import export_markdown
-from anima_pipeline.recall.context import recall, resident_set
+from anima_pipeline.recall.assemble import assemble_context
+from anima_pipeline.recall.context import resident_set
 from anima_pipeline.store.db import Database
 
 
@@ -76,11 +77,15 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
 
     # recall: the resident set first, then memories matching the query, never a deprecated one
     with db.transaction() as conn:
-        res = recall(conn, "aria", "Mochi cat")
-        assert any("Mochi" in m.content for m in [*res.resident, *(r.memory for r in res.recalled)])
-        assert all(r.memory.status == "active" for r in res.recalled)
+        res = assemble_context(conn, "aria", "Mochi cat")
+        recalled = res.section("memories").items
+        assert any("Mochi" in i.text for i in [*res.section("resident").items, *recalled])
+        statuses = conn.execute(
+            "SELECT DISTINCT status FROM semantic_memory WHERE id = ANY(%s)", ([i.id for i in recalled],)
+        ).fetchall()
+        assert [r["status"] for r in statuses] in ([], ["active"])
         resident, overflow = resident_set(conn, "aria")
-        assert overflow == 0 and {m.id for m in resident}.isdisjoint({r.memory.id for r in res.recalled})
+        assert overflow == 0 and {m.id for m in resident}.isdisjoint({i.id for i in recalled})
     cli = _anima(["recall", "Mochi", "--anima", "aria", "--json"], demo_env)
     assert cli.returncode == 0 and json.loads(cli.stdout)["anima_id"] == "aria"
 

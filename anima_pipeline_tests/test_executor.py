@@ -361,7 +361,7 @@ def test_refused_call_is_actionable_and_writes_nothing(refusal_world, tool, raw_
         tools=LIGHT_TOOLS,
         memory_ids=frozenset(int(ids[k][2:]) for k in ("shown", "retired")),
         conversation_ids=frozenset(TODAY),
-        default_sources=TODAY,
+        default_sources=TODAY[:1],
         self_blocks=frozenset({"autobiography_summary"}),
         summary_levels=frozenset({"day"}),
     )
@@ -396,7 +396,9 @@ def test_same_id_written_two_ways_is_a_repeat_not_a_self_merge(refusal_world):
 
 def test_memory_created_in_the_step_is_updatable_outside_message_2(db: Database):
     with db.transaction() as conn:
-        ex = _executor(conn, memory_ids=frozenset(), conversation_ids=frozenset(TODAY), default_sources=TODAY)
+        ex = _executor(
+            conn, memory_ids=frozenset(), conversation_ids=frozenset(TODAY), default_sources=TODAY[:1]
+        )
         ref = _ok(
             ex, "create_semantic_memory", {"type": "preference", "content": "Mia likes green tea."}
         ).data["id"]
@@ -416,8 +418,14 @@ def test_memory_created_in_the_step_is_updatable_outside_message_2(db: Database)
 def test_create_defaults_to_the_step_sources_and_time(db: Database):
     observed = datetime(2023, 5, 8, 21, 30, tzinfo=UTC)
     with db.transaction() as conn:
+        # with several conversations in the input, omitting source_sessions would cite them all
+        several = _executor(conn, conversation_ids=frozenset(TODAY), default_sources=TODAY)
+        refused = several.call("create_semantic_memory", {"type": "world", "content": "Mia works at Ruijin."})
+        assert refused.is_error and "source_sessions is required" in refused.content
+        assert all(c in refused.content for c in TODAY) and _events(conn) == []
+
         ex = _executor(
-            conn, conversation_ids=frozenset(TODAY), default_sources=TODAY, default_observed_at=observed
+            conn, conversation_ids=frozenset(TODAY), default_sources=TODAY[:1], default_observed_at=observed
         )
         res = _ok(
             ex, "create_semantic_memory", {"type": "world", "content": "  Mia works   at Ruijin\nHospital. "}
@@ -426,7 +434,7 @@ def test_create_defaults_to_the_step_sources_and_time(db: Database):
         mem = _mem(conn, res.data["id"])
         assert mem.anima_id == ANIMA and mem.type == "world" and mem.status == "active"
         assert mem.content == "Mia works at Ruijin Hospital."  # whitespace folded
-        assert mem.source_sessions == sorted(TODAY)
+        assert mem.source_sessions == [TODAY[0]]
         assert mem.observed_at == observed
         assert mem.confidence == pytest.approx(0.8)
 
@@ -482,9 +490,9 @@ def test_update_overwrites_only_the_fields_passed(db: Database):
             observed,
         )
 
-        # sources already on the memory may stay even though they are not today's
-        _ok(ex, "update_semantic_memory", {"id": mem.ref, "source_sessions": ["nova:2023-04-01-a", TODAY[1]]})
-        assert _mem(conn, mem.ref).source_sessions == ["nova:2023-04-01-a", TODAY[1]]
+        # sources accumulate: today's new citation joins the older ones (a union, not a swap)
+        _ok(ex, "update_semantic_memory", {"id": mem.ref, "source_sessions": [TODAY[1]]})
+        assert _mem(conn, mem.ref).source_sessions == ["nova:2023-04-01-a", *TODAY]
 
         _ok(ex, "update_semantic_memory", {"id": mem.ref, "source_sessions": []})
         cleared = _mem(conn, mem.ref)
@@ -506,7 +514,7 @@ def test_update_overwrites_only_the_fields_passed(db: Database):
         assert [e["op"] for e in events] == ["update"] * 4  # the no-op left no event
         assert events[0]["before"]["content"] == "Mia works as a nurse."
         assert events[0]["after"]["content"] == "Mia works as a nurse at Ruijin Hospital."
-        assert events[2]["before"]["source_sessions"] == ["nova:2023-04-01-a", TODAY[1]]
+        assert events[2]["before"]["source_sessions"] == ["nova:2023-04-01-a", *TODAY]
         assert events[2]["after"]["source_sessions"] == []
         assert ex.stats["updated"] == 4 and ex.stats["noop"] == 1
 
@@ -848,7 +856,7 @@ def test_every_write_is_audited_with_run_day_step(db: Database):
         ex = _executor(
             conn,
             conversation_ids=frozenset(TODAY),
-            default_sources=TODAY,
+            default_sources=TODAY[:1],
             self_blocks=frozenset({"persona"}),
             summary_levels=frozenset({"day"}),
         )

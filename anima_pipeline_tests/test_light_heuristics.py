@@ -350,13 +350,13 @@ def test_the_user_is_named_not_they() -> None:
     ("text", "said_on", "expected"),
     [
         (
-            "I joined a gym last week.",
-            date(2022, 10, 6),
-            "in the week before 2022-10-06 (late September or early October 2022)",
+            "I joined a choir last week.",
+            date(2021, 3, 4),
+            "in the week before 2021-03-04 (late February or early March 2021)",
         ),
         ("We fly next week.", date(2023, 5, 8), "in the week after 2023-05-08 (May 2023)"),
-        ("I've had them for 3 years now.", date(2022, 1, 23), "for 3 years now (since 2019)"),
-        ("Seven years now, and I still paint.", date(2023, 9, 13), "Seven years now (since 2016)"),
+        ("I've had it for 4 years now.", date(2021, 11, 15), "for 4 years now (since 2017)"),
+        ("Nine years now, and I still knit.", date(2020, 6, 2), "Nine years now (since 2011)"),
         ("We've lived here six months now.", date(2023, 5, 8), "six months now (since 2022-11)"),
     ],
 )
@@ -382,7 +382,7 @@ def test_adverb_before_a_past_verb_is_not_conjugated() -> None:
 
 
 def test_assistant_job_title_is_not_an_ai_disclaimer() -> None:
-    texts = contents([say("user", "Ana", "It feels great now that I'm an assistant manager at the bakery.")])
+    texts = contents([say("user", "Ana", "Since March I'm an assistant manager at the bakery.")])
     assert any("assistant manager" in t for t in texts)
 
 
@@ -417,7 +417,7 @@ def test_vague_short_sentences_and_proposals_stay_out(text: str) -> None:
     "text",
     [
         "You're gonna kill it at the piano recital in Vienna.",
-        "You've come a long way since your first marathon in Boston.",
+        "You've come a long way since your first race in Lyon.",
         "You really showed your resilience during the Tokyo move.",
     ],
 )
@@ -428,5 +428,7 @@ def test_praise_of_the_listener_is_no_fact(text: str) -> None:
 
 
 def test_announcement_head_is_dropped_and_the_news_kept() -> None:
-    texts = contents([say("user", "Ana", "I wanted to let you know that I signed up for a pottery class.")])
-    assert texts == ["Ana signed up for a pottery class (2023-05-08)."]
+    texts = contents(
+        [say("user", "Ana", "I wanted to let you know that I signed up for a woodworking class.")]
+    )
+    assert texts == ["Ana signed up for a woodworking class (2023-05-08)."]

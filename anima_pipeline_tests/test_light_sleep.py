@@ -303,7 +303,10 @@ def test_cron_and_tools_never_reach_message_1(rich: Database):
     assert " ".join(c1.messages[1].content.split()) == "That is lovely! Pepper is a great name."
 
     text = render_day(convs, CST, "2023-05-08")
-    assert text.startswith("# Conversations of 2023-05-08 (Asia/Shanghai)")
+    assert text.startswith(
+        '<conversations day="2023-05-08">\n# Conversations of 2023-05-08, Monday (Asia/Shanghai, UTC+08:00)'
+    )
+    assert text.endswith("</conversations>")
     assert '## Conversation mira:c1 — "Pepper" (2023-05-08 10:00–10:03)' in text
     assert "[10:00] user (Lin): Yesterday I adopted a cat named Pepper" in text
     assert "[20:00] user (Lin): 我昨天去了杭州西湖" in text
@@ -379,7 +382,8 @@ def test_message_2_scope_and_refused_update_outside_it(db: Database):
 
     [request] = engine.requests
     assert request.step == STEP_SEMANTIC and [t.name for t in request.tools] == list(SEMANTIC_TOOLS)
-    assert request.system[0].cache and "# Self of anima mira" in request.system[0].text
+    assert request.system[-1].cache and "# Self of anima mira" in request.system[-1].text
+    assert "Today (the day being consolidated) is" in request.system[0].text
     msg1, msg2, msg3 = (b.text for b in request.user)
     assert "mira:c1" in msg1 and "Leshan" not in msg1
     assert shown.ref in msg2 and hidden.ref not in msg2 and retired.ref not in msg2

@@ -115,3 +115,35 @@ def test_status_counts_this_anima_only(memory: AnimaMemory, db: Database, db_url
     assert status["anima_id"] == "aria"
     assert (status["conversations"], status["messages"], status["semantic_active"]) == (1, 2, 1)
     assert status["recent_nights"] == []
+
+
+def test_a_remembered_fact_is_reviewed_by_that_nights_incremental_deep_sleep(
+    memory: AnimaMemory, db: Database, tmp_path
+) -> None:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from anima_pipeline.llm.offline import OfflineEngine
+    from anima_pipeline.sleep.deep_sleep import merge
+
+    tz = ZoneInfo("Asia/Shanghai")
+    long_ago = datetime.now(tz) - timedelta(days=3)
+    with db.transaction() as conn:
+        old = conn.execute(
+            """INSERT INTO semantic_memory (anima_id, type, content, source_sessions, created_at, updated_at)
+               VALUES ('aria', 'world', 'Bob works at a bakery in Lisbon.', ARRAY['c0'], %s, %s) RETURNING id""",
+            (long_ago, long_ago),
+        ).fetchone()["id"]
+    quiet = Night(
+        day=datetime.now(tz).date(), engine=OfflineEngine(), tz=tz, mode="incremental", log_dir=tmp_path
+    )
+    assert merge(db, quiet, "aria").stats["skipped_rounds"] == 1  # nothing changed today: round skipped
+    made = memory.remember("Bob works at a bakery in Lisbon.", "world", session_id="c1")
+    result = merge(db, Night(**{**quiet.__dict__, "force": True}), "aria")
+    assert result.stats["skipped_rounds"] == 0 and result.stats["merged"] == 2
+    rows = _rows(
+        db, f"SELECT id, status, source_sessions FROM semantic_memory WHERE id IN ({old}, {made.id[2:]})"
+    )
+    assert {r["status"] for r in rows} == {"deprecated"}
+    merged = _rows(db, "SELECT source_sessions FROM semantic_memory WHERE status = 'active'")
+    assert merged == [{"source_sessions": ["c0", "c1"]}]

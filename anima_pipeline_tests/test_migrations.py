@@ -87,6 +87,10 @@ INDEXES = [
     ("semantic_memory", "USING gin (source_sessions)"),
     ("semantic_memory", "USING gin (search)"),
     ("semantic_memory", "USING gin (content gin_trgm_ops)"),
+    ("semantic_memory", "USING gin (fts)"),  # chat-time recall (0005)
+    ("message", "USING gin (fts)"),
+    ("recall_word", "USING gin (word gin_trgm_ops)"),  # spelling correction at recall (0007)
+    ("temporal_summary", "USING gin (anima_search_vector(content))"),
 ]
 
 
@@ -110,8 +114,12 @@ def test_the_planner_can_use_the_search_indexes(db_url: str) -> None:
         assert "semantic_memory_sources_idx" in plan(
             "SELECT id FROM semantic_memory WHERE source_sessions && ARRAY['s1']"
         )
-        assert "message_anima_time_idx" in plan(
+        assert "message_anima_time_idx" in plan(  # ordered: no tie with the unique index
             "SELECT id FROM message WHERE anima_id = 'a' AND created_at >= now() - interval '1 day'"
+            " ORDER BY created_at"
+        )
+        assert "message_fts_idx" in plan(
+            "SELECT id FROM message WHERE fts @@ plainto_tsquery('english', 'paintings')"
         )
 
 

@@ -89,10 +89,11 @@ def partitions_of(instance: dg.DagsterInstance, step: str) -> set[str]:
     return instance.get_materialized_partitions(asset_key(step))
 
 
-def markers(db: Database) -> list[dict]:
+def markers(db: Database, anima: str = "kai") -> list[dict]:
+    """The night rows of one anima, by day."""
     with db.transaction() as conn:
         return conn.execute(
-            "SELECT * FROM sleep_state WHERE anima_id = '*' AND step = %s ORDER BY day", (NIGHT_MARKER,)
+            "SELECT * FROM sleep_state WHERE anima_id = %s AND step = %s ORDER BY day", (anima, NIGHT_MARKER)
         ).fetchall()
 
 
@@ -137,9 +138,10 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     assert all(e.passed for e in evaluations), [
         (e.check_name, e.description) for e in evaluations if not e.passed
     ]
-    # the night is recorded, and the audit trail names the Dagster run
-    [marker] = markers(store)
-    assert (marker["day"], marker["status"], marker["run_id"]) == (D_BOTH, "done", result.run_id)
+    # the night is recorded per anima, and the audit trail names the Dagster run
+    for anima in ("kai", "yue"):
+        [marker] = markers(store, anima)
+        assert (marker["day"], marker["status"], marker["run_id"]) == (D_BOTH, "done", result.run_id)
     with store.transaction() as conn:
         runs = {
             r["run_id"]
@@ -183,9 +185,17 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     per_day = {d: materializations(instance, "semantic_memory/extracted", d)[0].metadata for d in days}
     assert [per_day[d]["animas"].value for d in days] == [1, 1, 0]  # each day its own metadata
     assert [per_day[d]["mode"].value for d in days] == ["incremental", "incremental", "full"]  # Monday full
-    # whole nights strictly one after another: every row of day D finished before day D+1's first
-    assert [(m["day"], m["status"]) for m in markers(store)] == [
-        (date(2026, 12, d), "done") for d in (5, 6, 7)
+    # whole nights strictly one after another: every row of day D finished before day D+1's first;
+    # an anima with nothing to do on a day is recorded as skipped (idle)
+    assert [(m["day"], m["status"]) for m in markers(store, "kai")] == [
+        (date(2026, 12, 5), "done"),
+        (date(2026, 12, 6), "done"),  # quiet, but Sunday closes the week over its Saturday summary
+        (date(2026, 12, 7), "skipped"),
+    ]
+    assert [(m["day"], m["status"]) for m in markers(store, "yue")] == [
+        (date(2026, 12, 5), "skipped"),
+        (date(2026, 12, 6), "done"),
+        (date(2026, 12, 7), "skipped"),
     ]
     with store.transaction() as conn:
         rows = conn.execute(
@@ -195,7 +205,7 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     assert [r["day"] for r in rows] == [date(2026, 12, d) for d in (5, 6, 7)]
     for before, after in zip(rows, rows[1:], strict=False):
         assert before["last_finish"] <= after["first_start"]
-    finished = [m["finished_at"] for m in markers(store)]
+    finished = [m["finished_at"] for m in markers(store, "kai")]
     assert finished == sorted(finished)
 
 
@@ -206,22 +216,22 @@ def test_guard_refuses_a_day_after_a_failed_night_unless_forced(
     store: Database, resources: dict, instance
 ) -> None:
     with store.transaction() as conn:
-        sleep_state.fail(conn, runner.NIGHT_ANIMA, date(2026, 12, 1), NIGHT_MARKER, "planted", "run-planted")
+        sleep_state.fail(conn, "kai", date(2026, 12, 1), NIGHT_MARKER, "planted", "run-planted")
     refused = materialize_night(D_BOTH, instance=instance, resources=resources, raise_on_error=False)
     assert not refused.success
     failure = failure_of(refused).step_failure_data.user_failure_data
     assert (
         "2026-12-01" in failure.description
+        and "kai" in failure.description
         and "failed" in failure.description
         and "force" in failure.description
     )
     assert failure.metadata["previous_run_id"].value == "run-planted"
     assert not [e for e in refused.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
-    with store.transaction() as conn:
-        assert (
-            conn.execute("SELECT count(*) AS n FROM sleep_state WHERE day = %s", (D_BOTH,)).fetchone()["n"]
-            == 0
-        )
+    with store.transaction() as conn:  # kai was refused; yue, whose night before is fine, ran
+        rows = conn.execute("SELECT DISTINCT anima_id FROM sleep_state WHERE day = %s", (D_BOTH,)).fetchall()
+    assert [r["anima_id"] for r in rows] == ["yue"]
+    assert markers(store, "yue")[-1]["status"] == "done"
     forced = materialize_night(D_BOTH, force=True, instance=instance, resources=resources)
     assert forced.success
     assert markers(store)[-1]["status"] == "done"
@@ -249,16 +259,15 @@ def test_one_step_rerun_for_one_day(store: Database, resources: dict, instance) 
         }
     assert run_ids["semantic_memory/merged"] == rerun.run_id
     assert run_ids["semantic_memory/split"] == full.run_id
-    [marker] = markers(store)
-    assert marker["status"] == "done"  # still a complete night
+    assert [m["status"] for m in markers(store)] == ["done"]  # still a complete night
 
 
 def test_failing_day_mid_range_keeps_finished_days(
     store: Database, resources: dict, instance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from anima_pipeline.sleep import dream as dream_module
+    from anima_pipeline.sleep import cycle
 
-    real_dream = dream_module.dream
+    real_dream = cycle.BY_KEY["dreams/journal"].run
     bad_day = date(2026, 12, 5)
 
     def dream_over_budget(db, night, anima_id):
@@ -273,7 +282,7 @@ def test_failing_day_mid_range_keeps_finished_days(
 
         return run_step(db, night, anima_id, "dreams/journal", body)
 
-    monkeypatch.setattr(dream_module, "dream", dream_over_budget)
+    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", dream_over_budget)
     result = materialize_night(
         date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
     )
@@ -289,7 +298,7 @@ def test_failing_day_mid_range_keeps_finished_days(
         expected = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
         assert partitions_of(instance, step) == expected, step
     assert [(m["day"], m["status"]) for m in markers(store)] == [
-        (date(2026, 12, 4), "done"),
+        (date(2026, 12, 4), "skipped"),  # kai had nothing to do that day
         (bad_day, "failed"),
     ]
     assert "BudgetExceeded" in markers(store)[-1]["error"]

@@ -1,16 +1,21 @@
-"""Chat-time recall on a real store: the resident set, then passive recall by full text,
-CJK bigrams and trigram similarity, within the character budget."""
+"""Chat-time recall on a real store: sections within their budgets, exclusions, typos, Chinese,
+dates, active search, the indexes actually used, and nothing written."""
 
 from __future__ import annotations
 
 import logging
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from anima_pipeline.recall.context import plan_query, recall, resident_set
+from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
+from anima_pipeline.recall.context import resident_set
+from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.sections import TRUNCATION_MARK, Budgets
 from anima_pipeline.store.db import Database
 
 A = "aria"
+NOW = datetime(2024, 6, 20, 12, tzinfo=UTC)
 
 
 def _add(
@@ -22,16 +27,52 @@ def _add(
     pinned: bool = False,
     refs: float = 0,
     status: str = "active",
+    observed: datetime | None = None,
 ) -> int:
     return conn.execute(
-        """INSERT INTO semantic_memory (anima_id, type, content, source_sessions, pinned, reference_count, status)
-           VALUES (%s, 'world', %s, %s, %s, %s, %s) RETURNING id""",
-        (anima, content, list(sources), pinned, refs, status),
+        """INSERT INTO semantic_memory
+               (anima_id, type, content, source_sessions, pinned, reference_count, status, observed_at)
+           VALUES (%s, 'world', %s, %s, %s, %s, %s, %s) RETURNING id""",
+        (anima, content, list(sources), pinned, refs, status, observed),
     ).fetchone()["id"]
 
 
-def _recalled(res) -> list[str]:
-    return [r.memory.content for r in res.recalled]
+def _say(
+    conn,
+    content: str,
+    *,
+    conv: str = "aria:c1",
+    speaker: str = "Lin Wei",
+    at: datetime = datetime(2024, 5, 3, 12, tzinfo=UTC),
+    anima: str = A,
+    title: str | None = "evening chat",
+) -> int:
+    conn.execute(
+        """INSERT INTO conversation (id, anima_id, title, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)
+           ON CONFLICT DO NOTHING""",
+        (conv, anima, title, at, at),
+    )
+    n = conn.execute("SELECT count(*) AS n FROM message").fetchone()["n"]
+    return conn.execute(
+        """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at)
+           VALUES (%s, %s, %s, 'user', %s, %s, %s) RETURNING id""",
+        (anima, conv, f"x{n}", speaker, content, at),
+    ).fetchone()["id"]
+
+
+def _ids(ctx, section: str) -> list[int]:
+    return [i.id for i in ctx.section(section).items]
+
+
+def _texts(ctx, section: str) -> list[str]:
+    return [i.text for i in ctx.section(section).items]
+
+
+def _ctx(conn, query: str, **kw):
+    return assemble_context(conn, A, query, now=NOW, **kw)
+
+
+# --- resident set -----------------------------------------------------------------------
 
 
 def test_resident_is_pinned_union_top_n_by_reference_count(db: Database) -> None:
@@ -42,11 +83,13 @@ def test_resident_is_pinned_union_top_n_by_reference_count(db: Database) -> None
         _add(conn, "deprecated pin", pinned=True, refs=99, status="deprecated")
         _add(conn, "another anima's pin", anima="other", pinned=True)
         resident, overflow = resident_set(conn, A)
+        ctx = _ctx(conn, "fact")
     ids = [m.id for m in resident]
     assert overflow == 0
     assert ids[:3] == pins[::-1]  # pins first, most cited pin first
     assert ids[3:] == cited[::-1][:20]  # then the top 20 by reference_count
-    assert len(ids) == 23
+    assert _ids(ctx, "resident") == ids
+    assert set(_ids(ctx, "memories")).isdisjoint(ids)  # resident ones are not repeated
 
 
 def test_pins_beyond_the_cap_are_cut_reported_and_never_unpinned(db: Database, caplog) -> None:
@@ -56,122 +99,267 @@ def test_pins_beyond_the_cap_are_cut_reported_and_never_unpinned(db: Database, c
         _add(conn, "cited", refs=100)
         with caplog.at_level(logging.WARNING, logger="anima_pipeline"):
             resident, overflow = resident_set(conn, A)
-        res = recall(conn, A, "pin")
+        ctx = _ctx(conn, "pin")
         still_pinned = conn.execute("SELECT count(*) AS n FROM semantic_memory WHERE pinned").fetchone()["n"]
-    assert overflow == 5 and res.resident_overflow == 5
+    assert overflow == 5 and ctx.resident_overflow == 5
     assert sum(m.pinned for m in resident) == 40 and len(resident) == 41
-    assert {m.content for m in resident if m.pinned} == {f"pin {i}" for i in range(5, 45)}
     assert still_pinned == 45
     assert "over pinned_max" in caplog.text
     # the cut pins are not resident, so passive recall may still bring them back
-    assert set(_recalled(res)) <= {f"pin {i}" for i in range(5)}
+    assert set(_texts(ctx, "memories")) <= {f"pin {i}" for i in range(5)}
 
 
-def test_recall_by_content_word_ignores_question_words(db: Database) -> None:
+# --- sections and budgets ---------------------------------------------------------------
+
+
+def test_sections_fill_their_budgets_and_a_long_item_never_overflows(db: Database) -> None:
     with db.transaction() as conn:
-        _add(conn, "Lin Wei's cat is called Mochi and sleeps on the piano.")
-        _add(conn, "What a day: when it rains, they go where it is dry, and that is how it was.")
-        _add(conn, "Lin Wei started learning the guitar in 2024.")
-        found = recall(conn, A, "What is the name of the cat?")
-        nothing = recall(conn, A, "When did you go there, what was it and how?")
-    assert _recalled(found) == ["Lin Wei's cat is called Mochi and sleeps on the piano."]
-    assert "cat" in found.recalled[0].why
-    assert plan_query("When did you go there, what was it and how?").terms == []
-    assert nothing.recalled == []
-    assert "(nothing matched)" in nothing.render()
+        for i in range(40):
+            _add(conn, f"Kayak trip number {i:02d}: " + "paddling along the quiet river " * 3)
+            _say(conn, f"The kayak went over a weir on trip {i:02d}, " + "cold water everywhere " * 3)
+        huge = _add(conn, "Kayak " + "the longest kayak story ever told, " * 200)
+        _say(conn, "kayak " * 2000)
+        ctx = _ctx(conn, "kayak trip")
+        small = _ctx(conn, "kayak trip", budgets=Budgets(recall=300, memory_share=0.5))
+        story = _ctx(conn, "the longest story")
+    recall_sections = [ctx.section(n) for n in ("summaries", "memories", "episodic")]
+    used = sum(s.chars_used for s in recall_sections)
+    assert 1800 < used <= 2000  # packed by characters, up to the budget, never over it
+    for s in ctx.sections:
+        assert s.chars_used == sum(i.chars for i in s.items) <= s.budget
+        assert all(i.chars == len(i.line) for i in s.items)
+    assert ctx.section("memories").items and ctx.section("episodic").items  # both sections take part
+    long_ones = [i for i in ctx.items() if i.truncated]
+    assert all(i.chars <= 400 and i.text.endswith(TRUNCATION_MARK) for i in long_ones)
+    assert any(i.kind == "message" for i in long_ones)
+    (cut,) = story.section("memories").items
+    assert cut.id == huge and cut.truncated and cut.chars <= 400 and len(cut.text) < 400
+    assert sum(s.chars_used for s in small.sections if s.name != "resident") <= 300
+    assert ctx.chars == len(ctx.rendered) and "# Past messages" in ctx.rendered
 
 
-def test_question_words_are_stripped_from_the_query() -> None:
-    plan = plan_query("When did Caroline go to the LGBTQ support group?")
-    assert [t.label for t in plan.terms] == ["caroline", "lgbtq", "support", "group"]
-    assert plan.date_intent
-    assert [t.substring for t in plan_query("What happened on 7 May 2023?").terms] == ["2023-05-07"]
-
-
-def test_recall_by_a_chinese_query(db: Database) -> None:
+def test_messages_show_date_speaker_and_title(db: Database) -> None:
     with db.transaction() as conn:
-        hotpot = _add(conn, "林薇最喜欢吃火锅，尤其是麻辣锅底。")
-        _add(conn, "林薇在杭州工作了三年。")
-        _add(conn, "The weather in Hangzhou was rainy all week.")
-        res = recall(conn, A, "林薇喜欢吃什么？")
-        hangzhou = recall(conn, A, "她在杭州做什么")
-    assert res.recalled[0].memory.id == hotpot
-    assert "喜欢" in res.recalled[0].why
-    assert _recalled(hangzhou)[0] == "林薇在杭州工作了三年。"
-    assert "The weather in Hangzhou was rainy all week." not in _recalled(hangzhou)
+        _say(conn, "I finally adopted a greyhound called Biscuit.", speaker="Odile", title="Sunday walk")
+        ctx = _ctx(conn, "What kind of dog did Odile adopt?")
+    (item,) = ctx.section("episodic").items
+    assert item.line == '- [2024-05-03 Odile, "Sunday walk"] I finally adopted a greyhound called Biscuit.'
+    assert (item.speaker, item.title, item.date) == ("Odile", "Sunday walk", date(2024, 5, 3))
 
 
-def test_recall_by_a_misspelled_word(db: Database) -> None:
-    with db.transaction() as conn:
-        _add(conn, "Lin Wei booked a table at the new ramen restaurant downtown.")
-        _add(conn, "Lin Wei repaired the bicycle on Sunday.")
-        res = recall(conn, A, "which resturant?")
-    assert _recalled(res) == ["Lin Wei booked a table at the new ramen restaurant downtown."]
-    assert "resturant~" in res.recalled[0].why
+# --- exclusions --------------------------------------------------------------------------
 
 
-def test_when_questions_prefer_a_dated_memory(db: Database) -> None:
-    with db.transaction() as conn:
-        _add(conn, "Caroline loves the support group she goes to.")
-        _add(conn, "Caroline went to a support group on 2023-05-07.")
-        res = recall(conn, A, "When did Caroline go to the support group?")
-    assert _recalled(res)[0] == "Caroline went to a support group on 2023-05-07."
-    assert "(dated)" in res.recalled[0].why
-
-
-def test_deprecated_memories_are_never_returned(db: Database) -> None:
-    with db.transaction() as conn:
-        _add(conn, "Lin Wei lives in Shanghai.", status="deprecated", pinned=True, refs=5)
-        live = _add(conn, "Lin Wei moved to Hangzhou.")
-        res = recall(conn, A, "Where does Lin Wei live, Shanghai or Hangzhou?")
-    assert res.resident == []
-    assert [r.memory.id for r in res.recalled] == [live]
-
-
-def test_the_character_budget_is_respected(db: Database) -> None:
-    with db.transaction() as conn:
-        for i in range(30):
-            _add(conn, f"Kayak trip number {i:02d}: " + "paddling along the quiet river " * 4)
-        res = recall(conn, A, "kayak", limit=50)
-        small = recall(conn, A, "kayak", limit=50, max_chars=300)
-        long_top = _add(conn, "Kayak kayak kayak: " + "x" * 400)
-        short = _add(conn, "kayak.")
-        fit = recall(conn, A, "kayak", limit=3, max_chars=150)
-    assert sum(len(c) for c in _recalled(res)) <= 2000 and len(res.recalled) == 2000 // 143
-    assert sum(len(c) for c in _recalled(small)) <= 300 and len(small.recalled) == 2
-    # a memory too long for what is left is skipped, a shorter one below it still fits
-    ids = [r.memory.id for r in fit.recalled]
-    assert long_top not in ids and short in ids and sum(len(c) for c in _recalled(fit)) <= 150
-
-
-def test_exclude_sessions_drops_the_current_conversations_own_memories(db: Database) -> None:
+def test_the_current_session_and_its_only_sourced_memories_are_excluded(db: Database) -> None:
     with db.transaction() as conn:
         own = _add(conn, "Lin Wei is baking a lemon cake right now.", sources=("aria:now",))
         mixed = _add(conn, "Lin Wei bakes a lemon cake every spring.", sources=("aria:old", "aria:now"))
         old = _add(conn, "Lin Wei's lemon cake recipe came from her grandmother.", sources=("aria:old",))
-        everything = recall(conn, A, "lemon cake")
-        res = recall(conn, A, "lemon cake", exclude_sessions=["aria:now"])
-    assert {r.memory.id for r in everything.recalled} == {own, mixed, old}
-    assert {r.memory.id for r in res.recalled} == {mixed, old}
+        said_now = _say(conn, "The lemon cake is in the oven.", conv="aria:now")
+        said_before = _say(conn, "Grandmother's lemon cake needs two lemons.", conv="aria:old")
+        everything = _ctx(conn, "lemon cake")
+        ctx = _ctx(conn, "lemon cake", session_id="aria:now")
+    assert set(_ids(everything, "memories")) == {own, mixed, old}
+    assert set(_ids(everything, "episodic")) == {said_now, said_before}
+    assert set(_ids(ctx, "memories")) == {mixed, old}
+    assert _ids(ctx, "episodic") == [said_before]
 
 
-def test_resident_memories_are_not_repeated_in_recalled(db: Database) -> None:
+def test_deprecated_memories_and_debug_conversations_are_never_recalled(db: Database) -> None:
     with db.transaction() as conn:
-        pin = _add(conn, "Lin Wei is allergic to peanuts.", pinned=True)
-        cited = _add(conn, "Lin Wei avoids peanuts at restaurants.", refs=3)
-        other = _add(conn, "Peanuts were in the satay Lin Wei sent back.")
-        res = recall(conn, A, "peanuts")
-    assert {m.id for m in res.resident} == {pin, cited}
-    assert [r.memory.id for r in res.recalled] == [other]
-    rendered = res.render()
-    assert rendered.count("[[anima:") == 3 and all(
-        rendered.count(f"[[anima:f-{i}]]") == 1 for i in (pin, cited, other)
-    )
+        _add(conn, "Lin Wei lives in Shanghai.", status="deprecated", pinned=True, refs=5)
+        live = _add(conn, "Lin Wei moved to Hangzhou.")
+        _say(conn, "test harness: Shanghai Hangzhou", conv="aria:debug")
+        conn.execute("UPDATE conversation SET debug = true WHERE id = 'aria:debug'")
+        ctx = _ctx(conn, "Where does Lin Wei live, Shanghai or Hangzhou?")
+    assert _ids(ctx, "resident") == [] and _ids(ctx, "memories") == [live]
+    assert _ids(ctx, "episodic") == []
 
 
-@pytest.mark.parametrize("limit", [0, 1])
-def test_limit_is_honoured(db: Database, limit: int) -> None:
+# --- matching ----------------------------------------------------------------------------
+
+
+def test_question_words_are_dropped_and_stems_come_from_postgres(db: Database) -> None:
     with db.transaction() as conn:
-        for i in range(3):
-            _add(conn, f"tea note {i}")
-        assert len(recall(conn, A, "tea", limit=limit).recalled) == limit
+        cat = _add(conn, "Lin Wei's cat is called Mochi and sleeps on the piano.")
+        _add(conn, "What a day: when it rains, they go where it is dry, and that is how it was.")
+        painted = _add(conn, "Lin Wei painted a sunrise over the lake.")
+        found = _ctx(conn, "What is the name of the cat?")
+        nothing = _ctx(conn, "When did you go there, what was it and how?")
+        stem = _ctx(conn, "Does Lin Wei paint?")
+    assert _ids(found, "memories") == [cat] and "cat" in found.section("memories").items[0].why
+    assert "go" not in plan_query("When did you go there, what was it and how?").words
+    assert _ids(nothing, "memories") == [] and _ids(nothing, "episodic") == []
+    assert _ids(stem, "memories")[0] == painted  # 'english' stems painted and paint alike
+
+
+def test_a_misspelt_word_is_found_by_trigrams(db: Database) -> None:
+    with db.transaction() as conn:
+        mem = _add(conn, "Lin Wei booked a table at the new ramen restaurant downtown.")
+        _add(conn, "Lin Wei repaired the bicycle on Sunday.")
+        msg = _say(conn, "That restaurant had the best noodles in town.")
+        ctx = _ctx(conn, "which resturant?")
+    assert _ids(ctx, "memories") == [mem] and "resturant~" in ctx.section("memories").items[0].why
+    assert _ids(ctx, "episodic") == [msg]
+
+
+def test_the_vocabulary_follows_inserts_and_updates_per_anima(db: Database) -> None:
+    with db.transaction() as conn:
+        mem = _add(conn, "Lin Wei restores antique clocks.")
+        _say(conn, "The harpsichord needs tuning.")
+        _add(conn, "Bruno likes zucchini.", anima="bruno")
+        conn.execute(
+            "UPDATE semantic_memory SET content = 'Lin Wei restores antique barometers.' WHERE id = %s",
+            (mem,),
+        )
+        words = {
+            (r["anima_id"], r["word"])
+            for r in conn.execute("SELECT anima_id, word FROM recall_word").fetchall()
+        }
+    assert {(A, "clocks"), (A, "barometers"), (A, "harpsichord"), ("bruno", "zucchini")} <= words
+    assert (A, "zucchini") not in words and (A, "the") not in words  # per anima; short words left out
+
+
+def test_a_chinese_question(db: Database) -> None:
+    with db.transaction() as conn:
+        hotpot = _add(conn, "林薇最喜欢吃火锅，尤其是麻辣锅底。")
+        hangzhou = _add(conn, "林薇在杭州工作了三年。")
+        _add(conn, "The weather in Hangzhou was rainy all week.")
+        said = _say(conn, "周末我们去吃了一家新开的火锅店。")
+        food = _ctx(conn, "林薇喜欢吃什么？")
+        work = _ctx(conn, "她在杭州做什么")
+        hot = _ctx(conn, "火锅店在哪里")
+    assert _ids(food, "memories")[0] == hotpot and "喜欢" in food.section("memories").items[0].why
+    assert _ids(work, "memories") == [hangzhou]
+    assert _ids(hot, "episodic") == [said]
+
+
+def test_a_date_question_prefers_dated_memories_and_summaries(db: Database) -> None:
+    with db.transaction() as conn:
+        _add(conn, "Odile loves the chess club she goes to.")
+        dated = _add(conn, "Odile went to a chess club on 2023-05-07.")
+        may = _add(conn, "Odile joined a pottery class.", observed=datetime(2023, 5, 20, tzinfo=UTC))
+        _add(conn, "Odile joined a choir.", observed=datetime(2023, 9, 2, tzinfo=UTC))
+        conn.execute(
+            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content) VALUES
+               (%s, 'month', '2023-05-01', '2023-05-31', 'May: Odile started pottery and kept going to her group.'),
+               (%s, 'month', '2023-09-01', '2023-09-30', 'September: choir practice every week.')""",
+            (A, A),
+        )
+        when = _ctx(conn, "When did Odile go to the chess club?")
+        in_may = _ctx(conn, "What did Odile join in May 2023?")
+        plain = _ctx(conn, "What did Odile join?")
+    assert _ids(when, "memories")[0] == dated and "(dated)" in when.section("memories").items[0].why
+    assert _ids(in_may, "memories")[0] == may and in_may.periods == ["2023-05-01/2023-06-01"]
+    assert _texts(in_may, "summaries")[0].startswith("May: Odile started pottery")
+    assert in_may.section("summaries").chars_used <= 500
+    assert plain.section("summaries").items == [] and not plain.asks_time
+
+
+def test_relative_periods_are_read_against_now() -> None:
+    today = date(2024, 6, 20)  # a Thursday
+    (week,) = plan_query("what did we talk about last week", today).periods
+    assert (week.start, week.end) == (date(2024, 6, 10), date(2024, 6, 17))
+    (month,) = plan_query("上个月我们聊了什么", today).periods
+    assert (month.start, month.end) == (date(2024, 5, 1), date(2024, 6, 1))
+    (day,) = plan_query("What happened on 7 May 2023?", today).periods
+    assert (day.start, day.end) == (date(2023, 5, 7), date(2023, 5, 8))
+    words = plan_query("When did Odile go to the chess club?").words
+    assert {"odile", "chess", "club"} <= set(words) and "go" not in words
+
+
+# --- active search -----------------------------------------------------------------------
+
+
+def test_active_search_pages_and_filters(db: Database) -> None:
+    with db.transaction() as conn:
+        ids = [
+            _add(conn, f"Garden note {i}: tomatoes", observed=datetime(2024, 1, 1, tzinfo=UTC) + timedelta(i))
+            for i in range(30)
+        ]
+        conn.execute("UPDATE semantic_memory SET type = 'preference' WHERE id = %s", (ids[3],))
+        first = search_memories(conn, A, "tomatoes", limit=20)
+        second = search_memories(conn, A, "tomatoes", limit=20, offset=20)
+        prefs = search_memories(conn, A, "tomatoes", types=["preference"])
+        early = search_memories(conn, A, "tomatoes", until=datetime(2024, 1, 3, tzinfo=UTC))
+        for i in range(5):
+            _say(conn, f"tomatoes again {i}", speaker="Ana" if i % 2 else "Lin Wei")
+        ana = search_messages(conn, A, "tomatoes", speaker="Ana")
+    assert len(first.items) == 20 and first.has_more and len(second.items) == 10 and not second.has_more
+    assert {i.id for i in first.items} | {i.id for i in second.items} == set(ids)
+    assert [i.id for i in prefs.items] == [ids[3]]
+    assert {i.id for i in early.items} == set(ids[:2])
+    assert len(ana.items) == 2 and {i.speaker for i in ana.items} == {"Ana"}
+    with pytest.raises(ValueError, match="limit"):
+        search_memories(conn, A, "x", limit=0)
+
+
+# --- indexes and read-only ---------------------------------------------------------------
+
+
+class _Recording:
+    """The real connection, noting every statement so the test can EXPLAIN it afterwards."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.statements = conn, []
+
+    def execute(self, sql, params=None):
+        self.statements.append((sql, params))
+        return self.conn.execute(sql, params)
+
+
+def test_recall_reads_indexes_not_the_table(db: Database) -> None:
+    words = "river mountain garden piano kitchen market harbour library station museum".split()
+    with db.transaction() as conn:
+        conn.execute(
+            """INSERT INTO semantic_memory (anima_id, type, content, source_sessions)
+               SELECT CASE WHEN g %% 10 = 0 THEN 'other' ELSE %s END, 'world',
+                      'Note ' || g || ' about the ' || (%s::text[])[1 + g %% 10] || ' and ' ||
+                      (%s::text[])[1 + (g / 10) %% 10] || ' ' || md5(g::text), ARRAY['aria:s' || g %% 50]
+               FROM generate_series(1, 30000) g""",
+            (A, words, words),
+        )
+        rare = _add(conn, "Lin Wei keeps a pet axolotl named Pip.")
+        conn.execute(
+            """INSERT INTO conversation (id, anima_id, created_at, updated_at) VALUES ('aria:big', %s, now(), now())""",
+            (A,),
+        )
+        conn.execute(
+            """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at)
+               SELECT %s, 'aria:big', 'm' || g, 'user', 'Lin Wei', 'We talked about the ' ||
+                      (%s::text[])[1 + g %% 10] || ' ' || md5(g::text), now() - g * interval '1 minute'
+               FROM generate_series(1, 30000) g""",
+            (A, words),
+        )
+    with db.transaction() as conn:
+        conn.execute("ANALYZE semantic_memory")
+        conn.execute("ANALYZE message")
+    with db.transaction() as conn:
+        rec = _Recording(conn)
+        ctx = assemble_context(rec, A, "What is the name of Lin Wei's axolotl?", now=NOW)
+        plans = [
+            "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + sql, params).fetchall())
+            for sql, params in rec.statements
+        ]
+    assert _ids(ctx, "memories")[0] == rare
+    touching = [p for p in plans if "semantic_memory" in p or "on message" in p]
+    assert len(touching) >= 4, plans
+    for plan in touching:
+        assert "Seq Scan on semantic_memory" not in plan and "Seq Scan on message" not in plan, plan
+    assert any("semantic_memory_fts_idx" in p for p in plans) and any("message_fts_idx" in p for p in plans)
+
+
+def test_recall_writes_nothing(db: Database) -> None:
+    with db.transaction() as conn:
+        _add(conn, "Lin Wei likes green tea.", pinned=True)
+        _add(conn, "Lin Wei drinks tea at four.")
+        _say(conn, "Tea time!")
+    with db.transaction() as conn:
+        conn.execute("SET TRANSACTION READ ONLY")  # any write would raise here
+        before = conn.execute("SELECT pg_current_snapshot()::text AS s").fetchone()
+        ctx = _ctx(conn, "When do you drink tea, last week?")
+        search_memories(conn, A, "tea")
+        search_messages(conn, A, "tea")
+        wrote = conn.execute("SELECT pg_current_xact_id_if_assigned() AS x").fetchone()["x"]
+    assert before and wrote is None  # no transaction id was ever needed: nothing was written
+    assert ctx.section("memories").items and ctx.section("episodic").items

@@ -2,7 +2,8 @@
 10,000 memories (and 10,000 past messages), httpx2 clients.
 
 1. appends: messages per second through POST /v1/animas/A/messages in batches of 100 (one
-   client, sequential), with p50 / p95 latency per batch;
+   client, sequential), with p50 / p95 latency per batch, then the same through AnimaMemory
+   in-process (what the store itself costs: the message search indexes are most of it);
 2. context: GET /v1/animas/A/context calls per second with 8 concurrent clients, p50 / p95;
 3. the same context calls made in-process through AnimaMemory (1 client), so the ratio says
    what HTTP, auth and JSON add.
@@ -36,7 +37,7 @@ import httpx2 as httpx
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import DEFAULT_TIMEZONE, Settings
 from anima_pipeline.memory import AnimaMemory
 from anima_pipeline.store.api_keys import create_key
 from anima_pipeline.store.db import Database
@@ -44,7 +45,7 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.migrations import migrate
 
 ANIMA = "bench"
-TZ = ZoneInfo("Asia/Shanghai")
+TZ = ZoneInfo(DEFAULT_TIMEZONE)
 PEOPLE = ["Lena", "Marco", "Yuki", "Omar", "Priya", "Tomas", "Ines", "Kwame", "Sofia", "Hao", "林薇", "王强"]
 PLACES = [
     "Lisbon",
@@ -210,28 +211,47 @@ def main() -> None:
         auth = {"Authorization": f"Bearer {key}"}
         queries = [fill(rnd.choice(QUERIES), rnd) for _ in range(args.calls)]
 
+        now = datetime(2026, 11, 30, 8, 0, tzinfo=TZ)
+
+        def batch_of(b: int, tag: str) -> list[dict]:
+            return [
+                {
+                    "conversation_id": f"{tag}-{b}",
+                    "message_id": f"{tag}{b}-{i}",
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": fill(rnd.choice(FACTS), rnd),
+                    "created_at": (now + timedelta(seconds=100 * b + i)).isoformat(),
+                }
+                for i in range(100)
+            ]
+
+        memory = AnimaMemory(db, ANIMA, settings=Settings(database_url=url))
         with serve(env) as base, httpx.Client(base_url=base, headers=auth, timeout=60) as client:
-            # 1. appends, batches of 100, one client
-            now = datetime(2026, 11, 30, 8, 0, tzinfo=TZ)
+            # 1. appends, batches of 100, one client: through HTTP, then in-process
             lat: list[float] = []
             wall0 = time.monotonic()
             for b in range(args.batches):
-                batch = [
-                    {
-                        "conversation_id": f"live-{b}",
-                        "message_id": f"b{b}-{i}",
-                        "role": "user" if i % 2 == 0 else "assistant",
-                        "content": fill(rnd.choice(FACTS), rnd),
-                        "created_at": (now + timedelta(seconds=100 * b + i)).isoformat(),
-                    }
-                    for i in range(100)
-                ]
+                batch = batch_of(b, "http")
                 t = time.monotonic()
                 r = client.post(f"/v1/animas/{ANIMA}/messages", json={"messages": batch})
                 lat.append(time.monotonic() - t)
                 assert r.status_code == 200 and r.json()["added"] == 100, r.text
             append = report(
                 "append (HTTP, batches of 100)", 100 * args.batches, "msgs", time.monotonic() - wall0, lat
+            )
+            lat = []
+            wall0 = time.monotonic()
+            for b in range(args.batches):
+                batch = batch_of(b, "direct")
+                t = time.monotonic()
+                assert memory.append(batch).added == 100
+                lat.append(time.monotonic() - t)
+            append_direct = report(
+                "append (in-process, batches of 100)",
+                100 * args.batches,
+                "msgs",
+                time.monotonic() - wall0,
+                lat,
             )
 
             # 2. context, N concurrent clients
@@ -254,7 +274,6 @@ def main() -> None:
             )
 
         # 3. the same context calls in-process, one client
-        memory = AnimaMemory(db, ANIMA, settings=Settings(database_url=url))
         sample = queries[: max(20, len(queries) // 4)]
         lat = []
         wall0 = time.monotonic()
@@ -267,7 +286,7 @@ def main() -> None:
     print(
         f"ratios: context HTTP p50 / in-process p50 = {http['p50'] / direct['p50']:.2f}; "
         f"HTTP throughput with {args.clients} clients / in-process 1 client = {http['rate'] / direct['rate']:.2f}; "
-        f"append p95 / p50 = {append['p95'] / append['p50']:.2f}"
+        f"append HTTP p50 / in-process p50 = {append['p50'] / append_direct['p50']:.2f}"
     )
 
 

@@ -1,12 +1,12 @@
 """What the offline deep-sleep engine would do to a memory store: counts and samples to judge.
 
-Run:  .venv/bin/python benchmarks/deep_sleep_actions.py ARCHIVE.jsonl [ARCHIVE.jsonl ...]
-      .venv/bin/python benchmarks/deep_sleep_actions.py --from-store DATABASE_URL
+Run:  .venv/bin/python -m benchmarks.deep_sleep_actions ARCHIVE.jsonl [ARCHIVE.jsonl ...]
+      .venv/bin/python -m benchmarks.deep_sleep_actions --from-store DATABASE_URL
 
 Memories (one list of ``MemoryView`` per anima):
 
 * By default the offline light-sleep heuristic ``extract_facts`` runs over each archive,
-  one call per (anima, local day in Asia/Shanghai), as light sleep would see a night;
+  one call per (anima, local day in the default ANIMA_TIMEZONE), as light sleep would see a night;
   each candidate becomes a memory observed at its ``observed_at`` (read-only use of
   light.py; nothing is written anywhere).
 * With ``--from-store URL`` the active ``semantic_memory`` rows of each anima are read
@@ -29,23 +29,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import random
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from zoneinfo import ZoneInfo
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from anima_pipeline.offline.light import extract_facts
+from benchmarks.data import group_days, read_jsonl
 
-from light_sleep_coverage import group_days, read_jsonl  # noqa: E402
-
-from anima_pipeline.offline.light import extract_facts  # noqa: E402
-
-TZ = ZoneInfo("Asia/Shanghai")
 MERGE_THRESHOLD = 0.75
 BREAKER_RATIO = 0.25
 

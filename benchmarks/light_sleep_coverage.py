@@ -1,12 +1,13 @@
 """Light-sleep coverage on LoCoMo: how many answers survive into memory, at what size.
 
-Run:  .venv/bin/python benchmarks/light_sleep_coverage.py [--data DIR] [--from-store DATABASE_URL]
+Run:  .venv/bin/python -m benchmarks.light_sleep_coverage [--data DIR] [--from-store DATABASE_URL]
+      (data: $ANIMA_DATA_DIR/locomo, by default ../shared/data/locomo next to the repository)
 
 What is measured (one run, ratios printed, nothing asserted):
 
 * Memories come from ``memories_for(anima_id) -> [(conversation_ids, content)]``.
   By default it runs the offline heuristic ``extract_facts`` on the archive, one
-  call per (anima, local day in Asia/Shanghai), exactly as light sleep would see a
+  call per (anima, local day in the default ANIMA_TIMEZONE), exactly as light sleep would see a
   night. With ``--from-store URL`` it reads ``semantic_memory`` rows
   (``status='active'``) of each anima instead, e.g. after ``anima sleep`` ran
   through the real pipeline, so the same numbers can be compared.
@@ -14,9 +15,9 @@ What is measured (one run, ratios printed, nothing asserted):
   single memory whose source conversations meet the question's
   ``evidence_conversation_ids`` contains every key word of the gold answer.
 * Key words of a text: dates are first normalized to ISO on both sides
-  ("7 May 2023", "May 7, 2023" -> 2023-05-07; "May 2023" -> 2023-05; a year stays;
-  "the Friday before 15 July 2023" -> 2023-07-14; "two weeks before 11 Aug 2023"
-  -> 2023-07-28); number words become digits (zero..twenty); the text is
+  ("4 June 2021", "June 4, 2021" -> 2021-06-04; "June 2021" -> 2021-06; a year stays;
+  "the Monday before 9 March 2022" -> 2022-03-07; "two weeks before 3 Feb 2021"
+  -> 2021-01-20); number words become digits (zero..twenty); the text is
   lowercased, split on non-alphanumerics (ISO dates kept whole), a short
   stopword list (articles, prepositions, pronouns, be/have/do) is dropped and a
   trailing plural "s"/"es"/"ies" is folded. A date key word in the answer matches a
@@ -42,23 +43,19 @@ answers whose key words co-occur by chance.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import pandas as pd
 
-from anima_pipeline.offline.light import Utterance, extract_facts  # noqa: E402
+from anima_pipeline.offline.light import extract_facts
+from benchmarks.data import group_days, group_of, locomo_dir, memorybank_dir, read_jsonl
 
-DATA = Path("/work/shared/data/locomo")
-TZ = ZoneInfo("Asia/Shanghai")
 Memory = tuple[tuple[str, ...], str]
 MemoriesFor = Callable[[str], list[Memory]]
 
@@ -170,24 +167,6 @@ def memory_tokens(text: str) -> set[str]:
 # --- data -------------------------------------------------------------------------
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
-def group_days(messages: Iterable[dict]) -> dict[str, dict[date, list[Utterance]]]:
-    """Per anima and local day, the user/assistant messages as light sleep receives them."""
-    days: dict[str, dict[date, list[Utterance]]] = defaultdict(lambda: defaultdict(list))
-    for m in messages:
-        if m["role"] not in ("user", "assistant"):
-            continue
-        at = datetime.fromisoformat(m["created_at"]).astimezone(TZ)
-        days[m["anima_id"]][at.date()].append(
-            Utterance(m["conversation_id"], m["message_id"], m["role"], m.get("speaker"), m["content"], at)
-        )
-    return days
-
-
 def offline_memories(messages: list[dict]) -> MemoriesFor:
     days = group_days(messages)
 
@@ -227,11 +206,13 @@ def raw_memories(messages: list[dict]) -> MemoriesFor:
 
 
 def evaluate(questions: list[dict], memories_for: MemoriesFor, names: dict[str, set[str]]) -> dict:
+    """Totals per category (the headline figures) and, in ``records``, one row per question
+    and per anima (for the tuned / unseen tables)."""
     per_anima = {
         a: [(set(c), memory_tokens(t), t) for c, t in memories_for(a)]
         for a in {q["anima_id"] for q in questions}
     }
-    stats: dict = {"considered": 0, "total": defaultdict(int)}
+    stats: dict = {"considered": 0, "total": defaultdict(int), "records": []}
     for counter in ("covered", "lenient", "union"):
         stats[counter] = defaultdict(int)
     for q in questions:
@@ -241,18 +222,23 @@ def evaluate(questions: list[dict], memories_for: MemoriesFor, names: dict[str, 
         evidence = set(q["evidence_conversation_ids"])
         relevant = [tokens for convs, tokens, _ in per_anima[q["anima_id"]] if convs & evidence]
         cat = q["category"]
-        stats["considered"] += 1
-        stats["total"][cat] += 1
-        if any(_has_all(words, tokens) for tokens in relevant):
-            stats["lenient"][cat] += 1
         topic = _topic_words(q["question"], names.get(q["anima_id"], set())) if _only_dates(words) else set()
         need = 0 if not topic else 1 if len(topic) <= 2 else 2
-        if any(_has_all(words, tokens) and len(topic & _stems(tokens)) >= need for tokens in relevant):
-            stats["covered"][cat] += 1
-        if relevant and _has_all(words, set().union(*relevant)):
-            stats["union"][cat] += 1
+        outcome = {
+            "covered": any(
+                _has_all(words, tokens) and len(topic & _stems(tokens)) >= need for tokens in relevant
+            ),
+            "lenient": any(_has_all(words, tokens) for tokens in relevant),
+            "union": bool(relevant) and _has_all(words, set().union(*relevant)),
+        }
+        stats["considered"] += 1
+        stats["total"][cat] += 1
+        for counter, hit in outcome.items():
+            stats[counter][cat] += hit
+        stats["records"].append({"anima": q["anima_id"], "category": cat, **outcome})
     stats["memories"] = sum(len(v) for v in per_anima.values())
     stats["chars"] = sum(len(t) for v in per_anima.values() for _, _, t in v)
+    stats["per_anima"] = {a: (len(v), sum(len(t) for _, _, t in v)) for a, v in per_anima.items()}
     return stats
 
 
@@ -326,10 +312,66 @@ def report(stats: dict, raw_chars: int, elapsed: float, source: str) -> None:
     print(f"elapsed                 : {elapsed:.2f} s")
 
 
+# --- tuned vs unseen ---------------------------------------------------------------
+
+
+def dialogue_table(stats: dict, raw_chars: dict[str, int]) -> pd.DataFrame:
+    """One row per LoCoMo dialogue, then the tuned / unseen groups and all: questions,
+    covered / union / lenient shares (%), memories, memory chars / raw chars (%)."""
+    records = pd.DataFrame(stats["records"])
+    sizes = pd.DataFrame(
+        [
+            {"anima": a, "memories": n, "chars": c, "raw": raw_chars[a]}
+            for a, (n, c) in stats["per_anima"].items()
+        ]
+    )
+    for frame in (records, sizes):
+        frame["group"] = frame["anima"].map(group_of)
+        frame["all"] = "all"
+
+    def rows(by: str) -> pd.DataFrame:
+        out = records.groupby(by)[["covered", "union", "lenient"]].mean().mul(100).round(1)
+        out.insert(0, "questions", records.groupby(by).size())
+        return out.join(sizes.groupby(by)[["memories", "chars", "raw"]].sum())
+
+    table = pd.concat([rows("anima"), rows("group"), rows("all")])
+    table["size %"] = (table.pop("chars") / table.pop("raw") * 100).round(1)
+    return table
+
+
+def category_table(stats: dict) -> pd.DataFrame:
+    """Covered share (%) per category, tuned and unseen side by side."""
+    records = pd.DataFrame(stats["records"])
+    records["group"] = records["anima"].map(group_of)
+    table = records.pivot_table(index="category", columns="group", values="covered", aggfunc="mean")
+    table = table.mul(100).round(1)
+    table.index = [f"{c} {CATEGORIES[c]}" for c in table.index]
+    return table[["tuned", "unseen"]]
+
+
+def memorybank_table(memories_for_lang: Callable[[str], tuple[MemoriesFor, list[dict]]]) -> pd.DataFrame:
+    """MemoryBank (unseen, no gold answers): memories and their size per language."""
+    rows = {}
+    for lang in ("en", "cn"):
+        memories_for, messages = memories_for_lang(lang)
+        if not messages:
+            continue
+        animas = sorted({m["anima_id"] for m in messages})
+        mems = [t for a in animas for _, t in memories_for(a)]
+        raw = sum(len(m["content"]) for m in messages)
+        rows[f"memorybank {lang}"] = {
+            "users": len(animas),
+            "memories": len(mems),
+            "memories / user": round(len(mems) / len(animas), 1),
+            "size %": round(sum(map(len, mems)) / raw * 100, 1),
+        }
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--data", type=Path, default=DATA, help="directory with dev.archive.jsonl and dev.qa.jsonl"
+        "--data", type=Path, default=locomo_dir(), help="directory with dev.archive.jsonl and dev.qa.jsonl"
     )
     parser.add_argument(
         "--from-store", metavar="DATABASE_URL", help="read memories from semantic_memory instead"
@@ -361,6 +403,25 @@ def main(argv: list[str] | None = None) -> int:
         elapsed,
         "semantic_memory (--from-store)" if args.from_store else "offline extract_facts",
     )
+
+    raw_by_anima: dict[str, int] = defaultdict(int)
+    for m in messages:
+        raw_by_anima[m["anima_id"]] += len(m["content"])
+    print("\n## Per dialogue: tuned (conv-26, conv-30) and unseen (conv-41, conv-42)\n")
+    print(dialogue_table(stats, raw_by_anima).to_markdown())
+    print("\n## Covered per category (%)\n")
+    print(category_table(stats).to_markdown())
+
+    def memorybank(lang: str) -> tuple[MemoriesFor, list[dict]]:
+        path = memorybank_dir() / f"memorybank_{lang}.archive.jsonl"
+        mb = read_jsonl(path) if path.exists() else []
+        return (store_memories(args.from_store) if args.from_store else offline_memories(mb)), mb
+
+    mb_table = memorybank_table(memorybank)
+    if not mb_table.empty:
+        print("\n## MemoryBank (unseen; no gold answers: size only)\n")
+        print(mb_table.to_markdown())
+    print()
 
     if not args.no_ceiling:
         ceiling = evaluate(questions, raw_memories(messages), speakers)

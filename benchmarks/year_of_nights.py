@@ -6,7 +6,7 @@ runs the whole range through the real CLI (one Dagster run over the range, days 
 with --force to show that a second pass changes no count. Prints the timings and ratios
 measured in this one run.
 
-    .venv/bin/python benchmarks/year_of_nights.py [--days 365] [--active 29]
+    .venv/bin/python -m benchmarks.year_of_nights [--days 365] [--active 29]
 """
 
 from __future__ import annotations

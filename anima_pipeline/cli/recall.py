@@ -1,46 +1,122 @@
-"""`anima recall`: what the agent would get back at chat time."""
+"""`anima recall`: what the agent would get back at chat time, section by section."""
 
 from __future__ import annotations
 
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+
 import typer
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, only_anima, open_store
+from anima_pipeline.cli.common import console, fail, only_anima, open_store, settings
 
 
 @app.command("recall")
 def recall_(
-    query: str = typer.Argument(..., help="What the agent is asking its memory."),
+    query: str | None = typer.Argument(None, help="What the agent is asking its memory."),
     anima: str | None = typer.Option(None, "--anima", help="Which anima (default: the only one)."),
-    limit: int = typer.Option(8, help="At most this many recalled memories (besides the resident set)."),
-    max_chars: int = typer.Option(
-        2000, "--max-chars", help="Character budget of the recalled memories (resident ones not counted)."
-    ),
-    exclude_session: list[str] = typer.Option(
+    session: str | None = typer.Option(
         None,
-        "--exclude-session",
-        help="The current conversation's id (repeatable): memories sourced only from it are not recalled.",
+        "--session",
+        help="The current conversation's id: its messages, and memories sourced only from it, are left out.",
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the context block."),
+    budget: int | None = typer.Option(
+        None,
+        "--budget",
+        help="Characters for recalled memories + messages (+ summaries); default from config.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the sections as JSON (ids, scores, chars)."),
+    batch: Path | None = typer.Option(
+        None,
+        "--batch",
+        help="A file of questions, one a line (plain text, or JSON with question/anima/session/now):"
+        " prints one JSON line per question. '-' reads standard input.",
+    ),
 ) -> None:
-    """What the agent would get back at chat time: resident memories, then passive recall."""
-    from anima_pipeline.recall.context import recall
+    """Resident memories, then summaries (for a question about a time), recalled memories and
+    past messages, each within its character budget."""
+    from anima_pipeline.recall.assemble import assemble_context, budgets_from
 
+    budgets = budgets_from(settings())
+    if budget is not None:
+        if budget < 0:
+            fail(f"--budget must be 0 or more, got {budget}", 2)
+        budgets = budgets.model_copy(update={"recall": budget})
+    if (query is None) == (batch is None):
+        fail("give either a QUERY or --batch FILE", 2)
+    requests = (
+        [{"question": query, "anima": anima, "session": session}] if batch is None else _read_batch(batch)
+    )
     db = open_store()
     try:
-        with db.transaction() as conn:
-            anima_id = anima or only_anima(conn)
-            result = recall(
-                conn,
-                anima_id,
-                query,
-                limit=limit,
-                max_chars=max_chars,
-                exclude_sessions=exclude_session or None,
-            )
+        for req in requests:
+            with db.transaction() as conn:
+                conn.execute("SET TRANSACTION READ ONLY")
+                result = assemble_context(
+                    conn,
+                    req.get("anima") or anima or only_anima(conn),
+                    req["question"],
+                    session_id=req.get("session") or session,
+                    budgets=budgets,
+                    now=req.get("now"),
+                )
+            if batch is not None:
+                print(json.dumps({"id": req.get("id"), **result.model_dump(mode="json")}, ensure_ascii=False))
+            elif as_json:
+                print(result.model_dump_json(indent=2))
+            else:
+                console.print(_text(result), markup=False, highlight=False)
     finally:
         db.close()
-    if as_json:
-        print(result.model_dump_json(indent=2))
-    else:
-        console.print(result.render(), markup=False, highlight=False)
+
+
+def _text(result) -> str:
+    lines = []
+    for s in result.sections:
+        if s.name == "summaries" and not s.items:
+            continue
+        lines.append(f"# {s.title} ({s.chars_used}/{s.budget} chars)")
+        lines += [i.line for i in s.items] or ["(none)"]
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+class BatchLine(BaseModel):
+    """One JSON line of `anima recall --batch`."""
+
+    model_config = ConfigDict(extra="forbid")
+    question: str
+    id: str | int | None = None
+    anima: str | None = None
+    session: str | None = None
+    now: datetime | None = None
+
+
+def _read_batch(path: Path) -> list[dict]:
+    """Questions of a batch file; a bad line stops everything before any recall, naming it."""
+    name = "<stdin>" if str(path) == "-" else str(path)
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+    except OSError as exc:
+        fail(f"--batch {name}: cannot read ({exc.strerror})", 2)
+    out = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        if raw.lstrip().startswith("{"):
+            try:
+                line = BatchLine.model_validate_json(raw)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                fail(f"{name}:{n}: {'.'.join(map(str, err['loc'])) or 'line'}: {err['msg']}", 2)
+            if not line.question.strip():
+                fail(f"{name}:{n}: question is empty", 2)
+            if line.now is not None and line.now.tzinfo is None:
+                fail(f"{name}:{n}: now has no UTC offset", 2)
+            out.append(line.model_dump())
+        else:
+            out.append({"question": raw.strip()})
+    return out

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar
+from anima_pipeline.store import sleep_state
 
 
 @app.command("sleep")
@@ -95,9 +96,9 @@ def run_sleep(
                 while not done.wait(0.5):
                     with db.transaction() as conn:
                         row = conn.execute(
-                            """SELECT max(day) AS d FROM sleep_state WHERE anima_id = '*' AND step = 'night'
-                               AND day BETWEEN %s AND %s AND started_at >= %s""",
-                            (first, last, t0),
+                            """SELECT max(day) AS d FROM sleep_state WHERE step = %s AND status = ANY(%s)
+                               AND day BETWEEN %s AND %s AND finished_at >= %s""",
+                            (sleep_state.NIGHT, list(sleep_state.FINISHED), first, last, t0),
                         ).fetchone()
                     if row and row["d"]:
                         progress.update(
@@ -122,6 +123,7 @@ def run_sleep(
                     "ok": launched.ok,
                     "run_id": launched.run_id,
                     "error": launched.error,
+                    "failed_day": launched.failed_day,
                     "signal": launched.signal,
                     "status": launched.status.value,
                 }
@@ -134,7 +136,7 @@ def run_sleep(
                 poller.join()
             if outcome["ok"]:
                 progress.update(task, completed=len(days))
-        rows = [_day_row(db, d, t0, outcome) for d in days]
+        rows = [_day_row(db, d, outcome) for d in days]
     finally:
         instance.dispose()
         db.close()
@@ -149,16 +151,23 @@ def run_sleep(
     return rows
 
 
-def _day_row(db, d, t0, outcome: dict) -> dict:
+def _day_row(db, d, outcome: dict) -> dict:
+    """One day of this run: done, failed (an anima's night failed, or the run stopped on this
+    day), or not run (the run stopped before it); the totals of this run's rows only."""
     with db.transaction() as conn:
-        marker = conn.execute(
-            "SELECT status, started_at FROM sleep_state WHERE anima_id = '*' AND step = 'night' AND day = %s",
-            (d,),
-        ).fetchone()
+        statuses = {
+            r["status"]
+            for r in conn.execute(
+                "SELECT DISTINCT status FROM sleep_state WHERE step = %s AND day = %s AND run_id = %s",
+                (sleep_state.NIGHT, d, outcome["run_id"]),
+            )
+        }
     if outcome["ok"]:
         status = "done"
-    elif marker and marker["started_at"] >= t0:
-        status = "failed" if marker["status"] in ("failed", "running") else marker["status"]
+    elif sleep_state.FAILED in statuses or sleep_state.RUNNING in statuses or d == outcome["failed_day"]:
+        status = "failed"
+    elif statuses:
+        status = "done"
     else:
         status = "not run"
     return {
@@ -167,17 +176,20 @@ def _day_row(db, d, t0, outcome: dict) -> dict:
         "signal": outcome["signal"],
         "status": status,
         "error": outcome["error"],
-        **_day_totals(db, d),
+        **_day_totals(db, d, outcome["run_id"]),
     }
 
 
 _TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "narratives", "summaries")
 
 
-def _day_totals(db, d) -> dict:
+def _day_totals(db, d, run_id: str) -> dict:
+    """Sums over the step rows this run wrote on day d (done or failed: a failed step records
+    what it spent); steps skipped as done by an earlier run are that run's."""
     with db.transaction() as conn:
         rows = conn.execute(
-            "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND anima_id <> '*'", (d,)
+            "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND step <> %s AND run_id = %s",
+            (d, sleep_state.NIGHT, run_id),
         ).fetchall()
     totals = dict.fromkeys(_TOTALS, 0)
     # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)

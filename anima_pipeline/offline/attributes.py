@@ -106,8 +106,8 @@ _RELATIONSHIP = {
     "伴侣": "in a relationship", "谈恋爱": "in a relationship",
 }  # fmt: skip
 
-# Gendered relation nouns let "she" after "Caroline's son" resolve to Caroline, and after
-# "Caroline's daughter" to the daughter.
+# Gendered relation nouns let "she" after "Ruth's son" resolve to Ruth, and after
+# "Ruth's daughter" to the daughter.
 _MALE = {
     "son", "brother", "father", "dad", "husband", "boyfriend", "grandfather", "grandpa",
     "uncle", "nephew", "grandson", "stepson", "儿子", "哥哥", "弟弟", "爸爸", "父亲", "丈夫",
@@ -197,7 +197,7 @@ def _relation_gender(relation: str) -> str | None:
 
 def resolve_pronoun(gender: str | None, antecedent: str) -> str:
     """Who "she"/"he" (gender 'f'/'m') means after `antecedent`: the relation in
-    "Caroline's daughter" when the gender fits it (or is unknown), else its owner."""
+    "Ruth's daughter" when the gender fits it (or is unknown), else its owner."""
     for pattern in (_POSSESSIVE_EN, _POSSESSIVE_CN):
         m = pattern.match(antecedent)
         if m:
@@ -280,8 +280,8 @@ _CN_NOT_NAMES = {
 
 
 def guess_subject(sentence: str) -> str | None:
-    """The person a sentence opens with, in its original casing ("Caroline",
-    "Caroline's daughter", "The user", "张三", "张三的女儿"), or None.
+    """The person a sentence opens with, in its original casing ("Ruth",
+    "Ruth's daughter", "The user", "张三", "张三的女儿"), or None.
 
     Deliberately narrow: a capitalised name or "the user" in English, a short run of
     characters before a verb/adverb in Chinese. A wrong guess would put the wrong name
@@ -289,7 +289,7 @@ def guess_subject(sentence: str) -> str | None:
     """
     m = _EN_NAME.match(sentence)
     if m and re.match(r"\s+(?:and|&)\s+[A-Z]", sentence[m.end() :]):
-        return None  # "Mel and Caroline …": a later "she" could be either
+        return None  # "Ruth and Edna …": a later "she" could be either
     if m and has_cjk(sentence[m.end() : m.end() + 1]) and not re.match(_CN_VERB_ANCHOR, sentence[m.end() :]):
         return None  # "Lin Wei妈妈叫…" is his mother: a Latin name in Chinese needs a verb next
     if m and m["name"].split()[0].lower() not in _EN_NOT_NAMES - {"the"}:
@@ -393,7 +393,7 @@ def _value(attribute: str, raw: str) -> str | None:
     if attribute == "relationship":
         return _RELATIONSHIP.get(re.sub(r"\s+", " ", raw))
     if attribute in _PLACE_ATTRIBUTES and _CN_NOT_A_PLACE.search(raw):
-        return None  # "在考虑是否要找一份新工作" is a thought, not a workplace
+        return None  # "在想要不要换一份工作" is a thought, not a workplace
     if attribute in _PLACE_ATTRIBUTES and _UNNAMED_PLACE.match(raw):
         if attribute not in _UNNAMED_COMPARABLE:
             return None

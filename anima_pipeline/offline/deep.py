@@ -1,6 +1,6 @@
 """Offline engine decisions for deep sleep, as pure functions over a snapshot of memories.
 
-Each round of deep sleep (DESIGN §5) asks one question of the whole active store; the
+Each round of deep sleep (sleep/deep_sleep.py) asks one question of the whole active store; the
 offline engine answers it with the deterministic heuristics below, and the step turns the
 answers into ordinary tool calls (deprecate / create / merge / update), so validation,
 scope and audit are the same as for the LLM engine:
@@ -305,7 +305,7 @@ def _clause_parts(sentence: str) -> list[str] | None:
     if len(pieces) < 2 or _REPORTED.search(sentence):
         return None
     if any(_INNER_CLAUSE.search(p) for p in pieces) or _INTRODUCTORY.search(pieces[0]):
-        return None  # "Leo feels lonely, but because of …, Leo …" / "Joanna has to say, …"
+        return None  # "Ivo is tired, but because of …, Ivo …" / "Ruth has to admit, …"
     subject = guess_subject(pieces[0])
     if subject is None:
         return None
@@ -355,7 +355,7 @@ def split_parts(memory: MemoryView) -> list[str] | None:
 
     Boundaries: . ! ? 。！？； ; and "and also". A part that opens with she/he/her/his
     (她/他), or with no subject ("also …", "也…"), gets the person named at the start of
-    the memory ("She also …" → "Caroline also …"). None when there is one sentence only,
+    the memory ("She also …" → "Ruth also …"). None when there is one sentence only,
     when a later sentence depends on an earlier one (opens with It/This/That/But/它/这/但…,
     or refers back with "it"/"there"/这/那), when a pronoun cannot be resolved, or when a
     part would be a fragment (< 12 characters, < 6 for CJK text).
@@ -371,7 +371,7 @@ def split_parts(memory: MemoryView) -> list[str] | None:
     if subject is not None and (
         _REPORTED.search(sentences[0]) or not _first_clause_unambiguous(sentences[0], subject, None)
     ):
-        subject = None  # "Melanie said it was Matt, …; his voice …": whose voice?
+        subject = None  # "Ruth said it was Ivo, …; his voice …": whose voice?
     parts: list[str] = []
     for i, sentence in enumerate(sentences):
         if is_tiny(sentence):
@@ -427,7 +427,7 @@ _STOP_CHARS_CN = re.compile(
 _PREFERENCE_WORDS = frozenset(
     "like love enjoy adore prefer favourite favorite fan fond big huge food dish drink thing one".split()
 )
-_MIN_SUBSET_WORDS = 3  # "Caroline likes tea" is the smallest statement the subset rule merges
+_MIN_SUBSET_WORDS = 3  # "Ruth likes tea" is the smallest statement the subset rule merges
 _MIN_SUBSET_OVERLAP = 0.5  # the shorter holds at least half of the longer's content words
 _MAX_PREFERENCE_EXTRA = 3  # words of the dropped memory beyond subject, verb and object
 

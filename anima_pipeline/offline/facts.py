@@ -109,7 +109,7 @@ def _facts_of(utt: Utterance, ctx: Context) -> list[FactCandidate]:
             and _continues(sentence, following)
             and not lx.NAME_CLAUSE.match(strip_en(following, ctx.names))
         ):
-            # "I love this series. It has adventures and magic." is one fact, said in two sentences.
+            # "I like this podcast. It has great guests." is one fact, said in two sentences.
             fact = en_fact(sentence.rstrip(".! ") + "; " + following[:1].lower() + following[1:], utt, ctx)
             skip = fact is not None
         if fact is None and not zh:

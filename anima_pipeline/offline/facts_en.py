@@ -206,7 +206,7 @@ _EVENT_VAGUE = re.compile(
 
 
 def _attributed(sentence: str, ctx: Context) -> tuple[str, str, float] | None:
-    """A specific third-person statement, kept as reported speech ("Gina said the store is doing great").
+    """A specific third-person statement, kept as reported speech ("Ruth said the bakery is busy again").
 
     In conversation most such sentences are still about the speaker's own world
     (their shop, their pet, their book); reported speech records that honestly

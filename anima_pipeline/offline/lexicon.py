@@ -223,7 +223,7 @@ EN_PAST_EVENT = re.compile(
 EN_SUBJECTLESS = re.compile(
     r"^(?:just\s+|finally\s+|recently\s+|also\s+)*(?:went|got|started|finished|joined|visited|tried|"
     r"made|took|bought|had|saw|met|won|gonna|going to|planning|thinking of|hoping to|looking forward|"
-    r"spent|signed up|learned|picked up|dyed|painted|baked|cooked|ran|wrote|read|watched|played)\b",
+    r"spent|signed up|learned|picked up|painted|baked|cooked|ran|wrote|read|watched|played)\b",
     re.IGNORECASE,
 )
 # A first-person sentence that only reacts to the other person ("I'm so happy for you").
@@ -258,7 +258,7 @@ EN_YOU_FACT = re.compile(
 EN_YOU_NOT_FACT = re.compile(
     r"^(?:so |and )?you(?:'ll|'d| can| could| should| might| may| will| would| must| need to| have to|"
     r" got this| are welcome| 're welcome| deserve| rock)\b|\byou(?:'re| are) (?:welcome|right|so|too)\b"
-    # praise and forecasts about the listener ("you're gonna kill it", "you've come a long way") are
+    # praise and forecasts about the listener ("you're gonna smash it", "you're such a star") are
     # encouragement, not facts about their life
     r"|^(?:so |and )?you(?:'re| are) (?:gonna|going to|such|truly|an inspiration|inspiring|dedicated|"
     r"amazing|awesome|talented|brave|strong|incredible|showing|doing (?:great|amazing|awesome|so))\b"
@@ -338,7 +338,7 @@ MILESTONE = re.compile(
     r"|\bpromot(?:ed|ion)\b|\bmoved (?:to|into|in|out|from|back|here)\b|\bbought (?:a|our|my|their|his|her) (?:house|home|car|flat)\b"
     r"|\bwas born\b|\bgave birth\b|\bhad a baby\b|\b(?:baby|son|daughter) (?:is|was) born\b|\bretir(?:ed|ement)\b"
     r"|\bpublished\b|\blaunched\b|\bopened (?:my|our|their|his|her|a|the) (?:own )?\w+|\bwon (?:the|a|my|first)\b"
-    r"|\bcompleted\b|\bfinished (?:my|their|his|her|the) (?:first|degree|thesis|book|novel|screenplay)"
+    r"|\bcompleted\b|\bfinished (?:my|their|his|her|the) (?:first|degree|thesis|book|novel)"
     r"|第一次|首次|毕业|结婚|订婚|婚礼|领养|收养|新工作|找到(?:了)?工作|入职|升职|晋升|搬家|搬到|出生|生了(?:个|一个)?(?:孩子|宝宝|儿子|女儿)"
     r"|退休|买了房|买房|出版|发表|开业|创业|获奖|拿到了?(?:offer|学位|证书)|考上",
     re.IGNORECASE,

@@ -184,7 +184,7 @@ def third_person(text: str, speaker: str, other: str, mentioned: bool = False) -
 
 
 def strip_en(sentence: str, names: Sequence[str]) -> str:
-    """Drop interjections, fillers and vocatives ('Hey Mel!', ', Caroline!')."""
+    """Drop interjections, fillers and vocatives ('Hey Ruth!', ', Ivo!')."""
     prev = None
     while prev != sentence:
         prev = sentence

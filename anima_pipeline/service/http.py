@@ -31,12 +31,11 @@ from anima_pipeline.memory import (
     AnimaInputError,
     AnimaMemory,
     AppendResult,
-    ContextResult,
     ConversationInfo,
     Remembered,
-    SearchResult,
     WrongAnimaError,
 )
+from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.store.api_keys import anima_of_key
 from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.db import Database
@@ -155,16 +154,16 @@ def close_conversation(
         raise ApiError(404, "not_found", str(exc), "conversation_id") from None
 
 
-@router.get("/context", response_model=ContextResult, summary="Chat-time context for a query")
+@router.get("/context", response_model=AssembledContext, summary="Chat-time context for a query")
 def context(
     memory: Memory,
     query: Annotated[str, Query(min_length=1, max_length=4000, description="what the user just said")],
     session_id: Annotated[str | None, Query(min_length=1, description="the current conversation")] = None,
-) -> ContextResult:
+) -> AssembledContext:
     return memory.context(query, session_id)
 
 
-@router.get("/search", response_model=SearchResult, summary="Active search over memories")
+@router.get("/search", response_model=SearchPage, summary="Active search over memories")
 def search(
     memory: Memory,
     query: Annotated[str, Query(min_length=1, max_length=4000)],
@@ -173,7 +172,7 @@ def search(
     until: Annotated[datetime | None, Query(description="observed before (ISO-8601)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_LIMIT)] = 20,
     offset: Annotated[int, Query(ge=0)] = 0,
-) -> SearchResult:
+) -> SearchPage:
     return memory.search(query, types=type, since=since, until=until, limit=limit, offset=offset)
 
 

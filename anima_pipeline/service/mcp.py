@@ -16,7 +16,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from anima_pipeline.memory import MAX_SEARCH_LIMIT, AnimaMemory, Remembered, SearchResult
+from anima_pipeline.memory import MAX_SEARCH_LIMIT, AnimaMemory, Remembered
+from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ SEARCH_DESCRIPTION = """\
 Search your long-term memory on purpose: more results than `context`, paged with
 limit/offset, filtered by memory type and by when the fact was observed. Use it when
 `context` was not enough or you need everything about a topic. Returns memories with their
-ids (f-N), type, content and observed_at, and next_offset for the next page (null at the end)."""
+refs (f-N, cite as [[anima:f-N]]), type, text and date, and has_more: call again with
+offset + limit for the next page."""
 
 REMEMBER_DESCRIPTION = """\
 Store one durable fact now, instead of waiting for tonight's consolidation: something the
@@ -71,8 +73,10 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
         since: Annotated[datetime | None, Field(description="observed at or after (ISO-8601)")] = None,
         until: Annotated[datetime | None, Field(description="observed before (ISO-8601)")] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")] = 10,
-        offset: Annotated[int, Field(ge=0, description="from a previous page's next_offset")] = 0,
-    ) -> SearchResult:
+        offset: Annotated[
+            int, Field(ge=0, description="skip this many results (the previous offset + limit)")
+        ] = 0,
+    ) -> SearchPage:
         return memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
 
     def remember(

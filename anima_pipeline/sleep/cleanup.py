@@ -37,8 +37,19 @@ _RULE_SQL = """
 
 
 def animas_for(conn: Connection, night: Night) -> list[str]:
-    """Every anima with conversations: stale junk may be older than the night's day."""
-    rows = conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY anima_id").fetchall()
+    """Every anima with something to delete: a stale, non-debug conversation of fewer than two
+    messages or without an assistant message (stale junk may be older than the night's day).
+    An anima with none has nothing to clean, so an idle night skips the step (runner)."""
+    rows = conn.execute(
+        """SELECT DISTINCT c.anima_id FROM conversation c
+           WHERE NOT c.debug AND c.updated_at < now() - make_interval(hours => %s)
+             AND (NOT EXISTS (SELECT 1 FROM message m WHERE m.anima_id = c.anima_id
+                                  AND m.conversation_id = c.id AND m.role = 'assistant')
+                  OR NOT EXISTS (SELECT 1 FROM message m WHERE m.anima_id = c.anima_id
+                                     AND m.conversation_id = c.id OFFSET 1))
+           ORDER BY c.anima_id""",
+        (STALE_HOURS,),
+    ).fetchall()
     return [r["anima_id"] for r in rows]
 
 
@@ -102,7 +113,8 @@ def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str) -> str 
         return None
     rule = now[0]["rule"]
     messages = conn.execute(
-        "SELECT * FROM message WHERE anima_id = %s AND conversation_id = %s ORDER BY created_at, id",
+        """SELECT id, anima_id, conversation_id, external_id, role, speaker, content, created_at, metadata
+           FROM message WHERE anima_id = %s AND conversation_id = %s ORDER BY created_at, id""",
         (anima_id, conv_id),
     ).fetchall()
     references = conn.execute(

@@ -2,38 +2,45 @@
 running whole nights day after day. Dagster wraps exactly this (defs/), and tests and the
 CLI can run it without Dagster.
 
-Order (seed DAG, DESIGN §4): cleanup → light sleep (4 stages) → deep sleep (4 rounds) →
-memory-ref-sync; temporal day → cascade; dream; self-layer refresh. Run sequentially, the
-dependencies hold trivially; the Dagster asset graph states them explicitly.
+Order (the dependency graph in docs/ordering.md): cleanup → light sleep (4 stages) → deep
+sleep (4 rounds) → memory-ref-sync; temporal day → cascade; dream; self-layer refresh. Run
+sequentially, the dependencies hold trivially; the Dagster asset graph states them explicitly.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
+from anima_pipeline.sleep import cleanup, deep_sleep, dream, light_sleep, ref_sync, self_refresh, temporal
 from anima_pipeline.sleep.night import Night, StepResult
-from anima_pipeline.store.db import Database
+from anima_pipeline.store import sleep_state
+from anima_pipeline.store.archive import animas_active_between
+from anima_pipeline.store.db import Connection, Database
 
 StepFn = Callable[[Database, Night, str], StepResult]
+AnimasFn = Callable[[Connection, Night], list[str]]
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepDef:
     key: str  # the Dagster asset key path, also sleep_state.step and memory_event.step
     group: str
     description: str
-    module: str  # anima_pipeline.sleep.<module>, imported lazily so the registry stays cheap
-    fn: str
+    run: StepFn
     deps: tuple[str, ...]
+    # which animas the step processes on a day; None = those with conversations that day
+    animas: AnimasFn | None = None
 
-    def load_module(self):
-        return importlib.import_module(f"anima_pipeline.sleep.{self.module}")
+    @property
+    def module(self) -> str:
+        """The step's module under anima_pipeline.sleep (for display: Dagster metadata)."""
+        return self.run.__module__.removeprefix("anima_pipeline.sleep.")
 
-    def resolve(self) -> StepFn:
-        return getattr(self.load_module(), self.fn)
+    @property
+    def fn(self) -> str:
+        return self.run.__name__
 
 
 STEPS: tuple[StepDef, ...] = (
@@ -41,134 +48,147 @@ STEPS: tuple[StepDef, ...] = (
         "conversations/cleaned",
         "cleanup",
         "Stale empty, single-message and assistant-less conversations deleted (audited, recoverable from memory_event).",
-        "cleanup",
-        "cleanup",
+        cleanup.cleanup,
         (),
+        animas=cleanup.animas_for,
     ),
     StepDef(
         "semantic_memory/extracted",
         "light_sleep",
         "Stage 1: the day's conversations into semantic memories (create / update / deprecate within message 2).",
-        "light_sleep",
-        "extract_semantic",
+        light_sleep.extract_semantic,
         ("conversations/cleaned",),
     ),
     StepDef(
         "emotional_anchors/extracted",
         "light_sleep",
         "Stage 2: the day's mood and emotional turning points as anchors.",
-        "light_sleep",
-        "extract_anchors",
+        light_sleep.extract_anchors,
         ("semantic_memory/extracted",),
     ),
     StepDef(
         "autobiographical_memory/narrated",
         "light_sleep",
         "Stage 3 (phase A): narratives from the last 7 days' experience and imprint memories, only when worth telling.",
-        "light_sleep",
-        "narrate",
+        light_sleep.narrate,
         ("emotional_anchors/extracted",),
     ),
     StepDef(
         "self_blocks/autobiography_summary",
         "light_sleep",
         "Stage 3b (phase B): the autobiography summary self block, a grouped outline fading with distance.",
-        "light_sleep",
-        "summarize_autobiography",
+        light_sleep.summarize_autobiography,
         ("autobiographical_memory/narrated",),
     ),
     StepDef(
         "semantic_memory/deconflicted",
         "deep_sleep",
         "Round 1: exclusive contradictions and expired facts deprecated, superseded_by set.",
-        "deep_sleep",
-        "deconflict",
+        deep_sleep.deconflict,
         ("self_blocks/autobiography_summary",),
     ),
     StepDef(
         "semantic_memory/split",
         "deep_sleep",
         "Round 2: entries holding several independent facts split into one memory each.",
-        "deep_sleep",
-        "split",
+        deep_sleep.split,
         ("semantic_memory/deconflicted",),
     ),
     StepDef(
         "semantic_memory/merged",
         "deep_sleep",
         "Round 3: duplicates and near-duplicates merged (sources union, earliest observed_at).",
-        "deep_sleep",
-        "merge",
+        deep_sleep.merge,
         ("semantic_memory/split",),
     ),
     StepDef(
         "semantic_memory/pins_reviewed",
         "deep_sleep",
         "Round 4: stale pins unpinned; the resident read stays capped at 40.",
-        "deep_sleep",
-        "review_pins",
+        deep_sleep.review_pins,
         ("semantic_memory/merged",),
     ),
     StepDef(
         "memory_references/synced",
         "references",
         "[[anima:f-N]] citations collected, re-pointed to successors, decayed reference counts and the resident set.",
-        "ref_sync",
-        "sync_references",
+        ref_sync.sync_references,
         ("semantic_memory/pins_reviewed",),
+        animas=ref_sync.animas_for,
     ),
     StepDef(
         "temporal_summaries/day",
         "temporal",
         "The day summary from the day's conversations and memory changes.",
-        "temporal",
-        "summarize_day",
+        temporal.summarize_day,
         ("self_blocks/autobiography_summary",),
+        animas=temporal.animas_for,
     ),
     StepDef(
         "temporal_summaries/cascade",
         "temporal",
         "Week (on Sunday), month (last day) and year (31 December) summaries from the level below.",
-        "temporal",
-        "cascade",
+        temporal.cascade,
         ("semantic_memory/pins_reviewed", "temporal_summaries/day"),
+        animas=temporal.animas_for,
     ),
     StepDef(
         "dreams/journal",
         "dream",
         "REM synthesis: cross-memory connections, confidence updates, next-session actions, bank page suggestions.",
-        "dream",
-        "dream",
+        dream.dream,
         ("self_blocks/autobiography_summary",),
     ),
     StepDef(
         "self_blocks/refreshed",
         "self_layer",
         "The self blocks other than identity refreshed from the day's consolidated memories.",
-        "self_refresh",
-        "refresh_self",
+        self_refresh.refresh_self,
         ("self_blocks/autobiography_summary",),
     ),
 )
 STEP_KEYS: tuple[str, ...] = tuple(s.key for s in STEPS)
 BY_KEY: dict[str, StepDef] = {s.key: s for s in STEPS}
-NIGHT_MARKER = "night"  # sleep_state.step of the row that says a whole night of a day finished
+NIGHT_MARKER = sleep_state.NIGHT  # sleep_state.step of the row that records one anima's whole night
+
+
+def _default_animas(conn: Connection, night: Night) -> list[str]:
+    return animas_active_between(conn, night.start, night.end)
 
 
 def animas_for(db: Database, night: Night, step: str) -> list[str]:
     """Which animas a step processes on this day (a day without activity is cheap)."""
-    from anima_pipeline.store.archive import animas_active_between
-
-    custom = getattr(BY_KEY[step].load_module(), "animas_for", None)
     with db.transaction() as conn:
-        if custom is not None:
-            return custom(conn, night)
-        return animas_active_between(conn, night.start, night.end)
+        return list((BY_KEY[step].animas or _default_animas)(conn, night))
+
+
+def plan_day(conn: Connection, night: Night) -> dict[str, list[str]]:
+    """Which steps each anima has to run on this day, for every anima that has anything to do
+    (an anima absent from the answer is idle that night: runner skips it in bulk).
+
+    The rules are the steps' own `animas` hooks, each asked once per day for every anima
+    (four cheap queries, one per distinct hook): messages that day (light sleep, deep sleep,
+    dream, self refresh, the day summary), stale junk to clean, memories changed that day or
+    citations crossing the decay boundary (reference sync), a week / month / year closing
+    over day summaries (cascade). Asked before the night, not step by step: a step's writes
+    only ever add an anima that the day's messages already made busy."""
+    per_hook: dict[AnimasFn, set[str]] = {}
+    plan: dict[str, list[str]] = {}
+    for s in STEPS:
+        hook = s.animas or _default_animas
+        if hook not in per_hook:
+            per_hook[hook] = set(hook(conn, night))
+        for anima_id in sorted(per_hook[hook]):
+            plan.setdefault(anima_id, []).append(s.key)
+    return dict(sorted(plan.items()))
+
+
+def memory_step_keys() -> list[str]:
+    """The steps that write semantic memories (light and deep sleep), in order."""
+    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
 
 
 def day_range(first: date, last: date) -> list[date]:
-    from datetime import timedelta
-
     if last < first:
         raise ValueError(f"--to {last} is before --from {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]

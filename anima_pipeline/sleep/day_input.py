@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import datetime
+from datetime import date, datetime, time
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.store.archive import DayConversation, DayMessage, day_conversations
@@ -55,10 +55,22 @@ def _render_message(m: DayMessage, tz: ZoneInfo) -> str:
     return f"[{m.created_at.astimezone(tz):%H:%M}] {who}: {m.content}"
 
 
+def day_header(day: date, tz: ZoneInfo) -> str:
+    """ "2026-11-17, Tuesday (Asia/Shanghai, UTC+08:00)": date, weekday and offset that day."""
+    noon = datetime.combine(day, time(12), tzinfo=tz)
+    offset = noon.strftime("%z")
+    return f"{day.isoformat()}, {noon:%A} ({tz.key}, UTC{offset[:3]}:{offset[3:]})"
+
+
 def render_day(convs: list[DayConversation], tz: ZoneInfo, day_label: str) -> str:
-    return "\n\n".join(
-        [f"# Conversations of {day_label} ({tz.key})", *(render_conversation(c, tz) for c in convs)]
-    )
+    """The day's conversations inside <conversations> (data, never instructions)."""
+    try:
+        label = day_header(date.fromisoformat(day_label), tz)
+    except ValueError:  # a label that is not a date (a chunk name) is shown as given
+        label = f"{day_label} ({tz.key})"
+    head = f"# Conversations of {label}"
+    body = "\n\n".join([head, *(render_conversation(c, tz) for c in convs)])
+    return f'<conversations day="{day_label}">\n{body}\n</conversations>'
 
 
 def chunk_conversations(
@@ -99,10 +111,15 @@ def _cut(conv: DayConversation, tz: ZoneInfo, limit: int) -> list[DayConversatio
 
 
 def render_memories(mems: list[SemanticMemory], heading: str) -> str:
+    """Memories with id, type, confidence, sources and dates, inside <memories>."""
     lines = [heading]
     if not mems:
         lines.append("(none)")
     for m in mems:
         observed = f" observed={m.observed_at.isoformat()}" if m.observed_at else ""
-        lines.append(f'- {m.ref} ({m.type}) "{m.content}" sources=[{", ".join(m.source_sessions)}]{observed}')
-    return "\n".join(lines)
+        valid = f" valid_until={m.valid_until.isoformat()}" if m.valid_until else ""
+        lines.append(
+            f'- {m.ref} ({m.type}, c={m.confidence:.2f}) "{m.content}" '
+            f"sources=[{', '.join(m.source_sessions)}]{observed}{valid}"
+        )
+    return "<memories>\n" + "\n".join(lines) + "\n</memories>"

@@ -35,9 +35,11 @@ from anima_pipeline.offline.deep import (
 )
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.identity import identity_context
+from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import tool_specs
@@ -52,6 +54,9 @@ ROUNDS: tuple[tuple[str, str], ...] = (
     ("semantic_memory/pins_reviewed", "pin_review"),
 )
 DEEP_STEPS = tuple(step for step, _ in ROUNDS)
+# The steps that finish before deep sleep starts (DAG order); every later write of the night
+# is undone when the rounds rebuild their shared prompt.
+BEFORE_DEEP_SLEEP = ("conversations/cleaned", *LIGHT_STEPS)
 ROUND_TOOLS = {
     "contradiction": ("deprecate_semantic_memory",),
     "split": ("split_semantic_memory",),
@@ -62,18 +67,15 @@ ROUND_TOOLS = {
 # per-round list would invalidate the cached system + message 1 in each round. What a round
 # may call is still limited by its executor scope (ROUND_TOOLS); its instruction names it.
 DEEP_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(t for tools in ROUND_TOOLS.values() for t in tools))
-ROUND_PROMPTS = {
-    "contradiction": prompts.DEEP_CONTRADICTION,
-    "split": prompts.DEEP_SPLIT,
-    "merge": prompts.DEEP_MERGE,
-    "pin_review": prompts.DEEP_PINS,
-}
+ROUND_PROMPTS = prompts.DEEP_ROUND_TASK  # short: every round's rules are in the shared system prompt
 
 # Size thresholds on message 1 (the seeds' table), in characters.
 WARN_CHARS = 10_000
 BATCH_CHARS = 100_000
 REFUSE_CHARS = 300_000
 RESIDENT_CAP = 40
+MAX_PREFILTER_LINES = 30  # message 2 stays small beside message 1 (the cached prefix)
+MAX_PREFILTER_IDS = 40
 
 
 class DeepSleepTooLarge(RuntimeError):
@@ -108,6 +110,27 @@ def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
            ORDER BY id""",
         (anima_id, night.day, list(DEEP_STEPS)),
     ).fetchall()
+
+
+def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str) -> list[dict]:
+    """This night's writes to `table` by the steps that run from deep sleep on (the rounds
+    themselves, the dream, the self refresh, reference sync): undone, they give the store as
+    deep sleep found it, which every round shows the same (one cached prompt prefix)."""
+    return conn.execute(
+        """SELECT id, memory_id, op, before, after, step FROM memory_event
+           WHERE anima_id = %s AND day = %s AND table_name = %s AND NOT (step = ANY(%s))
+           ORDER BY id""",
+        (anima_id, night.day, table, list(BEFORE_DEEP_SLEEP)),
+    ).fetchall()
+
+
+def self_blocks_snapshot(conn: Connection, anima_id: str, night: Night) -> dict[str, str]:
+    """The self blocks as they were when deep sleep started this night."""
+    blocks = SelfBlockRepo(conn).all(anima_id)
+    for e in reversed(_after_light_sleep(conn, anima_id, night, "self_block")):
+        if e["memory_id"] in blocks:
+            blocks[e["memory_id"]] = (e["before"] or {}).get("content", "")
+    return blocks
 
 
 def snapshot(conn: Connection, anima_id: str, events: list[dict]) -> list[SemanticMemory]:
@@ -295,25 +318,27 @@ def prefilter(
         attr = _attribute_pairs(memories)
         sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
         lines = [f"- f-{a} vs f-{b}: same subject and attribute ({why})" for a, b, why in attr]
-        lines += [f"- f-{a} vs f-{b}: similar content (trigram {s})" for a, b, s in sim]
+        lines += [f"- f-{a} vs f-{b}: similar {s}" for a, b, s in sim]
         picked = {x for a, b, _ in attr for x in (a, b)} | {x for a, b, _ in sim for x in (a, b)}
-        head = "# Pre-filter: pairs that may contradict or supersede each other"
+        head = "# Pre-filter: pairs that may contradict or supersede each other (similar: trigram similarity)"
     elif round_name == "split":
         cands = [
             m
             for m in memories
             if is_split_candidate(m.content) and (changed_ids is None or m.id in changed_ids)
         ]
-        lines = [f"- f-{m.id}: {len(m.content)} characters, several sentences" for m in cands]
+        lines = [", ".join(f"f-{m.id}" for m in cands[:MAX_PREFILTER_IDS])] if cands else []
+        if len(cands) > MAX_PREFILTER_IDS:
+            lines.append(f"(and {len(cands) - MAX_PREFILTER_IDS} more long entries)")
         picked = {m.id for m in cands}
-        head = "# Pre-filter: long or multi-sentence entries (split candidates)"
+        head = "# Pre-filter: long or multi-sentence entries (split candidates), by id"
     elif round_name == "merge":
         sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
         groups = merge_candidates(memories, cfg)
         lines = [f"- {' + '.join(f'f-{i}' for i in g.ids)}: {g.reason}" for g in groups]
-        lines += [f"- f-{a} ~ f-{b}: similarity {s}" for a, b, s in sim]
+        lines += [f"- f-{a} ~ f-{b}: {s}" for a, b, s in sim]
         picked = {x for a, b, _ in sim for x in (a, b)} | {i for g in groups for i in g.ids}
-        head = "# Pre-filter: possible duplicates (groups found by the program, then similar pairs)"
+        head = "# Pre-filter: possible duplicates (groups found by the program, then similar pairs: trigram similarity)"
     else:
         pins = [m for m in memories if m.pinned]
         lines = [
@@ -329,6 +354,11 @@ def prefilter(
         lines.append(f"({len(pins)} pinned; the resident read is capped at {RESIDENT_CAP})")
         picked = {m.id for m in pins}
         head = "# Pre-filter: pinned memories"
+    if len(lines) > MAX_PREFILTER_LINES:
+        # The list grows with pairs (quadratic in a busy subject); message 1 has every memory
+        # anyway, so the first lines point the way and the count says how much more there is.
+        more = len(lines) - MAX_PREFILTER_LINES
+        lines = [*lines[:MAX_PREFILTER_LINES], f"(and {more} more candidates of the same kinds)"]
     return Prefilter(text="\n".join([head, *(lines or ["(no candidates)"])]), ids=picked, count=len(picked))
 
 
@@ -425,7 +455,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         events = _events(conn, anima_id, night)
         watermark = _last_event_id(conn)
         earlier = [e for e in events if e["step"] != step]
-        base = snapshot(conn, anima_id, events)
+        base = snapshot(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
         current = MemoryRepo(conn).active(anima_id)
         changed = _changed_today(conn, anima_id, night)
         stats: dict[str, Any] = {
@@ -451,7 +481,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         if not current:
             return StepOutcome(stats=stats)
         msg15 = message_one_five(earlier)
-        system = identity_context(conn, anima_id, memories=base)
+        system = identity_context(
+            conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
+        )
         usage, calls, msg1_chars = Usage(), [], 0
         totals: dict[str, int] = {}
         full_split = night.mode == "full"
@@ -478,12 +510,19 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             pre = prefilter(conn, round_name, live, night, cfg, scoped_changed)
             scope = Scope(anima_id=anima_id, tools=ROUND_TOOLS[round_name])
             executor = ToolExecutor(conn, scope, audit)
+            # Everything up to message 1 is the same in all four rounds (tools, the framing
+            # with every round's rules, the identity snapshot, message 1): one cached prefix.
             request = StepRequest(
                 step=step,
-                system=[TextBlock(text=system + "\n\n" + prompts.DEEP_SYSTEM_NOTE, cache=True)],
+                system=prompts.system_blocks(prompts.DEEP_SYSTEM, night.day, night.tz, system),
                 user=[
-                    TextBlock(text=f"# Message 1: active semantic memories ({label})\n{msg1}", cache=True),
-                    TextBlock(text=msg15),
+                    TextBlock(
+                        text=prompts.tagged(
+                            "memories", f"# Message 1: active semantic memories ({label})\n{msg1}"
+                        ),
+                        cache=True,
+                    ),
+                    TextBlock(text=prompts.tagged("changes", msg15)),
                     TextBlock(text=pre.text),
                     TextBlock(text=ROUND_PROMPTS[round_name]),
                 ],

@@ -24,7 +24,6 @@ from datetime import date
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
 from anima_pipeline.offline.lexicon import ADVERBS, STOPWORDS
 from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import render_memories
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
@@ -260,7 +259,10 @@ def clip(text: str, limit: int) -> str:
 
 
 def _memory_steps() -> list[str]:
-    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
+    # imported here: the step registry (cycle) imports this module
+    from anima_pipeline.sleep.cycle import memory_step_keys
+
+    return memory_step_keys()
 
 
 @dataclass
@@ -481,8 +483,8 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(
             step=STEP,
-            system=[TextBlock(text=system, cache=True)],
-            user=[TextBlock(text=msg1), TextBlock(text=msg2), TextBlock(text=prompts.DREAM)],
+            system=prompts.system_blocks(prompts.DREAM_SYSTEM, night.day, night.tz, system),
+            user=[TextBlock(text=msg1), TextBlock(text=msg2, cache=True), TextBlock(text=prompts.DREAM)],
             tools=tool_specs(TOOLS),
             must_write=True,
         )

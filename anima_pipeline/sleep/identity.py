@@ -16,10 +16,13 @@ def identity_context(
     anima_id: str,
     resident: int = RESIDENT_IN_PROMPT,
     memories: list[SemanticMemory] | None = None,
+    blocks: dict[str, str] | None = None,
 ) -> str:
-    """`memories` pins the resident set to a snapshot (deep sleep keeps its prompt prefix
-    byte-identical across rounds even while the rounds change the store)."""
-    blocks = SelfBlockRepo(conn).all(anima_id)
+    """`memories` and `blocks` pin the resident set and the self blocks to a snapshot (deep
+    sleep keeps its prompt prefix byte-identical across rounds even while the rounds, the
+    dream and the self refresh change the store)."""
+    if blocks is None:
+        blocks = SelfBlockRepo(conn).all(anima_id)
     lines = [f"# Self of anima {anima_id}"]
     for name, content in blocks.items():
         lines.append(f"## {name}\n{content.strip() or '(empty)'}")

@@ -66,17 +66,29 @@ def _utterances(convs: list[DayConversation], tz: ZoneInfo) -> list[Utterance]:
 
 
 def _request(
-    step: str, system: str, user: list[str], tools: tuple[str, ...], *, must_write: bool = False
+    step: str,
+    night: Night,
+    framing: str,
+    identity: str,
+    user: list[str],
+    tools: tuple[str, ...],
+    *,
+    must_write: bool = False,
 ) -> StepRequest:
-    """Message 1 (the day, or the step's main input) carries a cache breakpoint: every later
-    tool turn of the step reads it from the cache instead of paying for it again."""
+    """The step's framing and identity as the system prompt; message 1 (the day, or the
+    step's main input) carries a cache breakpoint, so every later tool turn of the step
+    reads it from the cache instead of paying for it again."""
     return StepRequest(
         step=step,
-        system=[TextBlock(text=system, cache=True)],
+        system=prompts.system_blocks(framing, night.day, night.tz, identity),
         user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
         tools=tool_specs(tools),
         must_write=must_write,
     )
+
+
+def _chars(request: StepRequest) -> int:
+    return sum(len(b.text) for b in [*request.system, *request.user])
 
 
 # ---- stage 1: semantic --------------------------------------------------------------
@@ -104,7 +116,6 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                 msg2 = render_memories(
                     existing, "# Existing memories from these conversations (ids you may update or deprecate)"
                 )
-                input_chars += len(system) + len(msg1) + len(msg2)
                 scope = Scope(
                     anima_id=anima_id,
                     tools=SEMANTIC_TOOLS,
@@ -115,8 +126,14 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                 )
                 executor = ToolExecutor(conn, scope, audit)
                 request = _request(
-                    STEP_SEMANTIC, system, [msg1, msg2, prompts.LIGHT_SEMANTIC], SEMANTIC_TOOLS
+                    STEP_SEMANTIC,
+                    night,
+                    prompts.LIGHT_SEMANTIC_SYSTEM,
+                    system,
+                    [msg1, msg2, prompts.LIGHT_SEMANTIC_TASK],
+                    SEMANTIC_TOOLS,
                 )
+                input_chars += _chars(request)
                 usage += night.engine.run(
                     request,
                     executor,
@@ -189,21 +206,33 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
         existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
         system = identity_context(conn, anima_id)
         msg1 = render_day(convs, night.tz, night.day.isoformat())
-        msg2 = "# Anchors already recorded today\n" + (
-            "\n".join(
-                f"- {a['conversation_id']} {a['occurred_at'].isoformat()} {a['emotion']}" for a in existing
-            )
-            or "(none)"
+        msg2 = prompts.tagged(
+            "anchors",
+            "# Anchors already recorded today\n"
+            + (
+                "\n".join(
+                    f"- {a['conversation_id']} {a['occurred_at'].astimezone(night.tz).isoformat()} {a['emotion']}"
+                    for a in existing
+                )
+                or "(none)"
+            ),
         )
         scope = Scope(anima_id=anima_id, tools=("create_emotional_anchor",), conversation_ids=frozenset(ids))
         executor = ToolExecutor(conn, scope, audit)
-        request = _request(STEP_LIMBIC, system, [msg1, msg2, prompts.LIGHT_LIMBIC], scope.tools)
+        request = _request(
+            STEP_LIMBIC,
+            night,
+            prompts.LIGHT_LIMBIC_SYSTEM,
+            system,
+            [msg1, msg2, prompts.LIGHT_LIMBIC_TASK],
+            scope.tools,
+        )
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
         usage = night.engine.run(request, executor, lambda: _anchor_plan(convs, night.tz, seen))
         return StepOutcome(
             stats={
                 "conversations": len(convs),
-                "input_chars": len(system) + len(msg1) + len(msg2),
+                "input_chars": _chars(request),
                 **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0),
                 **executor.stats,
             },
@@ -252,8 +281,17 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             )
         system = identity_context(conn, anima_id)
         msg1 = render_memories(recent, f"# Experience and imprint memories, {since.date()} to {night.day}")
-        msg2 = "# Existing narratives\n" + (
-            "\n".join(f"- a-{n['id']} [{n['significance']}] {n['title']}" for n in narratives) or "(none)"
+        msg2 = prompts.tagged(
+            "narratives",
+            "# Existing narratives (date, significance, title, the memories each already covers)\n"
+            + (
+                "\n".join(
+                    f"- a-{n['id']} {_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
+                    f" — covers {', '.join(f'f-{i}' for i in n['source_memory_ids']) or 'no memory'}"
+                    for n in narratives
+                )
+                or "(none)"
+            ),
         )
         scope = Scope(
             anima_id=anima_id,
@@ -262,13 +300,20 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             narrative_ids=frozenset(n["id"] for n in narratives),
         )
         executor = ToolExecutor(conn, scope, audit)
-        request = _request(STEP_NARRATIVE, system, [msg1, msg2, prompts.LIGHT_NARRATIVE], scope.tools)
+        request = _request(
+            STEP_NARRATIVE,
+            night,
+            prompts.LIGHT_NARRATIVE_SYSTEM,
+            system,
+            [msg1, msg2, prompts.LIGHT_NARRATIVE_TASK],
+            scope.tools,
+        )
         told = {i for n in narratives for i in n["source_memory_ids"]}
         usage = night.engine.run(request, executor, lambda: _narrative_plan(recent, told, night.tz))
         return StepOutcome(
             stats={
                 "candidates": len(recent),
-                "input_chars": len(system) + len(msg1) + len(msg2),
+                "input_chars": _chars(request),
                 **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0),
                 **executor.stats,
             },
@@ -318,16 +363,26 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
                 stats={"narratives_read": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)}
             )
         system = identity_context(conn, anima_id)
-        msg1 = "# Active narratives\n" + "\n".join(
-            f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}"
-            for n in narratives
+        msg1 = prompts.tagged(
+            "narratives",
+            "# Active narratives\n"
+            + "\n".join(
+                f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}"
+                for n in narratives
+            ),
         )
         scope = Scope(
             anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"})
         )
         executor = ToolExecutor(conn, scope, audit)
         request = _request(
-            STEP_SUMMARY, system, [msg1, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY], scope.tools, must_write=True
+            STEP_SUMMARY,
+            night,
+            prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_SYSTEM,
+            system,
+            [msg1, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_TASK],
+            scope.tools,
+            must_write=True,
         )
         outline = autobiography_outline(narratives, night.end, night.tz)
         usage = night.engine.run(
@@ -341,7 +396,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
         return StepOutcome(
             stats={
                 "narratives_read": len(narratives),
-                "input_chars": len(system) + len(msg1),
+                "input_chars": _chars(request),
                 "summary_chars": len(current),
                 **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0),
                 **executor.stats,

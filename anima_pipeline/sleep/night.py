@@ -8,6 +8,7 @@ adds timing and bookkeeping so each step module only holds its own logic.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Generator
@@ -20,10 +21,14 @@ from zoneinfo import ZoneInfo
 import psycopg
 from pydantic import BaseModel, Field
 
+from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
+from anima_pipeline.sleep import faults
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
+
+logger = logging.getLogger(__name__)
 
 Mode = Literal["full", "incremental"]
 
@@ -34,7 +39,7 @@ class Night:
 
     day: date
     engine: Engine
-    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo("Asia/Shanghai"))
+    tz: ZoneInfo = field(default_factory=lambda: ZoneInfo(DEFAULT_TIMEZONE))
     run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4().hex[:12]}")
     force: bool = False
     mode: Mode = "full"
@@ -92,6 +97,7 @@ StepBody = Callable[[Connection, Audit], StepOutcome]
 
 def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBody) -> StepResult:
     t0 = time.monotonic()
+    faults.point("before_step", day=night.day, anima_id=anima_id, step=step)
     try:
         with db.transaction() as conn:
             anima_lock(conn, anima_id)
@@ -110,14 +116,30 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             outcome = body(conn, audit)
             stats = {**outcome.stats, **_usage_stats(outcome.usage)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
+            faults.point("in_step", day=night.day, anima_id=anima_id, step=step)
     except Exception as exc:
+        spent = getattr(exc, "usage", None)
         try:
             with db.transaction() as conn:
                 sleep_state.fail(
-                    conn, anima_id, night.day, step, f"{type(exc).__name__}: {exc}", night.run_id
+                    conn,
+                    anima_id,
+                    night.day,
+                    step,
+                    f"{type(exc).__name__}: {exc}",
+                    night.run_id,
+                    _usage_stats(spent) if isinstance(spent, Usage) else None,
                 )
-        except psycopg.Error:
-            pass  # the store is gone too: the step's own error is the one to report, below
+        except psycopg.Error as record_exc:  # the store is gone too: the step's own error is raised below
+            logger.error(
+                "%s for anima %s on %s: the failure could not be recorded (%s: %s)",
+                step,
+                anima_id,
+                night.day,
+                type(record_exc).__name__,
+                record_exc,
+            )
+            exc.add_note(f"recording this failure failed too: {type(record_exc).__name__}: {record_exc}")
         raise StepFailed(
             f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}"
         ) from exc

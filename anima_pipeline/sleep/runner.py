@@ -1,21 +1,22 @@
 """Running nights in plain Python: the loop that Dagster (defs/night/assets.py), the CLI and
 the tests all use, so the ordering rules live in one place and hold without Dagster.
 
-- `run_night` runs the selected steps of one day in registry order (DESIGN §4), each step
-  for every anima that step processes that day, before the next step starts.
-- `run_days` runs whole nights strictly one day after another, with a guard: day D does not
-  start while the night of D-1 is recorded as running or failed (unless forced). Each night
-  is recorded in sleep_state as the row (anima_id '*', day, NIGHT_MARKER): running, then
-  done or failed.
+- `run_night` runs one day: it asks once which animas have anything to do that day
+  (`cycle.plan_day`) and records the others as skipped in one statement; it refuses an anima
+  whose night of D-1 is failed or not over (the order rule, per anima, unless forced); it
+  runs the busy animas in a bounded pool (`sleep.pool`), each anima's selected steps in
+  registry order under its own night row (`sleep.anima_night`: lease, heartbeat, takeover);
+  and when any anima failed it raises NightFailed naming every failed anima, step and cause,
+  after the others finished. A re-run redoes only what failed.
+- `run_days` runs whole nights strictly one day after another, one pool and one heartbeat
+  for the whole run.
 
-A run that selects only some steps or some animas (a diagnostic re-run from the UI) marks
-the night done only if, afterwards, every step is done for every anima of that day;
-otherwise the night keeps the status it had, so a one-step re-run cannot unblock the next
-day over a night that is still incomplete.
+The night rows and their states are in docs/ordering.md.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Sequence
@@ -24,57 +25,68 @@ from typing import Any
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.types import Engine, Usage
-from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, animas_for
-from anima_pipeline.sleep.night import Mode, Night, StepFailed, StepResult, scheduled_mode
+from anima_pipeline.sleep.anima_night import AnimaFailure, Heartbeat, end_unrecorded
+from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, plan_day
+from anima_pipeline.sleep.night import Mode, Night, StepResult, scheduled_mode
+from anima_pipeline.sleep.pool import AnimaPool, Task, default_workers
 from anima_pipeline.store import sleep_state
-from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.db import Database
 
-NIGHT_ANIMA = "*"  # sleep_state.anima_id of the night marker rows
+logger = logging.getLogger(__name__)
 
-# on_step(night, step_key, results): called once per (day, step) after every anima ran it.
+# on_step(night, step_key, results): called once per (day, step) with that step's results
+# over animas, in registry order, after the day's animas ran (only the steps before the
+# first failing one when the day failed).
 OnStep = Callable[[Night, str, list[StepResult]], None]
 # on_night(night, results): called once per day after the whole night finished.
 OnNight = Callable[[Night, list[StepResult]], None]
 
 
 class NightOrderError(RuntimeError):
-    """Day D was refused because the night of D-1 is recorded as running or failed."""
+    """An anima's day D was refused because its night of D-1 is failed or not over."""
 
-    def __init__(self, day: date, previous: dict) -> None:
+    def __init__(self, day: date, anima_id: str, previous: dict) -> None:
         self.day = day
+        self.anima_id = anima_id
         self.previous_day = previous["day"]
         self.previous_status = previous["status"]
         self.previous_run_id = previous.get("run_id")
-        hint = (
-            "if no run is working on it any more, re-run that day"
-            if self.previous_status == "running"
-            else "re-run that day first"
-        )
+        if previous["status"] == sleep_state.FAILED:
+            state, hint = "failed", "re-run that day first"
+        elif previous.get("alive"):
+            state, hint = "still running", "wait for that run to finish"
+        else:
+            state, hint = "interrupted (its run is gone)", "re-run that day to take it over"
         super().__init__(
-            f"night of {day} not started: the night of {self.previous_day} is recorded as "
-            f"{self.previous_status} (run {self.previous_run_id}); {hint}, or force this run "
+            f"night of {day} for anima {anima_id} not started: its night of {self.previous_day} is "
+            f"{state} (run {self.previous_run_id}); {hint}, or force this run "
             f"(Dagster run config force: true, CLI --force) to run {day} anyway"
         )
 
 
-class StepUnavailable(RuntimeError):
-    """A selected step's module cannot be imported (nothing was run)."""
-
-
 class NightFailed(RuntimeError):
-    """A step failed; its own writes were rolled back, earlier steps and days stay done."""
+    """One or more animas' nights failed on `day`. Each failed step's writes were rolled back;
+    earlier steps, the other animas and earlier days stay done. `failures` has every failed
+    anima, step and cause; `step`, `anima_id` and `cause` are the first's, `usage` the sum of
+    what the failed steps had spent."""
 
-    def __init__(
-        self, day: date, step: str, anima_id: str | None, cause: BaseException, results: list[StepResult]
-    ) -> None:
+    def __init__(self, day: date, failures: Sequence[AnimaFailure], results: list[StepResult]) -> None:
         self.day = day
-        self.step = step
-        self.anima_id = anima_id
-        self.cause = cause
-        self.results = results  # what finished before the failure, this day
-        self.usage: Usage = getattr(cause, "usage", None) or Usage()
-        who = f" for anima {anima_id}" if anima_id else ""
-        super().__init__(f"{step}{who} on {day} failed: {type(cause).__name__}: {cause}")
+        self.failures = list(failures)
+        self.results = results  # what finished this day, every anima
+        first = self.failures[0]
+        self.step = first.step
+        self.anima_id: str | None = first.anima_id
+        self.cause = first.cause
+        self.usage: Usage = sum((f.usage for f in self.failures), Usage())
+        if len(self.failures) == 1:
+            who = f" for anima {first.anima_id}" if first.anima_id else ""
+            msg = f"{first.step}{who} on {day} failed: {type(first.cause).__name__}: {first.cause}"
+        else:
+            msg = f"the night of {day} failed for {len(self.failures)} animas: " + "; ".join(
+                f.describe() for f in self.failures
+            )
+        super().__init__(msg)
 
 
 def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
@@ -89,17 +101,10 @@ def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
     return [s for s in STEPS if s.key in wanted]
 
 
-def _resolve(selected: list[StepDef]) -> dict[str, Callable[..., StepResult]]:
-    fns: dict[str, Callable[..., StepResult]] = {}
-    for s in selected:
-        try:
-            fns[s.key] = s.resolve()
-        except (ImportError, AttributeError) as exc:
-            raise StepUnavailable(
-                f"step {s.key} needs anima_pipeline.sleep.{s.module}.{s.fn}, which cannot be loaded "
-                f"({type(exc).__name__}: {exc}); nothing was run"
-            ) from exc
-    return fns
+def step_functions(steps: Iterable[str] | None) -> dict[str, Callable[..., StepResult]]:
+    """The registry's functions of the selected steps (read at call time, so a test that
+    swaps a step's `run` is honoured)."""
+    return {s.key: s.run for s in select_steps(steps)}
 
 
 def run_night(
@@ -109,35 +114,69 @@ def run_night(
     animas: Sequence[str] | None = None,
     *,
     on_step: OnStep | None = None,
+    pool: AnimaPool | None = None,
+    settings: Settings | None = None,
     shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
-    """Run the selected steps of one day in registry order, each for every anima that step
-    processes that day (filtered by `animas` and `shard` when given). Raises NightFailed at the first
-    failing step; a step already done for (anima, day) is skipped unless night.force."""
-    selected = select_steps(steps)
-    fns = _resolve(selected)
-    only = set(animas) if animas else None
-    results: list[StepResult] = []
-    for s in selected:
-        try:
-            who = [
-                a
-                for a in animas_for(db, night, s.key)
-                if (only is None or a in only) and (shard is None or in_shard(a, shard))
-            ]
-        except Exception as exc:
-            raise NightFailed(night.day, s.key, None, exc, results) from exc
-        step_results: list[StepResult] = []
-        for anima_id in who:
-            try:
-                step_results.append(fns[s.key](db, night, anima_id))
-            except StepFailed as exc:
-                raise NightFailed(night.day, s.key, anima_id, exc.__cause__ or exc, results) from exc
-            except Exception as exc:
-                raise NightFailed(night.day, s.key, anima_id, exc, results) from exc
-        results.extend(step_results)
-        if on_step is not None:
-            on_step(night, s.key, step_results)
+    """Run the selected steps of one day for every anima that has them (filtered by `animas`
+    and `shard` when given), idle animas recorded as skipped. Raises NightFailed, after every other anima
+    finished, when any anima failed or was refused by the order rule."""
+    if pool is None:  # one day on its own: its own pool and heartbeat
+        settings = settings or Settings()
+        fns = step_functions(steps)
+        with (
+            Heartbeat(db.url, night.run_id, settings.night_lease_s),
+            AnimaPool(
+                db,
+                settings,
+                night.engine,
+                fns,
+                workers=default_workers(settings),
+                lease_s=settings.night_lease_s,
+            ) as own,
+        ):
+            return run_night(db, night, steps, animas, on_step=on_step, pool=own, shard=shard)
+    selected = [s.key for s in select_steps(steps)]
+    partial = len(selected) < len(STEPS)
+    only = sorted(set(animas)) if animas else None
+    with db.transaction() as conn:
+        plan = plan_day(conn, night)
+        if only is not None:
+            plan = {a: keys for a, keys in plan.items() if a in only}
+        unfinished = sleep_state.unfinished_nights(conn, night.day - timedelta(days=1), only)
+        blocked = {} if night.force else unfinished
+        skipped = sleep_state.skip_idle(conn, night.day, night.run_id, [*plan, *blocked], only)
+    if shard is not None:  # this run's share of the day; the other shards' runs do the rest
+        plan = {a: keys for a, keys in plan.items() if in_shard(a, shard)}
+        blocked = {a: row for a, row in blocked.items() if in_shard(a, shard)}
+    failures = [
+        AnimaFailure(a, NIGHT_MARKER, NightOrderError(night.day, a, row))
+        for a, row in sorted(blocked.items())
+    ]
+    tasks = [
+        Task(a, tuple(k for k in selected if k in keys), tuple(keys) if partial else None)
+        for a, keys in plan.items()
+        if a not in blocked and set(keys) & set(selected)
+    ]
+    logger.info(
+        "night of %s: %d anima(s) to run (%s), %d idle recorded as skipped, %d refused by the order rule",
+        night.day,
+        len(tasks),
+        pool.kind(len(tasks)),
+        skipped,
+        len(blocked),
+    )
+    outcomes = pool.run(night, tasks)
+    failures += [o.failure for o in outcomes if o.failure is not None]
+    end_unrecorded(db, night, failures)
+    results = [r for o in outcomes for r in o.results]
+    failed_at = min((_index(f.step) for f in failures), default=len(STEPS))
+    if on_step is not None:
+        for key in selected:
+            if _index(key) < failed_at:
+                on_step(night, key, [r for r in results if r.step == key])
+    if failures:
+        raise NightFailed(night.day, failures, results)
     return results
 
 
@@ -148,63 +187,9 @@ def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
     return zlib.crc32(anima_id.encode()) % count == index
 
 
-def night_marker(conn: Connection, day: date) -> dict | None:
-    return sleep_state.get(conn, NIGHT_ANIMA, day, NIGHT_MARKER)
-
-
-def _mark_running(db: Database, day: date, run_id: str, stats: dict) -> None:
-    from psycopg.types.json import Jsonb
-
-    with db.transaction() as conn:
-        conn.execute(
-            """INSERT INTO sleep_state (anima_id, day, step, status, stats, run_id, started_at, finished_at, error)
-               VALUES (%s, %s, %s, 'running', %s, %s, now(), NULL, NULL)
-               ON CONFLICT (anima_id, day, step) DO UPDATE SET status = 'running', stats = EXCLUDED.stats,
-                   run_id = EXCLUDED.run_id, started_at = now(), finished_at = NULL, error = NULL""",
-            (NIGHT_ANIMA, day, NIGHT_MARKER, Jsonb(stats), run_id),
-        )
-
-
-def _restore_marker(db: Database, day: date, prev: dict | None) -> None:
-    """Put the night marker back as it was before a partial run (or remove it)."""
-    from psycopg.types.json import Jsonb
-
-    with db.transaction() as conn:
-        if prev is None:
-            conn.execute(
-                "DELETE FROM sleep_state WHERE anima_id = %s AND day = %s AND step = %s",
-                (NIGHT_ANIMA, day, NIGHT_MARKER),
-            )
-            return
-        conn.execute(
-            """UPDATE sleep_state SET status = %s, stats = %s, run_id = %s, started_at = %s,
-                   finished_at = %s, error = %s
-               WHERE anima_id = %s AND day = %s AND step = %s""",
-            (
-                prev["status"],
-                Jsonb(prev["stats"]),
-                prev["run_id"],
-                prev["started_at"],
-                prev["finished_at"],
-                prev["error"],
-                NIGHT_ANIMA,
-                day,
-                NIGHT_MARKER,
-            ),
-        )
-
-
-def night_complete(db: Database, night: Night) -> bool:
-    """Every registry step done (or skipped) for every anima it processes on that day."""
-    for s in STEPS:
-        try:
-            who = animas_for(db, night, s.key)
-        except ImportError:
-            return False
-        with db.transaction() as conn:
-            if not all(sleep_state.is_done(conn, a, night.day, s.key) for a in who):
-                return False
-    return True
+def _index(step: str) -> int:
+    """A step's place in the registry; a failure of the night itself comes before them all."""
+    return STEP_KEYS.index(step) if step in STEP_KEYS else -1
 
 
 def run_days(
@@ -221,69 +206,52 @@ def run_days(
     run_id: str | None = None,
     engine: Engine | None = None,
     step_settings: dict[str, Any] | None = None,
+    workers: int | None = None,
     shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
     """Run whole nights strictly one day after another (ascending, each day once).
 
     `mode` None means the scheduled rule per day (Monday full, else incremental). One engine
-    (and so one budget) serves the whole run. Raises NightOrderError before a day whose
-    previous night is running or failed (unless `force`), StepUnavailable before anything
-    runs when a selected step cannot be loaded, NightFailed when a step fails (that night is
-    then recorded as failed; earlier days stay done)."""
+    (and so one budget), one pool of `workers` (default: settings.workers, else the number
+    of cores) and one heartbeat serve the whole run. Raises NightFailed at the end of the
+    first day on which any anima failed or was refused by the order rule (the later days are
+    not run)."""
     from anima_pipeline.llm.budget import Budget
     from anima_pipeline.llm.factory import make_engine
 
     ordered = sorted(set(days))
-    selected = select_steps(steps)
-    _resolve(selected)  # fail before touching any state when a step cannot load
-    partial = len(selected) < len(STEPS) or bool(animas) or shard is not None
+    keys = [s.key for s in select_steps(steps)]
+    fns = step_functions(keys)
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     if engine is None:
         engine = make_engine(settings, Budget.from_settings(settings))
-    keys = [s.key for s in selected]
     all_results: list[StepResult] = []
-    for day in ordered:
-        night = Night(
-            day=day,
-            engine=engine,
-            tz=settings.tz,
-            run_id=run_id,
-            force=force,
-            mode=mode or scheduled_mode(day),
-            log_dir=settings.log_dir,
-            settings=dict(step_settings or {}),
-        )
-        with db.transaction() as conn:
-            before = night_marker(conn, day - timedelta(days=1))
-            prev = night_marker(conn, day)
-        if before and before["status"] in ("running", "failed") and not force:
-            raise NightOrderError(day, before)
-        stats: dict[str, Any] = {
-            "steps": keys,
-            "mode": night.mode,
-            "animas": sorted(animas) if animas else [],
-        }
-        _mark_running(db, day, run_id, stats)
-        try:
-            results = run_night(db, night, [s.key for s in selected], animas, on_step=on_step, shard=shard)
-        except BaseException as exc:
-            try:
-                with db.transaction() as conn:
-                    sleep_state.fail(
-                        conn, NIGHT_ANIMA, day, NIGHT_MARKER, f"{type(exc).__name__}: {exc}", run_id
-                    )
-            except Exception:  # the store is gone too: the original error is the one to report
-                pass
-            raise
-        stats["animas"] = sorted({r.anima_id for r in results})
-        if not partial or night_complete(db, night):
-            with db.transaction() as conn:
-                sleep_state.finish(conn, NIGHT_ANIMA, day, NIGHT_MARKER, {**stats, "complete": True}, run_id)
-        else:
-            _restore_marker(db, day, prev)
-        all_results.extend(results)
-        if on_night is not None:
-            on_night(night, results)
+    with (
+        Heartbeat(db.url, run_id, settings.night_lease_s),
+        AnimaPool(
+            db,
+            settings,
+            engine,
+            fns,
+            workers=workers or default_workers(settings),
+            lease_s=settings.night_lease_s,
+        ) as pool,
+    ):
+        for day in ordered:
+            night = Night(
+                day=day,
+                engine=engine,
+                tz=settings.tz,
+                run_id=run_id,
+                force=force,
+                mode=mode or scheduled_mode(day),
+                log_dir=settings.log_dir,
+                settings=dict(step_settings or {}),
+            )
+            results = run_night(db, night, keys, animas, on_step=on_step, pool=pool, shard=shard)
+            all_results.extend(results)
+            if on_night is not None:
+                on_night(night, results)
     return all_results
 
 
@@ -374,9 +342,8 @@ def is_transient(exc: BaseException) -> bool:
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
-        if isinstance(cur, NightFailed):
-            cur = cur.cause
-            continue
+        if isinstance(cur, NightFailed):  # a retry helps only if every failure could pass
+            return all(f.transient for f in cur.failures)
         if isinstance(
             cur,
             RetriesExhausted

@@ -20,6 +20,7 @@ from anima_pipeline.sleep.day_input import render_memories
 from anima_pipeline.sleep.dream import clip, entity_index, entity_kind, plan_of_memory
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
+from anima_pipeline.sleep.temporal import _bullets, memory_changes, render_changes
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
@@ -132,7 +133,15 @@ def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
                 break
             shown.append(m)
         system = identity_context(conn, anima_id)
-        msg1 = render_memories(
+        learned, changed = render_changes(conn, memory_changes(conn, anima_id, night.day))
+        msg1 = prompts.tagged(
+            "changes",
+            "\n".join(
+                [f"# Today's changes to memory ({night.day})", "Learned:", *_bullets(learned)]
+                + ["Changed:", *_bullets(changed)]
+            ),
+        )
+        msg2 = render_memories(
             sorted(shown, key=lambda m: m.id), f"# Consolidated active memories ({len(shown)} of {len(mems)})"
         )
         blocks = templates(mems, night.end, night.tz, anima_id)
@@ -145,15 +154,15 @@ def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(
             step=STEP,
-            system=[TextBlock(text=system, cache=True)],
-            user=[TextBlock(text=msg1), TextBlock(text=prompts.SELF_REFRESH)],
+            system=prompts.system_blocks(prompts.SELF_REFRESH_SYSTEM, night.day, night.tz, system),
+            user=[TextBlock(text=msg1), TextBlock(text=msg2), TextBlock(text=prompts.SELF_REFRESH)],
             tools=tool_specs(TOOLS),
         )
         usage = night.engine.run(request, executor, plan_of(*calls))
         return StepOutcome(
             stats={
                 "memories": len(mems),
-                "input_chars": len(system) + len(msg1),
+                "input_chars": len(system) + len(msg1) + len(msg2),
                 "blocks_planned": len(calls),
                 "self_blocks": 0,
                 **executor.stats,

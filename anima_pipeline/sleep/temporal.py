@@ -21,7 +21,6 @@ from typing import Any
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
 from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.day_input import load_day, render_day
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
@@ -47,7 +46,10 @@ BELOW = {"week": ("day",), "month": ("week", "day"), "year": ("month", "week", "
 
 
 def _memory_steps() -> list[str]:
-    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
+    # imported here: the step registry (cycle) imports this module
+    from anima_pipeline.sleep.cycle import memory_step_keys
+
+    return memory_step_keys()
 
 
 # ---- sentence picking (offline) -------------------------------------------------------
@@ -241,8 +243,17 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
         day = night.day.isoformat()
         system = identity_context(conn, anima_id)
         msg1 = render_day(convs, night.tz, day)
-        msg2 = "\n".join(
-            ["# Memory changes of the day", "Learned:", *_bullets(learned), "Changed:", *_bullets(changed)]
+        msg2 = prompts.tagged(
+            "changes",
+            "\n".join(
+                [
+                    "# Memory changes of the day",
+                    "Learned:",
+                    *_bullets(learned),
+                    "Changed:",
+                    *_bullets(changed),
+                ]
+            ),
         )
         period = f"Period: level day, period_start {day}, period_end {day}."
         content = day_summary(convs, learned, changed, night.day, night.tz)
@@ -312,8 +323,8 @@ def _write(
     executor = ToolExecutor(conn, scope, audit)
     request = StepRequest(
         step=step,
-        system=[TextBlock(text=system, cache=True)],
-        user=[TextBlock(text=t) for t in user],
+        system=prompts.system_blocks(prompts.TEMPORAL_SYSTEM, night.day, night.tz, system),
+        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
         tools=tool_specs(TOOLS),
         must_write=True,
     )
@@ -414,9 +425,12 @@ def cascade(db: Database, night: Night, anima_id: str) -> StepResult:
             if not inputs:
                 continue
             system = system or identity_context(conn, anima_id)
-            msg1 = "\n\n".join(
-                [f"# Summaries below the {level} {start} – {end}"]
-                + [f"## {_label(r)} ({r['level']})\n{r['content']}" for r in inputs]
+            msg1 = prompts.tagged(
+                "summaries",
+                "\n\n".join(
+                    [f"# Summaries below the {level} {start} – {end}"]
+                    + [f"## {_label(r)} ({r['level']})\n{r['content']}" for r in inputs]
+                ),
             )
             period = f"Period: level {level}, period_start {start}, period_end {end}."
             call = ToolCall(

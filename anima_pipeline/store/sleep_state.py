@@ -1,15 +1,26 @@
 """sleep_state: per (anima, day, step) status and stats — the seeds' light_sleep_state.json.
 
-A finished step is skipped on re-run unless forced; this is what makes a night idempotent
-and what the backfill guard reads to know that day D-1 has finished."""
+A finished step is skipped on re-run unless forced; this is what makes a night idempotent.
+
+The row with step NIGHT is the night of one anima on one day (docs/ordering.md): RUNNING
+while a run works on it, under a lease its run renews with a heartbeat; then DONE, FAILED,
+or SKIPPED when the anima had nothing to do that day. A RUNNING night whose lease has lapsed
+belongs to a run that is gone, and the next run of that day takes it over. The order guard
+reads these rows: an anima's day D waits for its night of D-1.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date
 
 from psycopg.types.json import Jsonb
 
 from anima_pipeline.store.db import Connection
+
+NIGHT = "night"  # sleep_state.step of the row that records a whole night of one anima
+RUNNING, DONE, FAILED, SKIPPED = "running", "done", "failed", "skipped"
+FINISHED = (DONE, SKIPPED)  # a night or step that is over and need not run again
 
 
 def get(conn: Connection, anima_id: str, day: date, step: str) -> dict | None:
@@ -20,11 +31,19 @@ def get(conn: Connection, anima_id: str, day: date, step: str) -> dict | None:
 
 def is_done(conn: Connection, anima_id: str, day: date, step: str) -> bool:
     row = get(conn, anima_id, day, step)
-    return bool(row and row["status"] in ("done", "skipped"))
+    return bool(row and row["status"] in FINISHED)
+
+
+def steps_done(conn: Connection, anima_id: str, day: date) -> set[str]:
+    rows = conn.execute(
+        "SELECT step FROM sleep_state WHERE anima_id = %s AND day = %s AND step <> %s AND status = ANY(%s)",
+        (anima_id, day, NIGHT, list(FINISHED)),
+    ).fetchall()
+    return {r["step"] for r in rows}
 
 
 def finish(
-    conn: Connection, anima_id: str, day: date, step: str, stats: dict, run_id: str, status: str = "done"
+    conn: Connection, anima_id: str, day: date, step: str, stats: dict, run_id: str, status: str = DONE
 ) -> None:
     conn.execute(
         """INSERT INTO sleep_state (anima_id, day, step, status, stats, run_id, finished_at, error)
@@ -35,29 +54,156 @@ def finish(
     )
 
 
-def fail(conn: Connection, anima_id: str, day: date, step: str, error: str, run_id: str) -> None:
+def fail(
+    conn: Connection, anima_id: str, day: date, step: str, error: str, run_id: str, stats: dict | None = None
+) -> None:
+    """Record a failed step with what it spent (`stats`: usage, so a failed step shows its cost)."""
     conn.execute(
-        """INSERT INTO sleep_state (anima_id, day, step, status, run_id, error)
-           VALUES (%s, %s, %s, 'failed', %s, %s)
+        """INSERT INTO sleep_state (anima_id, day, step, status, stats, run_id, error, finished_at)
+           VALUES (%s, %s, %s, 'failed', %s, %s, %s, now())
            ON CONFLICT (anima_id, day, step) DO UPDATE SET status = 'failed', run_id = EXCLUDED.run_id,
-               error = EXCLUDED.error, finished_at = now()""",
-        (anima_id, day, step, run_id, error[:4000]),
+               stats = EXCLUDED.stats, error = EXCLUDED.error, finished_at = now()""",
+        (anima_id, day, step, Jsonb(stats or {}), run_id, error[:4000]),
     )
 
 
+# ---- the night of one anima: lease, heartbeat, takeover --------------------------------------
+
+
+def claim_night(
+    conn: Connection, anima_id: str, day: date, run_id: str, lease_s: float, stats: dict
+) -> dict | None:
+    """Mark the night RUNNING for `run_id` with a fresh lease, unless another run holds it
+    with a lease that has not lapsed. Returns the previous row ({} when there was none), or
+    None when a live run holds the night (the row is then left as it is)."""
+    prev = conn.execute(
+        """SELECT *, (status = 'running' AND lease_until IS NOT NULL AND lease_until > now()) AS alive
+           FROM sleep_state WHERE anima_id = %s AND day = %s AND step = %s FOR UPDATE""",
+        (anima_id, day, NIGHT),
+    ).fetchone()
+    if prev is not None and prev["alive"] and prev["run_id"] != run_id:
+        return None
+    conn.execute(
+        """INSERT INTO sleep_state (anima_id, day, step, status, stats, run_id, started_at, finished_at,
+                                    error, lease_until, heartbeat_at)
+           VALUES (%s, %s, %s, 'running', %s, %s, now(), NULL, NULL, now() + make_interval(secs => %s), now())
+           ON CONFLICT (anima_id, day, step) DO UPDATE SET status = 'running', stats = EXCLUDED.stats,
+               run_id = EXCLUDED.run_id, started_at = now(), finished_at = NULL, error = NULL,
+               lease_until = EXCLUDED.lease_until, heartbeat_at = now()""",
+        (anima_id, day, NIGHT, Jsonb(stats), run_id, lease_s),
+    )
+    return dict(prev) if prev is not None else {}
+
+
+def end_night(
+    conn: Connection,
+    anima_id: str,
+    day: date,
+    run_id: str,
+    status: str,
+    stats: dict,
+    error: str | None = None,
+) -> bool:
+    """Close a night this run holds (DONE or FAILED). False when another run has taken it
+    over since (this run's lease lapsed): that run's record stands."""
+    row = conn.execute(
+        """UPDATE sleep_state SET status = %s, stats = %s, error = %s, finished_at = now(),
+               lease_until = NULL, heartbeat_at = now()
+           WHERE anima_id = %s AND day = %s AND step = %s AND run_id = %s AND status = 'running'
+           RETURNING 1""",
+        (status, Jsonb(stats), error[:4000] if error else None, anima_id, day, NIGHT, run_id),
+    ).fetchone()
+    return row is not None
+
+
+def restore_night(conn: Connection, anima_id: str, day: date, run_id: str, prev: dict) -> None:
+    """Put back the night row a partial run (some steps only) found, if this run still holds
+    it: removed when there was none; a RUNNING one (its run was gone) becomes FAILED, so the
+    day is redone."""
+    if not prev:
+        conn.execute(
+            "DELETE FROM sleep_state WHERE anima_id = %s AND day = %s AND step = %s AND run_id = %s",
+            (anima_id, day, NIGHT, run_id),
+        )
+        return
+    status, error = prev["status"], prev["error"]
+    if status == RUNNING:
+        status, error = FAILED, f"interrupted (run {prev['run_id']} stopped before the night was over)"
+    conn.execute(
+        """UPDATE sleep_state SET status = %s, stats = %s, run_id = %s, started_at = %s, finished_at = %s,
+               error = %s, lease_until = NULL
+           WHERE anima_id = %s AND day = %s AND step = %s AND run_id = %s""",
+        (
+            status,
+            Jsonb(prev["stats"]),
+            prev["run_id"],
+            prev["started_at"],
+            prev["finished_at"],
+            error,
+            anima_id,
+            day,
+            NIGHT,
+            run_id,
+        ),
+    )
+
+
+def heartbeat(conn: Connection, run_id: str, lease_s: float) -> int:
+    """Renew the lease of every night `run_id` is running; returns how many."""
+    return conn.execute(
+        """UPDATE sleep_state SET lease_until = now() + make_interval(secs => %s), heartbeat_at = now()
+           WHERE run_id = %s AND step = %s AND status = 'running'""",
+        (lease_s, run_id, NIGHT),
+    ).rowcount
+
+
+def unfinished_nights(conn: Connection, day: date, animas: Iterable[str] | None = None) -> dict[str, dict]:
+    """The nights of `day` that are not over (FAILED, or RUNNING: `alive` says whether its
+    lease still holds), by anima: what the order guard refuses the next day over."""
+    rows = conn.execute(
+        """SELECT *, (status = 'running' AND lease_until IS NOT NULL AND lease_until > now()) AS alive
+           FROM sleep_state WHERE day = %s AND step = %s AND status IN ('failed', 'running')
+             AND (%s::text[] IS NULL OR anima_id = ANY(%s))""",
+        (day, NIGHT, *(2 * [list(animas) if animas is not None else None])),
+    ).fetchall()
+    return {r["anima_id"]: r for r in rows}
+
+
+def skip_idle(
+    conn: Connection, day: date, run_id: str, exclude: Iterable[str], only: Iterable[str] | None = None
+) -> int:
+    """Record in one statement that every anima with conversations, except `exclude` (and
+    within `only` when given), had nothing to do on `day` (SKIPPED), so a re-run finds the
+    night over. A night that is done, or running under a live lease, stays as it is."""
+    return conn.execute(
+        """INSERT INTO sleep_state (anima_id, day, step, status, stats, run_id, finished_at)
+           SELECT DISTINCT c.anima_id, %s::date, %s, 'skipped', '{"idle": true}'::jsonb, %s, now()
+           FROM conversation c
+           WHERE c.anima_id <> ALL(%s::text[]) AND (%s::text[] IS NULL OR c.anima_id = ANY(%s::text[]))
+           ON CONFLICT (anima_id, day, step) DO UPDATE SET status = 'skipped', stats = EXCLUDED.stats,
+               run_id = EXCLUDED.run_id, finished_at = now(), error = NULL, lease_until = NULL
+           WHERE sleep_state.status = 'failed'
+              OR (sleep_state.status = 'running' AND (sleep_state.lease_until IS NULL
+                                                      OR sleep_state.lease_until <= now()))""",
+        (day, NIGHT, run_id, list(exclude), *(2 * [list(only) if only is not None else None])),
+    ).rowcount
+
+
 def animas_on(conn: Connection, days: list[date]) -> list[str]:
-    """The animas with a step recorded on any of `days` (night markers excluded)."""
+    """The animas with a step done on any of `days` (not the nights themselves: an idle
+    anima's night is recorded as skipped)."""
     return [
         r["anima_id"]
         for r in conn.execute(
-            "SELECT DISTINCT anima_id FROM sleep_state WHERE day = ANY(%s) AND anima_id <> '*' ORDER BY 1",
-            (days,),
+            "SELECT DISTINCT anima_id FROM sleep_state WHERE day = ANY(%s) AND step <> %s AND status = 'done' "
+            "ORDER BY 1",
+            (days, NIGHT),
         ).fetchall()
     ]
 
 
 def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) -> list[date]:
-    """Of `days`, those where a step (or the night marker) of one of `anima_ids` is done or
+    """Of `days`, those where a step (or the night) of one of `anima_ids` is done or
     running: a message arriving late for such a day is not in what those steps read."""
     rows = conn.execute(
         """SELECT DISTINCT day FROM sleep_state

@@ -138,11 +138,17 @@ class ToolExecutor:
 
     # semantic memory
     def _create(self, a: s.CreateSemanticMemory) -> ToolResult:
-        sources = (
-            self._check_sources(a.source_sessions)
-            if a.source_sessions is not None
-            else list(self.scope.default_sources)
-        )
+        if a.source_sessions is not None:
+            sources = self._check_sources(a.source_sessions)
+        elif len(self.scope.default_sources) > 1:
+            # Citing every conversation of the input would tie the fact to talks it was not in.
+            shown = ", ".join(self.scope.default_sources[:8])
+            raise ToolError(
+                f"source_sessions is required: this input has {len(self.scope.default_sources)} "
+                f"conversations ({shown}); name the one(s) the fact was said in"
+            )
+        else:
+            sources = list(self.scope.default_sources)
         mem = self.memories.create(
             self.scope.anima_id,
             {
@@ -165,7 +171,10 @@ class ToolExecutor:
         if "content" in changes:
             changes["content"] = self._content(changes["content"])
         if "source_sessions" in changes and changes["source_sessions"] is not None:
-            changes["source_sessions"] = self._check_sources(changes["source_sessions"], mem.source_sessions)
+            # Sources accumulate: an update names today's conversations, and the older evidence
+            # stays cited. Only an explicit empty list clears them (the seed's escape hatch).
+            cited = self._check_sources(changes["source_sessions"], mem.source_sessions)
+            changes["source_sessions"] = sorted(set(mem.source_sessions) | set(cited)) if cited else []
         changes = {k: v for k, v in changes.items() if v is not None or k in ("valid_until", "valid_from")}
         changed = {k: v for k, v in changes.items() if getattr(mem, k) != v}
         if not changed:

@@ -8,10 +8,10 @@ Unknown fields are refused (extra="forbid") so a typo is answered instead of ign
 from __future__ import annotations
 
 import re
-from datetime import date, datetime
+from datetime import date
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 MAX_CONTENT_CHARS = 2000
 
@@ -52,32 +52,53 @@ class _Tool(BaseModel):
         return v
 
 
-class CreateSemanticMemory(_Tool):
-    """Record one durable fact, preference, experience, opinion or imprint. One fact per memory;
-    write it self-contained (name people, absolute dates). Omit source_sessions to cite the
-    conversations of the current input."""
+TYPE_HELP = (
+    "world: a fact about the user's world (people, places, jobs, things) | experience: something that "
+    "happened, with its date | preference: a like, dislike, habit or want of the user | opinion: a belief "
+    "or judgement the user holds, which may change | imprint: a moment that shapes who the user is or the "
+    "relationship (a first meeting, a loss, a promise)"
+)
+CONFIDENCE_HELP = (
+    "how sure the memory is: 0.9-1.0 the user said it plainly; 0.6-0.8 implied, or said in passing; "
+    "below 0.6 do not record it"
+)
+SOURCES_HELP = (
+    "ids of the conversations the fact was said in, as shown in the input; required when the input has "
+    "more than one conversation"
+)
+OBSERVED_HELP = "when it was said: ISO-8601 with its UTC offset, e.g. 2026-11-17T20:15:00+08:00"
+VALID_FROM_HELP = "when the fact became true, if known (ISO-8601 with offset), e.g. the start of a new job"
+VALID_UNTIL_HELP = "when the fact stops or stopped being true, if known (ISO-8601 with offset)"
 
-    type: MemoryType
-    content: Content
-    confidence: float = Field(0.8, ge=0, le=1)
-    source_sessions: list[str] | None = Field(None, description="conversation ids this fact comes from")
-    observed_at: datetime | None = Field(None, description="when it was said (ISO-8601 with offset)")
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
+
+class CreateSemanticMemory(_Tool):
+    """Record one durable fact, preference, experience, opinion or imprint about the user (or the
+    user's world). One fact per memory; self-contained (name people instead of "he"/"I", absolute
+    dates). Never the assistant's own claims or advice, hypotheticals, jokes, or the content of a
+    pasted document."""
+
+    type: MemoryType = Field(description=TYPE_HELP)
+    content: Content = Field(description="one self-contained sentence in the user's language")
+    confidence: float = Field(0.8, ge=0, le=1, description=CONFIDENCE_HELP)
+    source_sessions: list[str] | None = Field(None, description=SOURCES_HELP)
+    observed_at: AwareDatetime | None = Field(None, description=OBSERVED_HELP)
+    valid_from: AwareDatetime | None = Field(None, description=VALID_FROM_HELP)
+    valid_until: AwareDatetime | None = Field(None, description=VALID_UNTIL_HELP)
 
 
 class UpdateSemanticMemory(_Tool):
-    """Overwrite fields of an existing memory: only the fields you pass change; omitted fields
-    keep their value; `source_sessions: []` clears the sources."""
+    """Change fields of a memory you were shown: only the fields you pass change; omitted fields
+    keep their value. source_sessions you pass are ADDED to the memory's sources (the older
+    evidence stays cited); pass `source_sessions: []` only to clear them all."""
 
     id: str = Field(description="memory id as shown, e.g. f-12")
-    type: MemoryType | None = None
+    type: MemoryType | None = Field(None, description=TYPE_HELP)
     content: Content | None = None
-    confidence: float | None = Field(None, ge=0, le=1)
-    source_sessions: list[str] | None = None
-    observed_at: datetime | None = None
-    valid_from: datetime | None = None
-    valid_until: datetime | None = None
+    confidence: float | None = Field(None, ge=0, le=1, description=CONFIDENCE_HELP)
+    source_sessions: list[str] | None = Field(None, description="today's conversation ids to add; [] clears")
+    observed_at: AwareDatetime | None = Field(None, description=OBSERVED_HELP)
+    valid_from: AwareDatetime | None = Field(None, description=VALID_FROM_HELP)
+    valid_until: AwareDatetime | None = Field(None, description=VALID_UNTIL_HELP)
 
 
 class DeprecateSemanticMemory(_Tool):
@@ -88,7 +109,9 @@ class DeprecateSemanticMemory(_Tool):
     superseded_by: str | None = Field(
         None, description="the id of the memory that replaces it, if any, e.g. f-12"
     )
-    valid_until: datetime | None = None
+    valid_until: AwareDatetime | None = Field(
+        None, description="when it stopped being true (ISO-8601 with offset)"
+    )
 
 
 class MergeSemanticMemories(_Tool):
@@ -128,7 +151,7 @@ class CreateEmotionalAnchor(_Tool):
     """Record the mood of a conversation or an emotional turning point."""
 
     conversation_id: str
-    occurred_at: datetime
+    occurred_at: AwareDatetime
     emotion: str = Field(min_length=1, max_length=60)
     valence: float = Field(ge=-1, le=1)
     arousal: float = Field(ge=0, le=1)
@@ -143,8 +166,8 @@ class CreateAutobiographicalMemory(_Tool):
     title: str = Field(min_length=1, max_length=200)
     narrative: Content
     significance: Significance
-    occurred_from: datetime | None = None
-    occurred_until: datetime | None = None
+    occurred_from: AwareDatetime | None = None
+    occurred_until: AwareDatetime | None = None
     source_memory_ids: list[str] = Field(default_factory=list, description="memory ids, e.g. ['f-3']")
     source_sessions: list[str] | None = None
 

@@ -1,10 +1,10 @@
-"""The night as ONE partitioned multi-asset over the 14 step keys (DESIGN §4).
+"""The night as ONE partitioned multi-asset over the 14 step keys (docs/ordering.md).
 
 Why one multi-asset with a single-run backfill policy and not 14 self-dependent assets: see
 docs/ordering.md. In short, a backfill of a day range becomes one run; this body walks
 `context.partition_keys` in order and runs each whole night before the next through
-`sleep.runner.run_days`, which also refuses day D while the night of D-1 is running or
-failed. Selecting one key and one partition in the UI runs just that step
+`sleep.runner.run_days`, which also refuses an anima's day D while its night of D-1 is
+failed or not over. Selecting one key and one partition in the UI runs just that step
 (`context.selected_asset_keys`), with config `force: true` to redo a done step.
 
 Metadata: after each (day, step) the runner reports that step's results and the body logs
@@ -59,7 +59,7 @@ def step_key(key: dg.AssetKey) -> str:
 
 def step_code_reference(s: StepDef) -> dg.CodeReferencesMetadataValue:
     """Where the step's function is: the UI links the asset to it ("View code")."""
-    fn = inspect.unwrap(s.resolve())
+    fn = inspect.unwrap(s.run)
     _, line = inspect.getsourcelines(fn)
     with warnings.catch_warnings():  # code references are beta in 1.13: chosen, not a surprise
         warnings.simplefilter("ignore", dg.BetaWarning)
@@ -138,15 +138,22 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
             tokens_in=dg.MetadataValue.int(exc.usage.input_tokens),
             tokens_out=dg.MetadataValue.int(exc.usage.output_tokens),
             cost_usd=dg.MetadataValue.float(exc.usage.cost_usd),
+            failed_animas=dg.MetadataValue.text(", ".join(f.describe() for f in exc.failures)[:4000]),
         )
-    elif isinstance(exc, runner.NightOrderError):
+    order = exc.cause if isinstance(exc, runner.NightFailed) else exc
+    if isinstance(order, runner.NightOrderError):
+        md.update(
+            day=dg.MetadataValue.text(order.day.isoformat()),
+            previous_day=dg.MetadataValue.text(order.previous_day.isoformat()),
+            previous_status=dg.MetadataValue.text(order.previous_status),
+            previous_run_id=dg.MetadataValue.text(str(order.previous_run_id)),
+        )
+    if isinstance(exc, BlockingCheckFailed):
         md.update(
             day=dg.MetadataValue.text(exc.day.isoformat()),
-            previous_day=dg.MetadataValue.text(exc.previous_day.isoformat()),
-            previous_status=dg.MetadataValue.text(exc.previous_status),
-            previous_run_id=dg.MetadataValue.text(str(exc.previous_run_id)),
+            check=dg.MetadataValue.text(str(exc.result.check_name)),
         )
-    else:
+    if not isinstance(exc, runner.NightFailed | runner.NightOrderError):
         md.update(
             cause=dg.MetadataValue.text(type(exc).__name__), error=dg.MetadataValue.text(str(exc)[:4000])
         )
@@ -158,14 +165,12 @@ def night_settings(memory_store: MemoryStoreResource, anima_engine: EngineResour
 
 
 class BlockingCheckFailed(RuntimeError):
-    """A blocking check failed after a day's light sleep: the night stops before deep sleep."""
+    """A blocking check failed after a day: the run stops before the next day builds on it."""
 
     def __init__(self, day: date, result: dg.AssetCheckResult) -> None:
         self.day = day
         self.result = result
-        super().__init__(
-            f"blocking check {result.check_name} failed after light sleep of {day}: {result.description}"
-        )
+        super().__init__(f"blocking check {result.check_name} failed on {day}: {result.description}")
 
 
 def _shard(config: "NightConfig", tags: dict[str, str]) -> tuple[int, int] | None:

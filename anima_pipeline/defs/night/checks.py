@@ -8,11 +8,10 @@ of night). Here they cost a few indexed queries per run:
 - scope: the animas the run's steps ran for (an invariant of one anima can only break on a
   night that anima ran), and for the light-sleep scope rule the run's days too. A check
   executed alone from the UI looks at the animas recorded in sleep_state for its days.
-- `light_sleep_within_scope` is blocking: it is evaluated after the light-sleep steps of
-  each day, and a violation stops the night before deep sleep builds on it (the run fails
-  naming the check).
-- The freshness check (did last night run?) is Dagster's own time-partition freshness check
-  on the night's last key, deadline 06:00 local (build.py).
+- `light_sleep_within_scope` is blocking: it is evaluated after each day of the run, and a
+  violation stops the run there, before the next day's night builds on it (the run fails
+  naming the check and the day).
+- Whether last night ran at all is freshness.py's check, on its own morning schedule.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from anima_pipeline.store.db import Connection
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
 
-# Deep sleep's message 1 thresholds (DESIGN §5): batched by type above 100k, refused above 300k.
+# Deep sleep's message 1 thresholds (sleep/deep_sleep.py): batched by type above 100k, refused above 300k.
 DEEP_INPUT_WARN_CHARS = 100_000
 DEEP_INPUT_MAX_CHARS = 300_000
 
@@ -161,7 +160,7 @@ CHECKS: tuple[NightCheck, ...] = (
         "Blocking: light sleep wrote only inside its scope on the run's days (memory_event): each stage only "
         "its own table; semantic memories created with sources among that day's conversations only, updated "
         "or deprecated only when their sources met them; anchors on that day's conversations. Evaluated after "
-        "each day's light sleep; a violation stops the night before deep sleep.",
+        "each day of the run; a violation stops the run before the next day.",
         light_sleep_within_scope,
         blocking=True,
     ),

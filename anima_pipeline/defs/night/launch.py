@@ -139,6 +139,7 @@ class LaunchOutcome:
     status: dg.DagsterRunStatus
     signal: int | None = None  # the signal that canceled it
     error: str = ""
+    failed_day: date | None = None
     marked_dead: list[str] = field(default_factory=list)
 
     @property
@@ -269,26 +270,27 @@ def launch_night(
             current = instance.get_run_by_id(run.run_id)
             if current is not None and current.status in ACTIVE:
                 instance.report_run_canceled(current, message="interrupted by a signal")
-    error = (
-        ""
-        if instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.SUCCESS
-        else run_error(instance, run.run_id)
-    )
     final = instance.get_run_by_id(run.run_id)
     status = final.status if final is not None else dg.DagsterRunStatus.FAILURE
-    return LaunchOutcome(run.run_id, status, received[0] if received else None, error, marked)
+    error, failed_day = (
+        ("", None) if status == dg.DagsterRunStatus.SUCCESS else run_failure(instance, run.run_id)
+    )
+    return LaunchOutcome(run.run_id, status, received[0] if received else None, error, failed_day, marked)
 
 
-def run_error(instance: dg.DagsterInstance, run_id: str) -> str:
-    """The first line of the run's first failure, for a one-line report."""
+def run_failure(instance: dg.DagsterInstance, run_id: str) -> tuple[str, date | None]:
+    """The first line of the run's first failure, for a one-line report, and the day it failed
+    on (from the failure's metadata, see assets.failure_metadata)."""
     for record in instance.all_logs(run_id):
         event = record.dagster_event
         if event is None or not event.is_failure or event.event_specific_data is None:
             continue
         err = getattr(event.event_specific_data, "error", None)
         if err is not None:
-            return err.message.strip().splitlines()[0]
-    return "the run failed (see the Dagster run log)"
+            user = getattr(event.event_specific_data, "user_failure_data", None)
+            day = user.metadata.get("day") if user is not None else None
+            return err.message.strip().splitlines()[0], date.fromisoformat(day.value) if day else None
+    return "the run failed (see the Dagster run log)", None
 
 
 def materialize_night(

@@ -1,6 +1,6 @@
 """Resources of the night: the memory store and the engine.
 
-Defaults come from the environment (Settings.from_env, DESIGN §1). Values that are secret,
+Defaults come from the environment (Settings.from_env, anima_pipeline/config.py). Values that are secret,
 or may carry a password, are passed as dg.EnvVar references, so the UI and the run config
 show the variable's name, never its value: ANTHROPIC_API_KEY always, ANIMA_DATABASE_URL
 when it is set. Pass a literal key only in tests.

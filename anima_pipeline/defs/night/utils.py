@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
+from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.offline.deep import NORMALIZED_CONTENT_SQL
 from anima_pipeline.store.db import Connection
 
@@ -60,7 +61,7 @@ def _sources(col: str) -> str:
 @dataclass
 class MemoryInvariants:
     conn: Connection
-    timezone: str = "Asia/Shanghai"
+    timezone: str = DEFAULT_TIMEZONE
 
     # None = every anima; otherwise only these (the animas a run touched: an invariant of one
     # anima can only break on a night that anima ran)

@@ -1,0 +1,216 @@
+"""Chat-time context in sections, and active search: the public API of `anima_pipeline.recall`.
+
+`assemble_context` follows the context-management seed (resident → passive recall → active
+search, each its own bucket; no cross-type fused list):
+
+1. *resident*: pinned ∪ top-N by decayed citation weight (`recall.context.resident_set`);
+2. *summaries*: only for a question about a time ("when", "in May 2023", "last week",
+   "上个月"): temporal summaries of the period named, or matching the question;
+3. *memories*: passive recall of active semantic memories, resident ones excluded, and
+   those sourced only from the current session;
+4. *episodic*: past messages, the current session's own excluded, with date, speaker, title.
+
+Sections 2-4 share one character budget (`Budgets.recall`, default 2,000): summaries take at
+most `Budgets.summaries` of it first, memories up to `memory_share` of what is left, messages
+the rest, then memories whatever messages left. Items are packed by characters, best first: an
+item longer than `item_max` is cut around the words asked about (marked " …"), one that does
+not fit what is left is skipped, so a section never overflows. Nothing here writes.
+
+`search_memories` / `search_messages` are the active search: more results, paging, filters.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.recall.context import resident_set
+from anima_pipeline.recall.episodic import rank_messages
+from anima_pipeline.recall.passive import rank_memories
+from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.render import cut, memory_item
+from anima_pipeline.recall.sections import (
+    SECTION_TITLES,
+    AssembledContext,
+    Budgets,
+    ContextItem,
+    ContextSection,
+    SearchPage,
+    SectionName,
+)
+from anima_pipeline.recall.summaries import rank_summaries
+from anima_pipeline.store.db import Connection
+
+MAX_PAGE = 500  # one page of active search
+RANKED = 60  # candidates ranked per section: more than a 2,000-character budget ever holds
+
+
+def budgets_from(settings: Settings) -> Budgets:
+    return Budgets(
+        resident=settings.recall_resident_chars,
+        recall=settings.recall_budget_chars,
+        memory_share=settings.recall_memory_share,
+        summaries=settings.recall_summary_chars,
+        item_max=settings.recall_item_max_chars,
+    )
+
+
+class Packer:
+    """Fills one section best first within a budget that may grow (what another section left)."""
+
+    def __init__(self, name: SectionName, ranked: list[ContextItem], words: list[str], item_max: int) -> None:
+        self.section = ContextSection(name=name, title=SECTION_TITLES[name])
+        self.queue, self.words, self.item_max = list(ranked), words, item_max
+
+    def fill(self, room: int) -> int:
+        """Take items into `room` more characters; returns the characters taken."""
+        self.section.budget += room
+        taken, rest = 0, []
+        for item in self.queue:
+            fitted = cut(item, min(self.item_max, room - taken), self.words)
+            if fitted is None:
+                rest.append(item)
+                continue
+            self.section.items.append(fitted)
+            taken += fitted.chars
+        self.queue = rest
+        self.section.chars_used += taken
+        self.section.budget -= room - taken  # the unused part goes back to the shared budget
+        return taken
+
+
+def assemble_context(
+    conn: Connection,
+    anima_id: str,
+    query: str,
+    *,
+    session_id: str | None = None,
+    budgets: Budgets | None = None,
+    now: datetime | None = None,
+) -> AssembledContext:
+    """The context an agent gets for `query`, in sections; `session_id` is the current
+    conversation (its messages, and memories sourced only from it, are already in the window)."""
+    settings = get_settings()
+    budgets = budgets or budgets_from(settings)
+    tz: ZoneInfo = settings.tz
+    now = now or datetime.now(tz)
+    plan = plan_query(query, now.astimezone(tz).date())
+    words = plan.terms
+    sessions = [session_id] if session_id else []
+
+    resident, overflow = resident_set(
+        conn, anima_id, top_n=settings.recall_resident_top_n, pinned_max=settings.recall_pinned_max
+    )
+    resident_items = [memory_item(m.model_dump(), score=0.0, why="resident", tz=tz) for m in resident]
+    resident_pack = Packer("resident", resident_items, [], budgets.item_max)
+    resident_pack.fill(budgets.resident)
+
+    summaries = Packer("summaries", rank_summaries(conn, anima_id, plan), words, budgets.item_max)
+    left = budgets.recall - summaries.fill(min(budgets.summaries, budgets.recall))
+    memories = Packer(
+        "memories",
+        rank_memories(
+            conn,
+            anima_id,
+            plan,
+            tz=tz,
+            exclude_ids=[m.id for m in resident],
+            exclude_sessions=sessions,
+            limit=RANKED,
+        ),
+        words,
+        budgets.item_max,
+    )
+    episodic = Packer(
+        "episodic",
+        rank_messages(conn, anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED),
+        words,
+        budgets.item_max,
+    )
+    left -= memories.fill(round(left * budgets.memory_share))
+    left -= episodic.fill(left)
+    memories.fill(left)
+
+    sections = [resident_pack.section, summaries.section, memories.section, episodic.section]
+    rendered = "\n\n".join(s.render() for s in sections if s.items)
+    return AssembledContext(
+        anima_id=anima_id,
+        query=query,
+        session_id=session_id,
+        sections=sections,
+        rendered=rendered,
+        chars=len(rendered),
+        resident_overflow=overflow,
+        asks_time=plan.about_time,
+        periods=[p.iso for p in plan.periods],
+    )
+
+
+def search_memories(
+    conn: Connection,
+    anima_id: str,
+    query: str,
+    *,
+    types: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    now: datetime | None = None,
+) -> SearchPage:
+    """Active search over the anima's active memories (resident ones included), best first.
+    `since`/`until` bound when a memory was observed (else created). Paging reaches as deep
+    as the candidates the index gives (`recall.ranking.CAP` per word)."""
+    _check_page(limit, offset)
+    tz = get_settings().tz
+    plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
+    items = rank_memories(
+        conn, anima_id, plan, tz=tz, types=types, since=since, until=until, limit=limit + 1, offset=offset
+    )
+    return SearchPage(
+        query=query, items=items[:limit], offset=offset, limit=limit, has_more=len(items) > limit
+    )
+
+
+def search_messages(
+    conn: Connection,
+    anima_id: str,
+    query: str,
+    *,
+    conversation_id: str | None = None,
+    speaker: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_session: str | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    now: datetime | None = None,
+) -> SearchPage:
+    """Active search over past messages (cron and debug conversations left out), best first."""
+    _check_page(limit, offset)
+    tz = get_settings().tz
+    plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
+    items = rank_messages(
+        conn,
+        anima_id,
+        plan,
+        tz=tz,
+        exclude_sessions=[exclude_session] if exclude_session else [],
+        conversation_id=conversation_id,
+        speaker=speaker,
+        since=since,
+        until=until,
+        limit=limit + 1,
+        offset=offset,
+    )
+    return SearchPage(
+        query=query, items=items[:limit], offset=offset, limit=limit, has_more=len(items) > limit
+    )
+
+
+def _check_page(limit: int, offset: int) -> None:
+    if limit < 1 or limit > MAX_PAGE:
+        raise ValueError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be 0 or more, got {offset}")

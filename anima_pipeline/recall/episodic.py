@@ -1,0 +1,93 @@
+"""Episodic recall: search over past messages (Letta's "recall memory"), ranked like memories
+by `recall.ranking`, shown with their date, speaker and conversation title. Cron and debug
+conversations are not the anima's life and are never recalled."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from anima_pipeline.recall.query import QueryPlan
+from anima_pipeline.recall.ranking import hits_sql, probe
+from anima_pipeline.recall.render import message_item
+from anima_pipeline.recall.sections import ContextItem
+from anima_pipeline.store.db import Connection
+
+PERIOD_BONUS = 0.3  # a message of the period the question names
+
+_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant')
+    AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
+    AND (%(conversation)s::text IS NULL OR x.conversation_id = %(conversation)s::text)
+    AND (%(speaker)s::text IS NULL OR x.speaker = %(speaker)s::text)
+    AND (%(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR x.created_at < %(until)s::timestamptz)"""
+
+_SCORE_SQL = f"""
+SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
+       coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
+FROM (
+    SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
+           {hits_sql("sp.v @@ t.tsq::tsquery")},
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
+                   WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
+                     AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
+    FROM message x
+    JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+    CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
+    WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
+) scored
+WHERE coverage > 0 OR in_period
+ORDER BY score DESC, length(content), id
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+def rank_messages(
+    conn: Connection,
+    anima_id: str,
+    plan: QueryPlan,
+    *,
+    tz: ZoneInfo,
+    exclude_sessions: list[str] = (),  # type: ignore[assignment]
+    conversation_id: str | None = None,
+    speaker: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 60,
+    offset: int = 0,
+) -> list[ContextItem]:
+    """Messages matching the plan, best first (a term may also match the speaker's name)."""
+    params: dict[str, Any] = {
+        "anima": anima_id,
+        "exclude_sessions": list(exclude_sessions),
+        "conversation": conversation_id,
+        "speaker": speaker,
+        "since": since,
+        "until": until,
+    }
+    found = probe(conn, "message", _WHERE, params, plan, time_column="created_at", tz=tz)
+    if not found.candidates or limit <= 0:
+        return []
+    rows = conn.execute(
+        _SCORE_SQL,
+        {
+            **found.arrays(),
+            "ids": found.candidates,
+            "period_bonus": PERIOD_BONUS,
+            "p_start": [p.start for p in plan.periods],
+            "p_end": [p.end for p in plan.periods],
+            "tz": str(tz),
+            "limit": limit,
+            "offset": offset,
+        },
+    ).fetchall()
+    return [
+        message_item(
+            r,
+            score=float(r["score"]),
+            why="matched " + ", ".join(r["matched"]) + (" (in the period)" if r["in_period"] else ""),
+            tz=tz,
+        )
+        for r in rows
+    ]

@@ -1,0 +1,115 @@
+"""How each kind of item reads in the context, and cutting an item to a length."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem
+
+MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
+
+
+def _local_day(value: datetime | date | None, tz: ZoneInfo) -> date | None:
+    if isinstance(value, datetime):
+        return value.astimezone(tz).date()
+    return value
+
+
+def _prefix(item: ContextItem) -> str:
+    if item.kind == "memory":
+        return f"- [[anima:{item.ref}]] "
+    if item.kind == "message":
+        where = f', "{item.title}"' if item.title else ""
+        return f"- [{item.date} {item.speaker or '?'}{where}] "
+    return f"- [{item.type} {item.date}] "
+
+
+def _suffix(item: ContextItem) -> str:
+    return f" ({item.date})" if item.kind == "memory" and item.date else ""
+
+
+def with_text(item: ContextItem, text: str, truncated: bool = False) -> ContextItem:
+    line = _prefix(item) + text + _suffix(item)
+    return item.model_copy(update={"text": text, "line": line, "chars": len(line), "truncated": truncated})
+
+
+def memory_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) -> ContextItem:
+    item = ContextItem(
+        id=row["id"],
+        ref=f"f-{row['id']}",
+        kind="memory",
+        text="",
+        line="",
+        chars=0,
+        score=round(score, 4),
+        date=_local_day(row.get("observed_at"), tz),
+        at=row.get("observed_at"),
+        pinned=bool(row.get("pinned")),
+        type=row["type"],
+        sources=list(row["source_sessions"]),
+        why=why,
+    )
+    return with_text(item, row["content"])
+
+
+def message_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) -> ContextItem:
+    item = ContextItem(
+        id=row["id"],
+        ref=f"m-{row['id']}",
+        kind="message",
+        text="",
+        line="",
+        chars=0,
+        score=round(score, 4),
+        date=_local_day(row["created_at"], tz),
+        at=row["created_at"],
+        speaker=row["speaker"] or row["role"],
+        conversation_id=row["conversation_id"],
+        title=row.get("title"),
+        why=why,
+    )
+    return with_text(item, row["content"])
+
+
+def summary_item(row: dict[str, Any], *, score: float, why: str) -> ContextItem:
+    item = ContextItem(
+        id=row["id"],
+        ref=f"t-{row['id']}",
+        kind="summary",
+        text="",
+        line="",
+        chars=0,
+        score=round(score, 4),
+        date=row["period_start"],
+        type=row["level"],
+        why=why,
+    )
+    return with_text(item, row["content"])
+
+
+def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | None:
+    """The item within `max_chars` (its line): whole when it fits, else a window of its text
+    around the first query word it holds, marked; None when even a cut would say nothing."""
+    if item.chars <= max_chars:
+        return item
+    room = max_chars - len(_prefix(item)) - len(_suffix(item)) - 2 * len(TRUNCATION_MARK)
+    if room < MIN_CUT:
+        return None
+    text = item.text
+    lower = text.lower()
+    hits = [lower.find(w[:5].lower()) for w in words if w]
+    at = min((h for h in hits if h >= 0), default=0)
+    start = max(0, min(at - room // 3, len(text) - room))
+    if start > 0:  # begin on a word
+        space = text.find(" ", start)
+        start = space + 1 if 0 <= space < start + 20 else start
+    window = text[start : start + room]
+    if start + room < len(text):
+        window = re.sub(r"\s+\S*$", "", window) or window
+    out = (TRUNCATION_MARK.strip() + " " if start > 0 else "") + window.strip()
+    out += TRUNCATION_MARK if start + len(window) < len(text) else ""
+    result = with_text(item, out, truncated=True)
+    return result if result.chars <= max_chars else None

@@ -1,0 +1,104 @@
+"""The shape of what chat-time recall hands back: sections of items, each within its budget.
+
+The public result of `anima_pipeline.recall.assemble.assemble_context` and of the active
+search functions; the agent facade, the HTTP service and the evaluation read these models.
+Section order follows the context-management seed: resident → temporal summaries (only when
+the question is about a time) → passive recall of memories → episodic recall of messages.
+No fused cross-type list: every section keeps its own items, ranking and budget.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SectionName = Literal["resident", "summaries", "memories", "episodic"]
+ItemKind = Literal["memory", "message", "summary"]
+SECTION_TITLES: dict[str, str] = {
+    "resident": "Resident memories",
+    "summaries": "Summaries of the period asked about",
+    "memories": "Recalled memories",
+    "episodic": "Past messages",
+}
+TRUNCATION_MARK = " …"
+
+
+class ContextItem(BaseModel):
+    """One memory, message or summary as placed in the context.
+
+    `ref` is how the model sees it: ``f-<id>`` a semantic memory (citable as
+    ``[[anima:f-<id>]]``), ``m-<id>`` a message, ``t-<id>`` a temporal summary.
+    `text` is the content as placed (cut with TRUNCATION_MARK when `truncated`);
+    `line` is the rendered line and `chars` its length, what the budget counts."""
+
+    id: int
+    ref: str
+    kind: ItemKind
+    text: str
+    line: str
+    chars: int
+    score: float = 0.0
+    date: dt.date | None = None  # local day: observed (memory), said (message), period start (summary)
+    at: dt.datetime | None = None  # the exact time behind `date`, when there is one
+    type: str | None = None  # memory type, or summary level
+    sources: list[str] = Field(default_factory=list)  # a memory's source conversations
+    speaker: str | None = None
+    conversation_id: str | None = None
+    title: str | None = None
+    pinned: bool = False
+    truncated: bool = False
+    why: str = ""
+
+
+class ContextSection(BaseModel):
+    name: SectionName
+    title: str
+    items: list[ContextItem] = Field(default_factory=list)
+    chars_used: int = 0
+    budget: int = 0
+
+    def render(self) -> str:
+        return "\n".join([f"# {self.title}", *(i.line for i in self.items)])
+
+
+class AssembledContext(BaseModel):
+    anima_id: str
+    query: str
+    session_id: str | None = None
+    sections: list[ContextSection]
+    rendered: str
+    chars: int
+    resident_overflow: int = 0
+    asks_time: bool = False
+    periods: list[str] = Field(default_factory=list)  # the periods the question names, as ISO ranges
+
+    def section(self, name: SectionName) -> ContextSection:
+        return next(s for s in self.sections if s.name == name)
+
+    def items(self) -> list[ContextItem]:
+        return [i for s in self.sections for i in s.items]
+
+
+class Budgets(BaseModel):
+    """Characters per section. `recall` is passive memories + episodic messages + summaries
+    together; `memory_share` is the part of it memories may take first (what they leave
+    flows to messages, and back); summaries may take up to `summaries` of it when the
+    question is about a time; `item_max` cuts a single long item."""
+
+    resident: int = Field(default=2000, ge=0)
+    recall: int = Field(default=2000, ge=0)
+    memory_share: float = Field(default=0.5, ge=0, le=1)
+    summaries: int = Field(default=500, ge=0)
+    item_max: int = Field(default=400, ge=40)
+
+
+class SearchPage(BaseModel):
+    """A page of active search: items ranked best first, `offset` into the full ranking."""
+
+    query: str
+    items: list[ContextItem]
+    offset: int
+    limit: int
+    has_more: bool
