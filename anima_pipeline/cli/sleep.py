@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar
+from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar, require_animas
 from anima_pipeline.store import sleep_state
 
 
@@ -39,6 +39,7 @@ def sleep_(
     days = _days(day, first, last)
     if mode not in (None, "full", "incremental"):
         fail(f"--mode must be full or incremental, got {mode!r}", 2)
+    require_animas(anima)
     try:
         rows = run_sleep(
             days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
@@ -235,17 +236,23 @@ def sleep_table(rows: list[dict]) -> Table:
 @app.command("revert")
 def revert_(
     run: str = typer.Option(..., "--run", help="The run id to undo (Dagster run id, shown by anima sleep)."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="When later runs changed some of its rows, revert only the rows they did not touch.",
+    ),
 ) -> None:
     """Undo what one run wrote, replaying its audit log backwards: created memories are
     deprecated, changed ones get their previous state, cleaned conversations come back.
-    The revert is itself audited, and its nights can be run again."""
+    The revert is itself audited, and its nights can be run again. A run is reverted once; a
+    run whose rows later runs changed is refused unless --force (docs/guards.md)."""
     from anima_pipeline.sleep.revert import RevertError, revert_run
 
     db = open_store()
     revert_id = f"revert-{uuid.uuid4().hex[:12]}"
     try:
         with db.transaction() as conn:
-            stats = revert_run(conn, run, revert_id)
+            stats = revert_run(conn, run, revert_id, force=force)
     except RevertError as exc:
         fail(str(exc), 2)
     finally:

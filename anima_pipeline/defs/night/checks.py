@@ -24,13 +24,14 @@ from datetime import date
 import dagster as dg
 
 from anima_pipeline.defs.night.utils import MemoryInvariants
+from anima_pipeline.sleep.deep_sleep import BATCH_CHARS, REFUSE_CHARS
 from anima_pipeline.store.db import Connection
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
 
-# Deep sleep's message 1 thresholds (sleep/deep_sleep.py): batched by type above 100k, refused above 300k.
-DEEP_INPUT_WARN_CHARS = 100_000
-DEEP_INPUT_MAX_CHARS = 300_000
+# Deep sleep's message 1 thresholds, defined once in sleep/deep_sleep.py.
+DEEP_INPUT_WARN_CHARS = BATCH_CHARS
+DEEP_INPUT_MAX_CHARS = REFUSE_CHARS
 
 
 @dataclass(frozen=True)
