@@ -10,7 +10,7 @@ embedded server under a temporary ANIMA_HOME, or ANIMA_DATABASE_URL): `s-NNNN` s
 the number of cores). Prints anima-nights per second of both, their ratio, peak memory,
 and whether both sets ended with the same memories.
 
-    python -m benchmarks.many_animas [--animas 1000] [--day 2025-06-02]
+    python -m benchmarks.many_animas [--animas 1000] [--day 2025-06-02] [--threads]
 """
 
 from __future__ import annotations
@@ -87,6 +87,19 @@ def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -
     return time.monotonic() - t0
 
 
+def sleep_set_in_threads(db, settings, day: date, animas: list[str]) -> float:
+    """The default pool forced to threads (what the anthropic engine uses), to show what the
+    GIL leaves of the offline engine's parallelism."""
+    from anima_pipeline.sleep.pool import AnimaPool
+
+    chosen = AnimaPool.kind
+    AnimaPool.kind = lambda self, busy: "threads" if busy >= 2 and self.workers > 1 else "serial"
+    try:
+        return sleep_set(db, settings, day, animas, workers=None)
+    finally:
+        AnimaPool.kind = chosen
+
+
 def outcome(db, prefix: str) -> dict[str, int]:
     with db.transaction() as conn:
         row = conn.execute(
@@ -103,6 +116,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--animas", type=int, default=1000)
     ap.add_argument("--day", default="2025-06-02", help="the night slept (a Monday: full deep sleep)")
+    ap.add_argument("--threads", action="store_true", help="also a third set with the pool forced to threads")
     args = ap.parse_args()
     day = date.fromisoformat(args.day)
 
@@ -127,10 +141,18 @@ def main() -> None:
             rows = relabel(convs, args.animas, "s", day)
             import_rows(db, rows)
             import_rows(db, relabel(convs, args.animas, "p", day))
+            if args.threads:
+                import_rows(db, relabel(convs, args.animas, "t", day))
             imported = time.monotonic() - t0
             serial = sleep_set(db, settings, day, serial_ids, workers=1)
             pooled = sleep_set(db, settings, day, pool_ids, workers=None)
+            threaded = (
+                sleep_set_in_threads(db, settings, day, [f"t-{i:04d}" for i in range(args.animas)])
+                if args.threads
+                else None
+            )
             s_out, p_out = outcome(db, "s"), outcome(db, "p")
+            outcome_t = outcome(db, "t") if args.threads else None
         finally:
             db.close()
             if not settings.database_url:
@@ -142,10 +164,15 @@ def main() -> None:
         f"animas: {args.animas} (from {len(convs)} conversations of LoCoMo dev + MemoryBank en/cn, "
         f"{len(rows)} messages per set), night of {day}, offline engine, {os.cpu_count()} cores"
     )
-    print(f"import of both sets: {imported:.1f} s")
+    print(f"import of the sets: {imported:.1f} s; load average {os.getloadavg()[0]:.1f} at the end")
     print(f"1 worker:           {serial:7.1f} s  {args.animas / serial:6.2f} anima-nights/s  {s_out}")
     print(f"pool of {workers} workers:  {pooled:7.1f} s  {args.animas / pooled:6.2f} anima-nights/s  {p_out}")
     print(f"ratio pool / 1 worker: {serial / pooled:.2f}")
+    if threaded is not None:
+        print(
+            f"pool forced to {workers} threads: {threaded:7.1f} s  {args.animas / threaded:6.2f} anima-nights/s  "
+            f"ratio {serial / threaded:.2f}  {outcome_t}"
+        )
     print(f"peak memory: this process {peak_self:.0f} MiB, largest worker process {peak_child:.0f} MiB")
     print("same results in both sets:", "yes" if s_out == p_out else f"NO: {s_out} vs {p_out}")
 
