@@ -13,8 +13,11 @@ deep-sleep events backwards. Message 1.5 is the same events, forwards, in the se
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -482,6 +485,22 @@ def _write_log(
         return
     path = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    # animas of one night run at once (sleep/pool.py): one writer of the shared file at a time
+    with path.with_suffix(".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _update_log(path, night, anima_id, round_index, round_name, stats, calls, earlier)
+
+
+def _update_log(
+    path: Path,
+    night: Night,
+    anima_id: str,
+    round_index: int,
+    round_name: str,
+    stats: dict,
+    calls: list,
+    earlier: list[dict],
+) -> None:
     data = (
         json.loads(path.read_text())
         if path.exists()
@@ -498,7 +517,7 @@ def _write_log(
         "change_log": message_one_five(earlier),
         "written_at": datetime.now().astimezone().isoformat(),
     }
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     tmp.replace(path)
 
