@@ -324,5 +324,7 @@ def test_the_deep_sleep_op_log_takes_animas_written_at_once(tmp_path: Path) -> N
     names = [f"a{i}" for i in range(40)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda a: _write_log(night, a, 3, "merge", {"summary": a}, [], []), names))
-    data = json.loads((tmp_path / f"deep_sleep_{D}_3_merge.json").read_text())
-    assert sorted(data["animas"]) == sorted(names)
+    folder = tmp_path / f"deep_sleep_{D}_3_merge"
+    written = [json.loads(p.read_text()) for p in folder.glob("*.json")]
+    assert sorted(e["anima_id"] for e in written) == sorted(names)
+    assert all(e["summary"] == e["anima_id"] for e in written)
