@@ -41,6 +41,7 @@ from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
     ArchiveRecord,
+    ImportConflict,
     ImportStats,
     MessageRecord,
     close_conversation,
@@ -200,7 +201,13 @@ class AnimaMemory:
         tz = self.settings.tz
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
-            import_records(conn, records, self._audit(conn, "agent/append"), stats)
+            try:
+                import_records(conn, records, self._audit(conn, "agent/append"), stats)
+            except ImportConflict as exc:  # a re-sent message_id with other content: refused, not taken
+                i = next(i for i, r in enumerate(records) if r.message_id == exc.message_id)
+                raise AnimaInputError(
+                    str(exc).split(": ", 1)[-1], field=f"messages[{i}].{exc.field}", message_id=exc.message_id
+                ) from None
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
         return AppendResult(
             received=len(records),
