@@ -70,9 +70,12 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("anthropic_base_url", "ANTHROPIC_BASE_URL")
     )
     timezone: str = DEFAULT_TIMEZONE
-    start_date: date = date(2020, 1, 1)
+    # None: the first day recorded by `anima import` (store/calendar.py), else yesterday
+    start_date: date | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # Dagster runs per scheduled night: the day's animas split by a stable hash (docs/deploy.md)
+    night_shards: int = Field(1, ge=1)
     # Bounded input at import (docs/guards.md, README "Limits and guards"): a longer message line
     # is refused with its file:line; timestamps outside [min_year, max_year] are refused the same way.
     max_message_chars: int = Field(default=256_000, ge=1)

@@ -47,6 +47,16 @@ def db_stop() -> None:
     console.print("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
 
 
+def _record_first_day(db) -> None:
+    """Where the Dagster partitions start: the store's first day (store/calendar.py)."""
+    from anima_pipeline.store.calendar import first_message_day, record_first_day
+
+    s = settings()
+    with db.transaction() as conn:
+        first = first_message_day(conn, s.timezone)
+    record_first_day(s.home, first)
+
+
 @app.command("import")
 def import_(
     files: list[str] = typer.Argument(..., help="Archive JSONL files; '-' reads standard input."),
@@ -75,6 +85,7 @@ def import_(
                 records = advancing(parse_lines(lines, source, limits), progress, task)
                 import_records(conn, records, audit, stats, update=update)
                 stats.files += 1
+        _record_first_day(db)
     except ArchiveError as exc:
         err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
