@@ -99,6 +99,7 @@ def env_for(url: str, home: Path, **extra: str) -> dict[str, str]:
         "DAGSTER_HOME": str(home / "dagster"),
         "ANIMA_ENGINE": "offline",
         "ANIMA_NIGHT_LEASE_S": "2",
+        "ANIMA_START_DATE": str(FIRST),  # imported here without `anima import`, which records it
         **extra,
     }
     for name in ("DAGSTER_PG_URL", faults.ENV, faults.READY_ENV):
