@@ -18,7 +18,7 @@ FRESHNESS_KEY = "temporal_summaries/day"  # the night's last step
 def night_definitions(settings: Settings) -> dg.Definitions:
     partitions = night_partitions(settings)
     first_day = start_date(settings)
-    night = build_night(partitions)
+    night = build_night(partitions, pool=None if settings.engine == "offline" else settings.engine)
     freshness, freshness_schedule = build_freshness(asset_key(FRESHNESS_KEY), settings.timezone, first_day)
     job = build_job(night, [freshness])
     return dg.Definitions(
