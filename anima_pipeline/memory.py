@@ -49,7 +49,7 @@ from anima_pipeline.store.archive import (
     open_conversation,
 )
 from anima_pipeline.store.db import Connection, Database, open_database
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryType
 from anima_pipeline.store.status import status as store_status
 from anima_pipeline.tools.executor import ToolExecutor
@@ -58,7 +58,7 @@ from anima_pipeline.tools.scope import Scope
 CITATION_FORMAT = "[[anima:f-{id}]]"
 MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
-REMEMBER_STEP = "agent/remember"
+REMEMBER_STEP = f"{AGENT_STEP_PREFIX}remember"
 
 
 class AnimaInputError(ValueError):
@@ -200,7 +200,7 @@ class AnimaMemory:
         tz = self.settings.tz
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
-            import_records(conn, records, self._audit(conn, "agent/append"), stats)
+            import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
         return AppendResult(
             received=len(records),
@@ -229,7 +229,7 @@ class AnimaMemory:
             try:
                 row = open_conversation(
                     conn,
-                    self._audit(conn, "agent/conversation"),
+                    self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"),
                     self.anima_id,
                     conversation_id,
                     platform=platform,
@@ -244,7 +244,7 @@ class AnimaMemory:
         """Mark a conversation closed. Raises LookupError for an unknown conversation."""
         with self.db.transaction() as conn:
             row = close_conversation(
-                conn, self._audit(conn, "agent/conversation"), self.anima_id, conversation_id
+                conn, self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"), self.anima_id, conversation_id
             )
         return ConversationInfo.model_validate(row)
 

@@ -266,9 +266,11 @@ def _night_body(
             context.log_event(
                 dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md)
             )
-            context.log.info(
-                f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
-            )
+            if results:  # an idle (day, step) has its zeros in the materialization; a log line
+                # each would double a quiet night's event-log writes (benchmarks/year_of_nights.py)
+                context.log.info(
+                    f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
+                )
         if key == last_light and blocking and results:
             t = time.monotonic()
             scope = night_checks.CheckScope([n.day], sorted({r.anima_id for r in results}), settings.timezone)
