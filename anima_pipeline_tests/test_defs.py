@@ -30,7 +30,7 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")
 EXPECTED_KEYS = {
     "conversations/cleaned",
     "semantic_memory/extracted",
-    "emotional_anchors/extracted",
+    "emotional_anchors/marked",
     "autobiographical_memory/narrated",
     "self_blocks/autobiography_summary",
     "semantic_memory/deconflicted",
@@ -81,6 +81,9 @@ def test_definitions_load_and_validate(repo_def) -> None:
 
 def test_one_multi_asset_follows_the_registry(repo_def, night_def) -> None:
     night = night_def
+    # no two nodes of the asset graph read the same (the graph shows a key's last part)
+    labels = [k.path[-1] for k in night.keys]
+    assert len(labels) == len(set(labels)), sorted(labels)
     assert night.op.name == "night"
     assert {k.to_user_string() for k in night.keys} == EXPECTED_KEYS
     specs = {s.key.to_user_string(): s for s in night.specs}
