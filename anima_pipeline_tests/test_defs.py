@@ -411,3 +411,44 @@ def test_launch_refuses_days_that_are_not_over() -> None:
             check_days(parts, date(2000, 1, 1), date(2000, 1, 1), "Asia/Shanghai")
         with pytest.raises(ValueError, match="unknown step"):
             check_steps(["semantic_memory/typo"])
+
+
+def test_runs_left_started_by_a_dead_cli_process_are_marked_failed(tmp_path: Path) -> None:
+    import socket
+
+    from anima_pipeline.defs.night import launch
+
+    @dg.op
+    def noop() -> None:
+        return None
+
+    @dg.job(name="nightly_sleep")
+    def stand_in() -> None:  # a job of the same name: only the run records matter here
+        noop()
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was ours and is dead now
+    host = socket.gethostname()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+
+        def started(pid: int, status: dg.DagsterRunStatus, **tags: str) -> str:
+            run = instance.create_run_for_job(
+                stand_in,
+                status=status,
+                tags={"anima/trigger": "cli", "anima/host": host, "anima/pid": str(pid), **tags},
+            )
+            return run.run_id
+
+        dead = started(gone.pid, dg.DagsterRunStatus.STARTED)
+        canceling = started(gone.pid, dg.DagsterRunStatus.CANCELING)
+        alive = started(os.getppid(), dg.DagsterRunStatus.STARTED)  # pytest's parent lives
+        elsewhere = started(gone.pid, dg.DagsterRunStatus.STARTED, **{"anima/host": "another-host"})
+        assert sorted(launch.mark_dead_runs(instance)) == sorted([dead, canceling])
+        status = {r: instance.get_run_by_id(r).status for r in (dead, canceling, alive, elsewhere)}
+        assert status == {
+            dead: dg.DagsterRunStatus.FAILURE,
+            canceling: dg.DagsterRunStatus.CANCELED,
+            alive: dg.DagsterRunStatus.STARTED,
+            elsewhere: dg.DagsterRunStatus.STARTED,  # not this host's to judge
+        }
+        assert launch.mark_dead_runs(instance) == []  # once

@@ -118,7 +118,15 @@ class AnimaPool:
     def __enter__(self) -> AnimaPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            # an interrupt (SIGINT / SIGTERM, Dagster's Terminate): do not wait for the animas in
+            # flight. Worker processes exit when this process is gone (their transactions roll
+            # back); a worker thread ends with its current step, then finds its pool shut.
+            for executor in (self._threads, self._procs):
+                if executor is not None:
+                    executor.shutdown(wait=False, cancel_futures=True)
+            self._threads = self._procs = None
         self.close()
 
 
