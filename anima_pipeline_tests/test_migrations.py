@@ -89,7 +89,7 @@ INDEXES = [
     ("semantic_memory", "USING gin (content gin_trgm_ops)"),
     ("semantic_memory", "USING gin (fts)"),  # chat-time recall (0005)
     ("message", "USING gin (fts)"),
-    ("message", "USING gin (content gin_trgm_ops)"),
+    ("recall_word", "USING gin (word gin_trgm_ops)"),  # spelling correction at recall (0007)
     ("temporal_summary", "USING gin (anima_search_vector(content))"),
 ]
 

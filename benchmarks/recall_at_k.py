@@ -1,51 +1,75 @@
-"""Recall@k on LoCoMo: does chat-time recall put an answering memory into the context?
+"""Chat-time context on LoCoMo and MemoryBank: does what recall puts into the agent's context
+hold the answer, within the same 2,000 characters?
 
-Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR] [--k 5 10 20]
+Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR]
+      (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
+      [--budget 2000] [--share 0.3 0.5 0.7]
 
-What is measured (one run, ratios printed, nothing asserted):
+The store is one where the dev dialogues were imported and slept through every night offline
+(``anima import`` of ``locomo/dev.archive.jsonl`` and ``memorybank/*.archive.jsonl``, then
+``anima sleep --from 2022-01-21 --to 2023-10-23``); it is opened read-only.
 
-* For every question of category 1-4 (the same set as ``light_sleep_coverage.py``) the
-  question text is given to ``recall(conn, anima_id, question, limit=k)`` exactly as the
-  agent would ask it, with the default character budget. The returned context is the
-  resident set plus the recalled memories.
-* A question is *recalled at k* when one single memory of that context covers it, with
-  the coverage benchmark's own rule, imported rather than copied: the memory's source
-  conversations meet the question's ``evidence_conversation_ids``, its key words
-  (dates normalized to ISO, number words to digits, stopwords dropped, plurals folded)
-  contain every key word of the gold answer, and a date-only answer also needs one or
-  two topic words of the question.
-* The *oracle* is that rule applied to every active memory of the anima: the share of
-  questions the store can answer at all, the ceiling any recall can reach.
-* Also printed: the average characters returned (resident + recalled contents) and the
-  latency of one ``recall`` call (mean, median, p95, wall clock, same connection).
+What is measured (one run, shares printed, nothing asserted), per LoCoMo category 1-4, for the
+dialogues the ranking was tuned on (conv-26, conv-30) and for the unseen ones (conv-41, conv-42):
 
-The store is opened read-only (``default_transaction_read_only``); nothing is written.
-``--recall module:function`` measures another implementation with the same signature
-(e.g. a saved copy of the previous version) for before/after figures.
+* *hit*: the context holds every key word of the gold answer (``light_sleep_coverage.key_words``:
+  dates normalized to ISO on both sides, number words to digits, stopwords dropped, plurals
+  folded; a date key word matches a longer ISO date with the same prefix). The context is the
+  text of the recall sections only, at most `--budget` characters, the same for every mode:
+  - ``bm25``: raw messages ranked by Okapi BM25 (k1 1.2, b 0.75) over the English stems
+    PostgreSQL gives (the same ``anima_search_vector``), the question as it is;
+  - ``memories``: passive recall of memories alone, the whole budget;
+  - ``episodic``: the episodic section alone (messages ranked by ``recall.ranking``);
+  - ``assembled``: ``assemble_context`` (summaries, memories, messages in their sections).
+  Messages are rendered as the agent sees them (``- [date speaker] text``, a long one cut
+  around the words asked about) in every mode.
+* *store*: the share the store could answer at all: one active memory sourced from an
+  evidence conversation holds all key words (``recall_at_k.Judge``, the coverage rule), or
+  the evidence conversations' messages (with their dates) together hold them.
+* MemoryBank has no gold answers. What is measurable: for the probing questions that name a
+  day ("On May 4th, ..."), the share whose context holds an item (message or memory) of that
+  day's conversation. The other probing questions are reported as not measurable.
+
+``now`` for a question is the day after the anima's last message (LoCoMo questions are asked
+after the dialogue). ``--share`` tries several memory shares of the budget (the split between
+the memories and episodic sections) and prints the assembled figures for each.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import math
+import re
 import statistics
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from benchmarks.data import locomo_dir, read_jsonl
+import pandas as pd
+import psycopg
+from psycopg.rows import dict_row
+
+from anima_pipeline.recall.assemble import Packer, assemble_context
+from anima_pipeline.recall.passive import rank_memories
+from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.render import message_item
+from anima_pipeline.recall.sections import Budgets
+from anima_pipeline.store.memories import MemoryRepo
+from benchmarks.data import TZ, data_dir, group_of, read_jsonl
 from benchmarks.light_sleep_coverage import (
     CATEGORIES,
     _has_all,
     _only_dates,
-    _share,
     _stems,
     _topic_words,
     key_words,
     memory_tokens,
     speaker_names,
 )
+
+MODES = ("bm25", "memories", "episodic", "assembled")
 
 
 class Judge:
@@ -78,93 +102,239 @@ class Judge:
         return False
 
 
-def _load_recall(spec: str):
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name or "recall")
+class Bm25:
+    """Okapi BM25 over one anima's messages, on the stems of ``anima_search_vector``."""
+
+    def __init__(self, conn, anima_id: str, k1: float = 1.2, b: float = 0.75) -> None:
+        rows = conn.execute(
+            """SELECT m.id, m.conversation_id, m.role, m.speaker, m.content, m.created_at, c.title,
+                      ARRAY(SELECT v.lexeme FROM unnest(m.fts) v) AS lexemes,
+                      ARRAY(SELECT coalesce(array_length(v.positions, 1), 1) FROM unnest(m.fts) v) AS tfs
+               FROM message m JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
+               WHERE m.anima_id = %s AND m.role IN ('user', 'assistant') ORDER BY m.id""",
+            (anima_id,),
+        ).fetchall()
+        self.rows, self.k1, self.b = rows, k1, b
+        self.tf = [dict(zip(r["lexemes"], r["tfs"], strict=True)) for r in rows]
+        self.len = [sum(r["tfs"]) for r in rows]
+        self.avg = statistics.mean(self.len) if rows else 1.0
+        self.df = Counter(t for tf in self.tf for t in tf)
+
+    def rank(self, conn, question: str) -> list[dict]:
+        terms = conn.execute(
+            "SELECT tsvector_to_array(anima_search_vector(%s)) AS t", (question,)
+        ).fetchone()["t"]
+        n = len(self.rows)
+        scores = []
+        for i, tf in enumerate(self.tf):
+            s = 0.0
+            for t in terms:
+                f = tf.get(t)
+                if f:
+                    idf = math.log(1 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5))
+                    s += (
+                        idf
+                        * f
+                        * (self.k1 + 1)
+                        / (f + self.k1 * (1 - self.b + self.b * self.len[i] / self.avg))
+                    )
+            if s > 0:
+                scores.append((s, i))
+        scores.sort(key=lambda x: (-x[0], x[1]))
+        return [dict(self.rows[i], score=s) for s, i in scores[:80]]
 
 
-def run(url: str, questions: list[dict], names: dict[str, set[str]], ks: list[int], recall_fn) -> dict:
-    import psycopg
-    from psycopg.rows import dict_row
+def _text(items) -> str:
+    return "\n".join(i.line for i in items)
 
-    from anima_pipeline.store.memories import MemoryRepo
 
+def _pack(name, ranked, words: list[str], budget: int, item_max: int):
+    packer = Packer(name, ranked, words, item_max)
+    packer.fill(budget)
+    return packer.section.items
+
+
+def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
     judge = Judge(names)
-    out: dict = {"total": defaultdict(int), "oracle": defaultdict(int)}
-    for k in ks:
-        out[k] = {"hit": defaultdict(int), "chars": 0, "seconds": [], "recalled": 0}
-    with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
-        conn.execute("SET default_transaction_read_only = on")
-        store = {a: MemoryRepo(conn).active(a) for a in {q["anima_id"] for q in questions}}
-        out["memories"] = sum(len(v) for v in store.values())
-        for q in questions:
-            cat = q["category"]
-            out["total"][cat] += 1
-            if judge.covers(q, store[q["anima_id"]]):
-                out["oracle"][cat] += 1
-            for k in ks:
+    out: dict = defaultdict(lambda: defaultdict(int))
+    seconds: list[float] = []
+    item_max = Budgets().item_max
+    by_anima: dict[str, list[dict]] = defaultdict(list)
+    for q in questions:
+        by_anima[q["anima_id"]].append(q)
+    for anima, qs in sorted(by_anima.items()):
+        bm25 = Bm25(conn, anima)
+        memories = MemoryRepo(conn).active(anima)
+        last = max(r["created_at"] for r in bm25.rows)
+        now = (last + timedelta(days=1)).astimezone(TZ)
+        evidence_text = _evidence_text(conn, anima)
+        split = group_of(anima)
+        for q in qs:
+            key = (split, q["category"])
+            answer = key_words(str(q["answer"]))
+            out[key]["n"] += 1
+            if judge.covers(q, memories) or _has_all(
+                answer, memory_tokens(" ".join(evidence_text[c] for c in q["evidence_conversation_ids"]))
+            ):
+                out[key]["store"] += 1
+            plan = plan_query(q["question"], now.date())
+            words = plan.terms
+            bm = [
+                message_item(r, score=r["score"], why="bm25", tz=TZ) for r in bm25.rank(conn, q["question"])
+            ]
+            contexts = {"bm25": _text(_pack("episodic", bm, words, budget, item_max))}
+            mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
+            contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
+            only_msgs = Budgets(recall=budget, memory_share=0.0, summaries=0)
+            ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now)
+            contexts["episodic"] = _text(ctx.section("episodic").items)
+            for share in shares:
                 started = time.perf_counter()
-                with conn.transaction():
-                    res = recall_fn(conn, q["anima_id"], q["question"], limit=k)
-                out[k]["seconds"].append(time.perf_counter() - started)
-                context = [*res.resident, *(r.memory for r in res.recalled)]
-                out[k]["chars"] += sum(len(m.content) for m in context)
-                out[k]["recalled"] += len(res.recalled)
-                if judge.covers(q, context):
-                    out[k]["hit"][cat] += 1
-    return out
+                ctx = assemble_context(
+                    conn, anima, q["question"], budgets=Budgets(recall=budget, memory_share=share), now=now
+                )
+                seconds.append(time.perf_counter() - started)
+                used = sum(s.chars_used for s in ctx.sections if s.name != "resident")
+                assert used <= budget, (q["qa_id"], used)
+                contexts[f"assembled@{share}"] = "\n".join(
+                    _text(s.items) for s in ctx.sections if s.name != "resident"
+                )
+            for mode, text in contexts.items():
+                if _has_all(answer, memory_tokens(text)):
+                    out[key][mode] += 1
+                out[key][f"{mode}:chars"] += len(text)
+    return {"counts": out, "seconds": seconds}
 
 
-def report(out: dict, ks: list[int], spec: str) -> None:
-    total, oracle = out["total"], out["oracle"]
-    n = sum(total.values())
-    n_oracle = sum(oracle.values())
-    print(f"recall function         : {spec}")
-    print(f"questions considered    : {n} (categories 1-4)   active memories: {out['memories']}")
-    print(
-        f"oracle (store coverage) : {_share(n_oracle, n)}"
-        + "".join(f"  c{c} {_share(oracle[c], total[c])}" for c in sorted(total))
-    )
-    for k in ks:
-        hit, secs = out[k]["hit"], sorted(out[k]["seconds"])
-        n_hit = sum(hit.values())
-        print(
-            f"recall@{k:<2}               : {_share(n_hit, n)}   of oracle {_share(n_hit, n_oracle)}"
-            + "".join(f"  c{c} {hit[c] / total[c]:.1%}" for c in sorted(total))
+def _evidence_text(conn, anima: str) -> dict[str, str]:
+    rows = conn.execute(
+        """SELECT conversation_id, string_agg(to_char(created_at AT TIME ZONE %s, 'YYYY-MM-DD') || ' '
+                                              || content, ' ' ORDER BY id) AS t
+           FROM message WHERE anima_id = %s GROUP BY 1""",
+        (str(TZ), anima),
+    ).fetchall()
+    return defaultdict(str, {r["conversation_id"]: r["t"] for r in rows})
+
+
+_DAY_EN = re.compile(
+    r"\b(?:on\s+)?(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+(\d{1,2})(?:st|nd|rd|th)?\b", re.I
+)
+_DAY_ZH = re.compile(r"(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]")
+_MON = "jan feb mar apr may jun jul aug sep oct nov dec".split()
+
+
+def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
+    rows = []
+    for lang in ("en", "cn"):
+        archive = read_jsonl(data / "memorybank" / f"memorybank_{lang}.archive.jsonl")
+        anima_of = {r["speaker"].strip(): r["anima_id"] for r in archive if r["role"] == "user"}
+        counts: dict[str, int] = defaultdict(int)
+        for line in read_jsonl(data / "memorybank" / f"probing_questions_{lang}.jsonl"):
+            for user, questions in line.items():
+                anima = anima_of[user]
+                for question in questions:
+                    counts["questions"] += 1
+                    day = _named_day(question)
+                    if day is None:
+                        continue
+                    counts["dated"] += 1
+                    now = datetime(2023, 5, 7, 21, tzinfo=TZ)
+                    conv = f"{anima}:{day.isoformat()}"
+                    ctx = assemble_context(
+                        conn, anima, question, budgets=Budgets(recall=budget, memory_share=share), now=now
+                    )
+                    items = [i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items]
+                    counts["assembled"] += any(i.conversation_id == conv or conv in i.sources for i in items)
+                    bm = Bm25(conn, anima)
+                    ranked = [
+                        message_item(r, score=r["score"], why="", tz=TZ) for r in bm.rank(conn, question)
+                    ]
+                    packed = _pack("episodic", ranked, plan_query(question, now.date()).terms, budget, 400)
+                    counts["bm25"] += any(i.conversation_id == conv for i in packed)
+        rows.append(
+            {
+                "language": lang,
+                "probing questions": counts["questions"],
+                "naming a day": counts["dated"],
+                "bm25: holds that day": _pct(counts["bm25"], counts["dated"]),
+                "assembled: holds that day": _pct(counts["assembled"], counts["dated"]),
+                "answer hit": "not measurable (no gold answers)",
+            }
         )
-        print(
-            f"  avg chars returned    : {out[k]['chars'] / n:7.0f}   avg recalled {out[k]['recalled'] / n:4.1f}"
-            f"   latency mean {statistics.mean(secs) * 1e3:.1f} ms, median {statistics.median(secs) * 1e3:.1f} ms,"
-            f" p95 {secs[int(0.95 * (len(secs) - 1))] * 1e3:.1f} ms"
-        )
+    return pd.DataFrame(rows).set_index("language")
+
+
+def _named_day(question: str) -> date | None:
+    if m := _DAY_EN.search(question):
+        return date(2023, _MON.index(m.group(1).lower()[:3]) + 1, int(m.group(2)))
+    if m := _DAY_ZH.search(question):
+        return date(2023, int(m.group(1)), int(m.group(2)))
+    return None
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a / b:.1%}" if b else "-"
+
+
+def locomo_table(counts, modes: list[str]) -> pd.DataFrame:
+    rows = {}
+    for label, cats in [*((CATEGORIES[c], (c,)) for c in CATEGORIES), ("all", tuple(CATEGORIES))]:
+        row = {}
+        for split in ("tuned", "unseen"):
+            n = sum(counts[(split, c)]["n"] for c in cats)
+            for mode in [*modes, "store"]:
+                row[(split, mode)] = sum(counts[(split, c)][mode] for c in cats) / n if n else float("nan")
+            row[(split, "n")] = n
+        rows[label] = row
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    return df
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--from-store", metavar="DATABASE_URL", required=True, help="store to recall from")
-    parser.add_argument(
-        "--data", type=Path, default=locomo_dir(), help="directory with dev.archive.jsonl and dev.qa.jsonl"
-    )
-    parser.add_argument("--k", type=int, nargs="+", default=[5, 10, 20], help="recall limits to measure")
-    parser.add_argument(
-        "--recall", default="anima_pipeline.recall.context:recall", help="module:function to measure"
-    )
+    parser.add_argument("--data", type=Path, default=data_dir(), help="the shared data directory")
+    parser.add_argument("--budget", type=int, default=2000, help="characters of the recall sections")
+    parser.add_argument("--share", type=float, nargs="+", default=None, help="memory shares to try")
     args = parser.parse_args(argv)
-    archive, qa = args.data / "dev.archive.jsonl", args.data / "dev.qa.jsonl"
-    if not archive.exists() or not qa.exists():
+    qa = args.data / "locomo" / "dev.qa.jsonl"
+    archive = args.data / "locomo" / "dev.archive.jsonl"
+    if not qa.exists() or not archive.exists():
         print(f"LoCoMo dev data not found under {args.data}; nothing to measure.", file=sys.stderr)
         return 2
+    from anima_pipeline.config import get_settings
+
+    shares = args.share or [get_settings().recall_memory_share]
     questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
     names = speaker_names(read_jsonl(archive))
-    recall_fn = _load_recall(args.recall)
     started = time.perf_counter()
-    try:
-        out = run(args.from_store, questions, names, args.k, recall_fn)
-    except Exception as exc:  # one clear line; the URL may hold a password, so it is not echoed
-        print(f"--from-store: cannot recall from the store ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return 2
-    report(out, args.k, args.recall)
-    print(f"elapsed                 : {time.perf_counter() - started:.2f} s")
+    with psycopg.connect(args.from_store, row_factory=dict_row, autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        result = locomo(conn, questions, names, args.budget, shares)
+        modes = ["bm25", "memories", "episodic", *(f"assembled@{s}" for s in shares)]
+        pd.set_option("display.width", 200)
+        pd.set_option("display.max_columns", 30)
+        table = locomo_table(result["counts"], modes)
+        print(f"LoCoMo, share of questions whose context ({args.budget} chars) holds every answer key word")
+        print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        for split in ("tuned", "unseen"):
+            for mode in modes:
+                total = sum(result["counts"][(split, c)]["n"] for c in CATEGORIES)
+                chars = sum(result["counts"][(split, c)][f"{mode}:chars"] for c in CATEGORIES)
+                print(f"  {split:6} {mode:16} avg chars {chars / total:7.0f}")
+        best = modes[-1]
+        gain = table.loc["all", ("unseen", best)] - table.loc["all", ("unseen", "bm25")]
+        print(f"unseen: {best} - bm25 = {gain:+.3f}")
+        secs = sorted(result["seconds"])
+        print(
+            f"assemble_context latency: median {statistics.median(secs) * 1e3:.1f} ms,"
+            f" p95 {secs[int(0.95 * (len(secs) - 1))] * 1e3:.1f} ms over {len(secs)} calls"
+        )
+        print()
+        print("MemoryBank probing questions (unseen; no gold answers)")
+        print(memorybank(conn, args.data, args.budget, shares[-1]).to_string())
+    print(f"elapsed {time.perf_counter() - started:.1f} s")
     return 0
 
 

@@ -56,7 +56,7 @@ def budgets_from(settings: Settings) -> Budgets:
     )
 
 
-class _Packer:
+class Packer:
     """Fills one section best first within a budget that may grow (what another section left)."""
 
     def __init__(self, name: SectionName, ranked: list[ContextItem], words: list[str], item_max: int) -> None:
@@ -103,12 +103,12 @@ def assemble_context(
         conn, anima_id, top_n=settings.recall_resident_top_n, pinned_max=settings.recall_pinned_max
     )
     resident_items = [memory_item(m.model_dump(), score=0.0, why="resident", tz=tz) for m in resident]
-    resident_pack = _Packer("resident", resident_items, [], budgets.item_max)
+    resident_pack = Packer("resident", resident_items, [], budgets.item_max)
     resident_pack.fill(budgets.resident)
 
-    summaries = _Packer("summaries", rank_summaries(conn, anima_id, plan), words, budgets.item_max)
+    summaries = Packer("summaries", rank_summaries(conn, anima_id, plan), words, budgets.item_max)
     left = budgets.recall - summaries.fill(min(budgets.summaries, budgets.recall))
-    memories = _Packer(
+    memories = Packer(
         "memories",
         rank_memories(
             conn,
@@ -122,7 +122,7 @@ def assemble_context(
         words,
         budgets.item_max,
     )
-    episodic = _Packer(
+    episodic = Packer(
         "episodic",
         rank_messages(conn, anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED),
         words,

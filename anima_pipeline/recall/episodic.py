@@ -37,7 +37,7 @@ FROM (
     CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
     WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
 ) scored
-WHERE coverage > 0
+WHERE coverage > 0 OR in_period
 ORDER BY score DESC, length(content), id
 LIMIT %(limit)s OFFSET %(offset)s
 """
@@ -66,7 +66,7 @@ def rank_messages(
         "since": since,
         "until": until,
     }
-    found = probe(conn, "message", _WHERE, params, plan)
+    found = probe(conn, "message", _WHERE, params, plan, time_column="created_at", tz=tz)
     if not found.candidates or limit <= 0:
         return []
     rows = conn.execute(

@@ -65,6 +65,9 @@ class QueryPlan:
     grams: list[str] = field(default_factory=list)  # CJK bigrams
     periods: list[Period] = field(default_factory=list)
     asks_time: bool = False
+    # filled by recall.ranking once per question, shared by the sections' searches
+    lexemes: list[tuple[str, str]] | None = None
+    corrections: dict[str, tuple[str, str] | None] = field(default_factory=dict)
 
     @property
     def terms(self) -> list[str]:
@@ -135,6 +138,23 @@ def _named_periods(text: str, today: date) -> tuple[str, list[Period]]:
             ),
             text,
         )
+
+    def day_alone(m: re.Match) -> str:  # "on May 4th", "5月4日": the latest such day not after today
+        month = _month(m["mon"]) if m.groupdict().get("mon") else int(m["m"])
+        try:
+            d = date(today.year, month, int(m["d"]))
+            if d > today:
+                d = date(today.year - 1, month, int(m["d"]))
+        except ValueError:
+            return m[0]
+        found.append(_day(d, m[0].strip()))
+        return " "
+
+    text = re.sub(r"\b(?P<mon>" + _MONTH_RE + r")\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?\b", day_alone, text)
+    text = re.sub(
+        r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon>" + _MONTH_RE + r")\b", day_alone, text
+    )
+    text = re.sub(r"(?<!\d)(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]", day_alone, text)
 
     def month_alone(m: re.Match) -> str:  # "in May": the latest May not after today
         month = _month(m["mon"]) if m.groupdict().get("mon") else int(m["m"])

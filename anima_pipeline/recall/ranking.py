@@ -1,53 +1,53 @@
-"""Ranking by indexes: candidates from the GIN full-text (and trigram) indexes, scoring of the
-candidates only.
+"""Ranking by indexes: candidates from the GIN full-text index, scoring of the candidates only.
 
-Two statements per source (memories, messages), whatever the size of the store:
+A few statements per source (memories, messages), whatever the size of the store:
 
-1. *Probe.* For every query term one index lookup, ``fts @@ plainto_tsquery('english', term)``,
-   reads at most `CAP` matching ids; one more reads the rows holding all terms. Each term's
-   document frequency is the number of ids found, exact below the cap and saturated at it:
-   a term found in `CAP` rows or more is common whatever the store's size, so no statistics
-   over all rows are needed, nor kept up to date. A word of four letters or more found
-   nowhere is probably misspelt: the trigram index (``word <% content``) gives its candidates.
-2. *Score.* Only the candidates (at most a few hundred rows, fetched by primary key) are
-   scored: the IDF-weighted share of the query's terms each one holds, with IDF
+1. *Terms.* The question's words and CJK bigrams go through ``plainto_tsquery('english', …)``
+   once (PostgreSQL stems them and drops its stop words); the same stem twice counts once.
+2. *Probe.* For every term one index lookup, ``fts @@ term``, reads at most `CAP` matching
+   ids; one more reads the rows holding all terms; with a time column, the rows of the
+   periods the question names. A term's document frequency is the number of ids found: exact
+   below the cap, saturated at it. A term found in `CAP` rows or more is common whatever the
+   store's size, so no statistics over all rows are needed, nor kept up to date.
+3. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
+   similarity in the anima's vocabulary (``recall_word``, kept by triggers) and searched as
+   the word it most resembles ("resturant" -> "restaurant").
+4. *Score.* Only the candidates (at most a few hundred rows, fetched by primary key) are
+   scored: the IDF-weighted share of the query's terms each one holds, IDF
    ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity; plus the
    source's own bonuses (a dated memory for a "when" question, a message of the period named).
 
-Each term is a separate constant in the first statement so the planner estimates it from the
-column's statistics: a rare term reads the GIN index, a very common one may stop early on a
-plain scan, since at most `CAP` rows are wanted.
+Every term is a constant of its statement, so the planner estimates it from the column's
+statistics: a rare term reads the GIN index, a very common one may stop early on a plain
+scan, since at most `CAP` rows are wanted.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, time
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.store.db import Connection
 
 CAP = 200  # ids read per term from the index; document frequencies are counted up to it
 IDF_REF = 10 * CAP  # the collection size IDF is taken against: weights do not drift as a store grows
-FUZZY_MIN = 0.6  # pg_trgm's default word_similarity_threshold, which `<%` uses in the index
+SPELLING_MIN = 0.45  # pg_trgm similarity a vocabulary word needs to stand for a misspelt one
 RANK_CD_WEIGHT = 0.1
 
 
 @dataclass
 class Term:
-    label: str  # the word or bigram as asked
-    tsquery: str  # plainto_tsquery('english', label)::text, '' for a stop word
-    ids: list[int]
-    fuzzy: bool = False  # matched by trigram similarity (a word found nowhere as written)
-
-    @property
-    def df(self) -> int:
-        return len(self.ids)
+    label: str  # the word or bigram as asked ("resturant~restaurant" when corrected)
+    tsquery: str  # plainto_tsquery('english', word)::text
+    ids: list[int] = field(default_factory=list)
 
     @property
     def weight(self) -> float:
-        return math.log(1 + IDF_REF / (self.df + 0.5)) if self.ids else 0.0
+        return math.log(1 + IDF_REF / (len(self.ids) + 0.5)) if self.ids else 0.0
 
 
 @dataclass
@@ -60,81 +60,125 @@ class Probe:
         live = [t for t in self.terms if t.ids]
         return {
             "t_label": [t.label for t in live],
-            "t_tsq": [None if t.fuzzy else t.tsquery for t in live],
-            "t_fuzzy": [t.label if t.fuzzy else None for t in live],
+            "t_tsq": [t.tsquery for t in live],
             "t_w": [t.weight for t in live],
             "w_sum": sum(t.weight for t in live) or 1.0,
-            "or_q": " | ".join(f"({t.tsquery})" for t in live if not t.fuzzy and t.tsquery) or None,
-            "fuzzy_min": FUZZY_MIN,
+            "or_q": " | ".join(f"({t.tsquery})" for t in live) or None,
             "rank_w": RANK_CD_WEIGHT,
         }
 
 
-def probe(conn: Connection, table: str, where: str, params: dict[str, Any], plan: QueryPlan) -> Probe:
-    """Candidate ids of `table` (alias x) matching `where` and any term of the plan."""
-    labels = plan.terms
-    if not labels:
-        return Probe()
-    args = dict(params, cap=CAP)
+def lexemes(conn: Connection, plan: QueryPlan) -> list[tuple[str, str]]:
+    """(word, tsquery text) of the plan's terms, stop words dropped, one per stem; computed once
+    per plan and kept on it."""
+    if plan.lexemes is None:
+        rows = conn.execute(
+            """SELECT w.word, plainto_tsquery('english'::regconfig, w.word)::text AS q
+               FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, i) ORDER BY w.i""",
+            (plan.terms,),
+        ).fetchall()
+        seen: set[str] = set()
+        plan.lexemes = []
+        for r in rows:
+            if r["q"] and r["q"] not in seen:
+                seen.add(r["q"])
+                plan.lexemes.append((r["word"], r["q"]))
+    return plan.lexemes
+
+
+def corrections(
+    conn: Connection, anima_id: str, plan: QueryPlan, words: list[str]
+) -> dict[str, tuple[str, str]]:
+    """For misspelt words, the anima's most similar vocabulary word and its tsquery text."""
+    todo = [w for w in words if w not in plan.corrections]
+    if todo:
+        rows = conn.execute(
+            """SELECT t.word AS typo, best.word, plainto_tsquery('english'::regconfig, best.word)::text AS q
+               FROM unnest(%(typos)s::text[]) AS t(word)
+               CROSS JOIN LATERAL (
+                   SELECT v.word FROM recall_word v
+                   WHERE v.anima_id = %(anima)s AND v.word %% t.word AND similarity(v.word, t.word) >= %(min)s
+                   ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best""",
+            {"typos": todo, "anima": anima_id, "min": SPELLING_MIN},
+        ).fetchall()
+        found = {r["typo"]: (r["word"], r["q"]) for r in rows if r["q"]}
+        for w in todo:
+            plan.corrections[w] = found.get(w)
+    return {w: plan.corrections[w] for w in words if plan.corrections.get(w)}
+
+
+def _lookup(
+    conn: Connection, table: str, where: str, args: dict[str, Any], queries: list[str], extra: list[str]
+) -> list[list[int]]:
+    """Ids per tsquery (and per extra branch), each read through the index, at most CAP."""
     branches = []
-    for i, label in enumerate(labels):
-        args[f"t{i}"] = label
-        q = f"plainto_tsquery('english'::regconfig, %(t{i})s)"
+    for i, q in enumerate(queries):
+        args[f"q{i}"] = q
         branches.append(
-            f"SELECT {i} AS i, {q}::text AS tsq,"
-            f" ARRAY(SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
+            f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {table} x WHERE {where}"
+            f" AND x.fts @@ %(q{i})s::tsquery LIMIT %(cap)s) AS ids"
         )
-    if len(labels) > 1:
-        every = " && ".join(f"plainto_tsquery('english'::regconfig, %(t{i})s)" for i in range(len(labels)))
-        branches.append(
-            f"SELECT -1, NULL,"
-            f" ARRAY(SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ ({every}) LIMIT %(cap)s)"
-        )
+    branches += [f"SELECT {len(branches) + k} AS i, ARRAY({sql}) AS ids" for k, sql in enumerate(extra)]
+    if not branches:
+        return []
     rows = conn.execute(" UNION ALL ".join(branches), args).fetchall()
-    result = Probe()
-    seen_q: set[str] = set()
-    candidates: dict[int, None] = {}
-    for row in sorted(rows, key=lambda r: r["i"]):
-        for id_ in row["ids"]:
-            candidates.setdefault(id_, None)
-        if row["i"] < 0:
-            continue
-        label, tsq = labels[row["i"]], row["tsq"] or ""
-        if not tsq or tsq in seen_q:  # a stop word, or the same stem twice ("paint", "painted")
-            continue
-        seen_q.add(tsq)
-        result.terms.append(Term(label=label, tsquery=tsq, ids=list(row["ids"])))
-    misspelt = [t for t in result.terms if not t.ids and len(t.label) >= 4 and t.label.isalpha()]
-    if misspelt:
-        fuzzy_args = dict(params, cap=CAP)
-        fuzzy_branches = []
-        for i, t in enumerate(misspelt):
-            fuzzy_args[f"f{i}"] = t.label
-            fuzzy_branches.append(
-                f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {table} x WHERE {where}"
-                f" AND %(f{i})s <%% x.content LIMIT %(cap)s) AS ids"
-            )
-        for row in conn.execute(" UNION ALL ".join(fuzzy_branches), fuzzy_args).fetchall():
-            term = misspelt[row["i"]]
-            term.ids, term.fuzzy = list(row["ids"]), True
-            for id_ in row["ids"]:
-                candidates.setdefault(id_, None)
-    result.candidates = list(candidates)
-    return result
+    return [r["ids"] for r in sorted(rows, key=lambda r: r["i"])]
+
+
+def probe(
+    conn: Connection,
+    table: str,
+    where: str,
+    params: dict[str, Any],
+    plan: QueryPlan,
+    *,
+    time_column: str | None = None,
+    tz: ZoneInfo | None = None,
+) -> Probe:
+    """Candidate ids of `table` (alias x) matching `where` and any term of the plan; with a
+    `time_column` (indexed with anima_id), also the rows of the periods the plan names."""
+    terms = [Term(label=w, tsquery=q) for w, q in lexemes(conn, plan)]
+    periods = plan.periods if time_column and tz else []
+    args = dict(params, cap=CAP)
+    extra = []
+    if len(terms) > 1:  # the rows holding every term, however common each one is
+        args["q_all"] = " & ".join(f"({t.tsquery})" for t in terms)
+        extra.append(
+            f"SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ %(q_all)s::tsquery LIMIT %(cap)s"
+        )
+    for i, p in enumerate(periods):
+        args[f"ps{i}"] = datetime.combine(p.start, time(), tz)
+        args[f"pe{i}"] = datetime.combine(p.end, time(), tz)
+        extra.append(
+            f"SELECT x.id FROM {table} x WHERE {where} AND x.{time_column} >= %(ps{i})s"
+            f" AND x.{time_column} < %(pe{i})s ORDER BY x.{time_column} LIMIT %(cap)s"
+        )
+    found = _lookup(conn, table, where, args, [t.tsquery for t in terms], extra)
+    for term, ids in zip(terms, found, strict=False):
+        term.ids = ids
+    candidates = dict.fromkeys(id_ for ids in found for id_ in ids)
+    misspelt = [
+        t for t in terms if not t.ids and len(t.label) >= 4 and t.label.isascii() and t.label.isalpha()
+    ]
+    fixed = corrections(conn, str(params["anima"]), plan, [t.label for t in misspelt]) if misspelt else {}
+    if fixed:
+        fixes = [(t, fixed[t.label]) for t in misspelt if t.label in fixed]
+        args = dict(params, cap=CAP)
+        for (term, (word, q)), ids in zip(
+            fixes, _lookup(conn, table, where, args, [q for _, (_, q) in fixes], []), strict=True
+        ):
+            term.label, term.tsquery, term.ids = f"{term.label}~{word}", q, ids
+            candidates.update(dict.fromkeys(ids))
+    return Probe(terms=terms, candidates=list(candidates))
 
 
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
 # the terms matched (for `why`), and ts_rank_cd. `extra_match` lets a message's speaker count.
 def hits_sql(extra_match: str = "false") -> str:
     return f"""
-        (SELECT coalesce(sum(t.w * CASE
-                    WHEN t.tsq IS NOT NULL AND (x.fts @@ t.tsq::tsquery OR {extra_match}) THEN 1.0
-                    WHEN t.fz IS NOT NULL THEN (SELECT CASE WHEN s >= %(fuzzy_min)s THEN s ELSE 0 END
-                                                FROM (SELECT word_similarity(t.fz, x.content) AS s) ws)
-                    ELSE 0 END), 0) / %(w_sum)s
-         FROM unnest(%(t_tsq)s::text[], %(t_fuzzy)s::text[], %(t_w)s::float8[]) AS t(tsq, fz, w)) AS coverage,
-        ARRAY(SELECT t.label || CASE WHEN t.fz IS NOT NULL THEN '~' ELSE '' END
-              FROM unnest(%(t_label)s::text[], %(t_tsq)s::text[], %(t_fuzzy)s::text[]) AS t(label, tsq, fz)
-              WHERE (t.tsq IS NOT NULL AND (x.fts @@ t.tsq::tsquery OR {extra_match}))
-                 OR (t.fz IS NOT NULL AND word_similarity(t.fz, x.content) >= %(fuzzy_min)s)) AS matched,
+        (SELECT coalesce(sum(t.w), 0) / %(w_sum)s
+         FROM unnest(%(t_tsq)s::text[], %(t_w)s::float8[]) AS t(tsq, w)
+         WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS coverage,
+        ARRAY(SELECT t.label FROM unnest(%(t_label)s::text[], %(t_tsq)s::text[]) AS t(label, tsq)
+              WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS matched,
         coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"""

@@ -4,56 +4,56 @@ then those whose text matches it (the expression GIN index on anima_search_vecto
 from __future__ import annotations
 
 from anima_pipeline.recall.query import QueryPlan
+from anima_pipeline.recall.ranking import CAP, lexemes
 from anima_pipeline.recall.render import summary_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
 LIMIT = 12
-_LEVEL_ORDER = "array_position(ARRAY['day', 'week', 'month', 'year'], level)"
 
-# any of the words: the english parser's stems joined by OR (plainto_tsquery would AND them)
-_OR_QUERY = (
-    "SELECT coalesce(string_agg(quote_literal(l), ' | '), '')::tsquery AS q"
-    " FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, %(words)s))) AS l"
-)
-_SQL = f"""
-WITH q AS ({_OR_QUERY})
+_SQL = """
 SELECT id, level, period_start, period_end, content, in_period,
        (CASE WHEN in_period THEN 1 ELSE 0 END) + rank AS score
 FROM (
-    SELECT s.*, EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
-                        WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
-           ts_rank_cd(anima_search_vector(s.content), (SELECT q FROM q), 32) AS rank
+    SELECT s.id, s.level, s.period_start, s.period_end, s.content,
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
+                   WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
+           CASE WHEN %(or_q)s::tsquery IS NULL THEN 0
+                ELSE ts_rank_cd(anima_search_vector(s.content), %(or_q)s::tsquery, 32) END AS rank
     FROM temporal_summary s
-    WHERE s.anima_id = %(anima)s AND s.id IN (
-        (SELECT id FROM temporal_summary t
+    WHERE s.id IN (
+        (SELECT t.id FROM temporal_summary t
          WHERE t.anima_id = %(anima)s AND t.period_start < %(p_max)s::date AND t.period_end >= %(p_min)s::date
-         LIMIT 200)
+         LIMIT %(cap)s)
         UNION
-        (SELECT id FROM temporal_summary t
-         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ (SELECT q FROM q)
-         LIMIT 200))
+        (SELECT t.id FROM temporal_summary t
+         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ %(or_q)s::tsquery
+         LIMIT %(cap)s))
 ) found
 WHERE in_period OR rank > 0
-ORDER BY score DESC, {_LEVEL_ORDER}, period_start DESC
+ORDER BY score DESC, array_position(ARRAY['day', 'week', 'month', 'year'], level), period_start DESC
 LIMIT %(limit)s
 """
 
 
 def rank_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> list[ContextItem]:
+    """Summaries of the periods the question names first (finest level first), then by match."""
     if not plan.about_time:
         return []
-    words = " ".join(plan.terms)
     starts, ends = [p.start for p in plan.periods], [p.end for p in plan.periods]
+    or_q = " | ".join(f"({q})" for _, q in lexemes(conn, plan)) or None
+    if not starts and not or_q:
+        return []
     rows = conn.execute(
         _SQL,
         {
             "anima": anima_id,
-            "words": words,
+            "or_q": or_q,
             "p_start": starts,
             "p_end": ends,
             "p_min": min(starts) if starts else None,
             "p_max": max(ends) if ends else None,
+            "cap": CAP,
             "limit": LIMIT,
         },
     ).fetchall()
