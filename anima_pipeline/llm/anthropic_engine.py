@@ -254,6 +254,33 @@ class AnthropicEngine:
             params["output_config"] = {"effort": effort}
         return params
 
+    def complete(self, step: str, system: str, prompt: str, *, max_tokens: int = 1024) -> tuple[str, Usage]:
+        """One plain text answer (no tools): the evaluation's answer and judge calls. Same
+        retries, budget, batch mode and accounting as a step; a refusal or a cut answer
+        raises like in a step."""
+        if self.budget is not None:
+            self.budget.check(step)
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        if self.settings.llm_effort is not None:
+            params["output_config"] = {"effort": self.settings.llm_effort}
+        response = self._create(step, params)
+        usage = self._usage(response, first=True)
+        if self.budget is not None:
+            self.budget.charge(usage)
+        said = _texts(response)
+        if response.stop_reason == "refusal":
+            raise Refused(f"step {step!r}: the model declined (stop_reason=refusal)", step=step, usage=usage)
+        if response.stop_reason == "max_tokens" and not said:
+            raise OutputTruncated(
+                f"step {step!r}: no answer within max_tokens={max_tokens}", step=step, usage=usage
+            )
+        return said, usage
+
     def _conversation(self, request: StepRequest, runner: ToolRunner) -> Iterator[Usage]:
         """Yields each call's usage as it is spent, so `run` still knows the total if a
         later call fails."""
