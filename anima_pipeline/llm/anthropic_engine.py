@@ -433,7 +433,7 @@ class AnthropicEngine:
             # The SDK's own message quotes the response body; if a proxy echoed the key
             # there, keep that exception out of the chain (and so out of tracebacks).
             leaked = self._api_key.get_secret_value() in str(err)
-            raise self._translate(step, err) from (None if leaked else err)
+            raise self.translate(step, err) from (None if leaked else err)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         err = state.outcome.exception() if state.outcome else None
@@ -452,7 +452,7 @@ class AnthropicEngine:
         )
         return retrying(self._client.messages.create, **params)
 
-    def _translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
+    def translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
         """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""
         attempts = f"{self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
         if isinstance(err, anthropic.APIStatusError):

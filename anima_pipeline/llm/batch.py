@@ -146,8 +146,15 @@ class BatchCollector:
                 )
         except anthropic.AnthropicError as err:
             for slot in batch:
-                if not slot.done.is_set():
-                    slot.error = engine._translate(slot.step, err)
+                if slot.message is None and slot.error is None:
+                    slot.error = engine.translate(slot.step, err)
+        except Exception as err:  # the sender thread must hand every waiting step an answer
+            log.exception("batch of %d request(s) failed", len(batch))
+            for slot in batch:
+                if slot.message is None and slot.error is None:
+                    slot.error = EngineError(
+                        f"step {slot.step!r}: the batch failed: {type(err).__name__}: {err}", step=slot.step
+                    )
         finally:
             for slot in batch:
                 slot.done.set()
