@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from .lexicon import zh_number
 from .sentences import split_sentences
 from .similarity import has_cjk
+from .vocab import MONTH_NUMBER, WEEKDAYS
 
 ATTRIBUTE_CLASS: dict[str, str] = {
     "chinese_zodiac": "immutable",
@@ -87,12 +88,6 @@ _SIGNS = {
     "处女": "virgo", "天秤": "libra", "天平": "libra", "天蝎": "scorpio", "射手": "sagittarius",
     "人马": "sagittarius", "摩羯": "capricorn", "山羊": "capricorn", "水瓶": "aquarius",
     "宝瓶": "aquarius", "双鱼": "pisces",
-}  # fmt: skip
-_MONTHS = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
-    "apr": 4, "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8,
-    "september": 9, "sept": 9, "sep": 9, "october": 10, "oct": 10, "november": 11, "nov": 11,
-    "december": 12, "dec": 12,
 }  # fmt: skip
 _RELATIONSHIP = {
     "single": "single", "married": "married", "divorced": "divorced", "engaged": "engaged",
@@ -260,9 +255,9 @@ _EN_NOT_NAMES = {
     "however", "although", "because", "now", "later", "earlier", "sometimes", "often",
     "wow", "yeah", "yes", "no", "oh", "hey", "hi", "hello", "thanks", "thank", "ok", "okay",
     "yup", "well", "sure", "great", "cool", "nice", "love", "like", "what", "how", "why",
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "year",
+    "year", *WEEKDAYS,
 }  # fmt: skip
-_EN_NOT_NAMES |= set(_MONTHS)  # "May was hard. She …" names a month, not a person
+_EN_NOT_NAMES |= set(MONTH_NUMBER)  # "May was hard. She …" names a month, not a person
 # What may follow a Chinese name: an adverb, a verb, a number (age, date) or 的+attribute.
 _CN_VERB_ANCHOR = (
     rf"(?:{_CN_ADVERBS}|是|在|有|喜欢|不|爱|讨厌|住|属|来自|出生|生于|会|要|想|觉得|认为|说|曾|和|跟|从|把|"
@@ -361,13 +356,13 @@ def _parse_birthday(value: str) -> str | None:
     elif m := re.search(r"\b\d{4}-(\d{1,2})-(\d{1,2})\b", value):
         month, day = int(m[1]), int(m[2])
     else:
-        names = "|".join(sorted(_MONTHS, key=len, reverse=True))
+        names = "|".join(sorted(MONTH_NUMBER, key=len, reverse=True))
         m1 = re.search(rf"\b({names})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", value)
         m2 = re.search(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({names})\b", value)
         if m1:
-            month, day = _MONTHS[m1[1]], int(m1[2])
+            month, day = MONTH_NUMBER[m1[1]], int(m1[2])
         elif m2:
-            month, day = _MONTHS[m2[2]], int(m2[1])
+            month, day = MONTH_NUMBER[m2[2]], int(m2[1])
         else:
             return None
     if month is None or day is None or not (1 <= month <= 12 and 1 <= day <= 31):
@@ -409,7 +404,7 @@ _S_EN = r"(?P<subj>[^\W\d_][^,;:]{0,60}?)"
 _A_EN = rf"(?:(?:{_EN_ADVERBS})\s+)*"
 _ANIMALS_EN = "|".join(k for k in _ANIMALS if k.isascii())
 _SIGNS_EN = "|".join(k for k in _SIGNS if k.isascii())
-_MONTHS_EN = "|".join(_MONTHS)
+_MONTHS_EN = "|".join(MONTH_NUMBER)
 _LIKE_EN = (
     r"(?:does\s*n[o']?t|do\s*n[o']?t|did\s*n[o']?t|no\s+longer|never)\s+(?:really\s+|particularly\s+|much\s+)?"
     r"(?:like|love|enjoy|care\s+for)s?"

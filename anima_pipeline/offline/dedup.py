@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import lexicon as lx
 from .light_text import CJK, normalize_key
 from .light_types import Decision, FactCandidate
+from .vocab import STOPWORDS
 
 
 def _tokens(text: str) -> set[str]:
     """Content words, plus Chinese character bigrams, for overlap measures."""
     key = normalize_key(text)
-    words = {w for w in key.split() if w not in lx.STOPWORDS and not CJK.search(w)}
+    words = {w for w in key.split() if w not in STOPWORDS and not CJK.search(w)}
     cjk = "".join(CJK.findall(key))
     return words | {cjk[i : i + 2] for i in range(len(cjk) - 1)}
 
