@@ -106,14 +106,18 @@ def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
 
 
 def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str) -> list[dict]:
-    """This night's writes to `table` by the steps that run from deep sleep on (the rounds
-    themselves, the dream, the self refresh, reference sync): undone, they give the store as
-    deep sleep found it, which every round shows the same (one cached prompt prefix)."""
+    """This night's writes to `table` by the night's steps that run from deep sleep on (the
+    rounds themselves, the dream, the self refresh, reference sync, summaries): undone, they
+    give the store as deep sleep found it, which every round shows the same (one cached
+    prompt prefix). Writes from outside the night (an agent's `remember` that day) stay."""
+    from anima_pipeline.sleep.cycle import STEP_KEYS  # the registry imports this module
+
+    later = [k for k in STEP_KEYS if k not in BEFORE_DEEP_SLEEP]
     return conn.execute(
         """SELECT id, memory_id, op, before, after, step FROM memory_event
-           WHERE anima_id = %s AND day = %s AND table_name = %s AND NOT (step = ANY(%s))
+           WHERE anima_id = %s AND day = %s AND table_name = %s AND step = ANY(%s)
            ORDER BY id""",
-        (anima_id, night.day, table, list(BEFORE_DEEP_SLEEP)),
+        (anima_id, night.day, table, later),
     ).fetchall()
 
 
