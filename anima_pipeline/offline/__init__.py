@@ -9,7 +9,8 @@ Per step, a planner over the same inputs the step gives the LLM:
     self_blocks   persona, values, relationships, current_state
 
 The rules they use: light (facade) over facts / facts_en / facts_zh (one sentence to a
-fact, per language), rewrite_en, attributes, anchors, emotion, significance, small_talk,
+fact, per language), rewrite_en, attributes (over attributes_en / attributes_zh, the
+patterns per language), anchors, emotion, significance, small_talk,
 dedup, dates; deep (deep-sleep decisions), similarity; entities (names, content words,
 plans). Shared vocabularies (months, weekdays, number words, irregular verbs, stop words)
 are in vocab, cue patterns in lexicon. Nothing here touches the database or Dagster.

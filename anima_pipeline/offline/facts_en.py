@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 
 from . import lexicon as lx
-from .emotion import message_feeling
+from .emotion import utterance_feeling
 from .fact_context import CONFIDENCE, IMPRINT_FEELING, Context
-from .light_text import WORD, clean_text, content_words, quoted_titles
+from .light_text import WORD, content_words, quoted_titles
 from .light_types import Utterance
 from .rewrite_en import FIRST_PERSON_STRICT, is_vocative, strip_en, third_person, you_as_i
 from .significance import narrative_significance
@@ -162,9 +162,7 @@ def en_fact(sentence: str, utt: Utterance, ctx: Context) -> tuple[str, str, floa
     score = _en_score(you_as_i(original) if you_mode else original, ctx.names, significance)
     if score < _MIN_SCORE and not (not you_mode and score >= _MIN_EVENT and _concrete_event(original)):
         return None
-    ftype = _en_type(
-        you_as_i(original) if you_mode else original, significance, message_feeling(clean_text(utt.text))
-    )
+    ftype = _en_type(you_as_i(original) if you_mode else original, significance, utterance_feeling(utt.text))
     if ftype == "opinion" and utt.role == "assistant" and not you_mode and not ctx.narrator:
         return None  # an AI's view of the user's news ("a brave move, I think") is no memory
     confidence = CONFIDENCE[ftype]

@@ -13,11 +13,8 @@ deep-sleep events backwards. Message 1.5 is the same events, forwards, in the se
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
-import os
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -26,12 +23,12 @@ from typing import Any
 from anima_pipeline.llm.types import StepRequest, TextBlock, Usage
 from anima_pipeline.offline.deep import is_split_candidate
 from anima_pipeline.offline.deep_plans import attribute_pairs, merge_candidates, round_plan
-from anima_pipeline.sleep import prompts
+from anima_pipeline.sleep import guards, prompts
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
@@ -75,14 +72,11 @@ class DeepSleepTooLarge(RuntimeError):
     pass
 
 
-class BreakerTripped(RuntimeError):
-    pass
-
-
 @dataclass(frozen=True)
 class Settings:
-    breaker_ratio: float = 0.25
-    breaker_min: int = 5  # fewer deprecations than this never trip (a tiny store merging one pair is fine)
+    """Deep sleep's own knobs. How much a round may retire is the shared loss guard
+    (sleep/guards.py), checked by the step frame for every step."""
+
     merge_threshold: float = 0.75
     stale_pin_days: int = 30
     trgm_threshold: float = 0.35
@@ -106,18 +100,16 @@ def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
 
 
 def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str) -> list[dict]:
-    """This night's writes to `table` by the night's steps that run from deep sleep on (the
-    rounds themselves, the dream, the self refresh, reference sync, summaries): undone, they
-    give the store as deep sleep found it, which every round shows the same (one cached
-    prompt prefix). Writes from outside the night (an agent's `remember` that day) stay."""
-    from anima_pipeline.sleep.cycle import STEP_KEYS  # the registry imports this module
-
-    later = [k for k in STEP_KEYS if k not in BEFORE_DEEP_SLEEP]
+    """This night's writes to `table` by the steps that run from deep sleep on (the rounds
+    themselves, the dream, the self refresh, reference sync): undone, they give the store as
+    deep sleep found it, which every round shows the same (one cached prompt prefix). An
+    agent's own writes of that day (remember) are part of what deep sleep finds, not undone."""
     return conn.execute(
         """SELECT id, memory_id, op, before, after, step FROM memory_event
-           WHERE anima_id = %s AND day = %s AND table_name = %s AND step = ANY(%s)
+           WHERE anima_id = %s AND day = %s AND table_name = %s AND NOT (step = ANY(%s))
+             AND NOT starts_with(step, %s)
            ORDER BY id""",
-        (anima_id, night.day, table, later),
+        (anima_id, night.day, table, list(BEFORE_DEEP_SLEEP), AGENT_STEP_PREFIX),
     ).fetchall()
 
 
@@ -444,13 +436,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             stats["candidates"] = stats.get("candidates", 0) + pre.count
         lost = _deprecated_in_round(conn, audit, step, watermark)
         stats.update(totals, deprecated_total=lost, message1_chars=msg1_chars, size_band=band)
-        limit = cfg.breaker_ratio * len(current)
-        if lost > limit and lost >= cfg.breaker_min:
-            raise BreakerTripped(
-                f"deep sleep round {round_index} ({round_name}) would deprecate {lost} of {len(current)} active "
-                f"memories ({lost / len(current):.0%}), above the breaker setting breaker_ratio={cfg.breaker_ratio:.0%}; "
-                "rolled back. Check the round's input, or raise breaker_ratio for this run."
-            )
+        guards.check_step(
+            conn, audit, night.limits, watermark
+        )  # before the log: a tripped round logs nothing
         if round_name == "pin_review":
             stats["pinned_after"] = sum(1 for m in MemoryRepo(conn).active(anima_id) if m.pinned)
             stats["resident_cap"] = RESIDENT_CAP
@@ -494,7 +482,12 @@ def _write_log(
         return
     path = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {
+    data = (
+        json.loads(path.read_text())
+        if path.exists()
+        else {"day": str(night.day), "round": round_name, "round_index": round_index, "animas": {}}
+    )
+    data["animas"][anima_id] = {
         "run_id": night.run_id,
         "active_count": stats.get("active_count"),
         "earlier_changes": stats.get("earlier_changes"),
@@ -505,20 +498,9 @@ def _write_log(
         "change_log": message_one_five(earlier),
         "written_at": datetime.now().astimezone().isoformat(),
     }
-    # One file per round holds every anima of the night, and the animas of a night run at
-    # once (threads or processes): read-modify-write under an exclusive lock on a sidecar
-    # file, through a temporary file of this writer's own.
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = (
-            json.loads(path.read_text())
-            if path.exists()
-            else {"day": str(night.day), "round": round_name, "round_index": round_index, "animas": {}}
-        )
-        data["animas"][anima_id] = entry
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-        tmp.replace(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    tmp.replace(path)
 
 
 def deconflict(db: Database, night: Night, anima_id: str) -> StepResult:

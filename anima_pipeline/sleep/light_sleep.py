@@ -72,6 +72,22 @@ def _chars(request: StepRequest) -> int:
     return sum(len(b.text) for b in [*request.system, *request.user])
 
 
+def _outcome(
+    step: str, executor: ToolExecutor, request: StepRequest, usage: Usage, **stats: int
+) -> StepOutcome:
+    """The stats every stage reports: its own counts, the input size, its zero counts (a quiet
+    night plots as 0) overridden by what the executor did."""
+    return StepOutcome(
+        stats={
+            **stats,
+            "input_chars": _chars(request),
+            **dict.fromkeys(ZERO_COUNTS[step], 0),
+            **executor.stats,
+        },
+        usage=usage,
+    )
+
+
 # ---- stage 1: semantic --------------------------------------------------------------
 
 
@@ -168,15 +184,7 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
         )
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
         usage = night.engine.run(request, executor, lambda: anchor_plan(convs, night.tz, seen))
-        return StepOutcome(
-            stats={
-                "conversations": len(convs),
-                "input_chars": _chars(request),
-                **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0),
-                **executor.stats,
-            },
-            usage=usage,
-        )
+        return _outcome(STEP_LIMBIC, executor, request, usage, conversations=len(convs))
 
     return run_step(db, night, anima_id, STEP_LIMBIC, body)
 
@@ -228,15 +236,7 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         )
         told = {i for n in narratives for i in n["source_memory_ids"]}
         usage = night.engine.run(request, executor, lambda: narrative_plan(recent, told, night.tz))
-        return StepOutcome(
-            stats={
-                "candidates": len(recent),
-                "input_chars": _chars(request),
-                **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0),
-                **executor.stats,
-            },
-            usage=usage,
-        )
+        return _outcome(STEP_NARRATIVE, executor, request, usage, candidates=len(recent))
 
     return run_step(db, night, anima_id, STEP_NARRATIVE, body)
 
@@ -282,15 +282,13 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
             ),
         )
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
-        return StepOutcome(
-            stats={
-                "narratives_read": len(narratives),
-                "input_chars": _chars(request),
-                "summary_chars": len(current),
-                **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0),
-                **executor.stats,
-            },
-            usage=usage,
+        return _outcome(
+            STEP_SUMMARY,
+            executor,
+            request,
+            usage,
+            narratives_read=len(narratives),
+            summary_chars=len(current),
         )
 
     return run_step(db, night, anima_id, STEP_SUMMARY, body)
