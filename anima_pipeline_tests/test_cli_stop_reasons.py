@@ -58,6 +58,7 @@ def env(db_url: str, tmp_path: Path) -> dict[str, str]:
         "ANIMA_ENGINE": "anthropic",
         "ANTHROPIC_API_KEY": KEY,
         "ANIMA_LLM_MAX_TOKENS": "8000",
+        "ANIMA_START_DATE": "2026-11-01",  # imported in-process, not through `anima import`
     }
     env.pop("DAGSTER_PG_URL", None)
     return env
