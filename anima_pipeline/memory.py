@@ -49,6 +49,7 @@ from anima_pipeline.store.archive import (
     import_records,
     open_conversation,
 )
+from anima_pipeline.store.calendar import record_first_day
 from anima_pipeline.store.db import Connection, Database, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryType
@@ -209,6 +210,10 @@ class AnimaMemory:
                     str(exc).split(": ", 1)[-1], field=f"messages[{i}].{exc.field}", message_id=exc.message_id
                 ) from None
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
+        if stats.messages_added:
+            # as `anima import` does: a message older than the store's first day moves the
+            # night's first partition earlier, so its day can be slept
+            record_first_day(self.settings.home, days[0])
         return AppendResult(
             received=len(records),
             added=stats.messages_added,
