@@ -98,6 +98,7 @@ class Settings(BaseSettings):
     recall_summary_chars: int = 500  # at most this much of it for summaries, on a question about a time
     recall_resident_chars: int = 2000
     recall_item_max_chars: int = 400  # a longer item is cut around the words asked about
+    recall_score_floor: float = 0.0  # weak items (under this × their section's best) only fill what is left
     recall_resident_top_n: int = 20
     recall_pinned_max: int = 40
 

@@ -51,7 +51,8 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from anima_pipeline.recall.assemble import Packer, assemble_context
+from anima_pipeline.config import get_settings
+from anima_pipeline.recall.assemble import Packer, assemble_context, budgets_from
 from anima_pipeline.recall.passive import rank_memories
 from anima_pipeline.recall.query import plan_query
 from anima_pipeline.recall.render import message_item
@@ -144,6 +145,11 @@ class Bm25:
         return [dict(self.rows[i], score=s) for s, i in scores[:80]]
 
 
+def _budgets(budget: int, share: float) -> Budgets:
+    """The configured budgets (ANIMA_RECALL_*), with this recall budget and memory share."""
+    return budgets_from(get_settings()).model_copy(update={"recall": budget, "memory_share": share})
+
+
 def _text(items) -> str:
     return "\n".join(i.line for i in items)
 
@@ -185,14 +191,12 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
             contexts = {"bm25": _text(_pack("episodic", bm, words, budget, item_max))}
             mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
             contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
-            only_msgs = Budgets(recall=budget, memory_share=0.0, summaries=0)
+            only_msgs = _budgets(budget, 0.0).model_copy(update={"summaries": 0, "floor": 0.0})
             ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now)
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:
                 started = time.perf_counter()
-                ctx = assemble_context(
-                    conn, anima, q["question"], budgets=Budgets(recall=budget, memory_share=share), now=now
-                )
+                ctx = assemble_context(conn, anima, q["question"], budgets=_budgets(budget, share), now=now)
                 seconds.append(time.perf_counter() - started)
                 used = sum(s.chars_used for s in ctx.sections if s.name != "resident")
                 assert used <= budget, (q["qa_id"], used)
@@ -240,9 +244,7 @@ def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
                     counts["dated"] += 1
                     now = datetime(2023, 5, 7, 21, tzinfo=TZ)
                     conv = f"{anima}:{day.isoformat()}"
-                    ctx = assemble_context(
-                        conn, anima, question, budgets=Budgets(recall=budget, memory_share=share), now=now
-                    )
+                    ctx = assemble_context(conn, anima, question, budgets=_budgets(budget, share), now=now)
                     items = [i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items]
                     counts["assembled"] += any(i.conversation_id == conv or conv in i.sources for i in items)
                     bm = Bm25(conn, anima)
@@ -303,8 +305,6 @@ def main(argv: list[str] | None = None) -> int:
     if not qa.exists() or not archive.exists():
         print(f"LoCoMo dev data not found under {args.data}; nothing to measure.", file=sys.stderr)
         return 2
-    from anima_pipeline.config import get_settings
-
     shares = args.share or [get_settings().recall_memory_share]
     questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
     names = speaker_names(read_jsonl(archive))

@@ -83,15 +83,17 @@ class AssembledContext(BaseModel):
 
 class Budgets(BaseModel):
     """Characters per section. `recall` is passive memories + episodic messages + summaries
-    together; `memory_share` is the part of it memories may take first (what they leave
-    flows to messages, and back); summaries may take up to `summaries` of it when the
-    question is about a time; `item_max` cuts a single long item."""
+        together; `memory_share` is the part of it memories may take first (what they leave
+        flows to messages, and back); summaries may take up to `summaries` of it when the
+        question is about a time; `item_max` cuts a single long item; items under `floor` × the best
+    score of their section only fill what the strong items of both sections left."""
 
     resident: int = Field(default=2000, ge=0)
     recall: int = Field(default=2000, ge=0)
     memory_share: float = Field(default=0.5, ge=0, le=1)
     summaries: int = Field(default=500, ge=0)
     item_max: int = Field(default=400, ge=40)
+    floor: float = Field(default=0.0, ge=0, le=1)
 
 
 class SearchPage(BaseModel):
