@@ -191,7 +191,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
             contexts = {"bm25": _text(_pack("episodic", bm, words, budget, item_max))}
             mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
             contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
-            only_msgs = _budgets(budget, 0.0).model_copy(update={"summaries": 0, "floor": 0.0})
+            only_msgs = _budgets(budget, 0.0).model_copy(update={"summaries": 0})
             ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now)
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:

@@ -12,8 +12,7 @@ search, each its own bucket; no cross-type fused list):
 
 Sections 2-4 share one character budget (`Budgets.recall`, default 2,000): summaries take at
 most `Budgets.summaries` of it first, memories up to `memory_share` of what is left, messages
-the rest, then memories whatever messages left; in these passes only items scoring at least
-`Budgets.floor` × their section's best are taken, weaker ones fill what is still free. Items are packed by characters, best first: an
+the rest, then memories whatever messages left. Items are packed by characters, best first: an
 item longer than `item_max` is cut around the words asked about (marked " …"), one that does
 not fit what is left is skipped, so a section never overflows. Nothing here writes.
 
@@ -54,7 +53,6 @@ def budgets_from(settings: Settings) -> Budgets:
         memory_share=settings.recall_memory_share,
         summaries=settings.recall_summary_chars,
         item_max=settings.recall_item_max_chars,
-        floor=settings.recall_score_floor,
     )
 
 
@@ -64,19 +62,13 @@ class Packer:
     def __init__(self, name: SectionName, ranked: list[ContextItem], words: list[str], item_max: int) -> None:
         self.section = ContextSection(name=name, title=SECTION_TITLES[name])
         self.queue, self.words, self.item_max = list(ranked), words, item_max
-        self.best = max((i.score for i in ranked), default=0.0)
 
-    def fill(self, room: int, floor: float = 0.0) -> int:
-        """Take items scoring at least `floor` × the section's best into `room` more characters;
-        returns the characters taken."""
+    def fill(self, room: int) -> int:
+        """Take items into `room` more characters; returns the characters taken."""
         self.section.budget += room
         taken, rest = 0, []
         for item in self.queue:
-            fitted = (
-                None
-                if item.score < floor * self.best
-                else cut(item, min(self.item_max, room - taken), self.words)
-            )
+            fitted = cut(item, min(self.item_max, room - taken), self.words)
             if fitted is None:
                 rest.append(item)
                 continue
@@ -136,10 +128,7 @@ def assemble_context(
         words,
         budgets.item_max,
     )
-    # Strong items of each section first (its share, then what the other left), weak ones last.
-    left -= memories.fill(round(left * budgets.memory_share), budgets.floor)
-    left -= episodic.fill(left, budgets.floor)
-    left -= memories.fill(left, budgets.floor)
+    left -= memories.fill(round(left * budgets.memory_share))
     left -= episodic.fill(left)
     memories.fill(left)
 

@@ -12,8 +12,9 @@ A few statements per source (memories, messages), whatever the size of the store
 3. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
    similarity in the anima's vocabulary (``recall_word``, kept by triggers) and searched as
    the word it most resembles ("resturant" -> "restaurant").
-4. *Score.* Only the candidates (at most a few hundred rows, fetched by primary key) are
-   scored: the IDF-weighted share of the query's terms each one holds, IDF
+4. *Score.* Candidates are first ordered by the weights of the terms their id lists show
+   (exact for the rarer terms, whose lists are complete); only the best `SCORED` (fetched by
+   primary key) are scored in full: the IDF-weighted share of the query's terms each one holds, IDF
    ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity; plus the
    source's own bonuses (a dated memory for a "when" question, a message of the period named).
 
@@ -33,8 +34,9 @@ from zoneinfo import ZoneInfo
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.store.db import Connection
 
-CAP = 200  # ids read per term from the index; document frequencies are counted up to it
+CAP = 100  # ids read per term from the index; document frequencies are counted up to it
 IDF_REF = 10 * CAP  # the collection size IDF is taken against: weights do not drift as a store grows
+SCORED = 100  # candidates scored in full, the best by the terms their id lists show
 SPELLING_MIN = 0.45  # pg_trgm similarity a vocabulary word needs to stand for a misspelt one
 RANK_CD_WEIGHT = 0.1
 
@@ -156,7 +158,7 @@ def probe(
     found = _lookup(conn, table, where, args, [t.tsquery for t in terms], extra)
     for term, ids in zip(terms, found, strict=False):
         term.ids = ids
-    candidates = dict.fromkeys(id_ for ids in found for id_ in ids)
+    estimate: dict[int, float] = {id_: 0.0 for ids in found for id_ in ids}
     misspelt = [
         t for t in terms if not t.ids and len(t.label) >= 4 and t.label.isascii() and t.label.isalpha()
     ]
@@ -168,8 +170,17 @@ def probe(
             fixes, _lookup(conn, table, where, args, [q for _, (_, q) in fixes], []), strict=True
         ):
             term.label, term.tsquery, term.ids = f"{term.label}~{word}", q, ids
-            candidates.update(dict.fromkeys(ids))
-    return Probe(terms=terms, candidates=list(candidates))
+            estimate.update(dict.fromkeys(ids, 0.0))
+    # What the id lists show: the weight of every term a candidate was found under (exact for
+    # the rarer terms, whose lists are complete); the period's rows count as one rare term.
+    for term in terms:
+        for id_ in term.ids:
+            estimate[id_] += term.weight
+    for ids in found[len(terms) + (1 if len(terms) > 1 else 0) :]:
+        for id_ in ids:
+            estimate[id_] += math.log(1 + IDF_REF)
+    best = sorted(estimate, key=lambda i: (-estimate[i], -i))[:SCORED]
+    return Probe(terms=terms, candidates=best)
 
 
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
