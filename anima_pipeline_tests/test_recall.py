@@ -307,6 +307,13 @@ class _Recording:
         self.statements.append((sql, params))
         return self.conn.execute(sql, params)
 
+    def pipeline(self):
+        return self.conn.pipeline()
+
+    @property
+    def info(self):
+        return self.conn.info
+
 
 def test_recall_reads_indexes_not_the_table(db: Database) -> None:
     words = "river mountain garden piano kitchen market harbour library station museum".split()

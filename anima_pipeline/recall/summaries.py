@@ -3,6 +3,8 @@ then those whose text matches it (the expression GIN index on anima_search_vecto
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.ranking import CAP, lexemes
 from anima_pipeline.recall.render import summary_item
@@ -38,13 +40,17 @@ LIMIT %(limit)s
 
 def rank_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> list[ContextItem]:
     """Summaries of the periods the question names first (finest level first), then by match."""
-    if not plan.about_time:
-        return []
+    lexemes(conn, plan)
+    return send_summaries(conn, anima_id, plan)()
+
+
+def send_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> Callable[[], list[ContextItem]]:
+    """`rank_summaries` in two halves (pipeline mode); the plan's terms are normalized already."""
     starts, ends = [p.start for p in plan.periods], [p.end for p in plan.periods]
-    or_q = " | ".join(f"({q})" for _, q in lexemes(conn, plan)) or None
-    if not starts and not or_q:
-        return []
-    rows = conn.execute(
+    or_q = " | ".join(f"({q})" for _, q in plan.lexemes or []) or None
+    if not plan.about_time or (not starts and not or_q):
+        return lambda: []
+    cur = conn.execute(
         _SQL,
         {
             "anima": anima_id,
@@ -56,8 +62,8 @@ def rank_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> list[Con
             "cap": CAP,
             "limit": LIMIT,
         },
-    ).fetchall()
-    return [
+    )
+    return lambda: [
         summary_item(r, score=float(r["score"]), why="covers the period" if r["in_period"] else "matched")
-        for r in rows
+        for r in cur.fetchall()
     ]
