@@ -12,7 +12,7 @@ stages, so that at each size the table holds exactly that many (all active):
 * Texts are the shared data's lines (LoCoMo dev and MemoryBank archives), each copied with
   its speakers' names replaced by names drawn from 3,000 made-up ones, and dated on a random
   day of five years. Messages: 20,000 conversations of 50 lines. Memories: one line each,
-  with a name, a type and a source conversation; about one in ten pinned or cited.
+  with a name, a type and a source conversation; 20 pinned, about one in ten cited.
 * Everything is bulk-loaded with COPY, then VACUUM ANALYZE, as a store is after its nights.
 * Questions: the LoCoMo dev questions and MemoryBank probing questions, names replaced the
   same way, ``--queries`` of them drawn once (seeded) and asked at every size.
@@ -47,6 +47,7 @@ DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/anima_recall_scale"
 START = datetime(2021, 1, 1, tzinfo=UTC)
 DAYS = 5 * 365
 TYPES = ("world", "experience", "preference", "opinion", "imprint")
+PINS = 20  # the first memories loaded are pinned; about one in ten is cited
 
 
 def made_up_names(n: int, rng: random.Random) -> list[str]:
@@ -153,12 +154,12 @@ def load_messages(conn, lines: Lines) -> None:
     print(f"messages: {MESSAGES:,} loaded in {time.perf_counter() - started:.0f} s", flush=True)
 
 
-def load_memories(conn, lines: Lines, count: int) -> None:
+def load_memories(conn, lines: Lines, count: int, loaded: int) -> None:
     with conn.cursor().copy(
         """COPY semantic_memory (anima_id, type, content, source_sessions, observed_at, pinned,
                                  reference_count) FROM STDIN"""
     ) as copy:
-        for _ in range(count):
+        for n in range(count):
             text, name = lines.line()
             content = text if name in text else f"{name}: {text}"
             roll = lines.rng.random()
@@ -169,7 +170,7 @@ def load_memories(conn, lines: Lines, count: int) -> None:
                     content[:600],
                     [f"{ANIMA}:c{lines.rng.randrange(MESSAGES // PER_CONVERSATION)}"],
                     lines.day(),
-                    roll < 0.0005,
+                    loaded + n < PINS,
                     round(lines.rng.random() * 5, 2) if roll < 0.1 else 0,
                 )
             )
@@ -230,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in SIZES:
         started = time.perf_counter()
         with psycopg.connect(args.url, autocommit=True) as conn, conn.transaction():
-            load_memories(conn, lines, size - loaded)
+            load_memories(conn, lines, size - loaded, loaded)
         loaded = size
         vacuum(args.url)
         print(

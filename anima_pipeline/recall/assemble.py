@@ -110,15 +110,15 @@ def assemble_context(
         resident, overflow = firsts[0]
         memory_search.params["exclude_ids"] = [m.id for m in resident]
 
-    (memories_ranked, messages_ranked), (summaries_ranked,) = run(
+    (memories_ranked, messages_ranked), (_, summaries_ranked) = run(
         conn,
         anima_id,
         [memory_search, message_search],
         first=(
             lambda: send_resident(conn, anima_id, settings.recall_resident_top_n, settings.recall_pinned_max),
+            lambda: send_summaries(conn, anima_id, plan),
         ),
         prepare=prepare,
-        second=(lambda: send_summaries(conn, anima_id, plan),),
     )
     resident_items = [memory_item(m.model_dump(), score=0.0, why="resident", tz=tz) for m in resident]
     resident_pack = Packer("resident", resident_items, [], budgets.item_max)

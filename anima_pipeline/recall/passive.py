@@ -15,8 +15,8 @@ from anima_pipeline.store.db import Connection
 DATE_BONUS = 0.2  # a memory carrying a date, when the question asks when
 PERIOD_BONUS = 0.3  # a memory observed in the period the question names
 
+# The resident set is left out when candidates are scored (it is read in the same round trip).
 _WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
-    AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
     AND NOT (cardinality(x.source_sessions) > 0 AND x.source_sessions <@ %(exclude_sessions)s::text[])
     AND (%(types)s::text[] IS NULL OR x.type = ANY(%(types)s::text[]))
     AND (%(since)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) >= %(since)s::timestamptz)

@@ -5,7 +5,8 @@ sources' statements of one stage go to the server together (pipeline mode), so a
 costs three round trips (four more when a word is misspelt), not one per statement:
 
 1. *Terms.* The question's words and CJK bigrams go through ``plainto_tsquery('english', …)``
-   once (PostgreSQL stems them and drops its stop words); the same stem twice counts once.
+   in the probe itself (PostgreSQL stems them and drops its stop words); the same stem twice
+   counts once.
 2. *Probe.* For every term one index lookup, ``fts @@ term``, reads at most `CAP` matching
    ids; one more reads the rows holding all terms; with a time column, the rows of the
    periods the question names. A term's document frequency is the number of ids found: exact
@@ -83,8 +84,6 @@ class Probe:
         }
 
 
-_LEXEMES_SQL = """SELECT w.word, plainto_tsquery('english'::regconfig, w.word)::text AS q
-                  FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, i) ORDER BY w.i"""
 _CORRECTIONS_SQL = """
 SELECT t.word AS typo, best.word, plainto_tsquery('english'::regconfig, best.word)::text AS q
 FROM unnest(%(typos)s::text[]) AS t(word)
@@ -126,31 +125,6 @@ def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
     return common
 
 
-def send_lexemes(conn: Connection, plan: QueryPlan) -> Callable[[], None] | None:
-    """Queue the normalization of the plan's terms; the returned function stores the result on
-    the plan ((word, tsquery text), stop words dropped, one per stem). None when already done."""
-    if plan.lexemes is not None:
-        return None
-    cur = conn.execute(_LEXEMES_SQL, (plan.terms,))
-
-    def take() -> None:
-        seen: set[str] = set()
-        plan.lexemes = []
-        for r in cur.fetchall():
-            if r["q"] and r["q"] not in seen:
-                seen.add(r["q"])
-                plan.lexemes.append((r["word"], r["q"]))
-
-    return take
-
-
-def lexemes(conn: Connection, plan: QueryPlan) -> list[tuple[str, str]]:
-    take = send_lexemes(conn, plan)
-    if take:
-        take()
-    return plan.lexemes or []
-
-
 class Search:
     """One source's ranking in stages (probe, spelling, score), so that the stages of several
     sources go to the server together (psycopg pipeline mode: one round trip per stage)."""
@@ -165,21 +139,30 @@ class Search:
         self.plan, self.params, self.tz, self.limit, self.offset = plan, params, tz, limit, offset
         self.terms: list[Term] = []
         self.found: list[list[int]] = []
+        self.periods_found: list[list[int]] = []
         self.misspelt: list[Term] = []
         self.probe = Probe()
 
     # stage 1 ---------------------------------------------------------------------------
     def send_probe(self, conn: Connection) -> Callable[[], None]:
-        frequent = common_lexemes(conn, self.table)
-        self.terms = [Term(label=w, tsquery=q, common=q in frequent) for w, q in self.plan.lexemes or []]
-        probed = [t for t in self.terms if not t.common]
+        words = self.plan.terms
         periods = self.plan.periods if self.time_column else []
-        args = dict(self.params, cap=CAP)
+        args = dict(self.params, cap=CAP, common=sorted(common_lexemes(conn, self.table)))
+        branches = []
+        for i, word in enumerate(words):
+            # the word's stem(s); a stop word gives an empty query that matches nothing, and a
+            # common stem is not read at all (a one-time filter before the scan)
+            args[f"w{i}"] = word
+            q = f"plainto_tsquery('english'::regconfig, %(w{i})s)"
+            branches.append(
+                f"SELECT {i} AS i, {q}::text AS tsq, ARRAY(SELECT x.id FROM {self.table} x WHERE {self.where}"
+                f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
+            )
         extra = []
-        if len(self.terms) > 1:  # the rows holding every term, however common each one is
-            args["q_all"] = " & ".join(f"({t.tsquery})" for t in self.terms)
+        if len(words) > 1:  # the rows holding every term, however common each one is
+            every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in range(len(words)))
             extra.append(
-                f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.fts @@ %(q_all)s::tsquery LIMIT %(cap)s"
+                f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.fts @@ ({every}) LIMIT %(cap)s"
             )
         for i, p in enumerate(periods):
             args[f"ps{i}"] = datetime.combine(p.start, time(), self.tz)
@@ -189,16 +172,31 @@ class Search:
                 f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.{col} >= %(ps{i})s"
                 f" AND x.{col} < %(pe{i})s ORDER BY x.{col} LIMIT %(cap)s"
             )
-        take = self._send_lookup(conn, args, [t.tsquery for t in probed], extra)
+        branches += [f"SELECT {len(words) + k} AS i, NULL, ARRAY({sql})" for k, sql in enumerate(extra)]
+        if not branches:
+            return lambda: None
+        cur = conn.execute(" UNION ALL ".join(branches), args)
+        common = set(args["common"])
 
         def done() -> None:
-            self.found = take()
-            for term, ids in zip(probed, self.found, strict=False):
-                term.ids = ids
+            rows = sorted(cur.fetchall(), key=lambda r: r["i"])
+            seen: set[str] = set()
+            for r in rows[: len(words)]:
+                if r["tsq"] and r["tsq"] not in seen:  # a stop word, or the same stem twice
+                    seen.add(r["tsq"])
+                    self.terms.append(
+                        Term(label=words[r["i"]], tsquery=r["tsq"], ids=r["ids"], common=r["tsq"] in common)
+                    )
+            self.found = [r["ids"] for r in rows]
+            self.periods_found = [r["ids"] for r in rows[len(words) + (1 if len(words) > 1 else 0) :]]
             self.misspelt = [
                 t
-                for t in probed
-                if not t.ids and len(t.label) >= 4 and t.label.isascii() and t.label.isalpha()
+                for t in self.terms
+                if not t.ids
+                and not t.common
+                and len(t.label) >= 4
+                and t.label.isascii()
+                and t.label.isalpha()
             ]
 
         return done
@@ -222,14 +220,16 @@ class Search:
     def send_score(self, conn: Connection) -> Callable[[], list[ContextItem]] | None:
         # What the id lists show: the weight of every term a candidate was found under (exact
         # for the rarer terms, whose lists are complete); a period's rows count as a rare term.
-        n_terms = len([t for t in self.terms if not t.common]) + (1 if len(self.terms) > 1 else 0)
-        estimate: dict[int, float] = {id_: 0.0 for ids in self.found for id_ in ids}
+        excluded = set(self.params.get("exclude_ids") or ())
+        estimate: dict[int, float] = {id_: 0.0 for ids in self.found for id_ in ids if id_ not in excluded}
         for term in self.terms:
             for id_ in term.ids:
-                estimate[id_] += term.weight
-        for ids in self.found[n_terms : n_terms + len(self.plan.periods if self.time_column else [])]:
+                if id_ in estimate:
+                    estimate[id_] += term.weight
+        for ids in self.periods_found:
             for id_ in ids:
-                estimate[id_] += math.log(1 + IDF_REF)
+                if id_ in estimate:
+                    estimate[id_] += math.log(1 + IDF_REF)
         self.probe = Probe(self.terms, sorted(estimate, key=lambda i: (-estimate[i], -i))[:SCORED])
         if not self.probe.candidates or self.limit <= 0:
             return None
@@ -304,22 +304,21 @@ def run(
     *,
     first: tuple[Callable[[], Any], ...] = (),
     prepare: Callable[[list[Any]], None] | None = None,
-    second: tuple[Callable[[], Any], ...] = (),
 ) -> tuple[list[list[ContextItem]], list[Any]]:
-    """Every stage of `searches`, one round trip per stage. `first` are queued with the term
-    normalization and their results handed to `prepare` before the probes; `second` are queued
-    with the probes. Returns the searches' ranked items and the results of `second`."""
+    """Every stage of `searches`, one round trip per stage: the probes (with the one-off
+    statements `first`, whose results go to `prepare` before scoring), the spelling stage when
+    a word was found nowhere, the scoring. Returns the ranked items and the results of `first`."""
     plan = searches[0].plan
-    firsts = pipelined(conn, lambda: send_lexemes(conn, plan), *first)
+    results = pipelined(conn, *(lambda s=s: s.send_probe(conn) for s in searches), *first)
+    firsts = results[len(searches) :]
     if prepare:
-        prepare(firsts[1:])
-    seconds = pipelined(conn, *(lambda s=s: s.send_probe(conn) for s in searches), *second)
+        prepare(firsts)
     words = [t.label for s in searches for t in s.misspelt]
     if words:
         pipelined(conn, lambda: send_corrections(conn, anima_id, plan, words))
         pipelined(conn, *(lambda s=s: s.send_respell(conn) for s in searches))
     ranked = pipelined(conn, *(lambda s=s: s.send_score(conn) for s in searches))
-    return [r or [] for r in ranked], seconds[len(searches) :]
+    return [r or [] for r in ranked], firsts
 
 
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
