@@ -206,7 +206,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
             for mode, text in contexts.items():
                 if _has_all(answer, memory_tokens(text)):
                     out[key][mode] += 1
-                out[key][f"{mode}:chars"] += len(text)
+                out[key][f"{mode}:chars"] += len(text) - text.count("\n")  # the lines, not their joins
     return {"counts": out, "seconds": seconds}
 
 
@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 total = sum(result["counts"][(split, c)]["n"] for c in CATEGORIES)
                 chars = sum(result["counts"][(split, c)][f"{mode}:chars"] for c in CATEGORIES)
                 print(f"  {split:6} {mode:16} avg chars {chars / total:7.0f}")
-        best = modes[-1]
+        best = f"assembled@{get_settings().recall_memory_share}"
+        best = best if best in modes else modes[-1]
         gain = table.loc["all", ("unseen", best)] - table.loc["all", ("unseen", "bm25")]
         print(f"unseen: {best} - bm25 = {gain:+.3f}")
         secs = sorted(result["seconds"])
