@@ -24,6 +24,7 @@ stages, so that at each size the table holds exactly that many (all active):
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import statistics
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         results[size] = secs = measure(args.url, asked)
         print(
             f"  {size:>7,} memories, {MESSAGES:,} messages: p50 {_p(secs, 0.5):6.1f} ms   p95 {_p(secs, 0.95):6.1f} ms"
-            f"   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms  ({len(secs)} questions)",
+            f"   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms  ({len(secs)} questions,"
+            f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
             flush=True,
         )
     ratio = _p(results[SIZES[-1]], 0.95) / _p(results[SIZES[0]], 0.95)

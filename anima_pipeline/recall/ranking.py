@@ -2,28 +2,29 @@
 
 A few statements per source (memories, messages), whatever the size of the store; the
 sources' statements of one stage go to the server together (pipeline mode), so a context
-costs three round trips (four more when a word is misspelt), not one per statement:
+costs two round trips (two more when a word is misspelt), not one per statement:
 
-1. *Terms.* The question's words and CJK bigrams go through ``plainto_tsquery('english', …)``
-   in the probe itself (PostgreSQL stems them and drops its stop words); the same stem twice
-   counts once.
-2. *Probe.* For every term one index lookup, ``fts @@ term``, reads at most `CAP` matching
-   ids; one more reads the rows holding all terms; with a time column, the rows of the
-   periods the question names. A term's document frequency is the number of ids found: exact
-   below the cap, saturated at it. A term found in `CAP` rows or more is common whatever the
-   store's size, so no statistics over all rows are needed, nor kept up to date.
-3. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
+1. *Probe.* Each question word (or CJK bigram) goes through ``plainto_tsquery('english', …)``
+   inside the statement (PostgreSQL stems it and drops its stop words; the same stem twice
+   counts once) and one index lookup, ``fts @@ term``, reads at most `CAP` matching ids; one
+   more reads the rows holding every term; with a time column, the rows of the periods the
+   question names. A term's document frequency is the number of ids found: exact below the
+   cap, saturated at it. A term that ANALYZE's statistics of the `fts` column (``pg_stats``,
+   kept by autovacuum, read every `STATS_TTL_S`) show in `COMMON_ROWS` rows or more brings
+   no candidates and weighs as saturated. No statistics are counted over all rows per query.
+2. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
    similarity in the anima's vocabulary (``recall_word``, kept by triggers) and searched as
    the word it most resembles ("resturant" -> "restaurant").
-4. *Score.* Candidates are first ordered by the weights of the terms their id lists show
+3. *Score.* Candidates are first ordered by the weights of the terms their id lists show
    (exact for the rarer terms, whose lists are complete); only the best `SCORED` (fetched by
-   primary key) are scored in full: the IDF-weighted share of the query's terms each one holds, IDF
-   ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity; plus the
-   source's own bonuses (a dated memory for a "when" question, a message of the period named).
+   primary key) are scored in full: the IDF-weighted share of the query's terms each one
+   holds, IDF ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity;
+   plus the source's own bonuses (a dated memory for a "when" question, a message of the
+   period named).
 
 Every term is a constant of its statement, so the planner estimates it from the column's
-statistics: a rare term reads the GIN index, a very common one may stop early on a plain
-scan, since at most `CAP` rows are wanted.
+statistics: a rare term reads the GIN index, a frequent one may stop early on a plain scan,
+since at most `CAP` rows are wanted.
 """
 
 from __future__ import annotations
