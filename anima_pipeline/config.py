@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -62,9 +70,23 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("anthropic_base_url", "ANTHROPIC_BASE_URL")
     )
     timezone: str = DEFAULT_TIMEZONE
-    start_date: date = date(2020, 1, 1)
+    # None: the first day recorded by `anima import` (store/calendar.py), else yesterday
+    start_date: date | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # Dagster runs per scheduled night: the day's animas split by a stable hash (docs/deploy.md)
+    night_shards: int = Field(1, ge=1)
+    # Bounded input at import (docs/guards.md, README "Limits and guards"): a longer message line
+    # is refused with its file:line; timestamps outside [min_year, max_year] are refused the same way.
+    max_message_chars: int = Field(default=256_000, ge=1)
+    timestamp_min_year: int = Field(default=1970, ge=1, le=9998)
+    timestamp_max_year: int = Field(default=2200, ge=2, le=9999)
+    # Loss guards (sleep/guards.py, docs/guards.md): a step, and a whole night, may deprecate or
+    # rewrite at most max(floor(share * N), guard_min) of the N memories the anima had active
+    # when the step (the night) began, and never leave it with no active memory.
+    guard_step_share: float = Field(default=0.25, gt=0, le=1)
+    guard_night_share: float = Field(default=0.4, gt=0, le=1)
+    guard_min: int = Field(default=3, ge=0)
     # Animas run at once inside a night (sleep/pool.py); None = the number of cores.
     workers: int | None = Field(None, ge=1)
     # A running night whose run has not renewed its lease for this long is taken over.
@@ -105,6 +127,29 @@ class Settings(BaseSettings):
     @classmethod
     def _home(cls, v: Path) -> Path:
         return Path(v).expanduser()
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            conninfo_to_dict(v)
+        except psycopg.Error:  # not chained: the text may hold a password
+            raise ValueError(
+                "not a PostgreSQL connection URL (postgresql://user@host:5432/dbname) or "
+                "key=value connection string"
+            ) from None
+        return v
+
+    @model_validator(mode="after")
+    def _years(self) -> Settings:
+        if self.timestamp_min_year >= self.timestamp_max_year:
+            raise ValueError("ANIMA_TIMESTAMP_MIN_YEAR must be before ANIMA_TIMESTAMP_MAX_YEAR")
+        return self
 
     @field_validator("engine")
     @classmethod
@@ -215,7 +260,8 @@ def _describe(exc: ValidationError) -> str:
     field = next((f for f in Settings.model_fields if env_name(f).lower() == field.lower()), field)
     var = env_name(field) if field in Settings.model_fields else field
     secret = field in Settings.model_fields and Settings.model_fields[field].annotation == SecretStr | None
-    shown = "(hidden)" if secret or "KEY" in var else repr(err.get("input"))
+    # a database URL may carry a password: never echoed either
+    shown = "(hidden)" if secret or "KEY" in var or field == "database_url" else repr(err.get("input"))
     msg = err["msg"].removeprefix("Value error, ")
     return f"{var}={shown}: {msg}"
 

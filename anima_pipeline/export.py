@@ -5,11 +5,15 @@
     bank/entities/*.md     per-person / pet / place pages (from the dream journal's suggestions)
     bank/concepts/*.md     per-topic pages
 
-One anima exports into DIR itself; several go to DIR/<anima_id>/. Read-only on the store.
+One anima exports into DIR itself; several go to DIR/<folder>/, where the folder is the
+anima id when it is already lower-case and file-name safe, else a slug of it plus a short hash
+of the exact id: injective and safe on case-insensitive file systems ("Kai" and "kai" get two
+folders). A collision is refused before anything is written. Read-only on the store.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
 from datetime import date
@@ -39,8 +43,14 @@ def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None
     if missing:
         raise ValueError(f"unknown anima(s): {', '.join(missing)}; known: {', '.join(all_animas) or 'none'}")
     counts = {"animas": 0, "memories": 0, "day_files": 0, "bank_pages": 0}
+    folders = {anima: anima_folder(anima) for anima in chosen}
+    seen: dict[str, str] = {}
+    for anima, folder in folders.items():
+        other = seen.setdefault(folder.casefold(), anima)
+        if other != anima:
+            raise ValueError(f"animas {other!r} and {anima!r} would export into the same folder {folder!r}")
     for anima in chosen:
-        target = out if len(chosen) == 1 else out / _slug(anima)
+        target = out if len(chosen) == 1 else out / folders[anima]
         c = _export_one(conn, anima, target)
         counts["animas"] += 1
         for k in ("memories", "day_files", "bank_pages"):
@@ -118,6 +128,18 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
         (folder / f"{slug}.md").write_text("\n".join(page), encoding="utf-8")
         pages += 1
     return {"memories": len(mems), "day_files": len(days), "bank_pages": pages}
+
+
+_SAFE_FOLDER = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def anima_folder(anima_id: str) -> str:
+    """The export folder of one anima: its id when lower-case ASCII and file-name safe, else
+    a slug plus 8 hex digits of the id's SHA-256 (so two ids never share a folder)."""
+    if _SAFE_FOLDER.fullmatch(anima_id) and not anima_id.endswith("."):
+        return anima_id
+    digest = hashlib.sha256(anima_id.encode("utf-8")).hexdigest()[:8]
+    return f"{_slug(anima_id)[:48]}-{digest}"
 
 
 def _slug(text: str) -> str:

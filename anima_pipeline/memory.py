@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings, get_settings
-from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories
+from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories, search_messages
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
@@ -49,7 +49,7 @@ from anima_pipeline.store.archive import (
     open_conversation,
 )
 from anima_pipeline.store.db import Connection, Database, open_database
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryType
 from anima_pipeline.store.status import status as store_status
 from anima_pipeline.tools.executor import ToolExecutor
@@ -58,7 +58,7 @@ from anima_pipeline.tools.scope import Scope
 CITATION_FORMAT = "[[anima:f-{id}]]"
 MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
-REMEMBER_STEP = "agent/remember"
+REMEMBER_STEP = f"{AGENT_STEP_PREFIX}remember"
 
 
 class AnimaInputError(ValueError):
@@ -200,7 +200,7 @@ class AnimaMemory:
         tz = self.settings.tz
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
-            import_records(conn, records, self._audit(conn, "agent/append"), stats)
+            import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
         return AppendResult(
             received=len(records),
@@ -229,7 +229,7 @@ class AnimaMemory:
             try:
                 row = open_conversation(
                     conn,
-                    self._audit(conn, "agent/conversation"),
+                    self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"),
                     self.anima_id,
                     conversation_id,
                     platform=platform,
@@ -244,7 +244,7 @@ class AnimaMemory:
         """Mark a conversation closed. Raises LookupError for an unknown conversation."""
         with self.db.transaction() as conn:
             row = close_conversation(
-                conn, self._audit(conn, "agent/conversation"), self.anima_id, conversation_id
+                conn, self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"), self.anima_id, conversation_id
             )
         return ConversationInfo.model_validate(row)
 
@@ -298,14 +298,45 @@ class AnimaMemory:
         memories included, best first, paged with `limit` / `offset` (`has_more` says whether
         another page exists), filtered by memory type and by when the fact was observed
         (`since` <= observed_at < `until`, created_at when never observed)."""
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise AnimaInputError(f"must be between 1 and {MAX_SEARCH_LIMIT}", field="limit")
-        if offset < 0:
-            raise AnimaInputError("must not be negative", field="offset")
+        self._check_page(limit, offset)
         with self.db.transaction() as conn:
             return search_memories(
                 conn, self.anima_id, query, types=types, since=since, until=until, limit=limit, offset=offset
             )
+
+    def search_messages(
+        self,
+        query: str,
+        *,
+        conversation_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> SearchPage:
+        """Active search over past messages (Letta's conversation search): what was said, in
+        which conversation and when, best first, paged like `search`, optionally within one
+        conversation and a time range (`since` <= created_at < `until`). Cron and debug
+        conversations are left out."""
+        self._check_page(limit, offset)
+        with self.db.transaction() as conn:
+            return search_messages(
+                conn,
+                self.anima_id,
+                query,
+                conversation_id=conversation_id,
+                since=since,
+                until=until,
+                limit=limit,
+                offset=offset,
+            )
+
+    @staticmethod
+    def _check_page(limit: int, offset: int) -> None:
+        if not 1 <= limit <= MAX_SEARCH_LIMIT:
+            raise AnimaInputError(f"must be between 1 and {MAX_SEARCH_LIMIT}", field="limit")
+        if offset < 0:
+            raise AnimaInputError("must not be negative", field="offset")
 
     def status(self) -> dict[str, Any]:
         """Counts for this anima (conversations, messages, memories, …) and its latest nights."""

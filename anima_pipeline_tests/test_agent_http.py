@@ -287,6 +287,28 @@ def test_search_pages_and_filters(api) -> None:
     assert future["items"] == []
 
 
+def test_message_search_pages_and_keeps_to_a_conversation(api) -> None:
+    base, db = api
+    auth = {"Authorization": f"Bearer {_key(db, 'aria')}"}
+    messages = [msg(i, conv=f"c{i % 3}", content=f"the lighthouse keeper story, part {i}") for i in range(12)]
+    assert (
+        httpx.post(f"{base}/v1/animas/aria/messages", json={"messages": messages}, headers=auth).status_code
+        == 200
+    )
+    url = f"{base}/v1/animas/aria/messages/search"
+    pages = [
+        httpx.get(url, params={"query": "lighthouse keeper", "limit": 5, "offset": o}, headers=auth).json()
+        for o in (0, 5, 10)
+    ]
+    refs = [m["ref"] for p in pages for m in p["items"]]
+    assert len(refs) == 12 == len(set(refs)) and all(r.startswith("m-") for r in refs)
+    assert [p["has_more"] for p in pages] == [True, True, False]
+    one = httpx.get(url, params={"query": "lighthouse", "conversation_id": "c1"}, headers=auth).json()
+    assert len(one["items"]) == 4 and {m["conversation_id"] for m in one["items"]} == {"c1"}
+    bad = httpx.get(url, params={"query": "lighthouse", "limit": 101}, headers=auth)
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "limit"
+
+
 def test_open_and_close_a_conversation(api) -> None:
     base, db = api
     auth = {"Authorization": f"Bearer {_key(db, 'aria')}"}

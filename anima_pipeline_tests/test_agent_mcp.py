@@ -50,7 +50,11 @@ def test_stdio_lists_read_only_tools_and_returns_a_context(db: Database, db_url:
     async def main() -> None:
         async with Client(_stdio(db_url, tmp_path)) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"context", "search"}  # read-only without --allow-remember
+            assert set(tools) == {
+                "context",
+                "search",
+                "search_messages",
+            }  # read-only without --allow-remember
             assert "query" in tools["context"].input_schema["properties"]
             assert tools["context"].input_schema["required"] == ["query"]
             assert "[[anima:f-N]]" in tools["context"].description
@@ -77,7 +81,7 @@ def test_stdio_remember_when_enabled_is_audited_and_recalled(
     async def main() -> str:
         async with Client(_stdio(db_url, tmp_path, "--allow-remember")) as client:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"context", "search", "remember"}
+            assert names == {"context", "search", "search_messages", "remember"}
             made = await client.call_tool(
                 "remember",
                 {"content": "Aria's user is vegetarian since 2024", "type": "preference", "session_id": "c7"},
@@ -118,7 +122,11 @@ def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_
 
         async def main() -> None:
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-                assert {t.name for t in (await client.list_tools()).tools} == {"context", "search"}
+                assert {t.name for t in (await client.list_tools()).tools} == {
+                    "context",
+                    "search",
+                    "search_messages",
+                }
                 ctx = await client.call_tool("context", {"query": "Lena Lisbon"})
                 assert f"[[anima:{ref}]]" in _text(ctx)
 

@@ -26,8 +26,11 @@ def _is_broad(handler: ast.ExceptHandler) -> bool:
 
 
 def _raises_or_logs(handler: ast.ExceptHandler) -> bool:
+    """Raises, logs, or hands the caught exception on (a failure record that carries it)."""
     for node in ast.walk(ast.Module(body=handler.body, type_ignores=[])):
         if isinstance(node, ast.Raise):
+            return True
+        if handler.name and isinstance(node, ast.Name) and node.id == handler.name:
             return True
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in LOG_METHODS:
@@ -37,7 +40,7 @@ def _raises_or_logs(handler: ast.ExceptHandler) -> bool:
 
 def silent_broad_excepts(source: str) -> list[tuple[int, str]]:
     """(line, enclosing function) of each `except Exception` / `except BaseException` / bare
-    `except` whose body neither raises nor logs."""
+    `except` whose body neither raises, logs nor passes the exception on."""
     tree = ast.parse(source)
     found: list[tuple[int, str]] = []
 
@@ -59,10 +62,13 @@ def test_the_scan_catches_a_silent_handler_and_accepts_logged_or_raised_ones() -
     logged = "try:\n    g()\nexcept Exception as e:\n    logger.warning('g failed: %s', e)\n"
     raised = "try:\n    g()\nexcept BaseException as e:\n    raise RuntimeError('g') from e\n"
     narrow = "try:\n    g()\nexcept KeyError:\n    pass\n"
+    passed_on = "try:\n    g()\nexcept Exception as e:\n    failed = Failure(cause=e)\n"
+    bound_unused = "try:\n    g()\nexcept Exception as e:\n    return None\n"
     assert silent_broad_excepts(silent) == [(4, "f")]
     assert silent_broad_excepts(bare) == [(3, "<module>")]
     assert silent_broad_excepts(tupled) == [(3, "<module>")]
     assert silent_broad_excepts(logged) == silent_broad_excepts(raised) == silent_broad_excepts(narrow) == []
+    assert silent_broad_excepts(passed_on) == [] and silent_broad_excepts(bound_unused) == [(3, "<module>")]
 
 
 def test_no_broad_except_in_the_package_neither_logs_nor_reraises() -> None:
@@ -146,3 +152,24 @@ def test_no_sentence_or_speaker_of_the_evaluation_data_in_the_repository() -> No
             ):
                 found.append(f"{p.relative_to(PACKAGE.parent)}:{n}")
     assert not found, "quotes the evaluation data (a sentence or a speaker's name):\n" + "\n".join(found)
+
+
+def test_the_offline_engine_needs_no_database_no_dagster_and_no_step_module() -> None:
+    """offline/ holds pure functions from a step's inputs to tool calls (type-only imports aside)."""
+    forbidden = ("anima_pipeline.sleep", "anima_pipeline.defs", "anima_pipeline.store", "anima_pipeline.cli",
+                 "anima_pipeline.service", "anima_pipeline.recall", "psycopg", "dagster")  # fmt: skip
+    found = []
+    for path in sorted((PACKAGE / "offline").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        type_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if id(node) in type_only or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith(forbidden)]
+    assert not found, found

@@ -27,7 +27,6 @@ from anima_pipeline.sleep.deep_sleep import (
     DEEP_STEPS,
     REFUSE_CHARS,
     WARN_CHARS,
-    BreakerTripped,
     DeepSleepTooLarge,
     Settings,
     batches,
@@ -40,6 +39,7 @@ from anima_pipeline.sleep.deep_sleep import (
     size_band,
     split,
 )
+from anima_pipeline.sleep.guards import LossGuardTripped, LossLimits
 from anima_pipeline.sleep.night import Night, StepFailed
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
@@ -647,10 +647,10 @@ def test_incremental_split_looks_only_at_candidates_changed_that_day_full_at_all
     } == contents(db)
 
 
-# ---- the breaker ---------------------------------------------------------------------------
+# ---- the loss guard (sleep/guards.py; the frame checks it for every step) ----------------------
 
 
-def test_a_round_deprecating_more_than_the_breaker_ratio_is_rolled_back(db: Database, tmp_path: Path) -> None:
+def test_a_round_deprecating_more_than_the_step_share_is_rolled_back(db: Database, tmp_path: Path) -> None:
     pairs = []
     for i, name in enumerate(("Lin", "Ana", "Bea", "Cai", "Dov", "Eli")):
         pairs.append(mem(f"{name}'s daughter was born in the Year of the Tiger.", observed=at(1, 1 + i)))
@@ -665,30 +665,30 @@ def test_a_round_deprecating_more_than_the_breaker_ratio_is_rolled_back(db: Data
     with pytest.raises(StepFailed) as exc:
         deconflict(db, night(tmp_path), A)
     msg = str(exc.value)
-    assert isinstance(exc.value.__cause__, BreakerTripped)
-    assert "round 1 (contradiction)" in msg and "would deprecate 6 of 20" in msg
-    assert "breaker_ratio=25%" in msg and "rolled back" in msg
+    assert isinstance(exc.value.__cause__, LossGuardTripped) and exc.value.__cause__.kind == "step"
+    assert STEP_DECONFLICT in msg and "would deprecate or rewrite 6 of the 20" in msg
+    assert "loss guard per step" in msg and "allowed 5" in msg and "rolled back" in msg
     assert {m.id: (m.status, m.updated_at) for m in active(db)} == before
     assert events(db, STEP_DECONFLICT) == []
     assert state(db, STEP_DECONFLICT)["status"] == "failed"
     assert not list(tmp_path.glob("deep_sleep_*"))
 
-    passed = deconflict(db, night(tmp_path, settings={"breaker_ratio": 0.5}), A)
+    passed = deconflict(db, night(tmp_path, limits=LossLimits(step_share=0.5)), A)
     assert passed.status == "done" and passed.stats["deprecated_total"] == 6
     assert {get(db, i).status for i in ids[0:12:2]} == {"deprecated"}
 
 
-def test_breaker_min_spares_a_small_store_and_is_configurable(db: Database, tmp_path: Path) -> None:
+def test_the_guard_minimum_spares_a_small_store_and_is_configurable(db: Database, tmp_path: Path) -> None:
     plant(
         db,
         *QUIET_STORE[:2],
         mem("Ana's son was born in the Year of the Dog.", observed=at(1, 2)),
         mem("Ana's son was born in the Year of the Rat.", observed=at(2, 2)),
     )
-    with pytest.raises(StepFailed, match=r"would deprecate 2 of 4"):
-        deconflict(db, night(tmp_path, settings={"breaker_min": 1}), A)
-    assert Settings().breaker_min == 5
-    ok = deconflict(db, night(tmp_path), A)  # 50 %, but fewer than breaker_min deprecations
+    with pytest.raises(StepFailed, match=r"would deprecate or rewrite 2 of the 4"):
+        deconflict(db, night(tmp_path, limits=LossLimits(minimum=1)), A)
+    assert LossLimits().minimum == 3
+    ok = deconflict(db, night(tmp_path), A)  # 50 %, but no more than the minimum of 3
     assert ok.stats["deprecated_total"] == 2 and len(active(db)) == 2
 
 
@@ -764,7 +764,7 @@ def test_a_done_round_is_skipped_and_a_forced_rerun_finds_nothing_new(db: Databa
     assert again.status == "skipped" and again.stats["already_done"] == 1
     assert len(events(db)) == n_events
 
-    # Same run (a retry of a forced run): the breaker must count only this execution's
+    # Same run (a retry of a forced run): the loss guard must count only this execution's
     # deprecations, not the 6 the first one committed (6 of 21 would trip it).
     forced = merge(db, Night(**{**n.__dict__, "force": True}), A)
     assert forced.status == "done"

@@ -14,9 +14,11 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 import pytest
 
+from anima_pipeline.config import Settings
 from anima_pipeline.definitions import defs
 from anima_pipeline.defs import instance as dinstance
 from anima_pipeline.defs.night import assets as night_assets
+from anima_pipeline.defs.night.partitions import night_partitions
 from anima_pipeline.defs.night.resources import EngineResource, build_resources
 from anima_pipeline.llm.errors import BudgetExceeded, RetriesExhausted
 from anima_pipeline.llm.types import Usage
@@ -49,16 +51,37 @@ def repo_def():
     return defs.get_repository_def()
 
 
+@pytest.fixture(scope="module")
+def night_def() -> dg.AssetsDefinition:
+    return defs.resolve_assets_def(dg.AssetKey(["semantic_memory", "extracted"]))
+
+
+def shanghai_settings(**kw) -> Settings:
+    return Settings(timezone="Asia/Shanghai", **kw)
+
+
+def night_repo(settings: Settings):
+    from anima_pipeline.defs.night.build import night_definitions
+
+    merged = dg.Definitions.merge(
+        night_definitions(settings), dg.Definitions(resources=build_resources(settings))
+    )
+    return merged.get_repository_def()
+
+
 def test_definitions_load_and_validate(repo_def) -> None:
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in repo_def.asset_graph.get_all_asset_keys()}
     assert keys == EXPECTED_KEYS == set(STEP_KEYS)
     assert set(defs.resources) == {"memory_store", "anima_engine"}
-    assert [s.name for s in repo_def.schedule_defs] == ["nightly_sleep_schedule"]
+    assert sorted(s.name for s in repo_def.schedule_defs) == [
+        "last_night_check_schedule",
+        "nightly_sleep_schedule",
+    ]
 
 
-def test_one_multi_asset_follows_the_registry(repo_def) -> None:
-    night = night_assets.night
+def test_one_multi_asset_follows_the_registry(repo_def, night_def) -> None:
+    night = night_def
     assert night.op.name == "night"
     assert {k.to_user_string() for k in night.keys} == EXPECTED_KEYS
     specs = {s.key.to_user_string(): s for s in night.specs}
@@ -68,6 +91,9 @@ def test_one_multi_asset_follows_the_registry(repo_def) -> None:
         assert spec.group_name == step.group
         assert spec.description == step.description
         assert spec.kinds == {"postgres", "python"}
+        [ref] = spec.metadata["dagster/code_references"].code_references
+        source = Path(ref.file_path).read_text().splitlines()
+        assert source[ref.line_number - 1].startswith(f"def {step.fn}("), step.key  # the step function
     # the step DAG of sleep/cycle.py, spot-checked: the cascade waits for deep sleep and the day summary
     graph = repo_def.asset_graph
     cascade = dg.AssetKey(["temporal_summaries", "cascade"])
@@ -77,16 +103,17 @@ def test_one_multi_asset_follows_the_registry(repo_def) -> None:
     }
 
 
-def test_backfill_subset_and_retry_policies() -> None:
-    night = night_assets.night
+def test_backfill_subset_and_retry_policies(night_def) -> None:
+    night = night_def
     assert night.can_subset
     assert night.backfill_policy == dg.BackfillPolicy.single_run()
-    policy = night.op.retry_policy
+    assert night.op.retry_policy is None  # Dagster would retry interrupts too; the body asks itself
+    policy = night_assets.RETRY_POLICY
     assert policy is not None and policy.max_retries >= 1 and policy.backoff == dg.Backoff.EXPONENTIAL
 
 
 def test_daily_partitions_in_shanghai() -> None:
-    parts = night_assets.night.partitions_def
+    parts = night_partitions(shanghai_settings(start_date=date(2026, 1, 1)))
     assert isinstance(parts, dg.DailyPartitionsDefinition)
     assert parts.timezone == "Asia/Shanghai"
     window = parts.time_window_for_partition_key("2026-11-28")
@@ -99,7 +126,8 @@ def test_daily_partitions_in_shanghai() -> None:
     )
 
 
-def test_schedule_requests_the_previous_day(repo_def) -> None:
+def test_schedule_requests_the_previous_day() -> None:
+    repo_def = night_repo(shanghai_settings(start_date=date(2026, 1, 1)))
     schedule = repo_def.get_schedule_def("nightly_sleep_schedule")
     assert schedule.cron_schedule == "0 2 * * *"
     assert schedule.execution_timezone == "Asia/Shanghai"
@@ -110,6 +138,40 @@ def test_schedule_requests_the_previous_day(repo_def) -> None:
         [request] = schedule.evaluate_tick(ctx).run_requests
         assert request.partition_key == "2026-11-28"
         assert request.run_config == {"ops": {"night": {"config": {"mode": "scheduled"}}}}
+        assert request.tags["anima/trigger"] == "schedule" and request.tags["anima/day"] == "2026-11-28"
+
+
+def test_schedule_splits_a_day_into_shard_runs() -> None:
+    repo = night_repo(shanghai_settings(start_date=date(2026, 1, 1), night_shards=3))
+    schedule = repo.get_schedule_def("nightly_sleep_schedule")
+    tick = datetime(2026, 11, 29, 2, 0, tzinfo=SHANGHAI)
+    requests = schedule.evaluate_tick(
+        dg.build_schedule_context(repository_def=repo, scheduled_execution_time=tick)
+    ).run_requests
+    assert [r.tags["anima/shard"] for r in requests] == ["0/3", "1/3", "2/3"]
+    assert {r.partition_key for r in requests} == {"2026-11-28"}
+    assert len({r.run_key for r in requests}) == 3
+    assert [r.run_config["ops"]["night"]["config"]["shard"] for r in requests] == ["0/3", "1/3", "2/3"]
+
+
+def test_partitions_start_at_the_recorded_first_day(tmp_path: Path) -> None:
+    from anima_pipeline.store.calendar import record_first_day
+
+    home = tmp_path / "home"
+    fresh = night_partitions(shanghai_settings(home=home))  # nothing imported: yesterday only
+    assert fresh.get_first_partition_key() == fresh.get_last_partition_key()
+    assert record_first_day(home, date(2026, 11, 16)) == date(2026, 11, 16)
+    assert night_partitions(shanghai_settings(home=home)).get_first_partition_key() == "2026-11-16"
+    # older data moves the start earlier (those days can be backfilled), newer data does not move it
+    assert record_first_day(home, date(2026, 11, 20)) == date(2026, 11, 16)
+    assert record_first_day(home, date(2026, 10, 1)) == date(2026, 10, 1)
+    assert night_partitions(shanghai_settings(home=home)).get_first_partition_key() == "2026-10-01"
+    # ANIMA_START_DATE wins
+    pinned = shanghai_settings(home=home, start_date=date(2026, 11, 1))
+    assert night_partitions(pinned).get_first_partition_key() == "2026-11-01"
+    (home / "first_day").write_text("not a date")
+    with pytest.raises(ValueError, match="first_day.*not a date"):
+        night_partitions(shanghai_settings(home=home))
 
 
 def test_night_config_defaults() -> None:
@@ -117,6 +179,41 @@ def test_night_config_defaults() -> None:
     assert (config.mode, config.force, config.animas) == ("full", False, [])
     assert config.runner_mode() == "full"
     assert night_assets.NightConfig(mode="scheduled").runner_mode() is None
+
+
+def test_checks_are_specs_of_the_night_and_scope_is_blocking(night_def) -> None:
+    specs = {s.name: s for s in night_def.check_specs}
+    assert set(specs) == {
+        "no_duplicate_active_memories",
+        "superseded_by_chains_end",
+        "deep_sleep_input_within_limits",
+        "light_sleep_within_scope",
+        "memory_sources_exist",
+    }
+    assert [n for n, s in specs.items() if s.blocking] == ["light_sleep_within_scope"]
+
+
+def test_last_night_check_fails_after_six_without_the_night(repo_def, tmp_path: Path) -> None:
+    from anima_pipeline.defs.night import freshness
+
+    checks = {(k.asset_key.to_user_string(), k.name) for k in repo_def.asset_graph.asset_check_keys}
+    assert ("temporal_summaries/day", freshness.CHECK_NAME) in checks
+    assert repo_def.get_schedule_def(freshness.SCHEDULE_NAME).cron_schedule == "5 6 * * *"
+    job = repo_def.get_job("nightly_sleep")  # it watches the night; it is not part of it
+    assert freshness.CHECK_NAME not in {k.name for k in job.asset_layer.asset_graph.asset_check_keys}
+    key = dg.AssetKey(["temporal_summaries", "day"])
+    first = date(2026, 11, 1)
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        at_7 = datetime(2026, 11, 29, 7, 0, tzinfo=SHANGHAI)
+        at_5 = datetime(2026, 11, 29, 5, 0, tzinfo=SHANGHAI)
+        missing = freshness.evaluate(instance, key, at_7, first)
+        assert not missing.passed and "2026-11-28" in (missing.description or "")
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition="2026-11-27"))
+        assert freshness.evaluate(instance, key, at_5, first).passed  # before 06:00: the 27th is enough
+        assert not freshness.evaluate(instance, key, at_7, first).passed
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition="2026-11-28"))
+        assert freshness.evaluate(instance, key, at_7, first).passed
+        assert freshness.evaluate(instance, key, at_7, date(2026, 11, 29)).passed  # no data yet
 
 
 def test_at_least_four_checks_on_night_keys(repo_def) -> None:
@@ -290,12 +387,13 @@ def test_transient_errors_are_the_only_retried_ones() -> None:
 
 
 def test_launch_refuses_days_that_are_not_over() -> None:
-    from anima_pipeline.defs.night.launch import materialize_night
+    from anima_pipeline.defs.night.launch import check_days, check_steps
 
+    parts = night_partitions(shanghai_settings(start_date=date(2026, 1, 1)))
     with dg.partition_loading_context(effective_dt=datetime(2026, 11, 29, 1, 0, tzinfo=SHANGHAI)):
         with pytest.raises(ValueError, match="not over yet.*latest day that can sleep is 2026-11-28"):
-            materialize_night(date(2026, 11, 28), date(2026, 11, 29))
-        with pytest.raises(ValueError, match="before ANIMA_START_DATE"):
-            materialize_night(date(2000, 1, 1))
+            check_days(parts, date(2026, 11, 28), date(2026, 11, 29), "Asia/Shanghai")
+        with pytest.raises(ValueError, match="before the first day of data"):
+            check_days(parts, date(2000, 1, 1), date(2000, 1, 1), "Asia/Shanghai")
         with pytest.raises(ValueError, match="unknown step"):
-            materialize_night(date(2026, 11, 28), steps=["semantic_memory/typo"])
+            check_steps(["semantic_memory/typo"])

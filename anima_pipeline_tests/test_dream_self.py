@@ -9,7 +9,8 @@ from datetime import date, datetime, timedelta
 import pytest
 
 from anima_pipeline.llm.offline import OfflineEngine
-from anima_pipeline.sleep.dream import dream, entity_index, entity_kind, plan_of_memory
+from anima_pipeline.offline.entities import entity_index, entity_kind, plan_of_memory
+from anima_pipeline.sleep.dream import dream
 from anima_pipeline.sleep.night import Night
 from anima_pipeline.sleep.self_refresh import refresh_self
 from anima_pipeline.store.db import Connection

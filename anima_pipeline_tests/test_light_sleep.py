@@ -18,6 +18,7 @@ import pytest
 
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.types import StepRequest, ToolCall, ToolResult, ToolRunner, Usage
+from anima_pipeline.offline.light_plans import autobiography_outline
 from anima_pipeline.sleep import day_input, light_sleep
 from anima_pipeline.sleep.day_input import chunk_conversations, load_day, render_conversation, render_day
 from anima_pipeline.sleep.light_sleep import (
@@ -26,7 +27,6 @@ from anima_pipeline.sleep.light_sleep import (
     STEP_NARRATIVE,
     STEP_SEMANTIC,
     STEP_SUMMARY,
-    autobiography_outline,
     extract_anchors,
     extract_semantic,
     narrate,

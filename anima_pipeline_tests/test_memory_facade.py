@@ -129,21 +129,23 @@ def test_a_remembered_fact_is_reviewed_by_that_nights_incremental_deep_sleep(
     tz = ZoneInfo("Asia/Shanghai")
     long_ago = datetime.now(tz) - timedelta(days=3)
     with db.transaction() as conn:
-        old = conn.execute(
-            """INSERT INTO semantic_memory (anima_id, type, content, source_sessions, created_at, updated_at)
-               VALUES ('aria', 'world', 'Bob works at a bakery in Lisbon.', ARRAY['c0'], %s, %s) RETURNING id""",
-            (long_ago, long_ago),
-        ).fetchone()["id"]
-    quiet = Night(
+        for anima in ("aria", "bruno"):  # the same old fact; only aria's agent remembers it again today
+            conn.execute(
+                """INSERT INTO semantic_memory (anima_id, type, content, source_sessions, created_at, updated_at)
+                   VALUES (%s, 'world', 'Bob works at a bakery in Lisbon.', ARRAY['c0'], %s, %s)""",
+                (anima, long_ago, long_ago),
+            )
+    made = memory.remember("Bob works at a bakery in Lisbon.", "world", session_id="c1")
+    tonight = Night(
         day=datetime.now(tz).date(), engine=OfflineEngine(), tz=tz, mode="incremental", log_dir=tmp_path
     )
-    assert merge(db, quiet, "aria").stats["skipped_rounds"] == 1  # nothing changed today: round skipped
-    made = memory.remember("Bob works at a bakery in Lisbon.", "world", session_id="c1")
-    result = merge(db, Night(**{**quiet.__dict__, "force": True}), "aria")
+    assert merge(db, tonight, "bruno").stats["skipped_rounds"] == 1  # nothing changed today: skipped
+    result = merge(db, tonight, "aria")
     assert result.stats["skipped_rounds"] == 0 and result.stats["merged"] == 2
-    rows = _rows(
-        db, f"SELECT id, status, source_sessions FROM semantic_memory WHERE id IN ({old}, {made.id[2:]})"
+    assert _rows(db, f"SELECT status FROM semantic_memory WHERE id = {made.id[2:]}") == [
+        {"status": "deprecated"}
+    ]
+    merged = _rows(
+        db, "SELECT source_sessions FROM semantic_memory WHERE anima_id = 'aria' AND status = 'active'"
     )
-    assert {r["status"] for r in rows} == {"deprecated"}
-    merged = _rows(db, "SELECT source_sessions FROM semantic_memory WHERE status = 'active'")
     assert merged == [{"source_sessions": ["c0", "c1"]}]

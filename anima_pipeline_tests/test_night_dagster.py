@@ -22,6 +22,7 @@ from anima_pipeline.defs.instance import sqlalchemy_pg_url
 from anima_pipeline.defs.night import checks
 from anima_pipeline.defs.night.assets import asset_key
 from anima_pipeline.defs.night.launch import materialize_night
+from anima_pipeline.defs.night.metadata import LLM_KEYS, STEP_CHANGES
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.llm.errors import BudgetExceeded
 from anima_pipeline.sleep import runner
@@ -38,25 +39,7 @@ from .conftest import DATA_DIR
 # Activity of unseen.archive.jsonl in Asia/Shanghai days: kai (Toronto evenings) on 12-02,
 # 12-05, 12-11, 12-20; yue on 12-02, 12-06, 12-13, 12-21.
 D_BOTH = date(2026, 12, 2)
-METADATA_KEYS = {
-    "created",
-    "updated",
-    "deprecated",
-    "merged",
-    "split",
-    "input_chars",
-    "llm_calls",
-    "tokens_in",
-    "tokens_out",
-    "cache_read",
-    "cache_write",
-    "cost_usd",
-    "duration_s",
-    "chunks",
-    "skipped_rounds",
-    "mode",
-    "animas",
-}
+COMMON_KEYS = {"animas", "duration_s", "mode", "dagster/row_count"}
 SECRET = "sk-ant-test-must-never-appear-0xDEADBEEF"
 LIGHT_AND_DEEP = STEP_KEYS[: STEP_KEYS.index("memory_references/synced") + 1]
 
@@ -128,15 +111,27 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     day = D_BOTH.isoformat()
     for step in STEP_KEYS:
         [mat] = materializations(instance, step, day)
-        assert METADATA_KEYS <= set(mat.metadata), step
+        # only what the step can change, plus the common keys; no tokens or cost offline
+        assert COMMON_KEYS | set(STEP_CHANGES[step]) <= set(mat.metadata), step
+        assert not set(LLM_KEYS) & set(mat.metadata), step
         assert mat.metadata["mode"].value == "full"
     extracted = materializations(instance, "semantic_memory/extracted", day)[0].metadata
     assert (
         extracted["animas"].value == 2
         and extracted["created"].value > 0
         and extracted["input_chars"].value > 0
+        and extracted["dagster/row_count"].value >= extracted["created"].value
     )
-    assert isinstance(extracted["cost_usd"], dg.FloatMetadataValue)
+    assert "merged" not in extracted and "split" not in extracted
+    # the Markdown previews: the memories created, with ids; the day summary's own text
+    preview = extracted["preview"].value
+    assert isinstance(extracted["preview"], dg.MarkdownMetadataValue) and "| f-" in preview
+    summary = materializations(instance, "temporal_summaries/day", day)[0].metadata["preview"].value
+    with store.transaction() as conn:
+        texts = conn.execute(
+            "SELECT content FROM temporal_summary WHERE level = 'day' AND period_start = %s", (D_BOTH,)
+        ).fetchall()
+    assert texts and all(t["content"].strip()[:200] in summary for t in texts)
     # the asset checks ran in the same run and hold on a store the night produced
     evaluations = result.get_asset_check_evaluations()
     assert len(evaluations) >= 4
@@ -325,16 +320,17 @@ def slept(store: Database, db_url: str, tmp_path: Path) -> tuple[Database, Memor
 
     settings = Settings(database_url=db_url, home=tmp_path / "anima_home")
     runner.run_days(store, settings, [D_BOTH], LIGHT_AND_DEEP)
-    resource = MemoryStoreResource(database_url=db_url, home=str(tmp_path / "anima_home"))
-    for check in (
-        checks.no_duplicate_active_memories,
-        checks.superseded_by_chains_end,
-        checks.deep_sleep_input_within_limits,
-        checks.light_sleep_within_scope,
-        checks.memory_sources_exist,
-    ):
-        assert check(memory_store=resource).passed, check.check_key
-    return store, resource
+    for check in checks.CHECKS:
+        assert run_check(store, check.evaluate).passed, check.name
+    return store, None
+
+
+def run_check(
+    store: Database, evaluate, animas: list[str] | None = None, days=(D_BOTH,)
+) -> dg.AssetCheckResult:
+    scope = checks.CheckScope(list(days), animas, "Asia/Shanghai")
+    with store.transaction() as conn:
+        return evaluate(conn, scope)
 
 
 def _memory(conn, anima: str, content: str, sources: list[str], **extra) -> int:
@@ -347,24 +343,24 @@ def _memory(conn, anima: str, content: str, sources: list[str], **extra) -> int:
 
 
 def test_duplicate_check_fails_on_same_normalized_content(slept) -> None:
-    store, resource = slept
+    store, _ = slept
     with store.transaction() as conn:
         _memory(conn, "kai", "Sam grows tomatoes on the balcony.", ["kai:2026-12-01-a"])
         _memory(conn, "kai", "  sam GROWS tomatoes, on the balcony!", ["kai:2026-12-01-a"])
         _memory(conn, "yue", "Sam grows tomatoes on the balcony.", ["yue:2026-12-02-a"])  # other anima: fine
-    result = checks.no_duplicate_active_memories(memory_store=resource)
+    result = run_check(store, checks.no_duplicate_active_memories)
     assert not result.passed and result.metadata["violations"].value == 1
     assert result.metadata["sample"].value[0]["anima_id"] == "kai"
 
 
 def test_chain_check_fails_on_cycles_foreign_and_active_successors(slept) -> None:
-    store, resource = slept
+    store, _ = slept
     with store.transaction() as conn:
         a = _memory(conn, "kai", "planted A", [], status="deprecated")
         b = _memory(conn, "kai", "planted B", [], status="deprecated")
         conn.execute("UPDATE semantic_memory SET superseded_by = %s WHERE id = %s", (b, a))
         conn.execute("UPDATE semantic_memory SET superseded_by = %s WHERE id = %s", (a, b))
-    result = checks.superseded_by_chains_end(memory_store=resource)
+    result = run_check(store, checks.superseded_by_chains_end)
     assert not result.passed
     assert {v["problem"] for v in result.metadata["sample"].value} == {"superseded_by cycle"}
     with store.transaction() as conn:
@@ -374,27 +370,27 @@ def test_chain_check_fails_on_cycles_foreign_and_active_successors(slept) -> Non
         active = _memory(conn, "kai", "planted active with successor", [])
         conn.execute("UPDATE semantic_memory SET superseded_by = %s WHERE id = %s", (b, active))
     problems = {
-        v["problem"] for v in checks.superseded_by_chains_end(memory_store=resource).metadata["sample"].value
+        v["problem"] for v in run_check(store, checks.superseded_by_chains_end).metadata["sample"].value
     }
     assert problems == {"points at another anima's memory", "active memory has a successor"}
 
 
 def test_deep_input_check_warns_then_fails_by_size(slept) -> None:
-    store, resource = slept
+    store, _ = slept
     with store.transaction() as conn:
         ids = [_memory(conn, "big", f"{i} " + "x" * 9_000, []) for i in range(36)]  # ~330k chars of message 1
-    refused = checks.deep_sleep_input_within_limits(memory_store=resource)
+    refused = run_check(store, checks.deep_sleep_input_within_limits)
     assert not refused.passed and refused.severity == dg.AssetCheckSeverity.ERROR
     assert refused.metadata["max_chars"].value > checks.DEEP_INPUT_MAX_CHARS
     with store.transaction() as conn:
         conn.execute("UPDATE semantic_memory SET status = 'deprecated' WHERE id = ANY(%s)", (ids[:20],))
-    warned = checks.deep_sleep_input_within_limits(memory_store=resource)
+    warned = run_check(store, checks.deep_sleep_input_within_limits)
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert checks.DEEP_INPUT_WARN_CHARS < warned.metadata["max_chars"].value <= checks.DEEP_INPUT_MAX_CHARS
 
 
 def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:
-    store, resource = slept
+    store, _ = slept
     with store.transaction() as conn:
         foreign = _memory(conn, "kai", "planted from another day", ["kai:2026-12-10-a"])
         audit = Audit(
@@ -407,7 +403,7 @@ def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:
             None,
             {"id": foreign, "source_sessions": ["kai:2026-12-10-a"]},
         )
-    result = checks.light_sleep_within_scope(memory_store=resource)
+    result = run_check(store, checks.light_sleep_within_scope)
     assert not result.passed and result.metadata["violations"].value == 1
     assert (
         result.metadata["sample"].value[0]["problem"]
@@ -422,7 +418,7 @@ def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:
         audit.record("semantic_memory", foreign, "deprecate", before, {**before, "status": "deprecated"})
         audit.record("emotional_anchor", 1, "create", None, {"conversation_id": "kai:2026-12-01-a"})
     problems = {
-        v["problem"] for v in checks.light_sleep_within_scope(memory_store=resource).metadata["sample"].value
+        v["problem"] for v in run_check(store, checks.light_sleep_within_scope).metadata["sample"].value
     }
     assert problems == {
         "changed a memory whose sources do not meet the day's conversations",
@@ -431,17 +427,17 @@ def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:
 
 
 def test_sources_check_fails_on_unknown_conversations(slept) -> None:
-    store, resource = slept
+    store, _ = slept
     with store.transaction() as conn:
         audit = Audit(
             conn=conn, anima_id="kai", run_id="run-planted", step="conversations/cleaned", day=D_BOTH
         )
         audit.record("conversation", "kai:cleaned-one", "delete", {"conversation": {}, "messages": []}, None)
         _memory(conn, "kai", "from a cleaned conversation", ["kai:cleaned-one"])
-    assert checks.memory_sources_exist(memory_store=resource).passed  # cleaned is not missing
+    assert run_check(store, checks.memory_sources_exist).passed  # cleaned is not missing
     with store.transaction() as conn:
         ghost = _memory(conn, "kai", "from nowhere", ["kai:2026-12-01-a", "kai:ghost"])
-    result = checks.memory_sources_exist(memory_store=resource)
+    result = run_check(store, checks.memory_sources_exist)
     assert not result.passed
     assert result.metadata["sample"].value == [{"id": ghost, "anima_id": "kai", "missing": ["kai:ghost"]}]
 

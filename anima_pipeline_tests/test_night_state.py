@@ -230,3 +230,81 @@ def test_the_migration_carries_day_markers_over_to_each_anima(empty_db_url: str,
             "SELECT anima_id, status, run_id FROM sleep_state WHERE step = 'night' ORDER BY anima_id"
         ).fetchall()
     assert rows == [("kai", "failed", "run-old"), ("yue", "failed", "run-old")]
+
+
+# ---- animas in worker processes --------------------------------------------------------------
+
+
+@pytest.fixture
+def eight(db: Database) -> list[str]:
+    """Eight animas with the same day of talk (kai's 12-02, relabelled): enough for the offline
+    engine's worker processes (pool.PROCESS_MIN), and each anima's night must come out the same."""
+    import json
+
+    from anima_pipeline.sleep.pool import PROCESS_MIN
+
+    names = [f"a{i}" for i in range(PROCESS_MIN)]
+    lines = []
+    for line in (DATA_DIR / "unseen.archive.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["anima_id"] != "kai" or not row["conversation_id"].startswith("kai:2026-12-01"):
+            continue
+        for name in names:
+            lines.append(
+                json.dumps(
+                    {
+                        **row,
+                        "anima_id": name,
+                        "conversation_id": row["conversation_id"].replace("kai", name),
+                        "message_id": row["message_id"].replace("kai", name),
+                    }
+                )
+            )
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="", run_id="import-test", step="import")
+        import_records(conn, parse_lines(lines, "eight"), audit, ImportStats())
+    return names
+
+
+def test_worker_processes_run_the_others_and_name_every_failure(
+    db: Database, eight: list[str], settings: Settings, monkeypatch
+) -> None:
+    # the fault hook reaches the worker processes through their environment
+    fault(monkeypatch, action="fail", at="before_step", step="semantic_memory/merged", anima="a2|a5")
+    with pytest.raises(runner.NightFailed) as failed:
+        runner.run_days(db, settings, [D], workers=2, run_id="run-1")
+    assert [(f.anima_id, f.step) for f in failed.value.failures] == [
+        ("a2", "semantic_memory/merged"),
+        ("a5", "semantic_memory/merged"),
+    ]
+    assert "a2 at semantic_memory/merged: FaultInjected" in str(failed.value)
+    assert "a5 at semantic_memory/merged: FaultInjected" in str(failed.value)
+    status = {a: nights(db, a)[D]["status"] for a in eight}
+    assert status == {a: "failed" if a in ("a2", "a5") else "done" for a in eight}
+    monkeypatch.delenv(faults.ENV)
+    runner.run_days(db, settings, [D], workers=2, run_id="run-2")  # redoes only a2 and a5
+    with db.transaction() as conn:
+        redone = conn.execute(
+            "SELECT DISTINCT anima_id FROM sleep_state WHERE run_id = 'run-2' AND step <> 'night' ORDER BY 1"
+        ).fetchall()
+        contents = conn.execute(
+            """SELECT anima_id, array_agg(content ORDER BY content) AS c FROM semantic_memory
+               WHERE status = 'active' GROUP BY anima_id"""
+        ).fetchall()
+    assert [r["anima_id"] for r in redone] == ["a2", "a5"]
+    # every anima had the same day, so every anima ends with the same memories
+    assert len({tuple(r["c"]) for r in contents}) == 1 and len(contents) == len(eight)
+
+
+def test_the_pool_is_chosen_by_engine_and_size(db: Database, settings: Settings) -> None:
+    from anima_pipeline.llm.offline import OfflineEngine
+    from anima_pipeline.sleep.pool import PROCESS_MIN, AnimaPool
+
+    offline = AnimaPool(db, settings, OfflineEngine(), {}, workers=2, lease_s=1.0)
+    assert offline.kind(PROCESS_MIN) == "processes" and offline.kind(PROCESS_MIN - 1) == "serial"
+    assert AnimaPool(db, settings, OfflineEngine(), {}, workers=1, lease_s=1.0).kind(100) == "serial"
+
+    class Remote(OfflineEngine):
+        name = "anthropic"
+
+    assert AnimaPool(db, settings, Remote(), {}, workers=4, lease_s=1.0).kind(2) == "threads"

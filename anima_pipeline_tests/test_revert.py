@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
+import pytest
+
 from anima_pipeline.config import Settings
-from anima_pipeline.sleep.revert import revert_run
+from anima_pipeline.sleep.revert import RevertError, revert_run
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
@@ -60,3 +62,80 @@ def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, d
     # the night of 11-18 can run again (its sleep_state is gone), and learns it again
     run_days(db, settings, [date(2026, 11, 18)], run_id="run-third")
     assert _counts(db)["semantic_active"] == after_second["semantic_active"]
+
+
+def _import_sample(db: Database) -> None:
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
+        import_records(
+            conn,
+            parse_lines(SAMPLE.read_text(encoding="utf-8").split("\n"), str(SAMPLE)),
+            audit,
+            ImportStats(),
+        )
+
+
+def test_a_run_is_reverted_once_and_a_second_revert_is_refused_naming_the_first(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    _import_sample(db)
+    settings = Settings(database_url=db_url, home=tmp_path)
+    run_days(db, settings, [date(2026, 11, 16)], run_id="run-a")
+    with db.transaction() as conn:
+        revert_run(conn, "run-a", "revert-1")
+    reverted = _counts(db)
+    with pytest.raises(RevertError, match=r"run 'run-a' was already reverted by revert-1 .*revert revert-1"):
+        with db.transaction() as conn:
+            revert_run(conn, "run-a", "revert-2")
+    assert _counts(db) == reverted  # the refused revert wrote nothing
+
+
+def test_reverting_an_older_run_over_later_changes_is_refused_unless_forced(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    _import_sample(db)
+    settings = Settings(database_url=db_url, home=tmp_path)
+    run_days(db, settings, [date(2026, 11, 16)], run_id="run-old")
+    run_days(db, settings, [date(2026, 11, 17)], run_id="run-new")
+    latest = _counts(db)
+    with db.transaction() as conn:
+        touched_by_new = {
+            (r["table_name"], r["memory_id"])
+            for r in conn.execute(
+                "SELECT table_name, memory_id FROM memory_event WHERE run_id = 'run-new'"
+            ).fetchall()
+        }
+        old_rows = {
+            (r["table_name"], r["memory_id"])
+            for r in conn.execute(
+                "SELECT table_name, memory_id FROM memory_event WHERE run_id = 'run-old'"
+            ).fetchall()
+        }
+    shared = touched_by_new & old_rows
+    assert ("self_block", "autobiography_summary") in shared or shared  # the night rewrites self blocks
+
+    with pytest.raises(RevertError, match=r"later run\(s\) run-new changed"):
+        with db.transaction() as conn:
+            revert_run(conn, "run-old", "revert-refused")
+    assert _counts(db) == latest
+
+    with db.transaction() as conn:
+        stats = revert_run(conn, "run-old", "revert-forced", force=True)
+        blocks_now = dict(
+            (r["name"], r["content"])
+            for r in conn.execute("SELECT name, content FROM self_block WHERE anima_id = 'aria'").fetchall()
+        )
+        reverted_rows = {
+            (r["table_name"], r["memory_id"])
+            for r in conn.execute(
+                "SELECT table_name, memory_id FROM memory_event WHERE run_id = 'revert-forced' AND table_name <> 'run'"
+            ).fetchall()
+        }
+    assert stats["kept_newer_rows"] > 0
+    assert not (reverted_rows & shared)  # no row a later run changed was touched
+    # the self blocks the later run wrote are as it left them; those only the old run wrote went back
+    newer_blocks = {m for t, m in touched_by_new if t == "self_block"}
+    assert newer_blocks, "the later night rewrote no self block; the test needs one"
+    assert {n: c for n, c in latest["blocks"] if n in newer_blocks} == {
+        n: c for n, c in blocks_now.items() if n in newer_blocks
+    }

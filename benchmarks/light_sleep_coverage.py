@@ -54,38 +54,29 @@ from pathlib import Path
 import pandas as pd
 
 from anima_pipeline.offline.light import extract_facts
+from anima_pipeline.offline.vocab import MONTHS, NUMBER_WORDS, PAST_TO_BASE, WEEKDAYS
 from benchmarks.data import group_days, group_of, locomo_dir, memorybank_dir, read_jsonl
 
 Memory = tuple[tuple[str, ...], str]
 MemoriesFor = Callable[[str], list[Memory]]
 
+# The judge's own short stop list (articles, prepositions, pronouns, be/have/do): deliberately
+# not the heuristics' list, so that tuning the heuristics cannot move the yardstick.
 STOPWORDS = frozenset(
     """a an the and or of to in on at for with by from as is are was were be been being am do does did
     have has had it its this that these those he she they him her his their them i my me we our you your
     s t about into""".split()
 )
-NUMBERS = {
-    w: str(i)
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen twenty".split()
-    )
-}
-MONTHS = {
-    m[:3]: i
-    for i, m in enumerate(
-        "january february march april may june july august september october november december".split(), 1
-    )
-}
+NUMBERS = {w: str(i) for w, i in NUMBER_WORDS.items()}
+MONTH_BY_ABBR = {m[:3]: i for i, m in enumerate(MONTHS, 1)}
 _MONTH = r"(?P<mon>jan\w*|feb\w*|mar\w*|apr\w*|may|jun\w*|jul\w*|aug\w*|sep\w*|oct\w*|nov\w*|dec\w*)"
-_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 
 
 # --- key words --------------------------------------------------------------------
 
 
 def _iso(day: str, mon: str, year: str) -> str:
-    return f"{int(year):04d}-{MONTHS[mon[:3]]:02d}-{int(day):02d}"
+    return f"{int(year):04d}-{MONTH_BY_ABBR[mon[:3]]:02d}-{int(day):02d}"
 
 
 def normalize_dates(text: str) -> str:
@@ -101,18 +92,18 @@ def normalize_dates(text: str) -> str:
         text = pattern.sub(lambda m: _iso(m.group("d"), m.group("mon"), m.group("y")), text)
     text = re.sub(
         r"\b" + _MONTH + r"[\s,.]+(?P<y>\d{4})\b",
-        lambda m: f"{int(m.group('y')):04d}-{MONTHS[m.group('mon')[:3]]:02d}",
+        lambda m: f"{int(m.group('y')):04d}-{MONTH_BY_ABBR[m.group('mon')[:3]]:02d}",
         text,
     )
     text = re.sub(
         r"\b(?P<d>\d{1,2})\s+" + _MONTH + r"\b(?![\s,]*\d)",
-        lambda m: f"{MONTHS[m.group('mon')[:3]]:02d}-{int(m.group('d')):02d}",
+        lambda m: f"{MONTH_BY_ABBR[m.group('mon')[:3]]:02d}-{int(m.group('d')):02d}",
         text,
     )
     # "the friday before 2023-07-15" -> the date itself
     text = re.sub(
-        r"\b(?:the\s+)?(?P<wd>" + "|".join(_WEEKDAYS) + r")\s+before\s+(?P<iso>\d{4}-\d{2}-\d{2})",
-        lambda m: _weekday_before(m.group("iso"), _WEEKDAYS.index(m.group("wd"))),
+        r"\b(?:the\s+)?(?P<wd>" + "|".join(WEEKDAYS) + r")\s+before\s+(?P<iso>\d{4}-\d{2}-\d{2})",
+        lambda m: _weekday_before(m.group("iso"), WEEKDAYS.index(m.group("wd"))),
         text,
     )
     text = re.sub(
@@ -263,17 +254,9 @@ def _topic_words(question: str, names: set[str]) -> set[str]:
     return _stems(key_words(question) - QUESTION_WORDS - names)
 
 
-IRREGULAR = dict(
-    pair.split(":")
-    for pair in """got:get met:meet went:go gone:go made:make took:take bought:buy won:win gave:give saw:see
-    ran:run wrote:write began:begin had:have did:do found:find felt:feel left:leave told:tell taught:teach
-    held:hold kept:keep lost:lose sold:sell spent:spend brought:bring thought:think built:build""".split()
-)
-
-
 def _stems(words: set[str]) -> set[str]:
     """Irregular past tenses to their base, then crude suffix stripping (ing, ed, es, s, e)."""
-    words = {IRREGULAR.get(w, w) for w in words}
+    words = {PAST_TO_BASE.get(w, w) for w in words}
     return {re.sub(r"(?:ing|ed|es|s|e)$", "", w) if len(w) > 4 else w for w in words}
 
 

@@ -3,10 +3,13 @@
 Writes a synthetic archive (one anima, talk on a few days spread over the range), imports it
 into a fresh embedded store under a temporary ANIMA_HOME (or ANIMA_DATABASE_URL if set),
 runs the whole range through the real CLI (one Dagster run over the range, days in order), then runs it again
-with --force to show that a second pass changes no count. Prints the timings and ratios
-measured in this one run.
+with --force to show that a second pass changes no count (--no-force-pass skips it). Then
+sleeps the same archive in a second fresh store with `runner.run_days` alone (the loop the
+Dagster asset calls): how much of the CLI's time is the nights themselves, and how much is
+Dagster's run (its event log writes about two events per step and day: planned, then
+materialized). Prints the timings measured in this one run.
 
-    .venv/bin/python -m benchmarks.year_of_nights [--days 365] [--active 29]
+    .venv/bin/python -m benchmarks.year_of_nights [--days 365] [--active 29] [--no-force-pass]
 """
 
 from __future__ import annotations
@@ -75,11 +78,36 @@ def anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([str(exe), *args], env=env, capture_output=True, text=True, check=True)
 
 
+def runner_alone(archive: Path, first: date, last: date, home: Path) -> float:
+    """Seconds `runner.run_days` takes over the range in a fresh embedded store (no Dagster)."""
+    from anima_pipeline.config import Settings
+    from anima_pipeline.sleep import runner
+    from anima_pipeline.store import embedded
+    from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
+    from anima_pipeline.store.db import open_database
+    from anima_pipeline.store.events import Audit
+
+    settings = Settings(home=home, engine="offline", start_date=first)
+    db = open_database(settings)
+    try:
+        with db.transaction() as conn:
+            audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
+            lines = archive.read_text(encoding="utf-8").splitlines()
+            import_records(conn, parse_lines(lines, str(archive)), audit, ImportStats())
+        t0 = time.monotonic()
+        runner.run_days(db, settings, [first + timedelta(days=i) for i in range((last - first).days + 1)])
+        return time.monotonic() - t0
+    finally:
+        db.close()
+        embedded.stop(home)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--days", type=int, default=240)
     ap.add_argument("--active", type=int, default=29)
     ap.add_argument("--first", default="2025-03-01")
+    ap.add_argument("--no-force-pass", action="store_true", help="skip the second pass (--force)")
     args = ap.parse_args()
     first = date.fromisoformat(args.first)
     last = first + timedelta(days=args.days - 1)
@@ -98,16 +126,27 @@ def main() -> None:
         anima(["sleep", "--from", str(first), "--to", str(last)], env)
         first_pass = time.monotonic() - t0
         before = json.loads(anima(["status", "--json"], env).stdout)["totals"]
-        t0 = time.monotonic()
-        anima(["sleep", "--from", str(first), "--to", str(last), "--force"], env)
-        second_pass = time.monotonic() - t0
-        after = json.loads(anima(["status", "--json"], env).stdout)["totals"]
+        second_pass, after = None, before
+        if not args.no_force_pass:
+            t0 = time.monotonic()
+            anima(["sleep", "--from", str(first), "--to", str(last), "--force"], env)
+            second_pass = time.monotonic() - t0
+            after = json.loads(anima(["status", "--json"], env).stdout)["totals"]
         if not env.get("ANIMA_DATABASE_URL"):
             anima(["db", "stop"], env)
-    print(f"days: {args.days} ({len(talk)} with talk), offline engine, one Dagster run over the range")
+        alone = runner_alone(archive, first, last, Path(tmp) / "home_runner")
+    print(
+        f"days: {args.days} ({len(talk)} with talk), offline engine, one Dagster run over the range; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     print(f"first pass:  {first_pass:7.1f} s  = {first_pass / args.days:.2f} s per night")
-    print(f"second pass (--force): {second_pass:7.1f} s")
+    if second_pass is not None:
+        print(f"second pass (--force): {second_pass:7.1f} s")
     print(f"extrapolated to 365 nights: {first_pass / args.days * 365 / 60:.1f} min")
+    print(
+        f"runner.run_days alone over the same range: {alone:7.1f} s = {alone / args.days:.3f} s per night "
+        "(the rest of the first pass is the CLI and Dagster's run)"
+    )
     print(
         f"memories {before['semantic_active']}, day summaries vs days with talk: "
         f"{before['temporal_summaries']} summaries (day+week+month) for {len(talk)} talk days"

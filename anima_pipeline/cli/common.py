@@ -32,6 +32,7 @@ def settings() -> Settings:
 
 def open_store():
     import psycopg
+    from psycopg_pool import PoolTimeout
 
     from anima_pipeline.store.db import open_database
     from anima_pipeline.store.embedded import EmbeddedError
@@ -42,6 +43,26 @@ def open_store():
     except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
         err_console.print(f"[red]store error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
+    except (psycopg.Error, PoolTimeout) as exc:  # the text may hold the URL: name the class only
+        err_console.print(f"[red]store error:[/red] cannot open the store ({type(exc).__name__})")
+        raise typer.Exit(1) from None
+
+
+def require_animas(animas) -> None:
+    """Exit 2 naming the unknown ones when any of `animas` has nothing in the store."""
+    from anima_pipeline.store.archive import UnknownAnima
+    from anima_pipeline.store.archive import require_animas as check
+
+    if not animas:
+        return
+    db = open_store()
+    try:
+        with db.transaction() as conn:
+            check(conn, animas)
+    except UnknownAnima as exc:
+        fail(str(exc), 2)
+    finally:
+        db.close()
 
 
 def progress_bar() -> Progress:
@@ -61,7 +82,17 @@ def advancing(records, progress: Progress, task):
         yield rec
 
 
-def only_anima(conn) -> str:
+def only_anima(conn, anima: str | None = None) -> str:
+    """`anima` when it is known (exit 2 otherwise), else the only anima of the store."""
+    if anima is not None:
+        from anima_pipeline.store.archive import UnknownAnima
+        from anima_pipeline.store.archive import require_animas as check
+
+        try:
+            check(conn, [anima])
+        except UnknownAnima as exc:
+            fail(str(exc), 2)
+        return anima
     animas = [
         r["anima_id"]
         for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1").fetchall()

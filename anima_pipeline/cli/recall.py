@@ -57,7 +57,7 @@ def recall_(
                 conn.execute("SET TRANSACTION READ ONLY")
                 result = assemble_context(
                     conn,
-                    req.get("anima") or anima or only_anima(conn),
+                    only_anima(conn, req.get("anima") or anima),
                     req["question"],
                     session_id=req.get("session") or session,
                     budgets=budgets,

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar
+from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar, require_animas
 from anima_pipeline.store import sleep_state
 
 
@@ -30,17 +30,25 @@ def sleep_(
     step: list[str] = typer.Option(
         None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."
     ),
+    shard: str = typer.Option(
+        "", "--shard", help="Only the animas of shard i of N, as i/N (e.g. 0/4); see docs/deploy.md."
+    ),
 ) -> None:
     """Run nights through Dagster, one day after another, recorded in the run history under
     DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."""
     days = _days(day, first, last)
     if mode not in (None, "full", "incremental"):
         fail(f"--mode must be full or incremental, got {mode!r}", 2)
+    require_animas(anima)
     try:
-        rows = run_sleep(days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None)
+        rows = run_sleep(
+            days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
+        )
     except ValueError as exc:
         fail(str(exc), 2)
     console.print(sleep_table(rows))
+    if rows and rows[0].get("signal"):
+        raise typer.Exit(128 + rows[0]["signal"])  # the shell's convention: 130 SIGINT, 143 SIGTERM
     failed = [r for r in rows if r["status"] != "done"]
     if failed:
         raise typer.Exit(1)
@@ -63,15 +71,16 @@ def _days(day: str | None, first: str | None, last: str | None) -> list:
 
 
 def run_sleep(
-    days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None
+    days: list, *, animas=(), mode: str = "scheduled", force: bool = False, steps=None, shard: str = ""
 ) -> list[dict]:
     """The whole range as ONE Dagster run (the UI's single-run backfill shape: days strictly
     in order inside it), with a progress bar over days fed from the night markers the run
     writes; returns one summary row per day read back from sleep_state."""
+    import signal
     import threading
 
     from anima_pipeline.defs.instance import get_instance
-    from anima_pipeline.defs.night.launch import materialize_night
+    from anima_pipeline.defs.night.launch import launch_night
 
     db = open_store()  # starts the embedded server and migrates before Dagster opens it
     instance = get_instance()
@@ -100,24 +109,29 @@ def run_sleep(
             poller = threading.Thread(target=poll, daemon=True)
             poller.start()
             try:  # a ValueError (a day not over yet, an unknown step) propagates: nothing ran
-                result = materialize_night(
+                launched = launch_night(
                     first,
                     last,
                     steps=steps,
                     mode=mode,
                     force=force,
                     animas=animas,
+                    shard=shard,
                     instance=instance,
-                    raise_on_error=False,
                     log_level="ERROR",
                 )
-                error, failed_day = ("", None) if result.success else _run_failure(result)
                 outcome = {
-                    "ok": result.success,
-                    "run_id": result.run_id,
-                    "error": error,
-                    "failed_day": failed_day,
+                    "ok": launched.ok,
+                    "run_id": launched.run_id,
+                    "error": launched.error,
+                    "failed_day": launched.failed_day,
+                    "signal": launched.signal,
+                    "status": launched.status.value,
                 }
+                for run_id in launched.marked_dead:
+                    err_console.print(
+                        f"note: run {run_id} was left running by a process that is gone; marked failed"
+                    )
             finally:
                 done.set()
                 poller.join()
@@ -127,7 +141,13 @@ def run_sleep(
     finally:
         instance.dispose()
         db.close()
-    if not outcome["ok"]:
+    if outcome["signal"]:
+        name = signal.Signals(outcome["signal"]).name
+        err_console.print(
+            f"[red]stopped by {name}:[/red] the step in progress was rolled back, run {outcome['run_id']} "
+            f"is {outcome['status']}; run the same command again to carry on"
+        )
+    elif not outcome["ok"]:
         err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
     return rows
 
@@ -154,24 +174,11 @@ def _day_row(db, d, outcome: dict) -> dict:
     return {
         "day": d,
         "run_id": outcome["run_id"],
+        "signal": outcome["signal"],
         "status": status,
         "error": outcome["error"],
         **_day_totals(db, d, outcome["run_id"]),
     }
-
-
-def _run_failure(result) -> tuple[str, object]:
-    """The run's failure message and the day it failed on (from the failure's metadata)."""
-    from datetime import date
-
-    for event in result.all_events:
-        if event.is_failure and event.event_specific_data is not None:
-            err = getattr(event.event_specific_data, "error", None)
-            if err is not None:
-                user = getattr(event.event_specific_data, "user_failure_data", None)
-                day = user.metadata.get("day") if user is not None else None
-                return err.message.strip().splitlines()[0], date.fromisoformat(day.value) if day else None
-    return "the run failed (see the Dagster run log)", None
 
 
 _TOTALS = ("created", "updated", "deprecated", "merged", "split", "anchors", "narratives", "summaries")
@@ -229,17 +236,23 @@ def sleep_table(rows: list[dict]) -> Table:
 @app.command("revert")
 def revert_(
     run: str = typer.Option(..., "--run", help="The run id to undo (Dagster run id, shown by anima sleep)."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="When later runs changed some of its rows, revert only the rows they did not touch.",
+    ),
 ) -> None:
     """Undo what one run wrote, replaying its audit log backwards: created memories are
     deprecated, changed ones get their previous state, cleaned conversations come back.
-    The revert is itself audited, and its nights can be run again."""
+    The revert is itself audited, and its nights can be run again. A run is reverted once; a
+    run whose rows later runs changed is refused unless --force (docs/guards.md)."""
     from anima_pipeline.sleep.revert import RevertError, revert_run
 
     db = open_store()
     revert_id = f"revert-{uuid.uuid4().hex[:12]}"
     try:
         with db.transaction() as conn:
-            stats = revert_run(conn, run, revert_id)
+            stats = revert_run(conn, run, revert_id, force=force)
     except RevertError as exc:
         fail(str(exc), 2)
     finally:

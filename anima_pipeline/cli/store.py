@@ -47,15 +47,33 @@ def db_stop() -> None:
     console.print("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
 
 
+def _record_first_day(db) -> None:
+    """Where the Dagster partitions start: the store's first day (store/calendar.py)."""
+    from anima_pipeline.store.calendar import first_message_day, record_first_day
+
+    s = settings()
+    with db.transaction() as conn:
+        first = first_message_day(conn, s.timezone)
+    record_first_day(s.home, first)
+
+
 @app.command("import")
 def import_(
     files: list[str] = typer.Argument(..., help="Archive JSONL files; '-' reads standard input."),
+    update: bool = typer.Option(
+        False,
+        "--update",
+        help="Apply lines that change a stored message (content, role, speaker, created_at) or a "
+        "conversation's debug flag, as audited updates, instead of refusing them as conflicts.",
+    ),
 ) -> None:
     """Import conversation archives (JSONL, one message a line). All files in one transaction:
-    a bad line aborts everything and names file and line. Re-importing changes nothing."""
+    a bad line aborts everything and names file and line. Re-importing changes nothing; a line
+    that contradicts what is stored is a conflict (see --update)."""
     from anima_pipeline.store.archive import ArchiveError, ImportStats, import_records, parse_lines
     from anima_pipeline.store.events import Audit
 
+    limits = settings()
     db = open_store()
     stats = ImportStats()
     try:
@@ -64,8 +82,10 @@ def import_(
             for name in files:
                 lines, source = _archive_lines(name)
                 task = progress.add_task(f"import {Path(source).name}", total=len(lines))
-                import_records(conn, advancing(parse_lines(lines, source), progress, task), audit, stats)
+                records = advancing(parse_lines(lines, source, limits), progress, task)
+                import_records(conn, records, audit, stats, update=update)
                 stats.files += 1
+        _record_first_day(db)
     except ArchiveError as exc:
         err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
@@ -74,6 +94,11 @@ def import_(
     console.print(
         f"imported {stats.files} file(s), {stats.lines} line(s): {stats.messages_added} new message(s), "
         f"{stats.conversations_added} new conversation(s), {len(stats.animas)} anima(s)"
+        + (
+            f"; updated {stats.messages_updated} message(s), {stats.conversations_updated} debug flag(s)"
+            if stats.messages_updated or stats.conversations_updated
+            else ""
+        )
         + (
             f"; {stats.skipped_cleaned} line(s) of conversations the cleanup removed were skipped"
             if stats.skipped_cleaned

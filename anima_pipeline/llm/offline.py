@@ -1,8 +1,8 @@
 """The offline engine: runs a step's heuristic plan instead of asking a model.
 
-This is an honest heuristic baseline, not a simulation of an LLM: it makes exactly the
-calls the step's `offline_plan` yields, feeding each result back so a later call can use
-an id created by an earlier one. It is deterministic, needs no network or key, and costs
+This is an honest heuristic baseline (the planners live in anima_pipeline/offline/), not a
+simulation of an LLM: it makes exactly the calls the step's `offline_plan` yields, feeding
+each result back so a later call can use an id created by an earlier one. It is deterministic, needs no network or key, and costs
 nothing, which makes it the default engine and the reference the LLM engine is compared
 against. Calls still go through the same `ToolRunner`, so validation and audit apply.
 """

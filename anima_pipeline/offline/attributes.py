@@ -33,9 +33,13 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from .attribute_patterns import ANIMALS, SIGNS, Pattern
+from .attributes_en import EN_ADVERBS, PATTERNS_EN, SIGNS_EN
+from .attributes_zh import CN_ADVERBS, CN_NUM, PATTERNS_ZH
 from .lexicon import zh_number
 from .sentences import split_sentences
 from .similarity import has_cjk
+from .vocab import MONTH_NUMBER, WEEKDAYS
 
 ATTRIBUTE_CLASS: dict[str, str] = {
     "chinese_zodiac": "immutable",
@@ -71,29 +75,6 @@ class Fact:
 
 # --- vocabularies -----------------------------------------------------------------------
 
-_ANIMALS = {
-    "rat": "rat", "mouse": "rat", "ox": "ox", "cow": "ox", "buffalo": "ox", "tiger": "tiger",
-    "rabbit": "rabbit", "hare": "rabbit", "dragon": "dragon", "snake": "snake",
-    "horse": "horse", "goat": "goat", "sheep": "goat", "ram": "goat", "monkey": "monkey",
-    "rooster": "rooster", "chicken": "rooster", "dog": "dog", "pig": "pig", "boar": "pig",
-    "鼠": "rat", "牛": "ox", "虎": "tiger", "兔": "rabbit", "龙": "dragon", "蛇": "snake",
-    "马": "horse", "羊": "goat", "猴": "monkey", "鸡": "rooster", "狗": "dog", "猪": "pig",
-}  # fmt: skip
-_SIGNS = {
-    "aries": "aries", "taurus": "taurus", "gemini": "gemini", "cancer": "cancer", "leo": "leo",
-    "virgo": "virgo", "libra": "libra", "scorpio": "scorpio", "sagittarius": "sagittarius",
-    "capricorn": "capricorn", "aquarius": "aquarius", "pisces": "pisces",
-    "白羊": "aries", "金牛": "taurus", "双子": "gemini", "巨蟹": "cancer", "狮子": "leo",
-    "处女": "virgo", "天秤": "libra", "天平": "libra", "天蝎": "scorpio", "射手": "sagittarius",
-    "人马": "sagittarius", "摩羯": "capricorn", "山羊": "capricorn", "水瓶": "aquarius",
-    "宝瓶": "aquarius", "双鱼": "pisces",
-}  # fmt: skip
-_MONTHS = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4,
-    "apr": 4, "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8,
-    "september": 9, "sept": 9, "sep": 9, "october": 10, "oct": 10, "november": 11, "nov": 11,
-    "december": 12, "dec": 12,
-}  # fmt: skip
 _RELATIONSHIP = {
     "single": "single", "married": "married", "divorced": "divorced", "engaged": "engaged",
     "widowed": "widowed", "separated": "separated", "dating": "in a relationship",
@@ -135,14 +116,6 @@ _EN_SUBJECT_STOP = re.compile(
     r"you|your|what|where|how|why)\b|'(?:d|ll|m|re|ve)\b"
 )
 _CN_SUBJECT_STOP = re.compile(r"[有说是在和跟把被给对觉认想要会个为]|以为|知道")
-_EN_ADVERBS = (
-    r"also|still|now|currently|really|actually|definitely|certainly|truly|genuinely|"
-    r"absolutely|always|originally|apparently|reportedly|recently|just|even|too"
-)
-_CN_ADVERBS = (
-    "也|还是|还|都|很|非常|特别|最|一直|现在|目前|如今|已经|今年|本来|其实|真的|确实|更|原本|"
-    "仍然|依然|从小|周末|每天|每周|平时|平常|经常|常常|总是|通常|有时|偶尔|晚上|早上"
-)  # no 正/则/就: common last characters of given names, and the subject match is lazy
 _USER_ALIASES = {"user", "the user", "用户", "该用户", "这位用户"}
 
 # A clause that announces a change of state: its fact supersedes rather than contradicts.
@@ -154,7 +127,6 @@ _CHANGE_CN = re.compile(
     r"现在|如今|目前|最近|不再|已经不|搬到|搬去|搬回|换了|改为|转而|后来|当上|入职|跳槽|结婚了|离婚了|分手了|订婚了"
 )
 
-_CN_NUM = "零〇一二两三四五六七八九十百"
 ANY_VALUE = "*"  # "quit his job" / 辞职了: denies the employer, whatever it was
 
 # --- clause text ------------------------------------------------------------------------
@@ -211,7 +183,7 @@ def resolve_pronoun(gender: str | None, antecedent: str) -> str:
 def _clean_subject(raw: str, context: str | None) -> str | None:
     """Canonical subject, or None when the clause does not name anyone we can identify."""
     subject = _LEADING_CONNECTOR.sub("", raw.strip())
-    subject = re.sub(rf"(?:\s+(?:{_EN_ADVERBS}))+$", "", subject)
+    subject = re.sub(rf"(?:\s+(?:{EN_ADVERBS}))+$", "", subject)
     subject = subject.strip()
     if not subject:
         return None
@@ -260,17 +232,17 @@ _EN_NOT_NAMES = {
     "however", "although", "because", "now", "later", "earlier", "sometimes", "often",
     "wow", "yeah", "yes", "no", "oh", "hey", "hi", "hello", "thanks", "thank", "ok", "okay",
     "yup", "well", "sure", "great", "cool", "nice", "love", "like", "what", "how", "why",
-    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "year",
+    "year", *WEEKDAYS,
 }  # fmt: skip
-_EN_NOT_NAMES |= set(_MONTHS)  # "May was hard. She …" names a month, not a person
+_EN_NOT_NAMES |= set(MONTH_NUMBER)  # "May was hard. She …" names a month, not a person
 # What may follow a Chinese name: an adverb, a verb, a number (age, date) or 的+attribute.
 _CN_VERB_ANCHOR = (
-    rf"(?:{_CN_ADVERBS}|是|在|有|喜欢|不|爱|讨厌|住|属|来自|出生|生于|会|要|想|觉得|认为|说|曾|和|跟|从|把|"
+    rf"(?:{CN_ADVERBS}|是|在|有|喜欢|不|爱|讨厌|住|属|来自|出生|生于|会|要|想|觉得|认为|说|曾|和|跟|从|把|"
     rf"被|刚|正在|每|总|对|给|常|经常|养|学|做|当|搬|结婚|离婚|单身|已婚|去|"
     rf"的(?:生日|老家|家乡|星座|生肖|职业|工作|爱好))"
 )
 _CN_NAME = re.compile(
-    rf"^\s*(?P<subj>我们?|[^\s，。；！？,.;!?]{{2,12}}?)(?={_CN_VERB_ANCHOR}|[\d{_CN_NUM}]|\s*[，,])"
+    rf"^\s*(?P<subj>我们?|[^\s，。；！？,.;!?]{{2,12}}?)(?={_CN_VERB_ANCHOR}|[\d{CN_NUM}]|\s*[，,])"
 )
 # Sentence openers that look like a topic before a comma but name no one.
 _CN_NOT_NAMES = {
@@ -355,19 +327,19 @@ def _parse_birthday(value: str) -> str | None:
     """Month and day as "MM-DD": the year is often omitted, and only month/day are
     exclusive for a birthday ("May 3" and "3 May 1990" agree)."""
     value = value.strip()
-    m = re.search(rf"([\d{_CN_NUM}]+)月([\d{_CN_NUM}]+)[日号]", value)
+    m = re.search(rf"([\d{CN_NUM}]+)月([\d{CN_NUM}]+)[日号]", value)
     if m:
         month, day = zh_number(m[1]), zh_number(m[2])
     elif m := re.search(r"\b\d{4}-(\d{1,2})-(\d{1,2})\b", value):
         month, day = int(m[1]), int(m[2])
     else:
-        names = "|".join(sorted(_MONTHS, key=len, reverse=True))
+        names = "|".join(sorted(MONTH_NUMBER, key=len, reverse=True))
         m1 = re.search(rf"\b({names})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b", value)
         m2 = re.search(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({names})\b", value)
         if m1:
-            month, day = _MONTHS[m1[1]], int(m1[2])
+            month, day = MONTH_NUMBER[m1[1]], int(m1[2])
         elif m2:
-            month, day = _MONTHS[m2[2]], int(m2[1])
+            month, day = MONTH_NUMBER[m2[2]], int(m2[1])
         else:
             return None
     if month is None or day is None or not (1 <= month <= 12 and 1 <= day <= 31):
@@ -383,9 +355,9 @@ def _parse_age(value: str) -> str | None:
 def _value(attribute: str, raw: str) -> str | None:
     raw = raw.strip()
     if attribute == "chinese_zodiac":
-        return _ANIMALS.get(raw)
+        return ANIMALS.get(raw)
     if attribute == "zodiac_sign":
-        return _SIGNS.get(raw.removesuffix("座"))
+        return SIGNS.get(raw.removesuffix("座"))
     if attribute == "birthday":
         return _parse_birthday(raw)
     if attribute == "age":
@@ -405,34 +377,6 @@ def _value(attribute: str, raw: str) -> str | None:
 
 # --- patterns ---------------------------------------------------------------------------
 
-_S_EN = r"(?P<subj>[^\W\d_][^,;:]{0,60}?)"
-_A_EN = rf"(?:(?:{_EN_ADVERBS})\s+)*"
-_ANIMALS_EN = "|".join(k for k in _ANIMALS if k.isascii())
-_SIGNS_EN = "|".join(k for k in _SIGNS if k.isascii())
-_MONTHS_EN = "|".join(_MONTHS)
-_LIKE_EN = (
-    r"(?:does\s*n[o']?t|do\s*n[o']?t|did\s*n[o']?t|no\s+longer|never)\s+(?:really\s+|particularly\s+|much\s+)?"
-    r"(?:like|love|enjoy|care\s+for)s?"
-    r"|(?:is|are)\s*(?:n[o']?t|\s+no\s+longer)\s+(?:a\s+(?:big\s+)?fan\s+of|fond\s+of|into|keen\s+on)"
-    r"|dislikes?|hates?|detests?|can'?t\s+stand|cannot\s+stand"
-    r"|(?:is|are)\s+(?:a\s+(?:big\s+|huge\s+)?fan\s+of|(?:very\s+|really\s+)?fond\s+of|really\s+into|keen\s+on)"
-    r"|likes?|loves?|enjoys?|adores?"
-)
-# A Latin name may sit in Chinese text ("Lin Wei喜欢…"): up to two spaced words before it.
-_S_CN = r"(?P<subj>(?:[a-z][a-z.'-]* ){0,2}[^\s,;:!?。、]{1,12}?)"
-_A_CN = rf"(?:{_CN_ADVERBS})*"
-_ANIMALS_CN = "".join(k for k in _ANIMALS if not k.isascii())
-_SIGNS_CN = "|".join(k for k in _SIGNS if not k.isascii())
-# Strict numeral shapes, so that the lazy subject cannot swallow or lend a digit-like
-# character: in "张三三十岁" the age must be 三十, not 三三十 with subject "张".
-_CN_AGE = "一百(?:零[一二三四五六七八九]|[一二]十[一二三四五六七八九]?)?|[二三四五六七八九]?十[一二三四五六七八九]?|[一二两三四五六七八九]"
-_CN_MONTH = "1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九]"
-_CN_DAY = "[12][0-9]|3[01]|0?[1-9]|[二三]?十[一二三四五六七八九]?|三十一?|[一二三四五六七八九]"
-_DATE_CN = rf"(?:\d{{4}}|[〇零一二三四五六七八九]{{4}})?年?(?:{_CN_MONTH})月(?:{_CN_DAY})[日号]"
-_LIKE_CN = (
-    "不再喜欢|不再爱|不太喜欢|不怎么喜欢|不喜欢|不爱(?![人好情国心])|讨厌|厌恶|受不了|"
-    "喜欢|热爱|偏爱|爱(?![人好情国心])"
-)
 _NEGATIVE_VERB = re.compile(r"n[o']?t\b|never|no longer|dislike|hate|detest|stand|^不|讨厌|厌恶|受不了")
 _TIMELESS_OCCUPATION_TAIL = re.compile(r"\s+(?:at|for|in|with|since)\s+.*$")
 # "started at" / "joined" name an employer only when the object is an organisation: people
@@ -447,110 +391,10 @@ _ORG_NOUN = re.compile(
 _NOT_EMPLOYER = re.compile(
     r"\b(?:group|club|gym|class|course|program|programme|team|church|band|league|community)\b"
 )
-_EN_QUIT_JOB = r"(?:quit|left|resigned\s+from)\s+(?:his|her|their|my|the|a)\s+(?:old\s+|previous\s+)?(?:job|position|post)"
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    attribute: str
-    regex: re.Pattern[str]
-    changed: bool = False  # the construction itself announces a change ("moved to", 搬到)
-    polarity: int | None = None  # fixed by the construction ("quit his job", 不喝…了)
-    org: bool = False  # the value must name an organisation (see _ORG_NOUN)
-
-
-def _p(
-    attribute: str, regex: str, changed: bool = False, polarity: int | None = None, org: bool = False
-) -> _Pattern:
-    return _Pattern(attribute, re.compile(regex), changed, polarity, org)
 
 
 # Order matters within an attribute: the first pattern that matches a clause wins.
-_PATTERNS: tuple[_Pattern, ...] = (
-    # chinese zodiac
-    _p("chinese_zodiac", rf"{_S_EN}\s+(?:was\s+|is\s+|were\s+)?born\s+in\s+(?:a|the)\s+year\s+of\s+the\s+(?P<val>{_ANIMALS_EN})\b"),
-    _p("chinese_zodiac", rf"{_S_EN}(?:'s)?\s+chinese\s+zodiac(?:\s+sign|\s+animal)?\s+is\s+(?:the\s+|a\s+|an\s+)?(?P<val>{_ANIMALS_EN})\b"),
-    _p("chinese_zodiac", rf"{_S_EN}\s+(?:is|was)\s+(?:a|an)\s+(?P<val>{_ANIMALS_EN})\s+(?:in|according\s+to)\s+the\s+chinese\s+zodiac"),
-    _p("chinese_zodiac", rf"{_S_CN}{_A_CN}是?属(?P<val>[{_ANIMALS_CN}])(?!于)"),
-    _p("chinese_zodiac", rf"{_S_CN}{_A_CN}(?:是|在)?(?P<val>[{_ANIMALS_CN}])年(?:出生|生)"),
-    _p("chinese_zodiac", rf"{_S_CN}的?生肖(?:是|为)?属?(?P<val>[{_ANIMALS_CN}])"),
-    # western zodiac sign
-    _p("zodiac_sign", rf"{_S_EN}(?:'s)?\s+(?:star|zodiac|sun|astrological)\s+sign\s+is\s+(?:a\s+|an\s+)?(?P<val>{_SIGNS_EN})\b"),
-    _p("zodiac_sign", rf"{_S_EN}\s+is\s+(?:a|an)\s+(?P<val>{_SIGNS_EN})$"),
-    _p("zodiac_sign", rf"{_S_CN}的?星座(?:是|为)(?P<val>{_SIGNS_CN})座?"),
-    _p("zodiac_sign", rf"{_S_CN}{_A_CN}是(?P<val>{_SIGNS_CN})座"),
-    # birthday
-    _p("birthday", rf"{_S_EN}(?:'s)?\s+birthday\s+is\s+(?:on\s+)?(?P<val>.+)$"),
-    _p("birthday", rf"{_S_EN}\s+(?:was\s+)?born\s+on\s+(?P<val>.+)$"),
-    _p("birthday", rf"{_S_CN}的?生日(?:是|在|为)?(?P<val>.+)$"),
-    _p("birthday", rf"{_S_CN}{_A_CN}(?:出生于|生于|出生在|是)(?P<val>{_DATE_CN})"),
-    _p("birthday", rf"{_S_CN}{_A_CN}(?P<val>{_DATE_CN})(?:出生|生)"),
-    # hometown
-    _p("hometown", rf"{_S_EN}\s+{_A_EN}(?:is|comes|came)\s+{_A_EN}from\s+(?P<val>.+)$"),
-    _p("hometown", rf"{_S_EN}(?:'s)?\s+(?:hometown|home\s+town|birthplace|place\s+of\s+birth)\s+is\s+(?:in\s+)?(?P<val>.+)$"),
-    _p("hometown", rf"{_S_EN}\s+(?:was\s+)?born\s+(?:and\s+raised\s+)?in\s+(?!(?:the|a)\s+year\b|\d|(?:{_MONTHS_EN})\b)(?P<val>.+)$"),
-    _p("hometown", rf"{_S_CN}{_A_CN}(?:来自|出身于?)(?P<val>.+)$"),
-    _p("hometown", rf"{_S_CN}的?(?:老家|家乡|故乡|籍贯|出生地)(?:是|在|为)(?P<val>.+)$"),
-    _p("hometown", rf"{_S_CN}{_A_CN}(?:出生在|出生于|生于|生在)(?![\d{_CN_NUM}]|[{_ANIMALS_CN}]年)(?P<val>.+)$"),
-    # occupation ("works as"; the employer after "at" is a separate attribute)
-    _p("occupation", rf"{_S_EN}\s+{_A_EN}works?\s+as\s+(?:a\s+|an\s+|the\s+)?(?P<val>.+)$"),
-    _p("occupation", rf"{_S_EN}\s+{_A_EN}(?:started|began)\s+working\s+as\s+(?:a\s+|an\s+)?(?P<val>.+)$", changed=True),
-    _p("occupation", rf"{_S_EN}(?:'s)?\s+(?:job|occupation|profession)\s+is\s+(?:a\s+|an\s+|the\s+)?(?P<val>.+)$"),
-    _p("occupation", rf"{_S_EN}\s+{_A_EN}is\s+(?:a|an)\s+(?P<val>.+?)\s+by\s+(?:profession|trade)\b"),
-    _p("occupation", rf"{_S_CN}的?(?:职业|工作)是(?P<val>.+)$"),
-    _p("occupation", rf"{_S_CN}{_A_CN}是一(?:名|位)(?P<val>.+)$"),
-    _p("occupation", rf"{_S_CN}{_A_CN}(?:当上了?|成为了?一(?:名|位))(?P<val>.+)$", changed=True),
-    # age
-    _p("age", rf"{_S_EN}\s+{_A_EN}is\s+(?P<val>\d{{1,3}})(?:\s+(?:years?|yrs?)(?:\s+old)?)?(?:\s+now)?$"),
-    _p("age", rf"{_S_EN}\s+{_A_EN}is\s+(?P<val>\d{{1,3}})\s+(?:years?|yrs?)\s+old\b"),
-    _p("age", rf"{_S_EN}\s+{_A_EN}(?:has\s+|just\s+)?turned\s+(?P<val>\d{{1,3}})\b", changed=True),
-    _p("age", rf"{_S_EN}(?:'s)?\s+age\s+is\s+(?P<val>\d{{1,3}})\b"),
-    _p("age", rf"{_S_CN}{_A_CN}(?P<val>\d{{1,3}}|{_CN_AGE})周?岁"),
-    # likes / preferences
-    _p("likes", rf"{_S_EN}(?:'s|s')\s+(?:all-time\s+|absolute\s+)?favou?rite(?:\s+[a-z]+){{0,2}}?\s+(?:is|are)\s+{_A_EN}(?P<val>.+)$"),
-    _p("likes", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:stopped|quit|gave\s+up|cut\s+out)\s+(?P<val>(?:drinking|eating)\s+.+)$", changed=True, polarity=-1),
-    _p("likes", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?switched\s+from\s+(?P<over>.+?)\s+to\s+(?P<val>.+)$", changed=True),
-    _p("likes", rf"{_S_CN}(?:一直|还是|也|都)?最(?:喜欢|爱)的(?:[^是，,]{{0,6}}?)(?:还|仍然|依然|一直)?是(?P<val>.+)$"),
-    _p("likes", rf"{_S_CN}(?:现在|已经|决定|从此|以后)*(?:不再|不|戒掉了|戒了)(?P<val>[喝吃].+?)了$", changed=True, polarity=-1),
-    _p("likes", rf"{_S_CN}(?:现在|已经|决定|从此|以后)*(?:从.{{0,16}}?开始)?改(?P<val>[喝吃].+?)了?$", changed=True),
-    _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<pverb>prefers?)\s+(?P<val>.+?)(?:\s+(?:over|rather\s+than|instead\s+of|more\s+than)\s+(?P<over>.+))?$"),
-    _p("likes", rf"{_S_EN}\s+{_A_EN}(?P<verb>{_LIKE_EN})\s+(?P<val>.+)$"),
-    _p("likes", rf"{_S_CN}{_A_CN}(?:更喜欢|更爱|偏好)(?P<val>.+?)(?:而不是|而非|胜过|多过)(?P<over>.+)$"),
-    _p("likes", rf"{_S_CN}{_A_CN}(?P<verb>{_LIKE_CN})(?P<val>.+)$"),
-    _p("likes", rf"{_S_CN}的?爱好是(?P<val>.+)$"),
-    # residence
-    _p("residence", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}(?:lives|is\s+living|resides|is\s+based|has\s+settled)\s+in\s+(?P<val>.+)$"),
-    _p("residence", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:moved|relocated|emigrated)(?:\s+back)?\s+to\s+(?P<val>.+)$", changed=True),
-    _p("residence", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}(?:住在|居住在|居住于|生活在|现居于?|定居在|定居于)(?P<val>.+)$"),
-    _p("residence", rf"{_S_CN}{_A_CN}(?:搬到了|搬到|搬去了|搬去|搬回了?|迁居到?|移居到?|移民到?)(?P<val>.+)$", changed=True),
-    # employer
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}works\s+(?:as\s+[^,]+?\s+)?(?:at|for)\s+(?P<val>.+)$"),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?P<neg>no\s+longer\s+)?{_A_EN}is\s+employed\s+(?:at|by)\s+(?P<val>.+)$"),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:started\s+(?:working|a\s+(?:new\s+)?job)\s+(?:at|for))\s+(?P<val>.+)$", changed=True),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:got|landed|accepted|took)\s+a\s+(?:new\s+)?job\s+(?:at|with)\s+(?P<val>.+)$", changed=True),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:started|began)\s+at\s+(?P<val>.+)$", changed=True, org=True),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?joined\s+(?P<val>.+?)\s+as\s+(?:a|an|the|their|its)\s+.+$", changed=True),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?joined\s+(?P<val>.+)$", changed=True, org=True),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?{_EN_QUIT_JOB}\s+(?:at|with)\s+(?P<val>.+)$", changed=True, polarity=-1),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?(?:{_EN_QUIT_JOB}|resigned)(?:\s+(?:in|on|last|this|yesterday|today)\b.*)?$", changed=True, polarity=-1),
-    _p("employer", rf"{_S_EN}\s+{_A_EN}(?:has\s+)?resigned\s+from\s+(?P<val>.+)$", changed=True, polarity=-1, org=True),
-    _p("employer", rf"{_S_CN}{_A_CN}开始在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)", changed=True),
-    _p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)"),
-    _p("employer", rf"{_S_CN}{_A_CN}从(?P<val>.+?)(?:辞职|离职)了?", changed=True, polarity=-1),
-    _p("employer", rf"{_S_CN}(?:已经|刚刚?|上个月|上周|今年|去年)*(?:辞职了?|离职了?|辞掉了?[^，,]{{0,8}}工作|辞去了?[^，,]{{0,8}}(?:工作|职务)|换了(?:一份)?新?工作|换工作了)", changed=True, polarity=-1),
-    _p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?(?:就职于|任职于|供职于|受雇于)(?P<val>.+)$"),
-    _p("employer", rf"{_S_CN}{_A_CN}(?:入职了?|跳槽到了?|跳槽去了?)(?P<val>.+)$", changed=True),
-    # relationship status
-    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?:is|has\s+been)\s+{_A_EN}(?P<val>single|married|divorced|engaged|widowed|separated)\b"),
-    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?:got|became|has\s+gotten|has\s+got)\s+(?P<val>married|divorced|engaged|separated)\b", changed=True),
-    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?:is\s+)?(?P<val>dating|in\s+a\s+relationship|seeing\s+someone)\b"),
-    _p("relationship", rf"{_S_EN}\s+{_A_EN}has\s+a\s+(?P<val>boyfriend|girlfriend|partner)\b"),
-    _p("relationship", rf"{_S_EN}\s+{_A_EN}(?P<val>broke\s+up)\s+with\b", changed=True),
-    _p("relationship", rf"{_S_CN}{_A_CN}是?(?P<val>单身|已婚|离异|丧偶)"),
-    _p("relationship", rf"{_S_CN}{_A_CN}(?P<val>结婚|离婚|订婚|分手)了", changed=True),
-    _p("relationship", rf"{_S_CN}{_A_CN}(?:有|交了)(?:一个|个)?(?P<val>女朋友|男朋友|对象|伴侣)"),
-    _p("relationship", rf"{_S_CN}{_A_CN}在?(?P<val>谈恋爱)"),
-)  # fmt: skip
+_PATTERNS: tuple[Pattern, ...] = PATTERNS_EN + PATTERNS_ZH
 
 
 # A literal every pattern of the attribute needs: most clauses mention none of these, and
@@ -559,7 +403,7 @@ _TRIGGERS: dict[str, re.Pattern[str]] = {
     attribute: re.compile(trigger)
     for attribute, trigger in {
         "chinese_zodiac": r"year of|zodiac|属|生肖|年",
-        "zodiac_sign": rf"sign|{_SIGNS_EN}|座",
+        "zodiac_sign": rf"sign|{SIGNS_EN}|座",
         "birthday": r"birthday|born on|生日|月",
         "hometown": r"from|home\s*town|birthplace|place of birth|born|来自|出身|老家|家乡|故乡|籍贯|出生|生于|生在",
         "occupation": r"work|job|occupation|profession|trade|职业|工作|是一名|是一位|当上|成为",

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from .lexicon import IRREGULAR_PAST, NOT_PAST_ED, NUMBER_WORDS, zh_number
+from .lexicon import NOT_PAST_ED, zh_number
+from .vocab import IRREGULAR_PAST, MONTH_NAMES, NUMBER_WORDS, WEEKDAYS
 
 __all__ = ["iso_month", "resolve_relative_dates", "shift_month"]
 
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _ZH_YEARS = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
@@ -39,7 +39,7 @@ _FUTURE = re.compile(
 _ANY_EN = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|last|this|next|past|coming|morning|evening|afternoon|other day|"
     r"weekend|in\s+\S+\s+(?:day|week|month|year)s?|\S+\s+(?:month|year)s?\s+now|"
-    + "|".join(_WEEKDAYS)
+    + "|".join(WEEKDAYS)
     + r"|mon|tues?|wed|thur?s?|fri|sat|sun)\b",
     re.I,
 )
@@ -136,7 +136,7 @@ def _weekday(d: date, target: int, direction: str) -> date:
 
 def _weekday_index(word: str) -> int:
     """Index of a weekday from its name or a common abbreviation ('Tues', 'Thurs')."""
-    return [d[:3] for d in _WEEKDAYS].index(word.lower()[:3])
+    return [d[:3] for d in WEEKDAYS].index(word.lower()[:3])
 
 
 def _step(which: str | None) -> int:
@@ -204,9 +204,6 @@ def _relative(m: re.Match[str], s: _Said) -> str:
     return _with_prep(m, "on" if unit == "weekend" else "in", phrase)
 
 
-_MONTH_NAMES = "January February March April May June July August September October November December".split()
-
-
 def week_months(day: date, step: int) -> str:
     """The month(s) of the seven days before (step -1) or after (step 1) `day`, written out.
 
@@ -216,9 +213,9 @@ def week_months(day: date, step: int) -> str:
     first = day + timedelta(days=-7 if step < 0 else 1)
     last = day + timedelta(days=-1 if step < 0 else 7)
     if (first.year, first.month) == (last.year, last.month):
-        return f"{_MONTH_NAMES[first.month - 1]} {first.year}"
-    start = f"late {_MONTH_NAMES[first.month - 1]}" + ("" if first.year == last.year else f" {first.year}")
-    return f"{start} or early {_MONTH_NAMES[last.month - 1]} {last.year}"
+        return f"{MONTH_NAMES[first.month - 1]} {first.year}"
+    start = f"late {MONTH_NAMES[first.month - 1]}" + ("" if first.year == last.year else f" {first.year}")
+    return f"{start} or early {MONTH_NAMES[last.month - 1]} {last.year}"
 
 
 # "it's Thursday", "today is Friday", "officially Monday": the weekday named is today's week.
@@ -311,7 +308,7 @@ _EN_RULES: list[Rule] = [
             _PREP
             + _WHICH
             + r"?(?P<wd>"
-            + "|".join(_WEEKDAYS)
+            + "|".join(WEEKDAYS)
             + r")\b(?!s)(?:,?\s+(?:the\s+)?(?P<dom>[12]?\d|3[01])(?:st|nd|rd|th)\b)?",
             re.I,
         ),

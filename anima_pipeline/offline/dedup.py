@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import lexicon as lx
 from .light_text import CJK, normalize_key
 from .light_types import Decision, FactCandidate
+from .vocab import STOPWORDS
 
 
 def _tokens(text: str) -> set[str]:
     """Content words, plus Chinese character bigrams, for overlap measures."""
     key = normalize_key(text)
-    words = {w for w in key.split() if w not in lx.STOPWORDS and not CJK.search(w)}
+    words = {w for w in key.split() if w not in STOPWORDS and not CJK.search(w)}
     cjk = "".join(CJK.findall(key))
     return words | {cjk[i : i + 2] for i in range(len(cjk) - 1)}
 
@@ -24,11 +24,16 @@ class _Known:
     content: str
     tokens: set[str]
     decision: int | None  # index of the decision that currently writes this entry
+    key: str = ""  # normalize_key(content), kept with it
+    position: int = 0  # index in the known list
+
+    def __post_init__(self) -> None:
+        self.key = self.key or normalize_key(self.content)
 
 
 def _relation(key: str, tokens: set[str], known: _Known) -> tuple[int, str]:
     """(rank, kind): twin > contained > fuller > near; rank 0 means unrelated."""
-    if key == normalize_key(known.content):
+    if key == known.key:
         return 4, "twin"
     if not tokens or not known.tokens:
         return 0, ""
@@ -52,17 +57,36 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     version of a memory updates that memory; candidates of the same batch are
     compared too, so no near-duplicate is ever created.
     """
-    known = [_Known(mid, content, _tokens(content), None) for mid, content in existing]
+    known: list[_Known] = []
+    # Only entries with the same key or a shared token can be related (_relation is 0 otherwise),
+    # so each candidate is compared with those alone, in list order, as a full scan would: a
+    # long message yields many candidates and comparing each with all was quadratic.
+    by_key: dict[str, list[int]] = {}
+    by_token: dict[str, list[int]] = {}
+
+    def index(i: int) -> None:
+        entry = known[i]
+        by_key.setdefault(entry.key, []).append(i)
+        for t in entry.tokens:
+            by_token.setdefault(t, []).append(i)
+
+    for mid, content in existing:
+        known.append(_Known(mid, content, _tokens(content), None, position=len(known)))
+        index(len(known) - 1)
     decisions: list[Decision] = []
     for cand in candidates:
         tokens = _tokens(cand.content)
+        related = set(by_key.get(cand.key, ()))
+        for t in tokens:
+            related.update(by_token.get(t, ()))
         best, rank, kind = None, 0, ""
-        for entry in known:
-            r, k = _relation(cand.key, tokens, entry)
+        for i in sorted(related):
+            r, k = _relation(cand.key, tokens, known[i])
             if r > rank:
-                best, rank, kind = entry, r, k
+                best, rank, kind = known[i], r, k
         if best is None:
-            known.append(_Known(None, cand.content, tokens, len(decisions)))
+            known.append(_Known(None, cand.content, tokens, len(decisions), position=len(known)))
+            index(len(known) - 1)
             decisions.append(Decision("create", cand, None, cand.content, "new"))
             continue
         ref = f"f-{best.memory_id}" if best.memory_id is not None else "an earlier candidate"
@@ -76,5 +100,7 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
             )
         action = "update" if best.memory_id is not None else "create"
         best.content, best.tokens, best.decision = cand.content, tokens, len(decisions)
+        best.key = normalize_key(cand.content)
+        index(best.position)  # stale index entries only widen the candidates; _relation decides
         decisions.append(Decision(action, cand, best.memory_id, cand.content, f"fuller version of {ref}"))
     return decisions

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from . import lexicon as lx
-from .light_text import WORD, is_chinese
+from .light_text import WORD, clean_text, is_chinese
 
 
 def emotion_hits(text: str) -> list[tuple[str, float, float]]:
@@ -47,3 +48,10 @@ def emotion_intensity(text: str, hits: Sequence[tuple[str, float, float]]) -> fl
 def message_feeling(text: str) -> float:
     """Emotional intensity of a whole message: a milestone said with strong feeling is an imprint."""
     return emotion_intensity(text, emotion_hits(text))
+
+
+@lru_cache(maxsize=256)
+def utterance_feeling(raw_text: str) -> float:
+    """`message_feeling` of a raw message, computed once per message: every sentence of a
+    message asks for it, and recomputing it per sentence made a long message quadratic."""
+    return message_feeling(clean_text(raw_text))

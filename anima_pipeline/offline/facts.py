@@ -20,6 +20,9 @@ from .small_talk import is_informative, is_small_talk
 
 _ISO_DATE = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")  # any year, so also any ISO date
 _MAX_CHARS = 240  # a memory is one fact, not a paragraph
+# A message that yields more facts than this is a pasted document, not talk: the first ones are
+# kept and the rest of the message is not read, so one huge message costs no more than this.
+MAX_FACTS_PER_MESSAGE = 100
 _ROLE_LABELS = {  # (language, role) -> (default name, label used when the name itself is the fact)
     ("en", "user"): ("the user", "The user's"),
     ("en", "assistant"): ("the assistant", "The assistant's"),
@@ -88,9 +91,19 @@ def _facts_of(utt: Utterance, ctx: Context) -> list[FactCandidate]:
     zh = is_chinese(text)
     out: list[FactCandidate] = []
     previous, previous_kept = "", False
-    sentences = [resolve_relative_dates(raw, ctx.said_on) for raw in split_sentences(text)]
+    raw_sentences = split_sentences(text)
+    resolved: dict[int, str] = {}
+
+    def sentence_at(i: int) -> str:  # resolved on demand: reading stops at MAX_FACTS_PER_MESSAGE
+        if i not in resolved:
+            resolved[i] = resolve_relative_dates(raw_sentences[i], ctx.said_on)
+        return resolved[i]
+
     skip = False
-    for i, sentence in enumerate(sentences):
+    for i in range(len(raw_sentences)):
+        if len(out) >= MAX_FACTS_PER_MESSAGE:
+            break
+        sentence = sentence_at(i)
         if skip:
             skip = False
             continue
@@ -102,7 +115,7 @@ def _facts_of(utt: Utterance, ctx: Context) -> list[FactCandidate]:
             if zh
             else en_fact(sentence, utt, ctx)
         )
-        following = sentences[i + 1] if i + 1 < len(sentences) else ""
+        following = sentence_at(i + 1) if i + 1 < len(raw_sentences) else ""
         if (
             fact is None
             and not zh

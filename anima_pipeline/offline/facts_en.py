@@ -6,12 +6,13 @@ import re
 from collections.abc import Sequence
 
 from . import lexicon as lx
-from .emotion import message_feeling
+from .emotion import utterance_feeling
 from .fact_context import CONFIDENCE, IMPRINT_FEELING, Context
-from .light_text import WORD, clean_text, content_words, quoted_titles
+from .light_text import WORD, content_words, quoted_titles
 from .light_types import Utterance
 from .rewrite_en import FIRST_PERSON_STRICT, is_vocative, strip_en, third_person, you_as_i
 from .significance import narrative_significance
+from .vocab import IRREGULAR_PAST, STOPWORDS
 
 _CUE_WEIGHTS = {"preference": 2.0, "world": 2.0}  # stable facts are worth keeping even when short
 _MIN_EVENT = 1.8  # the same, for a short first-person event with a concrete object
@@ -78,7 +79,7 @@ def _looks_like_name(word: str) -> bool:
     return (
         word[:1].isupper()
         and len(low) > 2
-        and low not in lx.STOPWORDS | lx.SMALL_TALK_WORDS | lx.VAGUE_WORDS | lx.ADVERBS
+        and low not in STOPWORDS | lx.SMALL_TALK_WORDS | lx.VAGUE_WORDS | lx.ADVERBS
         and not low.endswith(("ing", "ed", "ly"))
         and not lx.IMPERATIVE.match(low)
         and not lx.LEADING_FILLERS.match(low)
@@ -161,9 +162,7 @@ def en_fact(sentence: str, utt: Utterance, ctx: Context) -> tuple[str, str, floa
     score = _en_score(you_as_i(original) if you_mode else original, ctx.names, significance)
     if score < _MIN_SCORE and not (not you_mode and score >= _MIN_EVENT and _concrete_event(original)):
         return None
-    ftype = _en_type(
-        you_as_i(original) if you_mode else original, significance, message_feeling(clean_text(utt.text))
-    )
+    ftype = _en_type(you_as_i(original) if you_mode else original, significance, utterance_feeling(utt.text))
     if ftype == "opinion" and utt.role == "assistant" and not you_mode and not ctx.narrator:
         return None  # an AI's view of the user's news ("a brave move, I think") is no memory
     confidence = CONFIDENCE[ftype]
@@ -244,7 +243,7 @@ _FINITE = re.compile(
     r"might|must|got|get|gets|went|goes|go|made|make|makes|came|comes|took|takes|said|says|told|felt|feels|"
     r"knew|knows|thinks|thought|loves|likes|wants|needs|works|lives|calls|call|keep|keeps|kept|became|left|"
     r"ran|runs|saw|sees|found|put|let|gave|gives|"
-    + "|".join(sorted(lx.IRREGULAR_PAST))
+    + "|".join(sorted(IRREGULAR_PAST))
     + r")\b|'(?:s|re|ve|ll|d|m)\b|n't\b|\b[a-z]{3,}ed\b|\b[a-z]{2,}(?:es|ts|ks|ps|ns|ls|rs|ys|gs|ds|ms)\b(?=\s+(?:a|an|the|to|in|on|at|with|for|it|him|her|them|me|us|out|up|off|his|their|my|our|your|that|this)\b)",
     re.I,
 )
@@ -284,6 +283,6 @@ def _kin_of(sentence: str, speaker: str) -> str:
 def _proper_opener(word: str, ctx: Context) -> bool:
     """Is a capitalised sentence opener a name ('Mei', 'Shanghai') rather than a common word ('Real')?"""
     low = word.lower().split("'", 1)[0]
-    if low in ctx.lower_words or low in lx.STOPWORDS | lx.SMALL_TALK_WORDS | lx.VAGUE_WORDS | lx.ADVERBS:
+    if low in ctx.lower_words or low in STOPWORDS | lx.SMALL_TALK_WORDS | lx.VAGUE_WORDS | lx.ADVERBS:
         return False
     return _looks_like_name(word) or any(n and n.split()[0] == word for n in ctx.names)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from . import lexicon as lx
-from .emotion import message_feeling
+from .emotion import utterance_feeling
 from .fact_context import CONFIDENCE, IMPRINT_FEELING, Context
-from .light_text import clean_text, quoted_titles, zh_content_chars
+from .light_text import quoted_titles, zh_content_chars
 from .light_types import Utterance
 from .significance import narrative_significance
 
@@ -86,7 +86,7 @@ def zh_fact(sentence: str, utt: Utterance, ctx: Context) -> tuple[str, str, floa
     if score < _MIN_SCORE_ZH:
         return None
     ftype = _zh_type(
-        text.replace("你", "我") if you_mode else text, significance, message_feeling(clean_text(utt.text))
+        text.replace("你", "我") if you_mode else text, significance, utterance_feeling(utt.text)
     )
     confidence = CONFIDENCE[ftype]
     return (

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from .vocab import IRREGULAR_PAST
+
 # --- sentence cleanup ---------------------------------------------------------
 
 # Openers stripped from the start of a sentence: they carry no fact and only inflate memory size.
@@ -138,17 +140,6 @@ ZH_SMALL_TALK = re.compile(
 
 # --- grammar helpers ----------------------------------------------------------
 
-STOPWORDS = frozenset(
-    """a an the and or but if of to in on at for with by from as into onto about over after before
-    is are was were be been being am do does did doing have has had having will would can could
-    should shall may might must it its it's this that these those there here then than so such very
-    too also just really quite pretty i me my mine myself we us our ours you your yours he him his
-    she her hers they them their theirs what which who whom whose when where why how all any some
-    not no nor only own same more most other each both few up down out off again further once
-    i'm i've i'll i'd we're we've you're you've don't didn't can't won't it's that's there's
-    one thing things stuff lot lots way gonna going get got since until while during through without
-    within upon among across around against along behind beyond toward towards via yet else ever""".split()
-)
 ADVERBS = frozenset(
     """really just also still always never usually often sometimes actually totally definitely
     finally recently already even absolutely truly honestly kinda sorta currently personally
@@ -156,14 +147,6 @@ ADVERBS = frozenset(
     almost nearly barely hardly""".split()
 )
 MODALS = frozenset("can could will would shall should may might must cannot can't won't".split())
-IRREGULAR_PAST = frozenset(
-    """went got had was were did made took saw met won lost bought began started finished visited
-    joined ran wrote read gave found left came became built drew spent sold taught told heard felt
-    flew drove rode swam sang caught kept brought thought fell broke chose held lent paid sent sat
-    stood wore grew knew ate drank fought forgot hid hurt led let meant put quit rose said set shot
-    shut slept spoke stuck struck swore threw understood woke been gone done seen known taken given
-    written eaten driven ridden chosen spoken broken forgotten gotten begun""".split()
-)
 NOT_PAST_ED = frozenset(
     "need feed seed speed bed red shed indeed proceed succeed exceed weed breed bleed".split()
 )
@@ -425,13 +408,6 @@ ZH_INTENSIFIERS = ("非常", "特别", "超级", "十分", "极其", "太", "好
 
 # --- numbers -----------------------------------------------------------------------
 
-NUMBER_WORDS = {
-    w: i
-    for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-        "sixteen seventeen eighteen nineteen twenty".split()
-    )
-}
 _ZH_DIGITS = {
     "零": 0,
     "〇": 0,

@@ -6,6 +6,7 @@ import re
 import unicodedata
 
 from . import lexicon as lx
+from .vocab import STOPWORDS
 
 CJK = re.compile(r"[\u3400-\u9fff]")
 WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
@@ -54,7 +55,7 @@ def content_words(text: str) -> list[str]:
         w
         for w in WORD.findall(text)
         if len(w) > 2
-        and w.lower() not in lx.STOPWORDS
+        and w.lower() not in STOPWORDS
         and w.lower() not in lx.SMALL_TALK_WORDS
         and w.lower() not in lx.VAGUE_WORDS
     ]

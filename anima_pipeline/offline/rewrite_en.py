@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from . import lexicon as lx
+from .vocab import IRREGULAR_PAST
 
 FIRST_PERSON = re.compile(r"\bI\b|\bI'(?:m|ve|ll|d)\b|\b(?:my|me|mine|myself|we|we're|we've|our|us)\b", re.I)
 FIRST_PERSON_STRICT = re.compile(r"\bI\b|\b(?:[Mm]y|me|mine|myself|[Ww]e|[Oo]ur|us)\b")
@@ -25,7 +26,7 @@ def _conjugate(word: str) -> str:
         return special[low]
     if (
         low in lx.MODALS
-        or low in lx.IRREGULAR_PAST
+        or low in IRREGULAR_PAST
         or (low.endswith("ed") and low not in lx.NOT_PAST_ED)
         or "'" in low
         or not low.isalpha()

@@ -176,6 +176,21 @@ def search(
     return memory.search(query, types=type, since=since, until=until, limit=limit, offset=offset)
 
 
+@router.get("/messages/search", response_model=SearchPage, summary="Active search over past messages")
+def search_messages(
+    memory: Memory,
+    query: Annotated[str, Query(min_length=1, max_length=4000)],
+    conversation_id: Annotated[str | None, Query(min_length=1, description="only this conversation")] = None,
+    since: Annotated[datetime | None, Query(description="sent at or after (ISO-8601)")] = None,
+    until: Annotated[datetime | None, Query(description="sent before (ISO-8601)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_LIMIT)] = 20,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> SearchPage:
+    return memory.search_messages(
+        query, conversation_id=conversation_id, since=since, until=until, limit=limit, offset=offset
+    )
+
+
 @router.post("/memories", response_model=Remembered, status_code=201, summary="Remember a fact explicitly")
 def remember(body: RememberBody, memory: Memory) -> Remembered:
     return memory.remember(body.content, body.type, body.session_id)

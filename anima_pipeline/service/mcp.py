@@ -2,7 +2,7 @@
 Desktop, Claude Code, …), over stdio or streamable HTTP, with the official `mcp` SDK.
 
 One server serves one anima, chosen by configuration (``--anima``), never by the client.
-It is read-only (``context``, ``search``) unless started with ``--allow-remember``, which
+It is read-only (``context``, ``search``, ``search_messages``) unless started with ``--allow-remember``, which
 adds the ``remember`` tool. The tools are thin over AnimaMemory.
 """
 
@@ -39,6 +39,12 @@ limit/offset, filtered by memory type and by when the fact was observed. Use it 
 `context` was not enough or you need everything about a topic. Returns memories with their
 refs (f-N, cite as [[anima:f-N]]), type, text and date, and has_more: call again with
 offset + limit for the next page."""
+
+SEARCH_MESSAGES_DESCRIPTION = """\
+Search past conversations for what was actually said: the messages themselves (not the
+facts distilled from them), best first, with speaker, conversation and date. Use it for
+exact wording or details no memory holds. Paged with limit/offset; optionally within one
+conversation and a time range."""
 
 REMEMBER_DESCRIPTION = """\
 Store one durable fact now, instead of waiting for tonight's consolidation: something the
@@ -79,6 +85,20 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
     ) -> SearchPage:
         return memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
 
+    def search_messages(
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="what was said")],
+        conversation_id: Annotated[str | None, Field(description="only this conversation")] = None,
+        since: Annotated[datetime | None, Field(description="sent at or after (ISO-8601)")] = None,
+        until: Annotated[datetime | None, Field(description="sent before (ISO-8601)")] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")] = 10,
+        offset: Annotated[
+            int, Field(ge=0, description="skip this many results (the previous offset + limit)")
+        ] = 0,
+    ) -> SearchPage:
+        return memory.search_messages(
+            query, conversation_id=conversation_id, since=since, until=until, limit=limit, offset=offset
+        )
+
     def remember(
         content: Annotated[
             str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="one self-contained fact")
@@ -105,6 +125,13 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
     )
     server.add_tool(
         search, name="search", title="Search memory", description=SEARCH_DESCRIPTION, annotations=read_only
+    )
+    server.add_tool(
+        search_messages,
+        name="search_messages",
+        title="Search past messages",
+        description=SEARCH_MESSAGES_DESCRIPTION,
+        annotations=read_only,
     )
     if allow_remember:
         server.add_tool(

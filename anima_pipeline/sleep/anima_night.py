@@ -146,6 +146,10 @@ def run_anima_night(
         except Exception as exc:  # noqa: BLE001 - a step's error fails this anima, not the night
             failed = failure(anima_id, key, exc)
             break
+        except BaseException as exc:  # SIGINT / SIGTERM: the step rolled back; the run stops
+            if prev is not None:
+                _interrupted(db, night, anima_id, key, exc)
+            raise
     if failed is None:
         try:
             faults.point("night_end", day=night.day, anima_id=anima_id)
@@ -169,6 +173,24 @@ def run_anima_night(
             else:
                 failed.recorded = False
     return AnimaOutcome(anima_id, results, failed)
+
+
+def _interrupted(db: Database, night: Night, anima_id: str, step: str, exc: BaseException) -> None:
+    """An interrupted night is recorded as failed (not left running until its lease lapses),
+    so the same command run again carries on at once."""
+    try:
+        with db.transaction() as conn:
+            sleep_state.end_night(
+                conn,
+                anima_id,
+                night.day,
+                night.run_id,
+                sleep_state.FAILED,
+                {"interrupted": True, "step": step},
+                f"{step}: interrupted ({type(exc).__name__})",
+            )
+    except psycopg.Error as err:
+        logger.error("could not record the interrupted night of %s for %s: %s", night.day, anima_id, err)
 
 
 def _end(

@@ -15,30 +15,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Generator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
-from anima_pipeline.offline.deep import (
-    MemoryView,
-    MergeGroup,
-    extract_attributes,
-    find_contradictions,
-    is_split_candidate,
-    merge_groups,
-    normalize_content,
-    split_parts,
-    stale_pins,
-)
-from anima_pipeline.sleep import prompts
+from anima_pipeline.llm.types import StepRequest, TextBlock, Usage
+from anima_pipeline.offline.deep import is_split_candidate
+from anima_pipeline.offline.deep_plans import attribute_pairs, merge_candidates, round_plan
+from anima_pipeline.sleep import guards, prompts
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
@@ -82,14 +72,11 @@ class DeepSleepTooLarge(RuntimeError):
     pass
 
 
-class BreakerTripped(RuntimeError):
-    pass
-
-
 @dataclass(frozen=True)
 class Settings:
-    breaker_ratio: float = 0.25
-    breaker_min: int = 5  # fewer deprecations than this never trip (a tiny store merging one pair is fine)
+    """Deep sleep's own knobs. How much a round may retire is the shared loss guard
+    (sleep/guards.py), checked by the step frame for every step."""
+
     merge_threshold: float = 0.75
     stale_pin_days: int = 30
     trgm_threshold: float = 0.35
@@ -115,12 +102,14 @@ def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
 def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str) -> list[dict]:
     """This night's writes to `table` by the steps that run from deep sleep on (the rounds
     themselves, the dream, the self refresh, reference sync): undone, they give the store as
-    deep sleep found it, which every round shows the same (one cached prompt prefix)."""
+    deep sleep found it, which every round shows the same (one cached prompt prefix). An
+    agent's own writes of that day (remember) are part of what deep sleep finds, not undone."""
     return conn.execute(
         """SELECT id, memory_id, op, before, after, step FROM memory_event
            WHERE anima_id = %s AND day = %s AND table_name = %s AND NOT (step = ANY(%s))
+             AND NOT starts_with(step, %s)
            ORDER BY id""",
-        (anima_id, night.day, table, list(BEFORE_DEEP_SLEEP)),
+        (anima_id, night.day, table, list(BEFORE_DEEP_SLEEP), AGENT_STEP_PREFIX),
     ).fetchall()
 
 
@@ -234,22 +223,6 @@ def message_one_five(events: list[dict]) -> str:
 # ---- message 2: the program pre-filter ---------------------------------------------------
 
 
-def _view(m: SemanticMemory) -> MemoryView:
-    return MemoryView(
-        id=m.id,
-        type=m.type,
-        content=m.content,
-        confidence=m.confidence,
-        source_sessions=tuple(m.source_sessions),
-        observed_at=m.observed_at,
-        updated_at=m.updated_at,
-        pinned=m.pinned,
-        pinned_at=m.pinned_at,
-        reference_count=m.reference_count,
-        last_referenced_at=m.last_referenced_at,
-    )
-
-
 def similar_pairs(
     conn: Connection, ids: list[int], threshold: float, focus: set[int] | None = None
 ) -> list[tuple[int, int, float]]:
@@ -282,22 +255,6 @@ def similar_pairs(
     return [(r["a"], r["b"], round(float(r["sim"]), 3)) for r in rows]
 
 
-def _attribute_pairs(memories: list[SemanticMemory]) -> list[tuple[int, int, str]]:
-    by_key: dict[tuple[str, str], list[tuple[int, str]]] = {}
-    for m in memories:
-        for fact in extract_attributes(m.content):  # every fact of a memory, not just its first
-            by_key.setdefault((fact.subject.lower(), fact.attribute), []).append(
-                (m.id, f"{fact.value}|{fact.polarity}")
-            )
-    pairs = []
-    for (subject, attribute), items in sorted(by_key.items()):
-        for i, (a, va) in enumerate(items):
-            for b, vb in items[i + 1 :]:
-                if va != vb:
-                    pairs.append((a, b, f"{subject}: {attribute}"))
-    return pairs
-
-
 @dataclass
 class Prefilter:
     text: str
@@ -315,7 +272,7 @@ def prefilter(
 ) -> Prefilter:
     ids = [m.id for m in memories]
     if round_name == "contradiction":
-        attr = _attribute_pairs(memories)
+        attr = attribute_pairs(memories)
         sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
         lines = [f"- f-{a} vs f-{b}: same subject and attribute ({why})" for a, b, why in attr]
         lines += [f"- f-{a} vs f-{b}: similar {s}" for a, b, s in sim]
@@ -334,7 +291,7 @@ def prefilter(
         head = "# Pre-filter: long or multi-sentence entries (split candidates), by id"
     elif round_name == "merge":
         sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
-        groups = merge_candidates(memories, cfg)
+        groups = merge_candidates(memories, cfg.merge_threshold)
         lines = [f"- {' + '.join(f'f-{i}' for i in g.ids)}: {g.reason}" for g in groups]
         lines += [f"- f-{a} ~ f-{b}: {s}" for a, b, s in sim]
         picked = {x for a, b, _ in sim for x in (a, b)} | {i for g in groups for i in g.ids}
@@ -360,68 +317,6 @@ def prefilter(
         more = len(lines) - MAX_PREFILTER_LINES
         lines = [*lines[:MAX_PREFILTER_LINES], f"(and {more} more candidates of the same kinds)"]
     return Prefilter(text="\n".join([head, *(lines or ["(no candidates)"])]), ids=picked, count=len(picked))
-
-
-# ---- offline decisions ---------------------------------------------------------------------
-
-
-def merge_candidates(memories: list[SemanticMemory], cfg: Settings) -> list[MergeGroup]:
-    """Exact twins (same normalized content, whatever their type) first, then near-duplicates
-    and containment within a type. Containment pairs can have low trigram similarity, so the
-    heuristic looks at the whole active set rather than only the SQL pairs."""
-    by_norm: dict[str, list[SemanticMemory]] = {}
-    for m in memories:
-        by_norm.setdefault(normalize_content(m.content), []).append(m)
-    groups, taken = [], set()
-    for twins in by_norm.values():
-        if len(twins) > 1:
-            keep = max(twins, key=lambda m: (len(m.content), m.updated_at, m.id))
-            groups.append(
-                MergeGroup(ids=tuple(m.id for m in twins), content=keep.content, reason="exact twins")
-            )
-            taken |= {m.id for m in twins}
-    rest = [_view(m) for m in memories if m.id not in taken]
-    groups += merge_groups(rest, threshold=cfg.merge_threshold)
-    return groups
-
-
-def _plan(
-    round_name: str,
-    current: list[SemanticMemory],
-    pre: Prefilter,
-    night: Night,
-    cfg: Settings,
-    full_split: bool,
-) -> Generator[ToolCall, ToolResult, None]:
-    views = [_view(m) for m in current]
-    if round_name == "contradiction":
-        active = {m.id for m in current}
-        for c in find_contradictions([v for v in views if v.id in pre.ids]):
-            if c.loser_id not in active:
-                continue
-            args: dict[str, Any] = {"id": f"f-{c.loser_id}", "reason": f"{c.kind}: {c.reason}"}
-            if c.winner_id is not None and c.winner_id in active:
-                args["superseded_by"] = f"f-{c.winner_id}"
-                winner = next(m for m in current if m.id == c.winner_id)
-                if winner.observed_at:
-                    args["valid_until"] = winner.observed_at.isoformat()
-            active.discard(c.loser_id)
-            yield ToolCall(name="deprecate_semantic_memory", input=args)
-    elif round_name == "split":
-        for v in views:
-            if full_split or v.id in pre.ids:
-                parts = split_parts(v)
-                if parts:
-                    yield ToolCall(name="split_semantic_memory", input={"id": f"f-{v.id}", "parts": parts})
-    elif round_name == "merge":
-        for g in merge_candidates(current, cfg):
-            yield ToolCall(
-                name="merge_semantic_memories",
-                input={"source_ids": [f"f-{i}" for i in g.ids], "content": g.content},
-            )
-    else:
-        for mid, reason in stale_pins(views, now=night.end, stale_days=cfg.stale_pin_days):
-            yield ToolCall(name="unpin_semantic_memory", input={"id": f"f-{mid}", "reason": reason})
 
 
 # ---- one round ---------------------------------------------------------------------------------
@@ -531,7 +426,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             usage += night.engine.run(
                 request,
                 executor,
-                lambda live=live, pre=pre: _plan(round_name, live, pre, night, cfg, full_split),
+                lambda live=live, pre=pre: round_plan(
+                    round_name, live, pre.ids, night.end, cfg.merge_threshold, cfg.stale_pin_days, full_split
+                ),
             )
             calls += executor.log
             for k, v in executor.stats.items():
@@ -539,13 +436,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             stats["candidates"] = stats.get("candidates", 0) + pre.count
         lost = _deprecated_in_round(conn, audit, step, watermark)
         stats.update(totals, deprecated_total=lost, message1_chars=msg1_chars, size_band=band)
-        limit = cfg.breaker_ratio * len(current)
-        if lost > limit and lost >= cfg.breaker_min:
-            raise BreakerTripped(
-                f"deep sleep round {round_index} ({round_name}) would deprecate {lost} of {len(current)} active "
-                f"memories ({lost / len(current):.0%}), above the breaker setting breaker_ratio={cfg.breaker_ratio:.0%}; "
-                "rolled back. Check the round's input, or raise breaker_ratio for this run."
-            )
+        guards.check_step(
+            conn, audit, night.limits, watermark
+        )  # before the log: a tripped round logs nothing
         if round_name == "pin_review":
             stats["pinned_after"] = sum(1 for m in MemoryRepo(conn).active(anima_id) if m.pinned)
             stats["resident_cap"] = RESIDENT_CAP

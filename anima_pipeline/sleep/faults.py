@@ -9,7 +9,7 @@ kills). Its value is comma-separated `key=value` pairs; a key left out matches a
     at=before_step     a step of the night is about to open its transaction
     at=in_step         a step wrote everything, inside its transaction, before the commit
     at=night_end       every step of an anima's night is over, the night not yet marked done
-    step=<step key>, day=<YYYY-MM-DD>, anima=<anima id>
+    step=<step key>, day=<YYYY-MM-DD>, anima=<anima id>   (a|b: either)
 
 e.g. ANIMA_FAULT="action=hang,at=in_step,step=semantic_memory/merged,day=2026-12-05,anima=kai".
 """
@@ -36,7 +36,7 @@ def point(at: str, *, day: date, anima_id: str, step: str = "") -> None:
         return
     want = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
     here = {"at": at, "step": step, "day": day.isoformat(), "anima": anima_id}
-    if any(want.get(k, v) != v for k, v in here.items()):
+    if any(v not in want.get(k, v).split("|") for k, v in here.items()):
         return
     if want.get("action") == "fail":
         raise FaultInjected(f"fault injected at {at} of {step or 'the night'} for {anima_id} on {day}")

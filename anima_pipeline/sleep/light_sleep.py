@@ -6,29 +6,25 @@ any stage may write nothing and the later ones still run (restraint is a normal 
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import timedelta
 
-from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
-from anima_pipeline.offline.light import (
-    Utterance,
-    dedup_against,
-    detect_anchors,
-    extract_facts,
-    is_small_talk,
-    narrative_significance,
+from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, Usage
+from anima_pipeline.offline.light_plans import (
+    anchor_plan,
+    autobiography_outline,
+    narrative_plan,
+    semantic_plan,
+    short_date,
 )
 from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.day_input import chunk_conversations, load_day, render_day, render_memories
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.sleep.revert import REVERTED_REASON
-from anima_pipeline.store.archive import DayConversation
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo
-from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
+from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
@@ -48,21 +44,6 @@ ZERO_COUNTS = {
     STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
     STEP_SUMMARY: ("self_blocks", "errors"),
 }
-
-
-def _utterances(convs: list[DayConversation], tz: ZoneInfo) -> list[Utterance]:
-    return [
-        Utterance(
-            conversation_id=c.id,
-            message_id=m.external_id,
-            role=m.role,
-            speaker=m.speaker,
-            text=m.content,
-            created_at=m.created_at.astimezone(tz),
-        )
-        for c in convs
-        for m in c.messages
-    ]
 
 
 def _request(
@@ -89,6 +70,22 @@ def _request(
 
 def _chars(request: StepRequest) -> int:
     return sum(len(b.text) for b in [*request.system, *request.user])
+
+
+def _outcome(
+    step: str, executor: ToolExecutor, request: StepRequest, usage: Usage, **stats: int
+) -> StepOutcome:
+    """The stats every stage reports: its own counts, the input size, its zero counts (a quiet
+    night plots as 0) overridden by what the executor did."""
+    return StepOutcome(
+        stats={
+            **stats,
+            "input_chars": _chars(request),
+            **dict.fromkeys(ZERO_COUNTS[step], 0),
+            **executor.stats,
+        },
+        usage=usage,
+    )
 
 
 # ---- stage 1: semantic --------------------------------------------------------------
@@ -137,7 +134,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                 usage += night.engine.run(
                     request,
                     executor,
-                    lambda chunk=chunk, existing=existing, retired=retired: _semantic_plan(
+                    lambda chunk=chunk, existing=existing, retired=retired: semantic_plan(
                         chunk, existing, night.tz, retired
                     ),
                 )
@@ -148,48 +145,6 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
         return StepOutcome(stats=stats, usage=usage, details={"chunk_conversations": chunks_log})
 
     return run_step(db, night, anima_id, STEP_SEMANTIC, body)
-
-
-def _semantic_plan(
-    chunk: list[DayConversation],
-    existing: list[SemanticMemory],
-    tz: ZoneInfo,
-    retired: list[SemanticMemory] = (),
-) -> Generator[ToolCall, ToolResult, None]:
-    utterances = _utterances(chunk, tz)
-    if is_small_talk(utterances):
-        return
-    candidates = extract_facts(utterances)
-    if retired:
-        # A fact that deep sleep already merged, split or retired is known: re-extracting it on
-        # a forced re-run must not bring it back as a new memory.
-        known = {
-            d.candidate
-            for d in dedup_against(candidates, [(m.id, m.content) for m in retired])
-            if d.action != "create"
-        }
-        candidates = [c for c in candidates if c not in known]
-    current = {m.id: m for m in existing}
-    for d in dedup_against(candidates, [(m.id, m.content) for m in existing]):
-        if d.action == "create":
-            c = d.candidate
-            yield ToolCall(
-                name="create_semantic_memory",
-                input={
-                    "type": c.type,
-                    "content": c.content,
-                    "confidence": round(c.confidence, 2),
-                    "source_sessions": [c.conversation_id],
-                    "observed_at": c.observed_at.isoformat(),
-                },
-            )
-        elif d.action == "update" and d.memory_id in current:
-            old = current[d.memory_id]
-            sources = sorted(set(old.source_sessions) | {d.candidate.conversation_id})
-            yield ToolCall(
-                name="update_semantic_memory",
-                input={"id": old.ref, "content": d.content, "source_sessions": sources},
-            )
 
 
 # ---- stage 2: limbic ----------------------------------------------------------------
@@ -228,39 +183,10 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
             scope.tools,
         )
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
-        usage = night.engine.run(request, executor, lambda: _anchor_plan(convs, night.tz, seen))
-        return StepOutcome(
-            stats={
-                "conversations": len(convs),
-                "input_chars": _chars(request),
-                **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0),
-                **executor.stats,
-            },
-            usage=usage,
-        )
+        usage = night.engine.run(request, executor, lambda: anchor_plan(convs, night.tz, seen))
+        return _outcome(STEP_LIMBIC, executor, request, usage, conversations=len(convs))
 
     return run_step(db, night, anima_id, STEP_LIMBIC, body)
-
-
-def _anchor_plan(
-    convs: list[DayConversation], tz: ZoneInfo, seen: set
-) -> Generator[ToolCall, ToolResult, None]:
-    for a in detect_anchors(_utterances(convs, tz)):
-        if (a.conversation_id, a.occurred_at, a.emotion) in seen:
-            continue  # a re-run recognises its own anchors
-        yield ToolCall(
-            name="create_emotional_anchor",
-            input={
-                "conversation_id": a.conversation_id,
-                "occurred_at": a.occurred_at.isoformat(),
-                "emotion": a.emotion,
-                "valence": a.valence,
-                "arousal": a.arousal,
-                "intensity": a.intensity,
-                "trigger": a.trigger[:500],
-                "note": a.note,
-            },
-        )
 
 
 # ---- stage 3: autobiographical narratives (phase A) --------------------------------------
@@ -286,7 +212,7 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             "# Existing narratives (date, significance, title, the memories each already covers)\n"
             + (
                 "\n".join(
-                    f"- a-{n['id']} {_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
+                    f"- a-{n['id']} {short_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
                     f" — covers {', '.join(f'f-{i}' for i in n['source_memory_ids']) or 'no memory'}"
                     for n in narratives
                 )
@@ -309,47 +235,10 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             scope.tools,
         )
         told = {i for n in narratives for i in n["source_memory_ids"]}
-        usage = night.engine.run(request, executor, lambda: _narrative_plan(recent, told, night.tz))
-        return StepOutcome(
-            stats={
-                "candidates": len(recent),
-                "input_chars": _chars(request),
-                **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0),
-                **executor.stats,
-            },
-            usage=usage,
-        )
+        usage = night.engine.run(request, executor, lambda: narrative_plan(recent, told, night.tz))
+        return _outcome(STEP_NARRATIVE, executor, request, usage, candidates=len(recent))
 
     return run_step(db, night, anima_id, STEP_NARRATIVE, body)
-
-
-def _narrative_plan(
-    recent: list[SemanticMemory], told: set[int], tz: ZoneInfo
-) -> Generator[ToolCall, ToolResult, None]:
-    """Restraint: only milestones and turning points become narratives, once each."""
-    for m in recent:
-        significance = narrative_significance(m.content)
-        if m.id in told or significance not in ("milestone", "turning_point"):
-            continue
-        when = m.observed_at.astimezone(tz) if m.observed_at else None
-        yield ToolCall(
-            name="create_autobiographical_memory",
-            input={
-                "title": _title(m.content),
-                "narrative": f"On {when:%Y-%m-%d}: {m.content}" if when else m.content,
-                "significance": significance,
-                "occurred_from": when.isoformat() if when else None,
-                "source_memory_ids": [m.ref],
-            },
-        )
-
-
-def _title(content: str, words: int = 9) -> str:
-    text = content.rstrip(".。!！")
-    if any("\u4e00" <= ch <= "\u9fff" for ch in text):
-        return text[:24]
-    parts = text.split()
-    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
 
 
 # ---- stage 3b: autobiography summary (phase B) -----------------------------------------
@@ -367,7 +256,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
             "narratives",
             "# Active narratives\n"
             + "\n".join(
-                f"- a-{n['id']} [{n['significance']}] {_date(n['occurred_from'], night.tz)} {n['title']}"
+                f"- a-{n['id']} [{n['significance']}] {short_date(n['occurred_from'], night.tz)} {n['title']}"
                 for n in narratives
             ),
         )
@@ -393,67 +282,13 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
             ),
         )
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
-        return StepOutcome(
-            stats={
-                "narratives_read": len(narratives),
-                "input_chars": _chars(request),
-                "summary_chars": len(current),
-                **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0),
-                **executor.stats,
-            },
-            usage=usage,
+        return _outcome(
+            STEP_SUMMARY,
+            executor,
+            request,
+            usage,
+            narratives_read=len(narratives),
+            summary_chars=len(current),
         )
 
     return run_step(db, night, anima_id, STEP_SUMMARY, body)
-
-
-_ORDER = ("turning_point", "milestone", "notable", "routine")
-_LABEL = {
-    "turning_point": "Turning points",
-    "milestone": "Milestones",
-    "notable": "Notable",
-    "routine": "Everyday",
-}
-
-
-def autobiography_outline(narratives: list[dict], now: datetime, tz: ZoneInfo) -> str:
-    """Grouped by significance, titles only; granularity fades with distance: the last 30 days
-    keep every narrative, the last year drops routine ones, older only milestones and turning
-    points, grouped by year."""
-    recent, year, older = [], [], []
-    for n in narratives:
-        when = n["occurred_from"] or n["created_at"]
-        age = now - when
-        if age <= timedelta(days=30):
-            recent.append(n)
-        elif age <= timedelta(days=365):
-            if n["significance"] != "routine":
-                year.append(n)
-        elif n["significance"] in ("milestone", "turning_point"):
-            older.append(n)
-    lines = []
-    for heading, group in (("Recent (last 30 days)", recent), ("This year", year)):
-        if group:
-            lines.append(f"## {heading}")
-            for sig in _ORDER:
-                items = [n for n in group if n["significance"] == sig]
-                if items:
-                    lines.append(f"- {_LABEL[sig]}")
-                    lines += [f"  - {_date(n['occurred_from'], tz)} {n['title']}" for n in _by_time(items)]
-    if older:
-        lines.append("## Earlier years")
-        for y in sorted(
-            {(n["occurred_from"] or n["created_at"]).astimezone(tz).year for n in older}, reverse=True
-        ):
-            items = [n for n in older if (n["occurred_from"] or n["created_at"]).astimezone(tz).year == y]
-            lines.append(f"- {y}")
-            lines += [f"  - {n['title']}" for n in _by_time(items)]
-    return "\n".join(lines)
-
-
-def _by_time(items: list[dict]) -> list[dict]:
-    return sorted(items, key=lambda n: (n["occurred_from"] or n["created_at"], n["id"]), reverse=True)
-
-
-def _date(value: datetime | None, tz: ZoneInfo) -> str:
-    return value.astimezone(tz).strftime("%Y-%m-%d") if value else "????-??-??"

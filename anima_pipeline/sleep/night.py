@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
-from anima_pipeline.sleep import faults
+from anima_pipeline.sleep import faults, guards
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
@@ -45,6 +45,7 @@ class Night:
     mode: Mode = "full"
     log_dir: Path | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    limits: guards.LossLimits = field(default_factory=guards.LossLimits)
 
     @property
     def start(self) -> datetime:
@@ -113,12 +114,18 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
                         duration_s=time.monotonic() - t0,
                     )
             audit = Audit(conn=conn, anima_id=anima_id, run_id=night.run_id, step=step, day=night.day)
+            watermark = guards.event_watermark(conn)
             outcome = body(conn, audit)
-            stats = {**outcome.stats, **_usage_stats(outcome.usage)}
+            # the loss guard of every step: raises (and so rolls the step back) when it retired too much
+            guarded = guards.check_step(conn, audit, night.limits, watermark)
+            stats = {**outcome.stats, **guarded, **_usage_stats(outcome.usage)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
             faults.point("in_step", day=night.day, anima_id=anima_id, step=step)
     except Exception as exc:
         spent = getattr(exc, "usage", None)
+        undone = ""
+        if isinstance(exc, guards.LossGuardTripped) and exc.kind == "night":
+            undone = _undo_night(db, night, anima_id)
         try:
             with db.transaction() as conn:
                 sleep_state.fail(
@@ -141,7 +148,7 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             )
             exc.add_note(f"recording this failure failed too: {type(record_exc).__name__}: {record_exc}")
         raise StepFailed(
-            f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}"
+            f"{step} for anima {anima_id} on {night.day} failed, nothing written: {exc}{undone}"
         ) from exc
     return StepResult(
         step=step,
@@ -153,6 +160,19 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
         duration_s=round(time.monotonic() - t0, 3),
         details=outcome.details,
     )
+
+
+def _undo_night(db: Database, night: Night, anima_id: str) -> str:
+    """After the night guard tripped: undo this run's earlier steps of that night for that anima."""
+    revert_id = f"guard-revert-{uuid.uuid4().hex[:12]}"
+    try:
+        with db.transaction() as conn:
+            anima_lock(conn, anima_id)
+            stats = guards.undo_night(conn, anima_id, night.day, night.run_id, revert_id)
+    except psycopg.Error as exc:  # the guard's own failure is the one to report; say the undo did not happen
+        logger.error("undoing the night of %s for %s failed: %s", night.day, anima_id, exc)
+        return f"; undoing the earlier steps of this night for {anima_id} FAILED ({type(exc).__name__}): revert run {night.run_id}"
+    return f"; the earlier steps of this night for {anima_id} were undone as {revert_id} ({sum(stats.values())} rows)"
 
 
 def _usage_stats(u: Usage) -> dict[str, float | int]:

@@ -135,7 +135,10 @@ _worker: dict[str, Any] = {}
 
 
 def _night_spec(night: Night) -> dict[str, Any]:
-    return {k: getattr(night, k) for k in ("day", "tz", "run_id", "force", "mode", "log_dir", "settings")}
+    return {
+        k: getattr(night, k)
+        for k in ("day", "tz", "run_id", "force", "mode", "log_dir", "settings", "limits")
+    }
 
 
 def _init_worker(url: str, settings: Settings, parent: int) -> None:

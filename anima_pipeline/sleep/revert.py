@@ -7,14 +7,23 @@ The run's sleep_state rows go too, so its nights can run again. Every undo is it
 audited under the revert's own run id, so reverting the revert restores memories, anchors,
 narratives, self blocks and conversations; a summary or dream entry the revert removed comes
 back by running its night again.
+
+Two rules keep a revert from destroying newer state (docs/guards.md):
+- a run is reverted once: the revert leaves a marker event (table 'run', op 'revert') and a
+  second revert of the same run is refused naming the first;
+- a row (a memory, a self block, a summary, ...) that a later run changed after this run is
+  not rolled back over that change: the revert is refused naming the later runs, and with
+  `force` it reverts only the rows no later run touched.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import date
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -27,19 +36,107 @@ class RevertError(ValueError):
     pass
 
 
-def revert_run(conn: Connection, run_id: str, revert_run_id: str) -> Counter[str]:
-    events = conn.execute(
-        "SELECT * FROM memory_event WHERE run_id = %s ORDER BY id DESC", (run_id,)
+def _reverts_of(conn: Connection, run_id: str) -> list[dict]:
+    """The revert markers of `run_id`: who reverted it, whole or for one (anima, day)."""
+    return conn.execute(
+        """SELECT run_id, anima_id, day, after, created_at FROM memory_event
+           WHERE table_name = 'run' AND memory_id = %s AND op = 'revert' ORDER BY id""",
+        (run_id,),
     ).fetchall()
-    if not events:
+
+
+def _later_changes(conn: Connection, run_id: str, events: list[dict]) -> dict[tuple, set[str]]:
+    """Rows of `events` that another run wrote after this run first wrote them: row -> run ids."""
+    first: dict[tuple, int] = {}
+    for e in events:
+        key = (e["anima_id"], e["table_name"], e["memory_id"])
+        first[key] = min(first.get(key, e["id"]), e["id"])
+    if not first:
+        return {}
+    rows = conn.execute(
+        """SELECT e.anima_id, e.table_name, e.memory_id, e.run_id
+           FROM memory_event e
+           JOIN unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS r(anima_id, table_name, memory_id, since)
+             ON e.anima_id = r.anima_id AND e.table_name = r.table_name AND e.memory_id = r.memory_id
+           WHERE e.id > r.since AND e.run_id <> %s""",
+        (
+            [k[0] for k in first],
+            [k[1] for k in first],
+            [k[2] for k in first],
+            list(first.values()),
+            run_id,
+        ),
+    ).fetchall()
+    out: dict[tuple, set[str]] = {}
+    for r in rows:
+        out.setdefault((r["anima_id"], r["table_name"], r["memory_id"]), set()).add(r["run_id"])
+    return out
+
+
+def revert_run(conn: Connection, run_id: str, revert_run_id: str, *, force: bool = False) -> Counter[str]:
+    """Undo `run_id` as a whole. Refused (RevertError) when it was reverted before, or when later
+    runs changed rows it wrote, unless `force`: then those rows are left as the later runs made them."""
+    whole = [m for m in _reverts_of(conn, run_id) if m["anima_id"] == "" and m["day"] is None]
+    if whole:
+        first = whole[0]
+        raise RevertError(
+            f"run {run_id!r} was already reverted by {first['run_id']} at {first['created_at']:%Y-%m-%d %H:%M:%S %Z}; "
+            f"a second revert would roll back newer state. To undo that revert, revert {first['run_id']}"
+        )
+    return revert_events(conn, run_id, revert_run_id, force=force)
+
+
+def revert_events(
+    conn: Connection,
+    run_id: str,
+    revert_run_id: str,
+    *,
+    anima_id: str | None = None,
+    day: date | None = None,
+    force: bool = False,
+) -> Counter[str]:
+    """Replay the events of `run_id` (only those of `anima_id` / `day` when given) backwards,
+    audited under `revert_run_id`, then drop the matching sleep_state rows and leave a marker."""
+    scoped = [m for m in _reverts_of(conn, run_id) if m["anima_id"] and m["day"] is not None]
+    done = {(m["anima_id"], m["day"]) for m in scoped}  # (anima, day) parts undone before
+    events = [
+        e
+        for e in conn.execute(
+            """SELECT * FROM memory_event WHERE run_id = %s AND table_name <> 'run'
+                 AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)
+               ORDER BY id DESC""",
+            (run_id, anima_id, anima_id, day, day),
+        ).fetchall()
+        if (e["anima_id"], e["day"]) not in done
+    ]
+    if not events and anima_id is None:
         raise RevertError(f"run {run_id!r} wrote nothing that memory_event knows of")
+    later = _later_changes(conn, run_id, events)
+    if later and not force:
+        runs = sorted({r for rs in later.values() for r in rs})
+        sample = ", ".join(f"{t} {m}" for _, t, m in sorted(later)[:6]) + (", …" if len(later) > 6 else "")
+        raise RevertError(
+            f"run {run_id!r} cannot be reverted: later run(s) {', '.join(runs[:5])} changed {len(later)} of "
+            f"the rows it wrote ({sample}); revert those first, or pass --force to revert only the rows "
+            "no later run touched"
+        )
     stats: Counter[str] = Counter()
     for e in events:
+        if (e["anima_id"], e["table_name"], e["memory_id"]) in later:
+            stats["kept_newer_rows"] += 1
+            continue
         audit = Audit(conn=conn, anima_id=e["anima_id"], run_id=revert_run_id, step="revert", day=e["day"])
         stats[_undo(conn, e, audit, run_id)] += 1
+    # a scoped undo (the night guard's) keeps the anima's night row: the frame records that
+    # night as failed, so the order guard holds the next day until it is re-run
     stats["sleep_state_cleared"] = conn.execute(
-        "DELETE FROM sleep_state WHERE run_id = %s", (run_id,)
+        """DELETE FROM sleep_state WHERE run_id = %s
+             AND (%s::text IS NULL OR (anima_id = %s AND step <> %s)) AND (%s::date IS NULL OR day = %s)""",
+        (run_id, anima_id, anima_id, sleep_state.NIGHT, day, day),
     ).rowcount
+    Audit(conn=conn, anima_id=anima_id or "", run_id=revert_run_id, step="revert", day=day).record(
+        "run", run_id, "revert", None, {"revert_run": revert_run_id, "forced": force, **stats}
+    )
     return stats
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
 from typing import Any
@@ -26,6 +27,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.llm.types import Engine, Usage
 from anima_pipeline.sleep.anima_night import AnimaFailure, Heartbeat, end_unrecorded
 from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, plan_day
+from anima_pipeline.sleep.guards import LossLimits
 from anima_pipeline.sleep.night import Mode, Night, StepResult, scheduled_mode
 from anima_pipeline.sleep.pool import AnimaPool, Task, default_workers
 from anima_pipeline.store import sleep_state
@@ -115,9 +117,10 @@ def run_night(
     on_step: OnStep | None = None,
     pool: AnimaPool | None = None,
     settings: Settings | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
     """Run the selected steps of one day for every anima that has them (filtered by `animas`
-    when given), idle animas recorded as skipped. Raises NightFailed, after every other anima
+    and `shard` when given), idle animas recorded as skipped. Raises NightFailed, after every other anima
     finished, when any anima failed or was refused by the order rule."""
     if pool is None:  # one day on its own: its own pool and heartbeat
         settings = settings or Settings()
@@ -133,7 +136,7 @@ def run_night(
                 lease_s=settings.night_lease_s,
             ) as own,
         ):
-            return run_night(db, night, steps, animas, on_step=on_step, pool=own)
+            return run_night(db, night, steps, animas, on_step=on_step, pool=own, shard=shard)
     selected = [s.key for s in select_steps(steps)]
     partial = len(selected) < len(STEPS)
     only = sorted(set(animas)) if animas else None
@@ -144,6 +147,9 @@ def run_night(
         unfinished = sleep_state.unfinished_nights(conn, night.day - timedelta(days=1), only)
         blocked = {} if night.force else unfinished
         skipped = sleep_state.skip_idle(conn, night.day, night.run_id, [*plan, *blocked], only)
+    if shard is not None:  # this run's share of the day; the other shards' runs do the rest
+        plan = {a: keys for a, keys in plan.items() if in_shard(a, shard)}
+        blocked = {a: row for a, row in blocked.items() if in_shard(a, shard)}
     failures = [
         AnimaFailure(a, NIGHT_MARKER, NightOrderError(night.day, a, row))
         for a, row in sorted(blocked.items())
@@ -175,6 +181,13 @@ def run_night(
     return results
 
 
+def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
+    """Whether `anima_id` belongs to shard (index, count): crc32 of its id mod count, stable
+    across processes and machines (unlike hash())."""
+    index, count = shard
+    return zlib.crc32(anima_id.encode()) % count == index
+
+
 def _index(step: str) -> int:
     """A step's place in the registry; a failure of the night itself comes before them all."""
     return STEP_KEYS.index(step) if step in STEP_KEYS else -1
@@ -195,6 +208,7 @@ def run_days(
     engine: Engine | None = None,
     step_settings: dict[str, Any] | None = None,
     workers: int | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
     """Run whole nights strictly one day after another (ascending, each day once).
 
@@ -234,8 +248,9 @@ def run_days(
                 mode=mode or scheduled_mode(day),
                 log_dir=settings.log_dir,
                 settings=dict(step_settings or {}),
+                limits=LossLimits.from_settings(settings),
             )
-            results = run_night(db, night, keys, animas, on_step=on_step, pool=pool)
+            results = run_night(db, night, keys, animas, on_step=on_step, pool=pool, shard=shard)
             all_results.extend(results)
             if on_night is not None:
                 on_night(night, results)

@@ -8,17 +8,63 @@ file, line and field, so the store is never half-imported. Re-importing is a no-
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
+from anima_pipeline.config import Settings
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 
 NonEmpty = Field(min_length=1)
+# Ids end up in file names (export), run tags and logs: bounded, no whitespace or path separators
+# for animas; conversation and message ids may carry a host's separators (":", "/", "#").
+ANIMA_ID_MAX = 64
+EXTERNAL_ID_MAX = 200
+ANIMA_ID_PATTERN = re.compile(r"[^\W_][\w.:@+-]*")
+EXTERNAL_ID_PATTERN = re.compile(r"[^\s\x00-\x1f\x7f]+")
+METADATA_MAX_DEPTH = 16
+
+
+def anima_id_problem(value: str) -> str | None:
+    """Why `value` cannot be an anima id, or None when it can."""
+    if len(value) > ANIMA_ID_MAX:
+        return f"is {len(value):,} characters long (at most {ANIMA_ID_MAX})"
+    if not ANIMA_ID_PATTERN.fullmatch(value):
+        return (
+            "may hold only letters, digits and . : @ + - _ (starting with a letter or digit), "
+            "no spaces or path characters"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """The Settings fields that bound an archive line; the fields' defaults unless given."""
+
+    max_message_chars: int = Settings.model_fields["max_message_chars"].default
+    timestamp_min_year: int = Settings.model_fields["timestamp_min_year"].default
+    timestamp_max_year: int = Settings.model_fields["timestamp_max_year"].default
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> InputLimits:
+        return cls(s.max_message_chars, s.timestamp_min_year, s.timestamp_max_year)
+
+
+def _settings(info: ValidationInfo) -> InputLimits:
+    return (info.context or {}).get("limits") or InputLimits()
 
 
 class MessageRecord(BaseModel):
@@ -40,11 +86,61 @@ class MessageRecord(BaseModel):
     debug: bool | None = None
     metadata: dict[str, Any] | None = None
 
+    _where: str = PrivateAttr(default="")  # "file:line" of the archive line, for later errors
+
     @field_validator("conversation_id", "message_id", "content")
     @classmethod
     def _not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be blank")
+        return v
+
+    @field_validator("conversation_id", "message_id")
+    @classmethod
+    def _external_id(cls, v: str) -> str:
+        if len(v) > EXTERNAL_ID_MAX:
+            raise ValueError(f"is {len(v):,} characters long (at most {EXTERNAL_ID_MAX})")
+        if not EXTERNAL_ID_PATTERN.fullmatch(v):
+            raise ValueError("must not contain whitespace or control characters")
+        return v
+
+    @field_validator("content")
+    @classmethod
+    def _bounded(cls, v: str, info: ValidationInfo) -> str:
+        limit = _settings(info).max_message_chars
+        if len(v) > limit:
+            raise ValueError(
+                f"is {len(v):,} characters long, above the limit of {limit:,} "
+                "(ANIMA_MAX_MESSAGE_CHARS); split the message or raise the limit"
+            )
+        return v
+
+    @field_validator("metadata")
+    @classmethod
+    def _shallow(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None and _depth(v) > METADATA_MAX_DEPTH:
+            raise ValueError(f"is nested more than {METADATA_MAX_DEPTH} levels deep")
+        return v
+
+    @field_validator("created_at", mode="after")
+    @classmethod
+    def _sane_time(cls, v: datetime, info: ValidationInfo) -> datetime:
+        s = _settings(info)
+        # compared as instants: 0001-01-01T00:00:00+14:00 is in year 0 (1 BC) in UTC, which
+        # PostgreSQL stores but later date arithmetic refuses ("timestamp too small")
+        try:
+            inside = (
+                datetime(s.timestamp_min_year, 1, 1, tzinfo=UTC)
+                <= v
+                < datetime(s.timestamp_max_year + 1, 1, 1, tzinfo=UTC)
+            )
+        except OverflowError:  # the instant is outside what Python's datetime can hold in UTC
+            inside = False
+        if not inside:
+            raise ValueError(
+                f"{v.isoformat()} is outside the years {s.timestamp_min_year}-{s.timestamp_max_year} "
+                "(ANIMA_TIMESTAMP_MIN_YEAR / ANIMA_TIMESTAMP_MAX_YEAR)"
+            )
         return v
 
     @field_validator("anima_id", "conversation_id", "message_id", "speaker", "content", "platform", "title")
@@ -89,7 +185,23 @@ class ArchiveRecord(MessageRecord):
     def _anima_not_blank(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be blank")
+        problem = anima_id_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, without recursion (a hostile line may nest thousands deep)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            deepest = max(deepest, d)
+            if d > METADATA_MAX_DEPTH:
+                return d
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def _has_nul(value: Any) -> bool:
@@ -124,8 +236,12 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(f"field '{loc}': {msg}" for loc, msg in field_errors(exc))
 
 
-def parse_lines(lines: Iterable[str], source: str) -> Iterator[ArchiveRecord]:
-    """Validate every line; raise ArchiveError naming `source:line` on the first bad one."""
+def parse_lines(
+    lines: Iterable[str], source: str, settings: Settings | None = None
+) -> Iterator[ArchiveRecord]:
+    """Validate every line; raise ArchiveError naming `source:line` on the first bad one.
+    `settings` gives the limits (message size, timestamp window); the defaults otherwise."""
+    context = {"limits": InputLimits.from_settings(settings) if settings else InputLimits()}
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -133,12 +249,18 @@ def parse_lines(lines: Iterable[str], source: str) -> Iterator[ArchiveRecord]:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ArchiveError(f"{source}:{lineno}: broken JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:
+            raise ArchiveError(f"{source}:{lineno}: JSON nested too deeply to read") from None
         if not isinstance(obj, dict):
             raise ArchiveError(f"{source}:{lineno}: a line must be a JSON object, got {type(obj).__name__}")
         try:
-            yield ArchiveRecord.model_validate(obj)
+            rec = ArchiveRecord.model_validate(obj, context=context)
         except ValidationError as exc:
             raise ArchiveError(f"{source}:{lineno}: {describe(exc)}") from None
+        except RecursionError:
+            raise ArchiveError(f"{source}:{lineno}: a field is nested too deeply") from None
+        rec._where = f"{source}:{lineno}"
+        yield rec
 
 
 @dataclass
@@ -148,6 +270,8 @@ class ImportStats:
     messages_added: int = 0
     conversations_added: int = 0
     skipped_cleaned: int = 0  # lines of conversations the night's cleanup deleted (tombstoned)
+    messages_updated: int = 0  # with update=True: stored messages whose line changed them
+    conversations_updated: int = 0  # with update=True: debug flag flipped
     animas: set[str] = field(default_factory=set)
 
 
@@ -171,28 +295,41 @@ def cleaned_conversations(
 
 
 CHUNK = 2000  # records per round trip: bounded memory for any archive size, few statements
+# the stored message fields an archive line may not change silently
+MESSAGE_FIELDS = ("role", "speaker", "content", "created_at")
 
 
 def import_records(
-    conn: Connection, records: Iterable[ArchiveRecord], audit: Audit, stats: ImportStats
+    conn: Connection,
+    records: Iterable[ArchiveRecord],
+    audit: Audit,
+    stats: ImportStats,
+    *,
+    update: bool = False,
 ) -> None:
     """Insert records inside the caller's transaction. Conversations take created_at /
     updated_at from their messages (min / max), and keep platform, title, debug when given.
     Conversations the cleanup deleted stay deleted (restore them from memory_event instead).
 
     Records go in chunks: one upsert per conversation of the chunk and one INSERT for all its
-    messages, so a 10,000-message batch is a handful of statements, not 20,000."""
+    messages, so a 10,000-message batch is a handful of statements, not 20,000.
+
+    A line whose message_id is stored with other content (role, speaker, content, created_at)
+    or whose `debug` flag differs from its stored conversation is a conflict: ArchiveError
+    naming the line and field, unless `update`, which applies the line as an audited update."""
     chunk: list[ArchiveRecord] = []
     for rec in records:
         chunk.append(rec)
         if len(chunk) >= CHUNK:
-            _import_chunk(conn, chunk, audit, stats)
+            _import_chunk(conn, chunk, audit, stats, update)
             chunk = []
     if chunk:
-        _import_chunk(conn, chunk, audit, stats)
+        _import_chunk(conn, chunk, audit, stats, update)
 
 
-def _import_chunk(conn: Connection, chunk: list[ArchiveRecord], audit: Audit, stats: ImportStats) -> None:
+def _import_chunk(
+    conn: Connection, chunk: list[ArchiveRecord], audit: Audit, stats: ImportStats, update: bool
+) -> None:
     tombstones = cleaned_conversations(conn, ((r.anima_id, r.conversation_id) for r in chunk))
     kept: list[ArchiveRecord] = []
     for rec in chunk:
@@ -205,6 +342,7 @@ def _import_chunk(conn: Connection, chunk: list[ArchiveRecord], audit: Audit, st
     by_conversation: dict[tuple[str, str], list[ArchiveRecord]] = {}
     for rec in kept:
         by_conversation.setdefault((rec.anima_id, rec.conversation_id), []).append(rec)
+    _check_debug(conn, by_conversation, audit, stats, update)
     for (anima_id, conversation_id), recs in by_conversation.items():
         _upsert_conversation(conn, anima_id, conversation_id, recs, audit, stats)
     if kept:
@@ -225,6 +363,93 @@ def _import_chunk(conn: Connection, chunk: list[ArchiveRecord], audit: Audit, st
                 [json.dumps(r.metadata or {}) for r in kept],
             ),
         ).rowcount
+        _check_messages(conn, kept, audit, stats, update)
+
+
+def _where(rec: ArchiveRecord) -> str:
+    return rec._where or f"message {rec.message_id!r}"
+
+
+def _check_debug(
+    conn: Connection,
+    by_conversation: dict[tuple[str, str], list[ArchiveRecord]],
+    audit: Audit,
+    stats: ImportStats,
+    update: bool,
+) -> None:
+    """A line's explicit `debug` flag that differs from its stored conversation: a conflict,
+    or with `update` an audited flip (the upsert then writes the line's flag)."""
+    flagged = [key for key, recs in by_conversation.items() if any(r.debug is not None for r in recs)]
+    if not flagged:
+        return
+    stored = {
+        (r["anima_id"], r["id"]): r["debug"]
+        for r in conn.execute(
+            """SELECT c.anima_id, c.id, c.debug FROM conversation c
+               JOIN unnest(%s::text[], %s::text[]) AS k(a, i) ON c.anima_id = k.a AND c.id = k.i""",
+            ([a for a, _ in flagged], [i for _, i in flagged]),
+        ).fetchall()
+    }
+    for key in flagged:
+        if key not in stored:
+            continue  # a new conversation takes the flag its lines give
+        was = stored[key]
+        for rec in by_conversation[key]:
+            if rec.debug is None or rec.debug == was:
+                continue
+            if not update:
+                raise ArchiveError(
+                    f"{_where(rec)}: field 'debug': conversation {rec.conversation_id!r} is stored with "
+                    f"debug={str(was).lower()}, this line says {str(rec.debug).lower()}; "
+                    "re-run with --update to apply it"
+                )
+            audit.for_anima(rec.anima_id).record(
+                "conversation", rec.conversation_id, "update", {"debug": was}, {"debug": rec.debug}
+            )
+            stats.conversations_updated += 1
+            was = rec.debug
+
+
+def _check_messages(
+    conn: Connection, recs: list[ArchiveRecord], audit: Audit, stats: ImportStats, update: bool
+) -> None:
+    """After the INSERT (new lines are stored as given): any line whose stored message differs
+    is a conflict, or with `update` an audited update of the stored message."""
+    stored = {
+        (r["anima_id"], r["conversation_id"], r["external_id"]): r
+        for r in conn.execute(
+            """SELECT m.id, m.anima_id, m.conversation_id, m.external_id, m.role, m.speaker, m.content,
+                      m.created_at
+               FROM message m JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(a, c, e)
+                 ON m.anima_id = k.a AND m.conversation_id = k.c AND m.external_id = k.e""",
+            (
+                [r.anima_id for r in recs],
+                [r.conversation_id for r in recs],
+                [r.message_id for r in recs],
+            ),
+        ).fetchall()
+    }
+    for rec in recs:
+        row = stored.get((rec.anima_id, rec.conversation_id, rec.message_id))
+        if row is None:
+            continue
+        changed = [f for f in MESSAGE_FIELDS if row[f] != getattr(rec, f)]
+        if not changed:
+            continue
+        if not update:
+            raise ArchiveError(
+                f"{_where(rec)}: field '{changed[0]}': message_id {rec.message_id!r} is already stored "
+                f"with a different {', '.join(changed)}; re-run with --update to apply the new line"
+            )
+        after = conn.execute(
+            """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s
+               RETURNING id, role, speaker, content, created_at""",
+            (rec.role, rec.speaker, rec.content, rec.created_at, row["id"]),
+        ).fetchone()
+        before = {k: row[k] for k in ("id", *MESSAGE_FIELDS)}
+        audit.for_anima(rec.anima_id).record("message", row["id"], "update", before, dict(after))
+        stats.messages_updated += 1
+        stored[(rec.anima_id, rec.conversation_id, rec.message_id)] = {**row, **after}
 
 
 def _last_given(recs: list[ArchiveRecord], name: str) -> Any:
@@ -300,6 +525,36 @@ class DayConversation:
     @property
     def ended_at(self) -> datetime:
         return self.messages[-1].created_at
+
+
+class UnknownAnima(ValueError):
+    """An anima id the store has nothing of (no conversation, no memory)."""
+
+
+def require_animas(conn: Connection, animas: Iterable[str]) -> None:
+    """Raise UnknownAnima naming every id of `animas` that is malformed or unknown."""
+    wanted = list(dict.fromkeys(animas))
+    for a in wanted:
+        problem = anima_id_problem(a)
+        if problem:
+            shown = a if len(a) <= 80 else a[:40] + "…"
+            raise UnknownAnima(f"--anima {shown!r}: an anima id {problem}")
+    rows = conn.execute(
+        """SELECT a FROM unnest(%s::text[]) AS a
+           WHERE NOT EXISTS (SELECT 1 FROM conversation c WHERE c.anima_id = a)
+             AND NOT EXISTS (SELECT 1 FROM semantic_memory m WHERE m.anima_id = a)""",
+        (wanted,),
+    ).fetchall()
+    missing = [r["a"] for r in rows]
+    if missing:
+        known = [
+            r["anima_id"]
+            for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1 LIMIT 21").fetchall()
+        ]
+        more = ", …" if len(known) > 20 else ""
+        raise UnknownAnima(
+            f"unknown anima(s): {', '.join(missing)}; known: {', '.join(known[:20]) or 'none'}{more}"
+        )
 
 
 def animas_active_between(conn: Connection, start: datetime, end: datetime) -> list[str]:

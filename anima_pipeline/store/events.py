@@ -25,6 +25,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# memory_event.step of the writes a running agent makes through the facade (append, remember,
+# conversations): day-time writes, part of the store a night finds, never one of its steps.
+AGENT_STEP_PREFIX = "agent/"
+
+
 class Audit(BaseModel):
     """Who is writing: the run, the partition day and the step. One per step execution."""
 

@@ -189,6 +189,19 @@ def skip_idle(
     ).rowcount
 
 
+def animas_on(conn: Connection, days: list[date]) -> list[str]:
+    """The animas with a step done on any of `days` (not the nights themselves: an idle
+    anima's night is recorded as skipped)."""
+    return [
+        r["anima_id"]
+        for r in conn.execute(
+            "SELECT DISTINCT anima_id FROM sleep_state WHERE day = ANY(%s) AND step <> %s AND status = 'done' "
+            "ORDER BY 1",
+            (days, NIGHT),
+        ).fetchall()
+    ]
+
+
 def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) -> list[date]:
     """Of `days`, those where a step (or the night) of one of `anima_ids` is done or
     running: a message arriving late for such a day is not in what those steps read."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from functools import cache
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
@@ -245,14 +246,18 @@ TOOLS: dict[str, type[_Tool]] = {
 
 def tool_specs(names: list[str] | tuple[str, ...]):
     """The Messages API `tools` entries for a step's whitelist."""
+    return [_spec(name).model_copy(deep=True) for name in names]
+
+
+@cache
+def _spec(name: str):
+    """One tool's entry, built once per process: generating a JSON schema costs more than a
+    whole idle step (a night asks for the same few tools in every step of every anima)."""
     from anima_pipeline.llm.types import ToolSpec
 
-    specs = []
-    for name in names:
-        model = TOOLS[name]
-        schema = model.model_json_schema()
-        schema.pop("title", None)
-        schema.pop("description", None)  # already the tool's description
-        description = " ".join((model.__doc__ or name).split())
-        specs.append(ToolSpec(name=name, description=description, input_schema=schema))
-    return specs
+    model = TOOLS[name]
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)  # already the tool's description
+    description = " ".join((model.__doc__ or name).split())
+    return ToolSpec(name=name, description=description, input_schema=schema)

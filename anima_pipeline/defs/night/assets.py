@@ -7,15 +7,24 @@ docs/ordering.md. In short, a backfill of a day range becomes one run; this body
 failed or not over. Selecting one key and one partition in the UI runs just that step
 (`context.selected_asset_keys`), with config `force: true` to redo a done step.
 
-Metadata: after each (day, step) the runner reports that step's results; they are summed
-over animas and attached to that partition of that key with `add_asset_metadata`, and the
-body yields one MaterializeResult per selected key at the end, from which Dagster emits
-one materialization per partition of the run, each with its own day's metadata (so the UI
-plots per day, and asset checks downstream of the outputs run). When a day fails mid-range,
-the (day, step) pairs that finished are logged as AssetMaterialization events before the
-failure is raised, so Dagster's partition status matches the store.
+Metadata: after each (day, step) the runner reports that step's results and the body logs
+an AssetMaterialization of that key for that partition at once, with that day's metadata
+(metadata.py), so the UI plots per day and a night stopped later (a failure, a signal)
+keeps exactly what finished. The checks are check specs of this asset, evaluated by the
+body on its own connection (checks.py); a blocking one stops the night.
+
+Retries: transient failures only (API overload after the SDK's retries, a lost database
+connection), requested by the body. A termination (SIGINT / SIGTERM, the UI's Terminate)
+rolls back the step in progress, marks the run canceling and is never retried.
 """
 
+import inspect
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import date
 from typing import Any, Literal
 
@@ -23,13 +32,21 @@ import dagster as dg
 from pydantic import Field
 
 from anima_pipeline.config import Settings
-from anima_pipeline.defs.night.partitions import night_partitions, partition_day
+from anima_pipeline.defs.night import checks as night_checks
+from anima_pipeline.defs.night.metadata import step_metadata
+from anima_pipeline.defs.night.partitions import partition_day
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.sleep import runner
-from anima_pipeline.sleep.cycle import STEPS
+from anima_pipeline.sleep.cycle import STEPS, StepDef
 from anima_pipeline.sleep.night import Night, StepResult
 
 NIGHT_OP = "night"
+SHARD_TAG = "anima/shard"  # "i/N": this run does the animas of shard i of N
+DAY_TAG = "anima/day"
+TRIGGER_TAG = "anima/trigger"  # cli | schedule | ui | backfill
+ENGINE_TAG = "anima/engine"
+MODE_TAG = "anima/mode"
+TIMING_LOG = "time in the night {night_s:.3f} s, in checks {checks_s:.3f} s"
 
 
 def asset_key(step_key: str) -> dg.AssetKey:
@@ -40,9 +57,23 @@ def step_key(key: dg.AssetKey) -> str:
     return "/".join(key.path)
 
 
+def step_code_reference(s: StepDef) -> dg.CodeReferencesMetadataValue:
+    """Where the step's function is: the UI links the asset to it ("View code")."""
+    fn = inspect.unwrap(s.run)
+    _, line = inspect.getsourcelines(fn)
+    with warnings.catch_warnings():  # code references are beta in 1.13: chosen, not a surprise
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.CodeReferencesMetadataValue(
+            code_references=[
+                dg.LocalFileCodeReference(file_path=inspect.getsourcefile(fn) or "", line_number=line)
+            ]
+        )
+
+
 def night_specs() -> list[dg.AssetSpec]:
     """One spec per registry step. (A function, not a module-level list: the defs loader
-    would collect a list of specs as separate assets with the same keys.)"""
+    would collect a list of specs as separate assets with the same keys.) The description
+    starts with the key itself: two keys end in "extracted", and the graph shows the last part."""
     return [
         dg.AssetSpec(
             key=asset_key(s.key),
@@ -50,12 +81,19 @@ def night_specs() -> list[dg.AssetSpec]:
             group_name=s.group,
             description=s.description,
             kinds={"postgres", "python"},
-            metadata={"step": s.key, "function": f"anima_pipeline.sleep.{s.module}.{s.fn}"},
+            metadata={
+                "step": s.key,
+                "function": f"anima_pipeline.sleep.{s.module}.{s.fn}",
+                "dagster/code_references": step_code_reference(s),
+            },
         )
         for s in STEPS
     ]
 
 
+# Transient failures only (runner.is_transient), requested by the body with RetryRequested.
+# Not the op's retry_policy: Dagster 1.13 applies an op's retry policy to interrupts too
+# (SIGINT / SIGTERM / "Terminate" would restart the night), see plan/utils.py there.
 RETRY_POLICY = dg.RetryPolicy(
     max_retries=3, delay=30, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
 )
@@ -78,25 +116,14 @@ class NightConfig(dg.Config):
         default=[], description="Only these animas (empty = every anima active that day)."
     )
 
+    shard: str = Field(
+        default="",
+        description="Only the animas of shard i of N ('i/N', e.g. '0/4'; empty = all, or the run's "
+        "anima/shard tag). An anima's shard is fixed (crc32 of its id mod N).",
+    )
+
     def runner_mode(self) -> Literal["full", "incremental"] | None:
         return None if self.mode == "scheduled" else self.mode
-
-
-# Counts are integers in the UI; cost and duration are the only floats of a step summary.
-INT_KEYS = (set(runner.SUMMARY_KEYS) - {"cost_usd", "duration_s"}) | {"animas", "already_done"}
-
-
-def step_metadata(night: Night, results: list[StepResult]) -> dict[str, dg.MetadataValue]:
-    """Typed metadata of one (day, step): the summed counts the UI plots across partitions."""
-    md: dict[str, dg.MetadataValue] = {}
-    for key, value in runner.summarize(results).items():
-        if key in INT_KEYS or (isinstance(value, int) and key not in ("cost_usd", "duration_s")):
-            md[key] = dg.MetadataValue.int(int(value))
-        else:
-            md[key] = dg.MetadataValue.float(float(value))
-    md["mode"] = dg.MetadataValue.text(night.mode)
-    md["anima_ids"] = dg.MetadataValue.text(", ".join(sorted({r.anima_id for r in results}))[:2000])
-    return md
 
 
 def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
@@ -121,6 +148,11 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
             previous_status=dg.MetadataValue.text(order.previous_status),
             previous_run_id=dg.MetadataValue.text(str(order.previous_run_id)),
         )
+    if isinstance(exc, BlockingCheckFailed):
+        md.update(
+            day=dg.MetadataValue.text(exc.day.isoformat()),
+            check=dg.MetadataValue.text(str(exc.result.check_name)),
+        )
     if not isinstance(exc, runner.NightFailed | runner.NightOrderError):
         md.update(
             cause=dg.MetadataValue.text(type(exc).__name__), error=dg.MetadataValue.text(str(exc)[:4000])
@@ -132,16 +164,68 @@ def night_settings(memory_store: MemoryStoreResource, anima_engine: EngineResour
     return anima_engine.apply(memory_store.settings())
 
 
-@dg.multi_asset(
-    name=NIGHT_OP,
-    specs=night_specs(),
-    partitions_def=night_partitions,
-    can_subset=True,
-    backfill_policy=dg.BackfillPolicy.single_run(),
-    retry_policy=RETRY_POLICY,
-    description="The nightly sleep cycle, one day per partition; a range backfill is one run, days in order.",
-)
-def night(
+class BlockingCheckFailed(RuntimeError):
+    """A blocking check failed after a day: the run stops before the next day builds on it."""
+
+    def __init__(self, day: date, result: dg.AssetCheckResult) -> None:
+        self.day = day
+        self.result = result
+        super().__init__(f"blocking check {result.check_name} failed on {day}: {result.description}")
+
+
+def _shard(config: "NightConfig", tags: dict[str, str]) -> tuple[int, int] | None:
+    """(index, count) from the run config, else from the run's `anima/shard` tag ("i/N")."""
+    text = config.shard or tags.get(SHARD_TAG, "")
+    return parse_shard(text) if text else None
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    index, sep, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise ValueError(f"shard {text!r}: expected i/N, e.g. 0/4") from None
+    if not sep or n < 1 or not 0 <= i < n:
+        raise ValueError(f"shard {text!r}: expected i/N with 0 <= i < N")
+    return i, n
+
+
+def _scope_animas(db, days: list[date], ran: set[str]) -> list[str]:
+    """The animas checks look at: those the run's steps ran for; for a checks-only run, those
+    recorded in sleep_state on its days."""
+    if ran:
+        return sorted(ran)
+    from anima_pipeline.store import sleep_state
+
+    with db.transaction() as conn:
+        return sleep_state.animas_on(conn, days)
+
+
+def build_night(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+    """The night multi-asset over these partitions (built when the definitions load, so the
+    partitions can start at the store's first day; see partitions.py)."""
+
+    @dg.multi_asset(
+        name=NIGHT_OP,
+        specs=night_specs(),
+        check_specs=night_checks.check_specs(),
+        partitions_def=partitions_def,
+        can_subset=True,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        description="The nightly sleep cycle, one day per partition; a range backfill is one run, days in order.",
+    )
+    def night(
+        context: dg.AssetExecutionContext,
+        config: NightConfig,
+        memory_store: MemoryStoreResource,
+        anima_engine: EngineResource,
+    ):
+        yield from _night_body(context, config, memory_store, anima_engine)
+
+    return night
+
+
+def _night_body(
     context: dg.AssetExecutionContext,
     config: NightConfig,
     memory_store: MemoryStoreResource,
@@ -150,49 +234,157 @@ def night(
     days: list[date] = sorted(partition_day(k) for k in context.partition_keys)
     selected = {step_key(k) for k in context.selected_asset_keys}
     steps = [s.key for s in STEPS if s.key in selected]
-    done: list[tuple[dg.AssetKey, str, dict[str, dg.MetadataValue]]] = []
+    wanted_checks = [night_checks.BY_KEY[k] for k in context.selected_asset_check_keys]
+    blocking = [c for c in wanted_checks if c.blocking]
+    last_light = next((k for k in reversed(night_checks.LIGHT_SLEEP_STEPS) if k in steps), None)
+    ran: set[str] = set()
+    check_results: dict[str, dg.AssetCheckResult] = {}
+    timing = {"night_s": 0.0, "checks_s": 0.0}
+    settings = night_settings(memory_store, anima_engine)
+    llm = settings.engine != "offline"
+    shard = _shard(config, context.run.tags)
+    _tag_run(context, settings.engine, config.mode)
 
     def on_step(n: Night, key: str, results: list[StepResult]) -> None:
-        md = step_metadata(n, results)
         partition = n.day.isoformat()
-        context.add_asset_metadata(md, asset_key=asset_key(key), partition_key=partition)
-        done.append((asset_key(key), partition, md))
+        ran.update(r.anima_id for r in results)
+        with db.transaction() as conn:
+            md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
         counts = [
-            f"{k} {md[k].value}"
-            for k in ("created", "updated", "deprecated", "merged", "split")
-            if md[k].value
+            f"{k} {v.value}"
+            for k, v in md.items()
+            if isinstance(v, dg.IntMetadataValue)
+            and v.value
+            and k not in ("animas", "input_chars", "dagster/row_count")
         ]
-        context.log.info(
-            f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
-        )
+        with deferred_interrupts():  # never half an event in Dagster's storage
+            # recorded at once: a night stopped later (a failure, a signal) keeps what finished
+            context.log_event(
+                dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md)
+            )
+            if results:  # an idle (day, step) has its zeros in the materialization; a log line
+                # each would double a quiet night's event-log writes (benchmarks/year_of_nights.py)
+                context.log.info(
+                    f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
+                )
+        if key == last_light and blocking and results:
+            t = time.monotonic()
+            scope = night_checks.CheckScope([n.day], sorted({r.anima_id for r in results}), settings.timezone)
+            with db.transaction() as conn:
+                for check in blocking:
+                    result = check.evaluate(conn, scope)
+                    check_results[check.name] = result
+                    if not result.passed:
+                        raise BlockingCheckFailed(n.day, result)
+            timing["checks_s"] += time.monotonic() - t
 
     try:
-        settings = night_settings(memory_store, anima_engine)
         context.log.info(
             f"night over {days[0]}..{days[-1]} ({len(days)} day(s)), {len(steps)} step(s), engine {settings.engine}, "
             f"mode {config.mode}, force {config.force}"
             + (f", animas {config.animas}" if config.animas else "")
+            + (f", shard {shard[0]}/{shard[1]}" if shard else "")
         )
         with memory_store.open(settings) as db:
-            runner.run_days(
-                db,
-                settings,
-                days,
-                steps,
-                mode=config.runner_mode(),
-                force=config.force,
-                animas=config.animas or None,
-                on_step=on_step,
-                run_id=context.run.run_id,
-            )
+            t0 = time.monotonic()
+            if steps:
+                runner.run_days(
+                    db,
+                    settings,
+                    days,
+                    steps,
+                    mode=config.runner_mode(),
+                    force=config.force,
+                    animas=config.animas or None,
+                    on_step=on_step,
+                    run_id=context.run.run_id,
+                    shard=shard,
+                )
+            timing["night_s"] = time.monotonic() - t0 - timing["checks_s"]
+            t = time.monotonic()
+            scope = night_checks.CheckScope(days, _scope_animas(db, days, ran), settings.timezone)
+            with db.transaction() as conn:
+                for check in wanted_checks:
+                    if check.name not in check_results or not steps:
+                        check_results[check.name] = check.evaluate(conn, scope)
+            timing["checks_s"] += time.monotonic() - t
+    except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError):
+        # SIGINT / SIGTERM: the step in progress was rolled back and the night marked failed by
+        # the runner; say the run was canceled (not failed) before Dagster records the interrupt.
+        with deferred_interrupts():
+            _log_checks(context, check_results)
+            run = context.instance.get_run_by_id(context.run.run_id)
+            if run is not None and run.status == dg.DagsterRunStatus.STARTED:
+                context.instance.report_run_canceling(
+                    run, message="interrupted by a signal; the night will continue on the next run"
+                )
+        raise
     except Exception as exc:
-        for key, partition, md in done:  # what finished stays recorded as materialized
-            context.log_event(dg.AssetMaterialization(asset_key=key, partition=partition, metadata=md))
+        with deferred_interrupts():
+            _log_checks(context, check_results)
+        if runner.is_transient(exc) and context.retry_number < RETRY_POLICY.max_retries:
+            delay = RETRY_POLICY.calculate_delay(context.retry_number + 1)
+            context.log.warning(
+                f"transient failure, retry {context.retry_number + 1} in {delay:.0f} s: {exc}"
+            )
+            raise dg.RetryRequested(max_retries=RETRY_POLICY.max_retries, seconds_to_wait=delay) from exc
         raise dg.Failure(
             description=str(exc),
             metadata=failure_metadata(exc, context.run.run_id),
-            allow_retries=runner.is_transient(exc),
+            allow_retries=False,
         ) from exc
 
-    for key in sorted(context.selected_asset_keys, key=lambda k: steps.index(step_key(k))):
-        yield dg.MaterializeResult(asset_key=key)
+    context.log.info(TIMING_LOG.format(**timing))
+    yield from check_results.values()
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold SIGINT / SIGTERM for the block and deliver them to the handler in place (inside a
+    step, Dagster's, which raises the interrupt) when it ends: a signal must not cut a write
+    to Dagster's event log in half. Store writes need no such care: a transaction that is cut
+    rolls back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, lambda signum, _frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending and callable(previous[pending[0]]):
+            previous[pending[0]](pending[0], None)
+
+
+def _tag_run(context: dg.AssetExecutionContext, engine: str, mode: str) -> None:
+    """Runs launched from the UI (a launch, a re-execution, a backfill) get the tags the CLI
+    and the schedule set themselves: who started it, the engine, the mode."""
+    # BACKFILL_ID_TAG / PARENT_RUN_ID_TAG: Dagster's own run tags, not exported publicly (1.13.27)
+    from dagster._core.storage.tags import BACKFILL_ID_TAG, PARENT_RUN_ID_TAG
+
+    tags = context.run.tags
+    if TRIGGER_TAG in tags and PARENT_RUN_ID_TAG not in tags:
+        return
+    trigger = "backfill" if BACKFILL_ID_TAG in tags else "ui"
+    context.instance.add_run_tags(
+        context.run.run_id, {TRIGGER_TAG: trigger, ENGINE_TAG: engine, MODE_TAG: mode}
+    )
+
+
+def _log_checks(context, check_results) -> None:
+    """The checks evaluated before a failure stay recorded (the blocking one that stopped it)."""
+    for result in check_results.values():
+        context.log_event(
+            dg.AssetCheckEvaluation(
+                asset_key=result.asset_key,
+                check_name=result.check_name,
+                passed=result.passed,
+                metadata=result.metadata,
+                severity=result.severity,
+                description=result.description,
+            )
+        )

@@ -1,68 +1,88 @@
-"""Asset checks: the invariants the night must keep, over the whole store.
+"""The night's asset checks: check specs on the night multi-asset, evaluated by the night's
+own body on the connection it already holds, scoped to what the run touched.
 
-They run after the night in the same run (they depend on the multi-asset's outputs) and can
-be executed alone from the UI. They are not partitioned: each one looks at the store as it
-is, and the metadata names the offending animas and ids.
+Why not one @asset_check per invariant: each ran in its own step process, opened its own
+pool, ran migrations and scanned the whole store (three empty days: 19 s of checks for 2 s
+of night). Here they cost a few indexed queries per run:
+
+- scope: the animas the run's steps ran for (an invariant of one anima can only break on a
+  night that anima ran), and for the light-sleep scope rule the run's days too. A check
+  executed alone from the UI looks at the animas recorded in sleep_state for its days.
+- `light_sleep_within_scope` is blocking: it is evaluated after each day of the run, and a
+  violation stops the run there, before the next day's night builds on it (the run fails
+  naming the check and the day).
+- Whether last night ran at all is freshness.py's check, on its own morning schedule.
 """
 
+from __future__ import annotations
+
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
 
 import dagster as dg
 
-from anima_pipeline.defs.night.assets import asset_key
-from anima_pipeline.defs.night.resources import MemoryStoreResource
 from anima_pipeline.defs.night.utils import MemoryInvariants
+from anima_pipeline.sleep.deep_sleep import BATCH_CHARS, REFUSE_CHARS
+from anima_pipeline.store.db import Connection
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
 
-# Deep sleep's message 1 thresholds (sleep/deep_sleep.py): batched by type above 100k, refused above 300k.
-DEEP_INPUT_WARN_CHARS = 100_000
-DEEP_INPUT_MAX_CHARS = 300_000
+# Deep sleep's message 1 thresholds, defined once in sleep/deep_sleep.py.
+DEEP_INPUT_WARN_CHARS = BATCH_CHARS
+DEEP_INPUT_MAX_CHARS = REFUSE_CHARS
+
+
+@dataclass(frozen=True)
+class CheckScope:
+    """What a check looks at: these animas (None = all) and, where the rule allows, these days."""
+
+    days: list[date]
+    animas: list[str] | None
+    timezone: str
+
+    def invariants(self, conn: Connection) -> MemoryInvariants:
+        return MemoryInvariants(conn, self.timezone, self.animas)
+
+    def metadata(self) -> dict[str, dg.MetadataValue]:
+        return {
+            "scope_days": dg.MetadataValue.text(f"{self.days[0]}..{self.days[-1]}" if self.days else "-"),
+            "scope_animas": dg.MetadataValue.int(-1 if self.animas is None else len(self.animas)),
+        }
 
 
 def _rows(rows: list[dict]) -> dg.MetadataValue:
     return dg.MetadataValue.json(json.loads(json.dumps(rows[:SAMPLE], default=str)))
 
 
-def _result(violations: list[dict], what: str) -> dg.AssetCheckResult:
+def _result(name: str, violations: list[dict], what: str, scope: CheckScope) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
+        check_name=name,
+        asset_key=dg.AssetKey(CHECK_ASSET[name].split("/")),
         passed=not violations,
         severity=dg.AssetCheckSeverity.ERROR,
         description=f"{len(violations)} {what}" if violations else None,
-        metadata={"violations": dg.MetadataValue.int(len(violations)), "sample": _rows(violations)},
+        metadata={
+            "violations": dg.MetadataValue.int(len(violations)),
+            "sample": _rows(violations),
+            **scope.metadata(),
+        },
     )
 
 
-@dg.asset_check(
-    asset=asset_key("semantic_memory/merged"),
-    description="No two active memories of an anima have the same normalized content "
-    "(lowercase, NFKC, punctuation and whitespace folded).",
-)
-def no_duplicate_active_memories(memory_store: MemoryStoreResource) -> dg.AssetCheckResult:
-    with memory_store.open() as db, db.transaction() as conn:
-        groups = MemoryInvariants(conn).duplicate_active()
-    return _result(groups, "group(s) of active duplicates")
+def no_duplicate_active_memories(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
+    groups = scope.invariants(conn).duplicate_active()
+    return _result("no_duplicate_active_memories", groups, "group(s) of active duplicates", scope)
 
 
-@dg.asset_check(
-    asset=asset_key("semantic_memory/pins_reviewed"),
-    description="Every superseded_by points at an existing memory of the same anima, only deprecated "
-    "memories have one, and chains end (no cycles) at an active memory or a deprecated one without successor.",
-)
-def superseded_by_chains_end(memory_store: MemoryStoreResource) -> dg.AssetCheckResult:
-    with memory_store.open() as db, db.transaction() as conn:
-        broken = MemoryInvariants(conn).broken_supersede_chains()
-    return _result(broken, "broken superseded_by link(s)")
+def superseded_by_chains_end(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
+    broken = scope.invariants(conn).broken_supersede_chains()
+    return _result("superseded_by_chains_end", broken, "broken superseded_by link(s)", scope)
 
 
-@dg.asset_check(
-    asset=asset_key("semantic_memory/extracted"),
-    description="Deep sleep's message 1 (all active memories as compact JSON) per anima: warns above "
-    f"{DEEP_INPUT_WARN_CHARS:,} characters (batched by type), fails above {DEEP_INPUT_MAX_CHARS:,} (refused).",
-)
-def deep_sleep_input_within_limits(memory_store: MemoryStoreResource) -> dg.AssetCheckResult:
-    with memory_store.open() as db, db.transaction() as conn:
-        sizes = MemoryInvariants(conn).deep_sleep_input_chars()
+def deep_sleep_input_within_limits(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
+    sizes = scope.invariants(conn).deep_sleep_input_chars()
     largest = max(sizes.values(), default=0)
     over = {a: n for a, n in sizes.items() if n > DEEP_INPUT_WARN_CHARS}
     refused = {a: n for a, n in over.items() if n > DEEP_INPUT_MAX_CHARS}
@@ -70,43 +90,103 @@ def deep_sleep_input_within_limits(memory_store: MemoryStoreResource) -> dg.Asse
         "max_chars": dg.MetadataValue.int(largest),
         "animas": dg.MetadataValue.int(len(sizes)),
         "chars_by_anima": dg.MetadataValue.json(dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:50])),
+        **scope.metadata(),
+    }
+    common = {
+        "check_name": "deep_sleep_input_within_limits",
+        "asset_key": dg.AssetKey(CHECK_ASSET["deep_sleep_input_within_limits"].split("/")),
+        "metadata": metadata,
     }
     if refused:
         return dg.AssetCheckResult(
             passed=False,
             severity=dg.AssetCheckSeverity.ERROR,
-            metadata=metadata,
             description=f"deep sleep would refuse {sorted(refused)}: message 1 over {DEEP_INPUT_MAX_CHARS:,} chars",
+            **common,
         )
     if over:
         return dg.AssetCheckResult(
             passed=False,
             severity=dg.AssetCheckSeverity.WARN,
-            metadata=metadata,
             description=f"message 1 over {DEEP_INPUT_WARN_CHARS:,} chars (batched by type) for {sorted(over)}",
+            **common,
         )
-    return dg.AssetCheckResult(passed=True, metadata=metadata)
+    return dg.AssetCheckResult(passed=True, **common)
 
 
-@dg.asset_check(
-    asset=asset_key("semantic_memory/extracted"),
-    description="Light sleep wrote only inside its scope (from memory_event): each stage only its own table; "
-    "semantic memories created with sources among that day's conversations only, updated or deprecated only "
-    "when their sources met that day's conversations; anchors on that day's conversations.",
+def light_sleep_within_scope(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
+    events = scope.invariants(conn).light_scope_violations(scope.days or None)
+    return _result("light_sleep_within_scope", events, "light-sleep write(s) outside the step's scope", scope)
+
+
+def memory_sources_exist(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
+    orphans = scope.invariants(conn).orphan_sources()
+    return _result("memory_sources_exist", orphans, "active memory(ies) citing unknown conversations", scope)
+
+
+@dataclass(frozen=True)
+class NightCheck:
+    name: str
+    asset: str  # step key
+    description: str
+    evaluate: Callable[[Connection, CheckScope], dg.AssetCheckResult]
+    blocking: bool = False
+
+
+CHECKS: tuple[NightCheck, ...] = (
+    NightCheck(
+        "no_duplicate_active_memories",
+        "semantic_memory/merged",
+        "No two active memories of an anima have the same normalized content "
+        "(lowercase, NFKC, punctuation and whitespace folded). Animas the run touched.",
+        no_duplicate_active_memories,
+    ),
+    NightCheck(
+        "superseded_by_chains_end",
+        "semantic_memory/pins_reviewed",
+        "Every superseded_by points at an existing memory of the same anima, only deprecated memories "
+        "have one, and chains end (no cycles). Animas the run touched.",
+        superseded_by_chains_end,
+    ),
+    NightCheck(
+        "deep_sleep_input_within_limits",
+        "semantic_memory/extracted",
+        "Deep sleep's message 1 (all active memories as compact JSON) per anima: warns above "
+        f"{DEEP_INPUT_WARN_CHARS:,} characters (batched by type), fails above {DEEP_INPUT_MAX_CHARS:,} (refused).",
+        deep_sleep_input_within_limits,
+    ),
+    NightCheck(
+        "light_sleep_within_scope",
+        "semantic_memory/extracted",
+        "Blocking: light sleep wrote only inside its scope on the run's days (memory_event): each stage only "
+        "its own table; semantic memories created with sources among that day's conversations only, updated "
+        "or deprecated only when their sources met them; anchors on that day's conversations. Evaluated after "
+        "each day of the run; a violation stops the run before the next day.",
+        light_sleep_within_scope,
+        blocking=True,
+    ),
+    NightCheck(
+        "memory_sources_exist",
+        "conversations/cleaned",
+        "Every active memory's source_sessions exist as conversations, or were deleted by cleanup "
+        "(recorded in memory_event, restorable). Animas the run touched.",
+        memory_sources_exist,
+    ),
 )
-def light_sleep_within_scope(memory_store: MemoryStoreResource) -> dg.AssetCheckResult:
-    settings = memory_store.settings()
-    with memory_store.open(settings) as db, db.transaction() as conn:
-        events = MemoryInvariants(conn, settings.timezone).light_scope_violations()
-    return _result(events, "light-sleep write(s) outside the step's scope")
-
-
-@dg.asset_check(
-    asset=asset_key("conversations/cleaned"),
-    description="Every active memory's source_sessions exist as conversations, or were deleted by "
-    "cleanup (recorded in memory_event, restorable).",
+CHECK_ASSET = {c.name: c.asset for c in CHECKS}
+BY_KEY = {dg.AssetCheckKey(dg.AssetKey(c.asset.split("/")), c.name): c for c in CHECKS}
+LIGHT_SLEEP_STEPS = (
+    "semantic_memory/extracted",
+    "emotional_anchors/extracted",
+    "autobiographical_memory/narrated",
+    "self_blocks/autobiography_summary",
 )
-def memory_sources_exist(memory_store: MemoryStoreResource) -> dg.AssetCheckResult:
-    with memory_store.open() as db, db.transaction() as conn:
-        orphans = MemoryInvariants(conn).orphan_sources()
-    return _result(orphans, "active memory(ies) citing unknown conversations")
+
+
+def check_specs() -> list[dg.AssetCheckSpec]:
+    return [
+        dg.AssetCheckSpec(
+            c.name, asset=dg.AssetKey(c.asset.split("/")), description=c.description, blocking=c.blocking
+        )
+        for c in CHECKS
+    ]

@@ -1,31 +1,296 @@
-"""Launching the night through Dagster from Python (the CLI's `anima sleep`, tests).
+"""Launching the night through Dagster from Python: the CLI (`anima sleep`, `anima demo`) and tests.
 
-`materialize_night` runs the night asset in-process against a Dagster instance, so the run
-lands in that instance's run history exactly like a UI launch: one day is a partition run,
-a range is ONE run over the partition range (the single-run backfill shape), steps are an
-asset subset, and the checks of the selected steps run after it.
+`launch_night` creates a run of the `nightly_sleep` job of the code location (the same job
+the schedule and the UI run), recorded with the code location's origin so that the UI shows
+it under the job and can re-execute it, tagged with who started it, the engine, the mode and
+the days; then executes it in this process (one day is a partition run, a range is ONE run
+over the partition range, the single-run backfill shape; steps are an asset subset).
+
+SIGINT and SIGTERM cancel it: the step in progress rolls back, the night is marked failed
+(a re-run carries on), the Dagster run ends CANCELED, and `launch_night` reports the signal
+so the CLI exits non-zero. A run left STARTED by a process that was killed outright
+(kill -9) is marked failed the next time the CLI launches a night (`mark_dead_runs`).
+
+`materialize_night` runs the night asset with explicit resources on a given instance
+(tests that point the night at a throwaway database).
 """
 
-from collections.abc import Sequence
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 
 import dagster as dg
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
+# Dagster 1.13.27 has no public API to create a run that carries a code location's origin
+# outside a workspace process (execute_job leaves remote_job_origin empty, and the UI and
+# GraphQL re-execution need it), nor to execute an existing run in-process: these are the
+# internals `dagster api execute_run` itself uses. Checked with 1.13.27.
+from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
+from dagster._core.execution.api import execute_run
+from dagster._core.remote_origin import (
+    ManagedGrpcPythonEnvCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+from anima_pipeline.config import Settings
 from anima_pipeline.defs.night import assets as night_assets
-from anima_pipeline.defs.night import checks as night_checks
-from anima_pipeline.defs.night.partitions import START_DATE, TIMEZONE
+from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
 from anima_pipeline.sleep.cycle import STEP_KEYS
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFINITIONS_MODULE = "anima_pipeline.definitions"
+LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
+PID_TAG = "anima/pid"
+HOST_TAG = "anima/host"
+ACTIVE = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 
-def night_checks_defs() -> list[dg.AssetChecksDefinition]:
-    return [v for v in vars(night_checks).values() if isinstance(v, dg.AssetChecksDefinition)]
 
-
-def night_run_config(mode: str = "full", force: bool = False, animas: Sequence[str] = ()) -> dict:
+def night_run_config(
+    mode: str = "full", force: bool = False, animas: Sequence[str] = (), shard: str = ""
+) -> dict:
     return {
-        "ops": {night_assets.NIGHT_OP: {"config": {"mode": mode, "force": force, "animas": list(animas)}}}
+        "ops": {
+            night_assets.NIGHT_OP: {
+                "config": {"mode": mode, "force": force, "animas": list(animas), "shard": shard}
+            }
+        }
     }
+
+
+def code_location_definitions() -> dg.Definitions:
+    """The definitions exactly as the code location loads them (anima_pipeline.definitions)."""
+    from anima_pipeline.definitions import defs
+
+    return defs
+
+
+def nightly_sleep_job() -> dg.JobDefinition:
+    """The nightly_sleep job of the code location (a module-level function, so that
+    dg.reconstructable can point a run at it)."""
+    return code_location_definitions().resolve_job_def(JOB_NAME)
+
+
+def remote_job_origin(job_name: str = JOB_NAME) -> RemoteJobOrigin:
+    """The origin the webserver gives runs of this job when it loads workspace.yaml."""
+    target = LoadableTargetOrigin(
+        executable_path=sys.executable,
+        module_name=DEFINITIONS_MODULE,
+        attribute="defs",
+        working_directory=str(REPO_ROOT),
+    )
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(target, location_name=LOCATION_NAME)
+    return RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME).get_job_origin(job_name)
+
+
+def check_days(parts: dg.PartitionsDefinition | None, first: date, last: date, timezone: str) -> None:
+    """A ValueError naming the problem when first..last is not a range of partitions."""
+    if last < first:
+        raise ValueError(f"--to {last} is before --from {first}")
+    if parts is None:
+        raise ValueError("the night job has no partitions")
+    newest = parts.get_last_partition_key()
+    if newest is None or last.isoformat() > newest:
+        raise ValueError(
+            f"{last} is not over yet in {timezone}: the latest day that can sleep is {newest} "
+            "(a partition is a whole local day)"
+        )
+    oldest = parts.get_first_partition_key()
+    if oldest is not None and first.isoformat() < oldest:
+        raise ValueError(
+            f"{first} is before the first day of data ({oldest}): import the archive holding that day "
+            "(`anima import` moves the first day earlier) or set ANIMA_START_DATE"
+        )
+
+
+def check_steps(steps: Sequence[str] | None) -> list[dg.AssetKey]:
+    unknown = sorted(set(steps or ()) - set(STEP_KEYS))
+    if unknown:
+        raise ValueError(f"unknown step(s) {unknown}; the steps are: {', '.join(STEP_KEYS)}")
+    return [night_assets.asset_key(k) for k in (steps or STEP_KEYS)]
+
+
+def partition_tags(first: date, last: date) -> dict[str, str]:
+    if first == last:
+        return {PARTITION_NAME_TAG: first.isoformat(), night_assets.DAY_TAG: first.isoformat()}
+    return {
+        ASSET_PARTITION_RANGE_START_TAG: first.isoformat(),
+        ASSET_PARTITION_RANGE_END_TAG: last.isoformat(),
+    }
+
+
+@dataclass
+class LaunchOutcome:
+    run_id: str
+    status: dg.DagsterRunStatus
+    signal: int | None = None  # the signal that canceled it
+    error: str = ""
+    failed_day: date | None = None
+    marked_dead: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == dg.DagsterRunStatus.SUCCESS
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def mark_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Runs of the night started by the CLI on this host whose process is gone (kill -9, a
+    crash, a power cut) but that are still STARTED or CANCELING in the run history: marked
+    failed (canceled if a cancel had been asked). Returns their ids."""
+    host = socket.gethostname()
+    marked = []
+    records = instance.get_runs(
+        filters=dg.RunsFilter(
+            job_name=JOB_NAME, statuses=list(ACTIVE), tags={TRIGGER_TAG: "cli", HOST_TAG: host}
+        )
+    )
+    for run in records:
+        pid = run.tags.get(PID_TAG, "")
+        if not pid.isdigit() or int(pid) == os.getpid() or _pid_alive(int(pid)):
+            continue
+        message = f"the process that ran it (pid {pid} on {host}) is gone; marked by the next `anima` launch"
+        if run.status == dg.DagsterRunStatus.CANCELING:
+            instance.report_run_canceled(run, message=message)
+        else:
+            instance.report_run_failed(run, message=message)
+        marked.append(run.run_id)
+    return marked
+
+
+@contextmanager
+def cancel_on_signals(instance: dg.DagsterInstance, run_id: str) -> Iterator[list[int]]:
+    """SIGINT / SIGTERM while the run executes: mark it canceling and interrupt. Inside the
+    step Dagster's own handler raises the interrupt (the night body then marks the run
+    canceling, see assets.py), so which signal came is read from a wakeup pipe, which the
+    interpreter writes to whatever the Python handler. Yields the list of received signals
+    (complete when the block has ended)."""
+    received: list[int] = []
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def handler(signum: int, _frame) -> None:
+        run = instance.get_run_by_id(run_id)
+        if run is not None and run.status in (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED):
+            instance.report_run_canceling(run, message=f"{signal.Signals(signum).name} received")
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        signal.set_wakeup_fd(previous_fd)
+        try:
+            data = os.read(read_fd, 1024)
+        except BlockingIOError:
+            data = b""
+        os.close(read_fd)
+        os.close(write_fd)
+        received.extend(n for n in data if n in (signal.SIGINT, signal.SIGTERM))
+
+
+def launch_night(
+    first: date,
+    last: date | None = None,
+    *,
+    steps: Sequence[str] | None = None,
+    mode: str = "full",
+    force: bool = False,
+    animas: Sequence[str] = (),
+    shard: str = "",
+    instance: dg.DagsterInstance,
+    trigger: str = "cli",
+    log_level: str | None = None,
+    settings: Settings | None = None,
+) -> LaunchOutcome:
+    """Run the night for `first` (or first..last, one run, days in order) as a run of the
+    nightly_sleep job; see the module docstring. ValueError before anything runs for days
+    that are not partitions, unknown steps or a malformed shard."""
+    settings = settings or Settings.from_env()
+    last = last or first
+    keys = check_steps(steps)
+    job = nightly_sleep_job()
+    check_days(job.partitions_def, first, last, settings.timezone)
+    if shard:
+        night_assets.parse_shard(shard)
+    marked = mark_dead_runs(instance)
+    tags = {
+        TRIGGER_TAG: trigger,
+        ENGINE_TAG: settings.engine,
+        MODE_TAG: mode,
+        PID_TAG: str(os.getpid()),
+        HOST_TAG: socket.gethostname(),
+        **partition_tags(first, last),
+    }
+    if shard:
+        tags[night_assets.SHARD_TAG] = shard
+    run_config = night_run_config(mode, force, animas, shard)
+    if log_level:  # the CLI draws its own progress; the full log stays in the run history
+        run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
+    recon = dg.reconstructable(nightly_sleep_job)
+    run = instance.create_run_for_job(
+        job_def=job,
+        run_config=run_config,
+        tags=tags,
+        asset_selection=frozenset(keys) if steps else None,
+        remote_job_origin=remote_job_origin(),
+        job_code_origin=recon.get_python_origin(),
+    )
+    with cancel_on_signals(instance, run.run_id) as received:
+        try:
+            execute_run(recon, run, instance)
+        except KeyboardInterrupt:  # a signal outside the steps (Dagster's own bookkeeping)
+            current = instance.get_run_by_id(run.run_id)
+            if current is not None and current.status in ACTIVE:
+                instance.report_run_canceled(current, message="interrupted by a signal")
+    final = instance.get_run_by_id(run.run_id)
+    status = final.status if final is not None else dg.DagsterRunStatus.FAILURE
+    error, failed_day = (
+        ("", None) if status == dg.DagsterRunStatus.SUCCESS else run_failure(instance, run.run_id)
+    )
+    return LaunchOutcome(run.run_id, status, received[0] if received else None, error, failed_day, marked)
+
+
+def run_failure(instance: dg.DagsterInstance, run_id: str) -> tuple[str, date | None]:
+    """The first line of the run's first failure, for a one-line report, and the day it failed
+    on (from the failure's metadata, see assets.failure_metadata)."""
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is None or not event.is_failure or event.event_specific_data is None:
+            continue
+        err = getattr(event.event_specific_data, "error", None)
+        if err is not None:
+            user = getattr(event.event_specific_data, "user_failure_data", None)
+            day = user.metadata.get("day") if user is not None else None
+            return err.message.strip().splitlines()[0], date.fromisoformat(day.value) if day else None
+    return "the run failed (see the Dagster run log)", None
 
 
 def materialize_night(
@@ -36,57 +301,32 @@ def materialize_night(
     mode: str = "full",
     force: bool = False,
     animas: Sequence[str] = (),
-    instance: dg.DagsterInstance | None = None,
-    resources: dict | None = None,
+    shard: str = "",
+    instance: dg.DagsterInstance,
+    resources: dict,
+    settings: Settings | None = None,
     with_checks: bool = True,
     raise_on_error: bool = True,
     tags: dict[str, str] | None = None,
-    log_level: str | None = None,
 ) -> dg.ExecuteInProcessResult:
-    """Materialize the night for `first` (or the range first..last, one run, days in order).
+    """The night asset materialized in-process with explicit `resources` (tests): the same
+    asset and checks, built from `settings` (default: the environment)."""
+    from anima_pipeline.defs.night.build import night_definitions
 
-    `resources` defaults to the environment's (resources.build_resources); `instance` to the
-    persistent one from anima_pipeline.defs.instance.get_instance()."""
-    from anima_pipeline.defs.night.resources import build_resources
-
+    settings = settings or Settings.from_env()
     last = last or first
-    if last < first:
-        raise ValueError(f"--to {last} is before --from {first}")
-    parts = night_assets.night.partitions_def
-    newest = parts.get_last_partition_key() if parts is not None else None
-    if newest is None or last.isoformat() > newest:
-        raise ValueError(
-            f"{last} is not over yet in {TIMEZONE}: the latest day that can sleep is {newest} "
-            "(a partition is a whole local day)"
-        )
-    if first < START_DATE:
-        raise ValueError(f"{first} is before ANIMA_START_DATE ({START_DATE})")
-    unknown = sorted(set(steps or ()) - set(STEP_KEYS))
-    if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; the steps are: {', '.join(STEP_KEYS)}")
-    keys = [night_assets.asset_key(k) for k in (steps or STEP_KEYS)]
-    selection = dg.AssetSelection.assets(*keys)
+    [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
+    selection = dg.AssetSelection.assets(*check_steps(steps))
+    check_days(night.partitions_def, first, last, settings.timezone)
     if not with_checks:
         selection = selection.without_checks()
-    run_tags = dict(tags or {})
-    partition_key: str | None = first.isoformat()
-    if last != first:
-        partition_key = None
-        run_tags[ASSET_PARTITION_RANGE_START_TAG] = first.isoformat()
-        run_tags[ASSET_PARTITION_RANGE_END_TAG] = last.isoformat()
-    if instance is None:
-        from anima_pipeline.defs.instance import get_instance
-
-        instance = get_instance()
-    run_config = night_run_config(mode, force, animas)
-    if log_level:  # the CLI draws its own progress; the full log stays in the run history
-        run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
+    run_tags = {**(tags or {}), **partition_tags(first, last)}
     return dg.materialize(
-        [night_assets.night, *night_checks_defs()],
-        run_config=run_config,
+        [night],
+        run_config=night_run_config(mode, force, animas, shard),
         instance=instance,
-        resources=resources if resources is not None else build_resources(),
-        partition_key=partition_key,
+        resources=resources,
+        partition_key=first.isoformat() if first == last else None,
         tags=run_tags,
         selection=selection,
         raise_on_error=raise_on_error,

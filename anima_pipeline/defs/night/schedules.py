@@ -1,49 +1,88 @@
-"""The nightly schedule: 02:00 in ANIMA_TIMEZONE, the previous day's partition, mode
-'scheduled' (full on Mondays, incremental otherwise)."""
+"""The nightly job and schedule: 02:00 in ANIMA_TIMEZONE, the previous day's partition, mode
+'scheduled' (full on Mondays, incremental otherwise), split into ANIMA_NIGHT_SHARDS runs."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
 
 import dagster as dg
 
 from anima_pipeline.defs.night import assets as night_assets
-from anima_pipeline.defs.night.partitions import (
-    START_DATE,
-    TIMEZONE,
-    night_partitions,
-    previous_day_partition,
-)
+from anima_pipeline.defs.night.partitions import previous_day_partition
 
-SCHEDULED_RUN_CONFIG = {"ops": {night_assets.NIGHT_OP: {"config": {"mode": "scheduled"}}}}
-
-night_job = dg.define_asset_job(
-    name="nightly_sleep",
-    selection=dg.AssetSelection.assets(night_assets.night),
-    partitions_def=night_partitions,
-    description="The whole night for one day (all 14 steps, then the checks).",
-)
+JOB_NAME = "nightly_sleep"
+SCHEDULE_NAME = "nightly_sleep_schedule"
+TRIGGER_TAG = night_assets.TRIGGER_TAG
+ENGINE_TAG = night_assets.ENGINE_TAG
+MODE_TAG = night_assets.MODE_TAG
 
 
-@dg.schedule(
-    name="nightly_sleep_schedule",
-    job=night_job,
-    cron_schedule="0 2 * * *",
-    execution_timezone=TIMEZONE,
-    # on as soon as a daemon runs (dagster dev): the nightly cycle is the point of the project
-    default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="02:00 local: consolidate the day that just ended.",
-)
-def nightly_sleep_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    tick = context.scheduled_execution_time
-    if tick is None:  # evaluated by hand, outside a tick
-        from datetime import datetime
+def scheduled_run_config(shard: str = "") -> dict:
+    config: dict = {"mode": "scheduled"}
+    if shard:
+        config["shard"] = shard
+    return {"ops": {night_assets.NIGHT_OP: {"config": config}}}
 
-        tick = datetime.now().astimezone()
-    partition = previous_day_partition(tick, TIMEZONE)
-    if partition < START_DATE.isoformat():
-        return dg.SkipReason(f"{partition} is before ANIMA_START_DATE {START_DATE}")
-    return dg.RunRequest(
-        run_key=f"night-{partition}",
-        partition_key=partition,
-        run_config=SCHEDULED_RUN_CONFIG,
-        tags={"anima/trigger": "schedule"},
+
+def shard_requests(partition: str, shards: int, run_config_for, tags: dict[str, str]) -> list[dg.RunRequest]:
+    """One run request per shard of `partition` (one without a shard tag when shards == 1)."""
+    if shards <= 1:
+        return [
+            dg.RunRequest(
+                run_key=f"night-{partition}",
+                partition_key=partition,
+                run_config=run_config_for(""),
+                tags={**tags, night_assets.DAY_TAG: partition},
+            )
+        ]
+    return [
+        dg.RunRequest(
+            run_key=f"night-{partition}-shard-{i}-of-{shards}",
+            partition_key=partition,
+            run_config=run_config_for(f"{i}/{shards}"),
+            tags={**tags, night_assets.DAY_TAG: partition, night_assets.SHARD_TAG: f"{i}/{shards}"},
+        )
+        for i in range(shards)
+    ]
+
+
+def build_job(
+    night: dg.AssetsDefinition, exclude: Sequence[dg.AssetChecksDefinition] = ()
+) -> dg.UnresolvedAssetJobDefinition:
+    selection = dg.AssetSelection.assets(night)
+    if exclude:  # the freshness check watches the night from outside; it is not part of it
+        selection = selection - dg.AssetSelection.checks(*exclude)
+    return dg.define_asset_job(
+        name=JOB_NAME,
+        selection=selection,
+        # One process: the night's steps and its checks share the night's connection, a run
+        # started by the CLI and by the UI behave alike, and a signal reaches the step at once.
+        executor_def=dg.in_process_executor,
+        description="The whole night for a day or a range of days (all 14 steps and their checks).",
     )
+
+
+def build_schedule(
+    job: dg.UnresolvedAssetJobDefinition, timezone: str, first_day: str, shards: int, engine: str
+) -> dg.ScheduleDefinition:
+    @dg.schedule(
+        name=SCHEDULE_NAME,
+        job=job,
+        cron_schedule="0 2 * * *",
+        execution_timezone=timezone,
+        # on as soon as a daemon runs (dagster dev): the nightly cycle is the point of the project
+        default_status=dg.DefaultScheduleStatus.RUNNING,
+        description="02:00 local: consolidate the day that just ended"
+        + (f", in {shards} shard runs" if shards > 1 else "")
+        + ".",
+    )
+    def nightly_sleep_schedule(context: dg.ScheduleEvaluationContext):
+        tick = context.scheduled_execution_time or datetime.now().astimezone()  # by hand: now
+        partition = previous_day_partition(tick, timezone)
+        if partition < first_day:
+            return dg.SkipReason(f"{partition} is before the first day of data, {first_day}")
+        tags = {TRIGGER_TAG: "schedule", ENGINE_TAG: engine, MODE_TAG: "scheduled"}
+        return shard_requests(partition, shards, scheduled_run_config, tags)
+
+    return nightly_sleep_schedule

@@ -8,6 +8,7 @@ so "the conversations of day D" means the same as in the steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.offline.deep import NORMALIZED_CONTENT_SQL
@@ -50,6 +51,9 @@ _DAY_CONVERSATIONS = """
 """
 
 
+_ANIMA_FILTER = "(%(animas)s::text[] IS NULL OR anima_id = ANY(%(animas)s))"
+
+
 def _sources(col: str) -> str:
     return f"ARRAY(SELECT jsonb_array_elements_text(COALESCE({col} -> 'source_sessions', '[]'::jsonb)))"
 
@@ -59,40 +63,47 @@ class MemoryInvariants:
     conn: Connection
     timezone: str = DEFAULT_TIMEZONE
 
+    # None = every anima; otherwise only these (the animas a run touched: an invariant of one
+    # anima can only break on a night that anima ran)
+    animas: list[str] | None = None
+
     def duplicate_active(self) -> list[dict]:
         """Groups of active memories of one anima with the same normalized content."""
         return self.conn.execute(
             f"""SELECT anima_id, norm AS normalized, array_agg(id ORDER BY id) AS ids
                 FROM (SELECT id, anima_id, {NORMALIZED_CONTENT_SQL} AS norm
-                      FROM semantic_memory WHERE status = 'active') m
+                      FROM semantic_memory WHERE status = 'active' AND {_ANIMA_FILTER}) m
                 GROUP BY anima_id, norm HAVING count(*) > 1
-                ORDER BY anima_id, min(id)"""
+                ORDER BY anima_id, min(id)""",
+            {"animas": self.animas},
         ).fetchall()
 
     def broken_supersede_chains(self) -> list[dict]:
         """superseded_by pointing at no memory or another anima's, set on an active memory,
         or part of a cycle."""
         pointers = self.conn.execute(
-            """SELECT m.id, m.anima_id, m.superseded_by,
+            f"""SELECT m.id, m.anima_id, m.superseded_by,
                       CASE WHEN t.id IS NULL THEN 'points at a memory that does not exist'
                            WHEN t.anima_id <> m.anima_id THEN 'points at another anima''s memory'
                            WHEN m.status = 'active' THEN 'active memory has a successor'
                       END AS problem
                FROM semantic_memory m LEFT JOIN semantic_memory t ON t.id = m.superseded_by
-               WHERE m.superseded_by IS NOT NULL
+               WHERE m.superseded_by IS NOT NULL AND {_ANIMA_FILTER.replace("anima_id", "m.anima_id")}
                  AND (t.id IS NULL OR t.anima_id <> m.anima_id OR m.status = 'active')
-               ORDER BY m.id"""
+               ORDER BY m.id""",
+            {"animas": self.animas},
         ).fetchall()
         cycles = self.conn.execute(
-            """WITH RECURSIVE walk(start_id, anima_id, next_id, path, is_cycle) AS (
+            f"""WITH RECURSIVE walk(start_id, anima_id, next_id, path, is_cycle) AS (
                    SELECT id, anima_id, superseded_by, ARRAY[id], false
-                   FROM semantic_memory WHERE superseded_by IS NOT NULL
+                   FROM semantic_memory WHERE superseded_by IS NOT NULL AND {_ANIMA_FILTER}
                    UNION ALL
                    SELECT w.start_id, w.anima_id, m.superseded_by, w.path || m.id, m.id = ANY(w.path)
                    FROM walk w JOIN semantic_memory m ON m.id = w.next_id
                    WHERE NOT w.is_cycle
                )
-               SELECT start_id AS id, anima_id, path FROM walk WHERE is_cycle ORDER BY start_id"""
+               SELECT start_id AS id, anima_id, path FROM walk WHERE is_cycle ORDER BY start_id""",
+            {"animas": self.animas},
         ).fetchall()
         return [*pointers, *({**c, "problem": "superseded_by cycle"} for c in cycles)]
 
@@ -106,12 +117,14 @@ class MemoryInvariants:
         animas = [
             r["anima_id"]
             for r in self.conn.execute(
-                "SELECT DISTINCT anima_id FROM semantic_memory WHERE status = 'active' ORDER BY anima_id"
+                f"SELECT DISTINCT anima_id FROM semantic_memory WHERE status = 'active' AND {_ANIMA_FILTER} "
+                "ORDER BY anima_id",
+                {"animas": self.animas},
             ).fetchall()
         ]
         return {a: len(message_one(repo.active(a))) for a in animas}
 
-    def light_scope_violations(self) -> list[dict]:
+    def light_scope_violations(self, days: list[date] | None = None) -> list[dict]:
         """Light-sleep writes outside the step's scope, from memory_event:
         a table the step does not own; semantic memories created with sources outside the
         day's conversations, updated / deprecated when their sources did not meet the day's
@@ -121,7 +134,8 @@ class MemoryInvariants:
         rows = self.conn.execute(
             f"""WITH ev AS (
                     SELECT id, anima_id, day, step, table_name, op, memory_id, before, after
-                    FROM memory_event WHERE step = ANY(%(steps)s) AND day IS NOT NULL
+                    FROM memory_event WHERE step = ANY(%(steps)s) AND day IS NOT NULL AND {_ANIMA_FILTER}
+                      AND (%(days)s::date[] IS NULL OR day = ANY(%(days)s))
                 ),
                 {_DAY_CONVERSATIONS}
                 SELECT * FROM (
@@ -155,7 +169,7 @@ class MemoryInvariants:
                 ) v
                 WHERE problem IS NOT NULL
                 ORDER BY event_id""",
-            {"steps": steps, "tz": self.timezone},
+            {"steps": steps, "tz": self.timezone, "animas": self.animas, "days": days},
         ).fetchall()
         return rows
 
@@ -163,13 +177,14 @@ class MemoryInvariants:
         """Active memories citing a source conversation that neither exists nor was cleaned
         (a cleanup deletion is in memory_event and can be restored)."""
         return self.conn.execute(
-            """SELECT m.id, m.anima_id, array_agg(s ORDER BY s) AS missing
+            f"""SELECT m.id, m.anima_id, array_agg(s ORDER BY s) AS missing
                FROM semantic_memory m CROSS JOIN LATERAL unnest(m.source_sessions) AS s
-               WHERE m.status = 'active'
+               WHERE m.status = 'active' AND {_ANIMA_FILTER.replace("anima_id", "m.anima_id")}
                  AND NOT EXISTS (SELECT 1 FROM conversation c WHERE c.anima_id = m.anima_id AND c.id = s)
                  AND NOT EXISTS (SELECT 1 FROM memory_event e
                                  WHERE e.anima_id = m.anima_id AND e.table_name = 'conversation'
                                    AND e.op = 'delete' AND e.memory_id = s)
                GROUP BY m.id, m.anima_id
-               ORDER BY m.id"""
+               ORDER BY m.id""",
+            {"animas": self.animas},
         ).fetchall()

@@ -1,0 +1,40 @@
+"""The night's definitions, built when Dagster loads the code location (not at import): the
+partitions start at the store's first day (partitions.py), the schedule's time zone and shard
+count come from the settings, and a check says when last night did not run (freshness.py)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from anima_pipeline.config import Settings
+from anima_pipeline.defs.night.assets import asset_key, build_night
+from anima_pipeline.defs.night.freshness import build_freshness
+from anima_pipeline.defs.night.partitions import night_partitions, start_date
+from anima_pipeline.defs.night.schedules import build_job, build_schedule
+
+FRESHNESS_KEY = "temporal_summaries/day"  # the night's last step
+
+
+def night_definitions(settings: Settings) -> dg.Definitions:
+    partitions = night_partitions(settings)
+    first_day = start_date(settings)
+    night = build_night(partitions)
+    freshness, freshness_schedule = build_freshness(asset_key(FRESHNESS_KEY), settings.timezone, first_day)
+    job = build_job(night, [freshness])
+    return dg.Definitions(
+        assets=[night],
+        jobs=[job],
+        schedules=[
+            build_schedule(
+                job, settings.timezone, first_day.isoformat(), settings.night_shards, settings.engine
+            ),
+            freshness_schedule,
+        ],
+        asset_checks=[freshness],
+    )
+
+
+@dg.definitions
+def night() -> dg.Definitions:
+    # a bad ANIMA_* value stops the code location with the variable's name
+    return night_definitions(Settings.from_env())

@@ -1,0 +1,179 @@
+"""The metadata of one (day, step) materialization: what a person plots and reads in the UI.
+
+- Only the counts the step can change, taken from the audit log (memory_event) as
+  (table, op) pairs, so they mean the same for the offline and the LLM engine; the same keys
+  on every partition (0 when nothing happened, never missing).
+- `animas`, `duration_s`, and `input_chars` for the steps that build a model request.
+- tokens / cache / cost / calls only when an LLM engine ran (offline they are always 0).
+- `dagster/row_count`: rows of the table the step writes, for the animas that ran it.
+- A Markdown `preview` where reading beats counting: the day summary, the memories the step
+  created / changed / deprecated (first 20 with ids), the dream entry, the self blocks written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import date
+
+import dagster as dg
+
+from anima_pipeline.sleep import runner
+from anima_pipeline.sleep.night import StepResult
+from anima_pipeline.store import night_report
+from anima_pipeline.store.db import Connection
+
+PREVIEW_ROWS = 20
+PREVIEW_CHARS = 400  # per row of a preview; the full text is in the store and in `anima export`
+
+# step -> {metadata key: (table, op) of the audit log}
+STEP_CHANGES: dict[str, dict[str, tuple[str, str]]] = {
+    "conversations/cleaned": {"conversations_deleted": ("conversation", "delete")},
+    "semantic_memory/extracted": {
+        "created": ("semantic_memory", "create"),
+        "updated": ("semantic_memory", "update"),
+        "deprecated": ("semantic_memory", "deprecate"),
+    },
+    "emotional_anchors/extracted": {"anchors_created": ("emotional_anchor", "create")},
+    "autobiographical_memory/narrated": {
+        "narratives_created": ("autobiographical_memory", "create"),
+        "narratives_deprecated": ("autobiographical_memory", "deprecate"),
+    },
+    "self_blocks/autobiography_summary": {"self_blocks_written": ("self_block", "write")},
+    "semantic_memory/deconflicted": {"deprecated": ("semantic_memory", "deprecate")},
+    "semantic_memory/split": {
+        "split": ("semantic_memory", "split"),
+        "created": ("semantic_memory", "create"),
+    },
+    "semantic_memory/merged": {
+        "merged": ("semantic_memory", "merge"),
+        "created": ("semantic_memory", "create"),
+    },
+    "semantic_memory/pins_reviewed": {
+        "pinned": ("semantic_memory", "pin"),
+        "unpinned": ("semantic_memory", "unpin"),
+    },
+    "memory_references/synced": {
+        "references_created": ("memory_reference", "create"),
+        "references_repointed": ("memory_reference", "repoint"),
+        "reference_counts_updated": ("semantic_memory", "reference_count"),
+    },
+    "temporal_summaries/day": {"summaries_written": ("temporal_summary", "upsert")},
+    "temporal_summaries/cascade": {"summaries_written": ("temporal_summary", "upsert")},
+    "dreams/journal": {
+        "dreams_written": ("dream_journal", "upsert"),
+        "confidence_updated": ("semantic_memory", "confidence"),
+    },
+    "self_blocks/refreshed": {"self_blocks_written": ("self_block", "write")},
+}
+
+# the table each step writes (its dagster/row_count)
+STEP_TABLE: dict[str, str] = {step: next(iter(changes.values()))[0] for step, changes in STEP_CHANGES.items()}
+
+# steps without a model request (nothing to measure as input_chars)
+NO_REQUEST = frozenset({"conversations/cleaned", "memory_references/synced"})
+
+LLM_KEYS = ("llm_calls", "tokens_in", "tokens_out", "cache_read", "cache_write", "cost_usd")
+
+
+def _esc(text: str) -> str:
+    """One line of Markdown: no line breaks, no table pipes, clipped."""
+    line = " ".join(str(text).split()).replace("|", "\\|")
+    return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
+
+
+def _memories_md(conn: Connection, day: date, step: str, animas: Sequence[str]) -> str:
+    rows = night_report.changed_memories(conn, day, [step], animas, PREVIEW_ROWS)
+    if not rows:
+        return "_no memory changed_"
+    lines = ["| anima | memory | change | content |", "|---|---|---|---|"]
+    lines += [
+        f"| {_esc(r['anima_id'])} | f-{r['memory_id']} | {r['op']} | {_esc(r['content'])} |" for r in rows
+    ]
+    return "\n".join(lines)
+
+
+def _day_summary_md(conn: Connection, day: date, step: str, animas: Sequence[str]) -> str:
+    rows = night_report.day_summaries(conn, day, animas)
+    if not rows:
+        return "_no day summary_"
+    return "\n\n".join(f"### {r['anima_id']}\n\n{r['content'].strip()}" for r in rows)
+
+
+def _written_md(table: str, empty: str) -> Callable[[Connection, date, str, Sequence[str]], str]:
+    def render(conn: Connection, day: date, step: str, animas: Sequence[str]) -> str:
+        rows = night_report.written_rows(conn, day, step, table, animas, PREVIEW_ROWS)
+        if not rows:
+            return empty
+        return "\n\n".join(
+            f"### {r['anima_id']}: {r['level'] or r['memory_id']}\n\n{r['content'].strip()[:4000]}"
+            for r in rows
+        )
+
+    return render
+
+
+def _dream_md(conn: Connection, day: date, step: str, animas: Sequence[str]) -> str:
+    rows = night_report.dream_entries(conn, day, animas)
+    if not rows:
+        return "_no dream_"
+    parts = []
+    for r in rows:
+        parts.append(f"### {r['anima_id']}")
+        for field in (
+            "aha_moments",
+            "creative_connections",
+            "confidence_updates",
+            "next_session_actions",
+            "bank_suggestions",
+        ):
+            items = r[field] or []
+            if items:
+                parts.append(
+                    f"**{field.replace('_', ' ')}**\n"
+                    + "\n".join(f"- {_esc(i)}" for i in items[:PREVIEW_ROWS])
+                )
+    return "\n\n".join(parts)
+
+
+PREVIEWS: dict[str, Callable[[Connection, date, str, Sequence[str]], str]] = {
+    "semantic_memory/extracted": _memories_md,
+    "semantic_memory/deconflicted": _memories_md,
+    "semantic_memory/split": _memories_md,
+    "semantic_memory/merged": _memories_md,
+    "semantic_memory/pins_reviewed": _memories_md,
+    "temporal_summaries/day": _day_summary_md,
+    "temporal_summaries/cascade": _written_md("temporal_summary", "_no week, month or year closed_"),
+    "dreams/journal": _dream_md,
+    "self_blocks/autobiography_summary": _written_md("self_block", "_unchanged_"),
+    "self_blocks/refreshed": _written_md("self_block", "_no self block changed_"),
+}
+
+
+def step_metadata(
+    conn: Connection, day: date, step: str, results: list[StepResult], *, llm: bool, mode: str
+) -> dict[str, dg.MetadataValue]:
+    """Typed metadata of one (day, step), summed over the animas that ran it."""
+    animas = sorted({r.anima_id for r in results})
+    summary = runner.summarize(results)
+    counts = night_report.change_counts(conn, day, step, animas)
+    md: dict[str, dg.MetadataValue] = {
+        key: dg.MetadataValue.int(counts.get(pair, 0)) for key, pair in STEP_CHANGES[step].items()
+    }
+    md["animas"] = dg.MetadataValue.int(len(animas))
+    md["already_done"] = dg.MetadataValue.int(int(summary["already_done"]))  # skipped: done before
+    md["duration_s"] = dg.MetadataValue.float(float(summary["duration_s"]))
+    if step not in NO_REQUEST:
+        md["input_chars"] = dg.MetadataValue.int(int(summary.get("input_chars", 0)))
+    if llm:
+        for key in LLM_KEYS:
+            value = summary.get(key, 0)
+            md[key] = (
+                dg.MetadataValue.float(float(value))
+                if key == "cost_usd"
+                else dg.MetadataValue.int(int(value))
+            )
+    md["mode"] = dg.MetadataValue.text(mode)
+    md["dagster/row_count"] = dg.MetadataValue.int(night_report.row_count(conn, STEP_TABLE[step], animas))
+    if step in PREVIEWS:
+        md["preview"] = dg.MetadataValue.md(PREVIEWS[step](conn, day, step, animas))
+    return md

@@ -1,0 +1,281 @@
+"""What a Dagster user sees after `anima demo`, through a real webserver: the CLI's runs are
+runs of the nightly_sleep job, tagged, and re-executable (a GraphQL re-execution launch
+succeeds and the re-executed run finishes); the partitions start at the demo's first day;
+the day summary reads as Markdown on temporal_summaries/day.
+
+And the signals: SIGTERM ends `anima sleep` within seconds, non-zero, the Dagster run
+CANCELED, and the same command carries on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _anima(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "anima_pipeline.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def demo_env(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "ANIMA_DATABASE_URL": db_url,
+        "ANIMA_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "PYTHONPATH": str(REPO),
+    }
+    for var in ("DAGSTER_PG_URL", "ANIMA_ENGINE", "ANTHROPIC_API_KEY", "ANIMA_START_DATE"):
+        env.pop(var, None)
+        monkeypatch.delenv(var, raising=False)
+    # this process reads the same run history (the storage is chosen from the environment)
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def webserver(demo_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
+    """dagster-webserver on the demo's DAGSTER_HOME and workspace.yaml, stopped by its PID."""
+    port = _free_port()
+    log = (tmp_path / "webserver.log").open("w")
+    proc = subprocess.Popen(
+        [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO,
+        env=demo_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its code server too: the whole group is stopped at the end
+    )
+    # the daemon takes queued runs off the queue (QueuedRunCoordinator), as under `dagster dev`
+    daemon_log = (tmp_path / "daemon.log").open("w")
+    daemon = subprocess.Popen(
+        [str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"],
+        cwd=REPO,
+        env=demo_env,
+        stdout=daemon_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise AssertionError((tmp_path / "webserver.log").read_text()[-3000:])
+            try:
+                if requests.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(1)
+        else:
+            raise AssertionError(
+                "webserver did not start: " + (tmp_path / "webserver.log").read_text()[-3000:]
+            )
+        yield url
+    finally:
+        for p in (daemon, proc):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+        log.close()
+        daemon_log.close()
+
+
+def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    response = requests.post(
+        f"{url}/graphql", json={"query": query, "variables": variables or {}}, timeout=120
+    )
+    response.raise_for_status()
+    body = response.json()
+    assert "errors" not in body, body
+    return body["data"]
+
+
+REEXECUTE = """
+mutation($parent: String!) {
+  launchPipelineReexecution(reexecutionParams: {parentRunId: $parent, strategy: ALL_STEPS}) {
+    __typename
+    ... on LaunchRunSuccess { run { runId status pipelineName } }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}"""
+
+RUN = """
+query($id: ID!) {
+  runOrError(runId: $id) {
+    ... on Run { status pipelineName repositoryOrigin { repositoryLocationName repositoryName } tags { key value } }
+  }
+}"""
+
+JOB_PARTITIONS = """
+{
+  pipelineOrError(params: {repositoryLocationName: "anima_pipeline", repositoryName: "__repository__",
+                           pipelineName: "nightly_sleep"}) {
+    ... on Pipeline { partitionKeysOrError { ... on PartitionKeys { partitionKeys } } }
+  }
+}"""
+
+
+def _instance(env: dict[str, str]) -> dg.DagsterInstance:
+    from dagster._core.instance.ref import InstanceRef  # test only: the instance under a given home
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"]))
+
+
+def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
+    demo_env: dict[str, str], tmp_path: Path
+) -> None:
+    demo = _anima(["demo"], demo_env)
+    assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+    assert (Path(demo_env["ANIMA_HOME"]) / "first_day").read_text().strip() == "2026-11-16"
+
+    with _instance(demo_env) as instance:
+        [run] = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"))
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+        assert run.tags["anima/trigger"] == "cli" and run.tags["anima/engine"] == "offline"
+        assert run.tags["anima/mode"] == "scheduled"
+        assert run.tags["dagster/asset_partition_range_start"] == "2026-11-16"
+        assert run.tags["dagster/asset_partition_range_end"] == "2026-11-23"
+        # the day summary of a demo day, readable as Markdown on temporal_summaries/day
+        [record] = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey(["temporal_summaries", "day"]), asset_partitions=["2026-11-18"]
+            ),
+            limit=1,
+        ).records
+        preview = record.asset_materialization.metadata["preview"]
+        assert isinstance(preview, dg.MarkdownMetadataValue)
+    import psycopg
+
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
+        [(summary,)] = conn.execute(
+            "SELECT content FROM temporal_summary WHERE level = 'day' AND period_start = '2026-11-18'"
+        ).fetchall()
+    assert summary.strip()[:300] in preview.value
+
+    with webserver(demo_env, tmp_path) as url:
+        _check_in_the_ui(url, run.run_id)
+
+
+def _check_in_the_ui(webserver: str, run_id: str) -> None:
+    # the webserver (a separate process, as a user runs it) sees the run under the job
+    seen = _graphql(webserver, RUN, {"id": run_id})["runOrError"]
+    assert seen["pipelineName"] == "nightly_sleep"
+    assert seen["repositoryOrigin"] == {
+        "repositoryLocationName": "anima_pipeline",
+        "repositoryName": "__repository__",
+    }
+    # ... whose partitions start at the demo's first day
+    keys = _graphql(webserver, JOB_PARTITIONS)["pipelineOrError"]["partitionKeysOrError"]["partitionKeys"]
+    assert keys[0] == "2026-11-16"
+    # ... and can re-execute it ("Re-execute all" in the UI is this mutation)
+    launched = _graphql(webserver, REEXECUTE, {"parent": run_id})["launchPipelineReexecution"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    child = launched["run"]["runId"]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status = _graphql(webserver, RUN, {"id": child})["runOrError"]
+        if status["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+            break
+        time.sleep(2)
+    assert status["status"] == "SUCCESS", status
+    tags = {t["key"]: t["value"] for t in status["tags"]}
+    assert tags["dagster/parent_run_id"] == run_id and tags["anima/trigger"] == "ui"
+
+
+def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
+    demo_env: dict[str, str], tmp_path: Path
+) -> None:
+    archive = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
+    assert _anima(["import", str(archive)], demo_env).returncode == 0
+    # slow each step down so the signal lands inside the night (the fault is injected by a
+    # sitecustomize on the child's path, not by changing the code under test)
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import time\n"
+        "from anima_pipeline.sleep import night\n"
+        "_run_step = night.run_step\n"
+        "def run_step(*a, **k):\n"
+        "    time.sleep(0.4)\n"
+        "    return _run_step(*a, **k)\n"
+        "night.run_step = run_step\n"
+    )
+    slow = {**demo_env, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}"}
+    args = [sys.executable, "-m", "anima_pipeline.cli", "sleep", "--from", "2026-11-16", "--to", "2026-11-23"]
+    proc = subprocess.Popen(args, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import psycopg
+
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"], autocommit=True) as conn:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:  # wait until the second night is under way
+            done = conn.execute(
+                "SELECT count(*) FROM sleep_state WHERE status = 'done' AND day > '2026-11-16'"
+            ).fetchone()[0]
+            if done:
+                break
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - sent
+    assert elapsed < 10, elapsed
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err[-2000:])
+    assert "stopped by SIGTERM" in err
+
+    with _instance(demo_env) as instance:
+        [run] = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"))
+        assert run.status == dg.DagsterRunStatus.CANCELED
+        events = {r.dagster_event.event_type_value for r in instance.all_logs(run.run_id) if r.dagster_event}
+        assert "STEP_UP_FOR_RETRY" not in events  # a termination is never retried
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
+        running = conn.execute("SELECT count(*) FROM sleep_state WHERE status = 'running'").fetchone()[0]
+    assert running == 0  # nothing is left marked as running: the interrupted night is failed
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
+        interrupted = conn.execute(
+            "SELECT count(*) FROM sleep_state WHERE step = 'night' AND status = 'failed' AND error LIKE '%%interrupted%%'"
+        ).fetchone()[0]
+    assert interrupted == 1
+
+    again = _anima(["sleep", "--from", "2026-11-16", "--to", "2026-11-23"], demo_env)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
+        nights = conn.execute(
+            "SELECT count(*) FROM sleep_state WHERE anima_id = 'aria' AND step = 'night' "
+            "AND status IN ('done', 'skipped')"
+        ).fetchone()[0]
+    assert nights == 8  # every night over (one demo day is quiet: skipped)

@@ -1,0 +1,154 @@
+"""One night for many animas, offline: one worker against the default pool (issue 14).
+
+N animas (default 1,000) are made from the shared evaluation archives (LoCoMo dev and both
+MemoryBank languages, read at run time from ANIMA_DATA_DIR, default ../shared/data next to
+the repository; nothing of them is copied): anima i gets conversation i of those archives
+(cycling), relabelled with its own anima and conversation ids and shifted in time so that it
+is held on the benchmark day. Two identical sets are imported into one store (a fresh
+embedded server under a temporary ANIMA_HOME, or ANIMA_DATABASE_URL): `s-NNNN` slept by
+`runner.run_days` with one worker, then `p-NNNN` with the default pool (ANIMA_WORKERS, else
+the number of cores). Prints anima-nights per second of both, their ratio, peak memory,
+and whether both sets ended with the same memories.
+
+    python -m benchmarks.many_animas [--animas 1000] [--day 2025-06-02]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import tempfile
+import time
+from collections import defaultdict
+from datetime import date, datetime
+from pathlib import Path
+
+from benchmarks.data import data_dir, locomo_dir, memorybank_dir, read_jsonl
+
+
+def archives() -> list[Path]:
+    return [
+        locomo_dir() / "dev.archive.jsonl",
+        memorybank_dir() / "memorybank_en.archive.jsonl",
+        memorybank_dir() / "memorybank_cn.archive.jsonl",
+    ]
+
+
+def conversations() -> list[list[dict]]:
+    """Every conversation of the archives, its messages in file order."""
+    found: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for path in archives():
+        if not path.exists():
+            raise SystemExit(f"{path} not found: set ANIMA_DATA_DIR (now {data_dir()}) to the shared data")
+        for row in read_jsonl(path):
+            found[(row["anima_id"], row["conversation_id"])].append(row)
+    return list(found.values())
+
+
+def relabel(convs: list[list[dict]], n: int, prefix: str, day: date) -> list[dict]:
+    """Anima `prefix-i` holds conversation i % len(convs), moved to `day` (same clock times)."""
+    rows = []
+    for i in range(n):
+        anima = f"{prefix}-{i:04d}"
+        conv = convs[i % len(convs)]
+        start = datetime.fromisoformat(conv[0]["created_at"])
+        shift = day - start.date()
+        for m in conv:
+            at = datetime.fromisoformat(m["created_at"]) + shift
+            rows.append(
+                {
+                    **m,
+                    "anima_id": anima,
+                    "conversation_id": f"{anima}:c",
+                    "message_id": f"{anima}:{m['message_id']}",
+                    "created_at": at.isoformat(),
+                }
+            )
+    return rows
+
+
+def import_rows(db, rows: list[dict]) -> None:
+    from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
+    from anima_pipeline.store.events import Audit
+
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="", run_id="import-bench", step="import")
+        import_records(conn, parse_lines(lines, "many_animas"), audit, ImportStats())
+
+
+def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -> float:
+    from anima_pipeline.sleep import runner
+
+    t0 = time.monotonic()
+    runner.run_days(db, settings, [day], animas=animas, workers=workers, run_id=f"bench-{workers or 'pool'}")
+    return time.monotonic() - t0
+
+
+def outcome(db, prefix: str) -> dict[str, int]:
+    with db.transaction() as conn:
+        row = conn.execute(
+            """SELECT (SELECT count(*) FROM sleep_state WHERE step = 'night' AND status = 'done'
+                         AND anima_id LIKE %s) AS nights,
+                      (SELECT count(*) FROM semantic_memory WHERE status = 'active' AND anima_id LIKE %s) AS memories,
+                      (SELECT count(*) FROM temporal_summary WHERE anima_id LIKE %s) AS summaries""",
+            (f"{prefix}-%",) * 3,
+        ).fetchone()
+    return dict(row)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--animas", type=int, default=1000)
+    ap.add_argument("--day", default="2025-06-02", help="the night slept (a Monday: full deep sleep)")
+    args = ap.parse_args()
+    day = date.fromisoformat(args.day)
+
+    from anima_pipeline.config import Settings
+    from anima_pipeline.sleep.pool import default_workers
+    from anima_pipeline.store import embedded
+    from anima_pipeline.store.db import open_database
+
+    convs = conversations()
+    with tempfile.TemporaryDirectory(prefix="anima_many_") as tmp:
+        settings = Settings(
+            database_url=os.environ.get("ANIMA_DATABASE_URL") or None,
+            home=Path(tmp) / "home",
+            engine="offline",
+            workers=int(os.environ["ANIMA_WORKERS"]) if os.environ.get("ANIMA_WORKERS") else None,
+        )
+        db = open_database(settings)
+        try:
+            serial_ids = [f"s-{i:04d}" for i in range(args.animas)]
+            pool_ids = [f"p-{i:04d}" for i in range(args.animas)]
+            t0 = time.monotonic()
+            rows = relabel(convs, args.animas, "s", day)
+            import_rows(db, rows)
+            import_rows(db, relabel(convs, args.animas, "p", day))
+            imported = time.monotonic() - t0
+            serial = sleep_set(db, settings, day, serial_ids, workers=1)
+            pooled = sleep_set(db, settings, day, pool_ids, workers=None)
+            s_out, p_out = outcome(db, "s"), outcome(db, "p")
+        finally:
+            db.close()
+            if not settings.database_url:
+                embedded.stop(settings.home)
+    peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    workers = default_workers(settings)
+    print(
+        f"animas: {args.animas} (from {len(convs)} conversations of LoCoMo dev + MemoryBank en/cn, "
+        f"{len(rows)} messages per set), night of {day}, offline engine, {os.cpu_count()} cores"
+    )
+    print(f"import of both sets: {imported:.1f} s")
+    print(f"1 worker:           {serial:7.1f} s  {args.animas / serial:6.2f} anima-nights/s  {s_out}")
+    print(f"pool of {workers} workers:  {pooled:7.1f} s  {args.animas / pooled:6.2f} anima-nights/s  {p_out}")
+    print(f"ratio pool / 1 worker: {serial / pooled:.2f}")
+    print(f"peak memory: this process {peak_self:.0f} MiB, largest worker process {peak_child:.0f} MiB")
+    print("same results in both sets:", "yes" if s_out == p_out else f"NO: {s_out} vs {p_out}")
+
+
+if __name__ == "__main__":
+    main()
