@@ -41,6 +41,7 @@ from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
     ArchiveRecord,
+    ImportConflict,
     ImportStats,
     MessageRecord,
     close_conversation,
@@ -48,6 +49,7 @@ from anima_pipeline.store.archive import (
     import_records,
     open_conversation,
 )
+from anima_pipeline.store.calendar import record_first_day
 from anima_pipeline.store.db import Connection, Database, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryType
@@ -200,8 +202,18 @@ class AnimaMemory:
         tz = self.settings.tz
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
-            import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
+            try:
+                import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
+            except ImportConflict as exc:  # a re-sent message_id with other content: refused, not taken
+                i = next(i for i, r in enumerate(records) if r.message_id == exc.message_id)
+                raise AnimaInputError(
+                    str(exc).split(": ", 1)[-1], field=f"messages[{i}].{exc.field}", message_id=exc.message_id
+                ) from None
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
+        if stats.messages_added:
+            # as `anima import` does: a message older than the store's first day moves the
+            # night's first partition earlier, so its day can be slept
+            record_first_day(self.settings.home, days[0])
         return AppendResult(
             received=len(records),
             added=stats.messages_added,

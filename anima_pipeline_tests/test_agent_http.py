@@ -39,8 +39,8 @@ def msg(i: int, conv: str = "c1", content: str | None = None, **extra) -> dict:
 
 
 @pytest.fixture
-def api(db: Database, db_url: str) -> Iterator[tuple[str, Database]]:
-    with serving(create_app(db, Settings(database_url=db_url))) as base:
+def api(db: Database, db_url: str, tmp_path) -> Iterator[tuple[str, Database]]:
+    with serving(create_app(db, Settings(database_url=db_url, home=tmp_path))) as base:
         yield base, db
 
 
@@ -327,8 +327,8 @@ def test_open_and_close_a_conversation(api) -> None:
     assert ops == ["open", "close"]
 
 
-def test_a_body_over_the_limit_gets_413(db: Database, db_url: str) -> None:
-    with serving(create_app(db, Settings(database_url=db_url), max_body_bytes=2000)) as base:
+def test_a_body_over_the_limit_gets_413(db: Database, db_url: str, tmp_path) -> None:
+    with serving(create_app(db, Settings(database_url=db_url, home=tmp_path), max_body_bytes=2000)) as base:
         auth = {"Authorization": f"Bearer {_key(db, 'aria')}"}
         big = {"messages": [msg(i, content="x" * 500) for i in range(10)]}
         r = httpx.post(f"{base}/v1/animas/aria/messages", json=big, headers=auth)

@@ -27,10 +27,12 @@ def _env(db_url: str, home: Path) -> dict[str, str]:
     return {**env, "ANIMA_DATABASE_URL": db_url, "ANIMA_HOME": str(home)}
 
 
-def _seed(db: Database, db_url: str) -> str:
-    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url))
+def _seed(db: Database, db_url: str, tmp_path: Path) -> str:
+    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path))
     ref = memory.remember("Lena moved to Lisbon in April 2026", "world", session_id="c1").id
-    AnimaMemory(db, "bruno", settings=Settings(database_url=db_url)).remember("Bruno keeps bees in Lisbon")
+    AnimaMemory(db, "bruno", settings=Settings(database_url=db_url, home=tmp_path)).remember(
+        "Bruno keeps bees in Lisbon"
+    )
     return ref
 
 
@@ -45,7 +47,7 @@ def _text(result) -> str:
 
 
 def test_stdio_lists_read_only_tools_and_returns_a_context(db: Database, db_url: str, tmp_path: Path) -> None:
-    ref = _seed(db, db_url)
+    ref = _seed(db, db_url, tmp_path)
 
     async def main() -> None:
         async with Client(_stdio(db_url, tmp_path)) as client:
@@ -102,7 +104,7 @@ def test_stdio_remember_when_enabled_is_audited_and_recalled(
 
 
 def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_path: Path) -> None:
-    ref = _seed(db, db_url)
+    ref = _seed(db, db_url, tmp_path)
     port = free_port()
     proc = subprocess.Popen(
         [ANIMA, "mcp", "--anima", "aria", "--transport", "streamable-http", "--port", str(port)],

@@ -36,9 +36,9 @@ def at(hour: int, minute: int = 0, day: date = DAY) -> datetime:
 
 
 def test_an_append_during_a_running_step_lands_at_once_and_the_forced_rerun_reads_it(
-    db: Database, db_url: str
+    db: Database, db_url: str, tmp_path
 ) -> None:
-    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url))
+    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path))
     memory.append(
         [
             m("u1", "user", "I start the new job on Monday.", at(9)),
@@ -92,9 +92,9 @@ def test_an_append_during_a_running_step_lands_at_once_and_the_forced_rerun_read
 
 
 def test_cleanup_keeps_a_conversation_an_agent_turns_into_a_dialogue_meanwhile(
-    db: Database, db_url: str
+    db: Database, db_url: str, tmp_path
 ) -> None:
-    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url))
+    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path))
     old = datetime.now(TZ) - timedelta(days=3)
     memory.append([m("u1", "user", "hello?", old, conv="c-old")])  # stale, one message: a cleanup candidate
     holding, commit = threading.Event(), threading.Event()

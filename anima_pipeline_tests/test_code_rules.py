@@ -93,8 +93,8 @@ def test_no_comment_cites_a_design_section_outside_the_repository() -> None:
     assert not cited, f"cites DESIGN §N, which is not in the repository: {cited}"
 
 
-# Files still quoting the evaluation data, each with who fixes it.
-QUOTING_PENDING = {"anima_pipeline_tests/test_recall.py"}  # the recall rework (issue 9) rewrites it
+# Files still quoting the evaluation data, each with who fixes it (none today).
+QUOTING_PENDING: set[str] = set()
 
 
 def _our_text_files() -> list[Path]:

@@ -241,3 +241,54 @@ def test_a_one_megabyte_message_does_not_stall_the_night(db: Database, db_url: s
     with psycopg.connect(db_url) as conn:
         (n,) = conn.execute("SELECT count(*) FROM semantic_memory WHERE anima_id = %s", (A,)).fetchone()
     assert n >= 1
+
+
+def test_a_tripped_night_guard_in_run_days_fails_that_night_and_holds_the_next_day(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    """Through the real night loop (pool, night rows): with a night share that allows no loss,
+    the first step of 2026-11-19 that retires a memory of earlier nights trips the night guard;
+    the earlier steps of that night are undone, its night row says failed, 2026-11-20 waits."""
+    from anima_pipeline.sleep.runner import NightFailed
+
+    sample = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
+        import_records(
+            conn, parse_lines(sample.read_text(encoding="utf-8").split("\n"), "week"), audit, ImportStats()
+        )
+    normal = Settings(database_url=db_url, home=tmp_path, workers=1)
+    run_days(db, normal, [date(2026, 11, 16), date(2026, 11, 17), date(2026, 11, 18)], run_id="run-before")
+    before = _active(db)
+
+    strict = Settings(
+        database_url=db_url,
+        home=tmp_path,
+        workers=1,
+        guard_step_share=1.0,
+        guard_night_share=0.01,
+        guard_min=0,
+    )
+    with pytest.raises(NightFailed) as exc:
+        run_days(db, strict, [date(2026, 11, 19), date(2026, 11, 20)], run_id="run-strict")
+    assert "loss guard per night" in str(exc.value) and exc.value.day == date(2026, 11, 19)
+    assert _active(db) == before  # the night's earlier steps were undone: as before the night
+    with db.transaction() as conn:
+        night = sleep_state.get(conn, "aria", date(2026, 11, 19), sleep_state.NIGHT)
+        later = conn.execute("SELECT count(*) AS n FROM sleep_state WHERE day = '2026-11-20'").fetchone()["n"]
+    assert night["status"] == "failed" and later == 0
+
+    # the same days with the default limits carry on
+    run_days(db, normal, [date(2026, 11, 19), date(2026, 11, 20)], run_id="run-after")
+    with db.transaction() as conn:
+        assert sleep_state.get(conn, "aria", date(2026, 11, 20), sleep_state.NIGHT)["status"] == "done"
+
+
+def _active(db: Database) -> set[str]:
+    with db.transaction() as conn:
+        return {
+            r["content"]
+            for r in conn.execute(
+                "SELECT content FROM semantic_memory WHERE anima_id = 'aria' AND status = 'active'"
+            ).fetchall()
+        }

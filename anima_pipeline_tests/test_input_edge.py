@@ -184,3 +184,17 @@ def test_anima_revert_refuses_a_second_revert_of_the_same_run(anima, db: Databas
     second = anima("revert", "--run", run)
     assert second.exit_code == 2
     assert f"run '{run}' was already reverted by {revert_id}" in second.output.replace("\n", "")
+
+
+def test_the_facade_refuses_a_resent_message_id_with_other_content(db: Database) -> None:
+    from anima_pipeline.memory import AnimaInputError, AnimaMemory
+
+    memory = AnimaMemory(db, "ana")
+    msg = {k: v for k, v in line(n=1).items() if k != "anima_id"}
+    assert memory.append([msg]).added == 1
+    assert memory.append([msg]).added == 0  # the same turn re-sent: idempotent
+    with pytest.raises(AnimaInputError) as exc:
+        memory.append([{**msg, "content": "edited afterwards"}])
+    assert exc.value.field == "messages[0].content" and exc.value.message_id == "c1:001"
+    with db.transaction() as conn:
+        assert conn.execute("SELECT content FROM message").fetchone()["content"] == "message 1 of c1"

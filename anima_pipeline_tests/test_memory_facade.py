@@ -15,8 +15,8 @@ from anima_pipeline.store.db import Database
 
 
 @pytest.fixture
-def memory(db: Database, db_url: str) -> AnimaMemory:
-    return AnimaMemory(db, "aria", settings=Settings(database_url=db_url))
+def memory(db: Database, db_url: str, tmp_path) -> AnimaMemory:
+    return AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path))
 
 
 def msg(mid: str, **extra) -> dict:
@@ -69,6 +69,17 @@ def test_a_bad_message_names_index_id_and_field_and_nothing_is_written(
     assert _rows(db, "SELECT count(*) AS n FROM message") == [{"n": 0}]
 
 
+def test_an_older_message_moves_the_nights_first_day_earlier(memory: AnimaMemory, tmp_path) -> None:
+    from anima_pipeline.store.calendar import recorded_first_day
+
+    memory.append(msg("m1"))
+    assert recorded_first_day(tmp_path) == date(2026, 11, 30)
+    memory.append(msg("m0", created_at="2026-03-01T08:00:00+08:00"))  # a late-synced old turn
+    assert recorded_first_day(tmp_path) == date(2026, 3, 1)
+    memory.append(msg("m2"))
+    assert recorded_first_day(tmp_path) == date(2026, 3, 1)  # never later
+
+
 def test_not_a_message_and_another_animas_message_are_refused(memory: AnimaMemory, db: Database) -> None:
     with pytest.raises(AnimaInputError) as err:
         memory.append([msg("m1"), "just text"])
@@ -107,10 +118,10 @@ def test_a_conversation_the_cleanup_deleted_is_not_reopened(memory: AnimaMemory,
         memory.close_conversation("c1")
 
 
-def test_status_counts_this_anima_only(memory: AnimaMemory, db: Database, db_url: str) -> None:
+def test_status_counts_this_anima_only(memory: AnimaMemory, db: Database, db_url: str, tmp_path) -> None:
     memory.append([msg("m1"), msg("m2")])
     memory.remember("Lena lives in Lisbon")
-    AnimaMemory(db, "bruno", settings=Settings(database_url=db_url)).append(msg("x1"))
+    AnimaMemory(db, "bruno", settings=Settings(database_url=db_url, home=tmp_path)).append(msg("x1"))
     status = memory.status()
     assert status["anima_id"] == "aria"
     assert (status["conversations"], status["messages"], status["semantic_active"]) == (1, 2, 1)

@@ -119,7 +119,7 @@ def store() -> Iterator[tuple[str, dict[str, str]]]:
         shutil.rmtree(home, ignore_errors=True)
 
 
-def seed(db: Database, memories: int, messages: int, rnd: random.Random) -> None:
+def seed(db: Database, home: Path, memories: int, messages: int, rnd: random.Random) -> None:
     """Memories and past messages written straight into the store (the setup, not the measure)."""
     start = datetime(2025, 1, 1, tzinfo=TZ)
     with db.transaction() as conn:
@@ -145,7 +145,7 @@ def seed(db: Database, memories: int, messages: int, rnd: random.Random) -> None
         }
         for i in range(messages)
     ]
-    AnimaMemory(db, ANIMA, settings=Settings(database_url=db.url)).append(past)
+    AnimaMemory(db, ANIMA, settings=Settings(database_url=db.url, home=home)).append(past)
 
 
 @contextmanager
@@ -200,7 +200,7 @@ def main() -> None:
 
     with store() as (url, env), Database(url, max_size=4) as db:
         t0 = time.monotonic()
-        seed(db, args.memories, args.past_messages, rnd)
+        seed(db, Path(env["ANIMA_HOME"]), args.memories, args.past_messages, rnd)
         with db.transaction() as conn:
             key, _ = create_key(
                 conn, Audit(conn=conn, anima_id="", run_id="bench", step="keys/create"), ANIMA
@@ -225,7 +225,7 @@ def main() -> None:
                 for i in range(100)
             ]
 
-        memory = AnimaMemory(db, ANIMA, settings=Settings(database_url=url))
+        memory = AnimaMemory(db, ANIMA, settings=Settings(database_url=url, home=Path(env["ANIMA_HOME"])))
         with serve(env) as base, httpx.Client(base_url=base, headers=auth, timeout=60) as client:
             # 1. appends, batches of 100, one client: through HTTP, then in-process
             lat: list[float] = []

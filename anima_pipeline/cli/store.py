@@ -30,7 +30,8 @@ def db_migrate() -> None:
         err_console.print(f"[red]migration refused:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     console.print(
-        f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)")
+        f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else " (up to date)"),
+        soft_wrap=True,  # one line however many migrations: scripts grep it
     )
 
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+from anima_pipeline.offline.vocab import MONTHS, WEEKDAYS
+
 # Words a question is made of that carry nothing to search on; the 'english' configuration
 # drops the grammatical ones itself (the, did, what, when ...), these are the rest.
 QUESTION_WORDS = frozenset(
@@ -21,7 +23,6 @@ QUESTION_WORDS = frozenset(
     someone thing things go goes went gone going tell think know happen happens happened really
     whats whens wheres whos hows yes""".split()
 )
-_MONTHS = "january february march april may june july august september october november december".split()
 _MONTH_RE = r"(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*"
 _EN_ASKS_TIME = re.compile(
     r"\bwhen\b|\b(what|which)\s+(date|day|year|month|week|time)\b|\bhow\s+long\b|\bsince\s+when\b"
@@ -42,7 +43,7 @@ _CJK_RUN = re.compile(f"[{CJK}]+")
 DATED_RE = (
     r"\m(1[89]|20)\d\d\M|\m" + _MONTH_RE + r"\M\.?\s*\d|\d\s+" + _MONTH_RE + r"\M"
     r"|\d+\s*[年月日号]|\m(yesterday|today|tomorrow|tonight)\M|\m(last|next|this)\s+(week|weekend|month|year"
-    r"|night|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\M|\mago\M"
+    r"|night|" + "|".join(WEEKDAYS) + r")\M|\mago\M"
 )
 
 
@@ -78,7 +79,7 @@ class QueryPlan:
 
 
 def _month(name: str) -> int:
-    return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(name[:3]))
+    return next(i for i, m in enumerate(MONTHS, 1) if m.startswith(name[:3]))
 
 
 def _month_period(year: int, month: int, label: str) -> Period:

@@ -13,8 +13,11 @@ deep-sleep events backwards. Message 1.5 is the same events, forwards, in the se
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -482,12 +485,7 @@ def _write_log(
         return
     path = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = (
-        json.loads(path.read_text())
-        if path.exists()
-        else {"day": str(night.day), "round": round_name, "round_index": round_index, "animas": {}}
-    )
-    data["animas"][anima_id] = {
+    entry = {
         "run_id": night.run_id,
         "active_count": stats.get("active_count"),
         "earlier_changes": stats.get("earlier_changes"),
@@ -498,9 +496,20 @@ def _write_log(
         "change_log": message_one_five(earlier),
         "written_at": datetime.now().astimezone().isoformat(),
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-    tmp.replace(path)
+    # One file per round holds every anima of the night, and the animas of a night run at
+    # once (threads or processes): read-modify-write under an exclusive lock on a sidecar
+    # file, through a temporary file of this writer's own.
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = (
+            json.loads(path.read_text())
+            if path.exists()
+            else {"day": str(night.day), "round": round_name, "round_index": round_index, "animas": {}}
+        )
+        data["animas"][anima_id] = entry
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        tmp.replace(path)
 
 
 def deconflict(db: Database, night: Night, anima_id: str) -> StepResult:

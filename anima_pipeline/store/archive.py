@@ -218,6 +218,15 @@ class ArchiveError(ValueError):
     """A bad archive line; the message names the file and the line."""
 
 
+class ImportConflict(ArchiveError):
+    """A line that contradicts what is stored (a message's content, a conversation's debug flag)."""
+
+    def __init__(self, message: str, *, message_id: str, field: str) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+        self.field = field
+
+
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(field, reason) for every error of a record, in the words the import uses."""
     out = []
@@ -398,10 +407,12 @@ def _check_debug(
             if rec.debug is None or rec.debug == was:
                 continue
             if not update:
-                raise ArchiveError(
+                raise ImportConflict(
                     f"{_where(rec)}: field 'debug': conversation {rec.conversation_id!r} is stored with "
                     f"debug={str(was).lower()}, this line says {str(rec.debug).lower()}; "
-                    "re-run with --update to apply it"
+                    "re-run with --update to apply it",
+                    message_id=rec.message_id,
+                    field="debug",
                 )
             audit.for_anima(rec.anima_id).record(
                 "conversation", rec.conversation_id, "update", {"debug": was}, {"debug": rec.debug}
@@ -437,9 +448,11 @@ def _check_messages(
         if not changed:
             continue
         if not update:
-            raise ArchiveError(
+            raise ImportConflict(
                 f"{_where(rec)}: field '{changed[0]}': message_id {rec.message_id!r} is already stored "
-                f"with a different {', '.join(changed)}; re-run with --update to apply the new line"
+                f"with a different {', '.join(changed)}; re-run with --update to apply the new line",
+                message_id=rec.message_id,
+                field=changed[0],
             )
         after = conn.execute(
             """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s

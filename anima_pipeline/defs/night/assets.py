@@ -164,6 +164,17 @@ def night_settings(memory_store: MemoryStoreResource, anima_engine: EngineResour
     return anima_engine.apply(memory_store.settings())
 
 
+def llm_pool() -> str | None:
+    """The Dagster pool of the night op: named after the LLM provider when the code location
+    runs the Anthropic engine, so every run on the instance shares one limit
+    (`dagster instance concurrency set anthropic N`: at most N nights talk to the API at once;
+    inside a night ANIMA_LLM_CONCURRENCY bounds the requests in flight). Offline nights need
+    no pool."""
+    from anima_pipeline.config import get_settings
+
+    return "anthropic" if get_settings().engine == "anthropic" else None
+
+
 class BlockingCheckFailed(RuntimeError):
     """A blocking check failed after a day: the run stops before the next day builds on it."""
 
@@ -207,6 +218,7 @@ def build_night(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
 
     @dg.multi_asset(
         name=NIGHT_OP,
+        pool=llm_pool(),
         specs=night_specs(),
         check_specs=night_checks.check_specs(),
         partitions_def=partitions_def,
