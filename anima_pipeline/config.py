@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     llm_batch_poll_s: float = Field(30.0, gt=0)
     # chat-time recall (issue 9): characters per context section, see recall/sections.Budgets
     recall_budget_chars: int = 2000  # passive memories + episodic messages (+ summaries) together
-    recall_memory_share: float = 0.5  # the part of it memories take first; docs/benchmarks.md
+    recall_memory_share: float = 0.3  # the part of it memories take first: measured, docs/benchmarks.md
     recall_summary_chars: int = 500  # at most this much of it for summaries, on a question about a time
     recall_resident_chars: int = 2000
     recall_item_max_chars: int = 400  # a longer item is cut around the words asked about

@@ -8,4 +8,11 @@ from pathlib import Path
 
 import dagster as dg
 
-defs: dg.Definitions = dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+
+def load() -> dg.Definitions:
+    """The definitions as they are now (the partitions start at the store's first day, read
+    when they load): the CLI calls this for each launch, the code location once."""
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+
+
+defs: dg.Definitions = load()

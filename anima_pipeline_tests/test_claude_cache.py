@@ -47,3 +47,25 @@ def test_rounds_share_one_cached_prefix_while_dream_and_self_refresh_write(
     assert "Busy with a move" not in str(two["system"])  # the snapshot taken when deep sleep began
     assert u1["cache_creation_input_tokens"] > 0
     assert u2["cache_read_input_tokens"] == u1["cache_creation_input_tokens"]
+
+
+def test_the_round_log_keeps_every_anima_when_animas_write_at_once(tmp_path: Path) -> None:
+    import json
+    import threading
+
+    from anima_pipeline.llm.offline import OfflineEngine
+    from anima_pipeline.sleep.deep_sleep import _write_log
+    from anima_pipeline.sleep.night import Night
+
+    n = Night(day=DAY, engine=OfflineEngine(), log_dir=tmp_path)
+    names = [f"a{i}" for i in range(12)]
+    threads = [
+        threading.Thread(target=_write_log, args=(n, a, 1, "contradiction", {"summary": a}, [], []))
+        for a in names
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    data = json.loads((tmp_path / f"deep_sleep_{DAY}_1_contradiction.json").read_text())
+    assert sorted(data["animas"]) == sorted(names)

@@ -58,6 +58,7 @@ def env(db_url: str, tmp_path: Path) -> dict[str, str]:
         "ANIMA_ENGINE": "anthropic",
         "ANTHROPIC_API_KEY": KEY,
         "ANIMA_LLM_MAX_TOKENS": "8000",
+        "ANIMA_START_DATE": "2026-11-01",  # imported in-process, not through `anima import`
     }
     env.pop("DAGSTER_PG_URL", None)
     return env
@@ -220,3 +221,34 @@ def test_a_prefix_below_the_models_minimum_is_billed_as_plain_input(db_url: str,
     assert result.returncode == 0, result.stdout + result.stderr
     assert all(a["usage"]["cache_creation_input_tokens"] == 0 for a in answers[:1])
     assert answers[0]["usage"]["input_tokens"] < 4096
+
+
+def test_max_tokens_without_a_tool_call_fails_after_one_larger_try(db_url: str, env: dict[str, str]) -> None:
+    cut = reply(text("Let me go through the day's conversations one by one"), stop_reason="max_tokens")
+    with FakeMessagesAPI([cut, cut], min_cache_tokens=None) as fake:
+        result = sleep({**env, "ANIMA_LLM_MAX_TOKENS_CEILING": "12000"}, fake, SEMANTIC)
+        bodies = fake.messages
+    assert result.returncode == 1
+    assert [b["max_tokens"] for b in bodies] == [8000, 12000]  # doubled, capped at the ceiling
+    status, error, _ = state(db_url, SEMANTIC)
+    assert (
+        status == "failed" and "OutputTruncated" in error and "cut" not in error.split("max_tokens=")[1][:20]
+    )
+
+
+def test_a_night_in_batch_mode_through_anima_sleep(db_url: str, env: dict[str, str]) -> None:
+    script = [reply(tool_use("create_semantic_memory", FACT)), reply(text("done"))]
+    batch_env = {
+        **env,
+        "ANIMA_LLM_MODE": "batch",
+        "ANIMA_LLM_BATCH_WINDOW_S": "0.2",
+        "ANIMA_LLM_BATCH_POLL_S": "0.05",
+    }
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep(batch_env, fake, SEMANTIC)
+        paths = [r.path for r in fake.requests]
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "/v1/messages" not in paths and paths.count("/v1/messages/batches") == 2
+    assert facts(db_url) == [FACT["content"]]
+    _, _, stats = state(db_url, SEMANTIC)
+    assert stats["batched_calls"] == stats["llm_calls"] == 2

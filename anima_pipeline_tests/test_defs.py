@@ -4,7 +4,6 @@ schedule, the storage choice of dagster.yaml, and the runner's pure helpers."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from datetime import UTC, date, datetime
@@ -31,7 +30,7 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")
 EXPECTED_KEYS = {
     "conversations/cleaned",
     "semantic_memory/extracted",
-    "emotional_anchors/extracted",
+    "emotional_anchors/marked",
     "autobiographical_memory/narrated",
     "self_blocks/autobiography_summary",
     "semantic_memory/deconflicted",
@@ -82,6 +81,9 @@ def test_definitions_load_and_validate(repo_def) -> None:
 
 def test_one_multi_asset_follows_the_registry(repo_def, night_def) -> None:
     night = night_def
+    # no two nodes of the asset graph read the same (the graph shows a key's last part)
+    labels = [k.path[-1] for k in night.keys]
+    assert len(labels) == len(set(labels)), sorted(labels)
     assert night.op.name == "night"
     assert {k.to_user_string() for k in night.keys} == EXPECTED_KEYS
     specs = {s.key.to_user_string(): s for s in night.specs}
@@ -278,16 +280,28 @@ def test_storage_choice_follows_the_environment(tmp_path: Path) -> None:
                 "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima",
             }
         )
+    # a URL the guard cannot read is refused, naming the variable (never compared as text)
+    for bad in ("postgresql://[::1", "garbage = = ="):
+        with pytest.raises(dinstance.StorageConfigError, match="DAGSTER_PG_URL is not a PostgreSQL URL"):
+            dinstance.storage_choice(
+                {"DAGSTER_PG_URL": bad, "ANIMA_DATABASE_URL": "postgresql://postgres@127.0.0.1:5432/anima"}
+            )
+    with pytest.raises(dinstance.StorageConfigError, match="ANIMA_DATABASE_URL is not"):
+        dinstance.storage_choice(
+            {"DAGSTER_PG_URL": "postgresql://postgres@127.0.0.1/dagster", "ANIMA_DATABASE_URL": "nope = ="}
+        )
 
 
-def test_repo_dagster_yaml_gives_sqlite_under_dagster_home(
+def test_dagster_yaml_gives_sqlite_under_dagster_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dagster._core.instance.ref import InstanceRef
     from dagster._core.storage.runs import SqliteRunStorage
 
-    assert (REPO / "dagster.yaml").read_text() == dinstance.DAGSTER_YAML
-    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    # no dagster.yaml in the repository: `dg dev` from its root would warn that one shadows
+    # DAGSTER_HOME's; the CLI (and benchmarks/dagster_dev.py) write it into DAGSTER_HOME
+    assert not (REPO / "dagster.yaml").exists()
+    (tmp_path / "dagster.yaml").write_text(dinstance.DAGSTER_YAML)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path))) as instance:
@@ -302,7 +316,7 @@ def test_cli_home_gets_the_dagster_yaml(tmp_path: Path) -> None:
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
-    shutil.copy(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    (tmp_path / "dagster.yaml").write_text(dinstance.DAGSTER_YAML)
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
     env.pop("DAGSTER_PG_URL", None)
     dagster = Path(sys.executable).parent / "dagster"
@@ -397,3 +411,44 @@ def test_launch_refuses_days_that_are_not_over() -> None:
             check_days(parts, date(2000, 1, 1), date(2000, 1, 1), "Asia/Shanghai")
         with pytest.raises(ValueError, match="unknown step"):
             check_steps(["semantic_memory/typo"])
+
+
+def test_runs_left_started_by_a_dead_cli_process_are_marked_failed(tmp_path: Path) -> None:
+    import socket
+
+    from anima_pipeline.defs.night import launch
+
+    @dg.op
+    def noop() -> None:
+        return None
+
+    @dg.job(name="nightly_sleep")
+    def stand_in() -> None:  # a job of the same name: only the run records matter here
+        noop()
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that was ours and is dead now
+    host = socket.gethostname()
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+
+        def started(pid: int, status: dg.DagsterRunStatus, **tags: str) -> str:
+            run = instance.create_run_for_job(
+                stand_in,
+                status=status,
+                tags={"anima/trigger": "cli", "anima/host": host, "anima/pid": str(pid), **tags},
+            )
+            return run.run_id
+
+        dead = started(gone.pid, dg.DagsterRunStatus.STARTED)
+        canceling = started(gone.pid, dg.DagsterRunStatus.CANCELING)
+        alive = started(os.getppid(), dg.DagsterRunStatus.STARTED)  # pytest's parent lives
+        elsewhere = started(gone.pid, dg.DagsterRunStatus.STARTED, **{"anima/host": "another-host"})
+        assert sorted(launch.mark_dead_runs(instance)) == sorted([dead, canceling])
+        status = {r: instance.get_run_by_id(r).status for r in (dead, canceling, alive, elsewhere)}
+        assert status == {
+            dead: dg.DagsterRunStatus.FAILURE,
+            canceling: dg.DagsterRunStatus.CANCELED,
+            alive: dg.DagsterRunStatus.STARTED,
+            elsewhere: dg.DagsterRunStatus.STARTED,  # not this host's to judge
+        }
+        assert launch.mark_dead_runs(instance) == []  # once

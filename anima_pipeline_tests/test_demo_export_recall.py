@@ -51,7 +51,7 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
         "autobiographical narratives",
         "temporal summaries",
         "resident set",
-        "dagster dev",
+        "dg dev",
     ):
         assert heading in out, heading
     totals = json.loads(_anima(["status", "--json"], demo_env).stdout)["totals"]

@@ -678,7 +678,7 @@ def test_each_stage_reports_counts_and_input_size(rich: Database):
             "deprecated",
             "chunks",
         ),
-        "emotional_anchors/extracted": ("conversations", "anchors"),
+        "emotional_anchors/marked": ("conversations", "anchors"),
         "autobiographical_memory/narrated": ("candidates", "narratives"),
         "self_blocks/autobiography_summary": ("narratives_read", "self_blocks", "summary_chars"),
     }
@@ -692,7 +692,7 @@ def test_each_stage_reports_counts_and_input_size(rich: Database):
     sem = results["semantic_memory/extracted"].stats
     assert (sem["conversations"], sem["messages"], sem["chunks"]) == (3, 10, 1)
     assert sem["created"] == count(rich, "semantic_memory") and sem["created"] >= 6
-    assert results["emotional_anchors/extracted"].stats["anchors"] == count(rich, "emotional_anchor") >= 1
+    assert results["emotional_anchors/marked"].stats["anchors"] == count(rich, "emotional_anchor") >= 1
     assert results["autobiographical_memory/narrated"].stats["narratives"] == count(
         rich, "autobiographical_memory"
     )

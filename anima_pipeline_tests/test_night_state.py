@@ -309,22 +309,3 @@ def test_the_pool_is_chosen_by_engine_and_size(db: Database, settings: Settings)
 
     assert AnimaPool(db, settings, Remote(), {}, workers=4, lease_s=1.0).kind(2) == "threads"
 
-
-def test_the_deep_sleep_op_log_takes_animas_written_at_once(tmp_path: Path) -> None:
-    """Animas of one night write the shared per-round op log at the same time (many_animas
-    found renames racing on one temporary file): every anima ends up in it."""
-    import json
-    from concurrent.futures import ThreadPoolExecutor
-
-    from anima_pipeline.llm.offline import OfflineEngine
-    from anima_pipeline.sleep.deep_sleep import _write_log
-    from anima_pipeline.sleep.night import Night
-
-    night = Night(day=D, engine=OfflineEngine(), log_dir=tmp_path)
-    names = [f"a{i}" for i in range(40)]
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda a: _write_log(night, a, 3, "merge", {"summary": a}, [], []), names))
-    folder = tmp_path / f"deep_sleep_{D}_3_merge"
-    written = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    assert sorted(e["anima_id"] for e in written) == sorted(names)
-    assert all(e["summary"] == e["anima_id"] for e in written)

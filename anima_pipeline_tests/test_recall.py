@@ -11,6 +11,7 @@ import pytest
 from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
 from anima_pipeline.recall.context import resident_set
 from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.ranking import common_lexemes
 from anima_pipeline.recall.sections import TRUNCATION_MARK, Budgets
 from anima_pipeline.store.db import Database
 
@@ -307,6 +308,13 @@ class _Recording:
         self.statements.append((sql, params))
         return self.conn.execute(sql, params)
 
+    def pipeline(self):
+        return self.conn.pipeline()
+
+    @property
+    def info(self):
+        return self.conn.info
+
 
 def test_recall_reads_indexes_not_the_table(db: Database) -> None:
     words = "river mountain garden piano kitchen market harbour library station museum".split()
@@ -347,6 +355,12 @@ def test_recall_reads_indexes_not_the_table(db: Database) -> None:
     for plan in touching:
         assert "Seq Scan on semantic_memory" not in plan and "Seq Scan on message" not in plan, plan
     assert any("semantic_memory_fts_idx" in p for p in plans) and any("message_fts_idx" in p for p in plans)
+    # term statistics are ANALYZE's: a word in 3,000 of the rows brings no candidates of its own
+    with db.transaction() as conn:
+        assert "'river'" in common_lexemes(conn, "semantic_memory")
+        assert "'axolotl'" not in common_lexemes(conn, "semantic_memory")
+        both = assemble_context(conn, A, "the axolotl by the river", now=NOW)
+    assert _ids(both, "memories")[0] == rare
 
 
 def test_recall_writes_nothing(db: Database) -> None:

@@ -51,7 +51,8 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from anima_pipeline.recall.assemble import Packer, assemble_context
+from anima_pipeline.config import get_settings
+from anima_pipeline.recall.assemble import Packer, assemble_context, budgets_from
 from anima_pipeline.recall.passive import rank_memories
 from anima_pipeline.recall.query import plan_query
 from anima_pipeline.recall.render import message_item
@@ -144,6 +145,11 @@ class Bm25:
         return [dict(self.rows[i], score=s) for s, i in scores[:80]]
 
 
+def _budgets(budget: int, share: float) -> Budgets:
+    """The configured budgets (ANIMA_RECALL_*), with this recall budget and memory share."""
+    return budgets_from(get_settings()).model_copy(update={"recall": budget, "memory_share": share})
+
+
 def _text(items) -> str:
     return "\n".join(i.line for i in items)
 
@@ -185,14 +191,12 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
             contexts = {"bm25": _text(_pack("episodic", bm, words, budget, item_max))}
             mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
             contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
-            only_msgs = Budgets(recall=budget, memory_share=0.0, summaries=0)
+            only_msgs = _budgets(budget, 0.0).model_copy(update={"summaries": 0})
             ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now)
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:
                 started = time.perf_counter()
-                ctx = assemble_context(
-                    conn, anima, q["question"], budgets=Budgets(recall=budget, memory_share=share), now=now
-                )
+                ctx = assemble_context(conn, anima, q["question"], budgets=_budgets(budget, share), now=now)
                 seconds.append(time.perf_counter() - started)
                 used = sum(s.chars_used for s in ctx.sections if s.name != "resident")
                 assert used <= budget, (q["qa_id"], used)
@@ -202,7 +206,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
             for mode, text in contexts.items():
                 if _has_all(answer, memory_tokens(text)):
                     out[key][mode] += 1
-                out[key][f"{mode}:chars"] += len(text)
+                out[key][f"{mode}:chars"] += len(text) - text.count("\n")  # the lines, not their joins
     return {"counts": out, "seconds": seconds}
 
 
@@ -240,9 +244,7 @@ def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
                     counts["dated"] += 1
                     now = datetime(2023, 5, 7, 21, tzinfo=TZ)
                     conv = f"{anima}:{day.isoformat()}"
-                    ctx = assemble_context(
-                        conn, anima, question, budgets=Budgets(recall=budget, memory_share=share), now=now
-                    )
+                    ctx = assemble_context(conn, anima, question, budgets=_budgets(budget, share), now=now)
                     items = [i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items]
                     counts["assembled"] += any(i.conversation_id == conv or conv in i.sources for i in items)
                     bm = Bm25(conn, anima)
@@ -303,8 +305,6 @@ def main(argv: list[str] | None = None) -> int:
     if not qa.exists() or not archive.exists():
         print(f"LoCoMo dev data not found under {args.data}; nothing to measure.", file=sys.stderr)
         return 2
-    from anima_pipeline.config import get_settings
-
     shares = args.share or [get_settings().recall_memory_share]
     questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
     names = speaker_names(read_jsonl(archive))
@@ -323,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                 total = sum(result["counts"][(split, c)]["n"] for c in CATEGORIES)
                 chars = sum(result["counts"][(split, c)][f"{mode}:chars"] for c in CATEGORIES)
                 print(f"  {split:6} {mode:16} avg chars {chars / total:7.0f}")
-        best = modes[-1]
+        best = f"assembled@{get_settings().recall_memory_share}"
+        best = best if best in modes else modes[-1]
         gain = table.loc["all", ("unseen", best)] - table.loc["all", ("unseen", "bm25")]
         print(f"unseen: {best} - bm25 = {gain:+.3f}")
         secs = sorted(result["seconds"])

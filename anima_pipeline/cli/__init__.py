@@ -7,11 +7,12 @@
 - `demo`: demo
 - `keys`: keys create / list / revoke (API keys of the HTTP service)
 - `serve`: serve (HTTP), mcp (MCP server)
+- `eval`: eval locomo (LoCoMo J score, or offline context measures)
 
 Each module registers its commands on the shared `app` (cli/app.py) when imported here.
 """
 
-from anima_pipeline.cli import demo, export, keys, recall, serve, sleep, store  # noqa: F401  (registers commands)
+from anima_pipeline.cli import demo, eval, export, keys, recall, serve, sleep, store  # noqa: F401  (registers commands)
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.demo import SAMPLE
 

@@ -43,7 +43,7 @@ def demo() -> None:
     home = os.environ.get("DAGSTER_HOME") or str(settings().home / "dagster")
     console.print(
         "\nOpen the Dagster UI on the same run history:\n"
-        f"  DAGSTER_HOME={home} .venv/bin/dagster dev -w workspace.yaml\n"
+        f"  . .venv/bin/activate && DAGSTER_HOME={home} dg dev\n"
         "Export the store as Markdown:  .venv/bin/anima export --markdown ./anima-export\n"
         'Ask it something:             .venv/bin/anima recall "what does Lin Wei like to eat?"'
     )

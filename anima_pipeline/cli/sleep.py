@@ -9,7 +9,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store, progress_bar, require_animas
+from anima_pipeline.cli.common import (
+    console,
+    err_console,
+    fail,
+    open_store,
+    progress_bar,
+    require_animas,
+    settings,
+)
 from anima_pipeline.store import sleep_state
 
 
@@ -87,6 +95,7 @@ def run_sleep(
     first, last = days[0], days[-1]
     with db.transaction() as conn:
         t0 = conn.execute("SELECT now() AS now").fetchone()["now"]
+        _record_first_day(conn)
     done = threading.Event()
     outcome: dict = {}
     try:
@@ -150,6 +159,15 @@ def run_sleep(
     elif not outcome["ok"]:
         err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
     return rows
+
+
+def _record_first_day(conn) -> None:
+    """Where the partitions start: the store's first day, also when its messages came by
+    another path than `anima import` (the agent API, a script)."""
+    from anima_pipeline.store.calendar import first_message_day, record_first_day
+
+    s = settings()
+    record_first_day(s.home, first_message_day(conn, s.timezone))
 
 
 def _day_row(db, d, outcome: dict) -> dict:

@@ -22,6 +22,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+# A storage chosen when the instance loads has to subclass these: Dagster exports no public
+# base for a custom `storage:` class in dagster.yaml (checked with 1.13.27).
 from dagster._core.storage.base_storage import DagsterStorage
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from psycopg.conninfo import conninfo_to_dict
@@ -71,15 +75,18 @@ def _libpq_url(url: str) -> str:
     return f"{head.split('+')[0]}{sep}{rest}" if sep else url
 
 
-def _same_database(a: str, b: str) -> bool:
-    def key(url: str) -> tuple:
-        p = conninfo_to_dict(_libpq_url(url))
-        return (p.get("host") or "localhost", str(p.get("port") or 5432), p.get("dbname") or p.get("user"))
-
+def _database_key(url: str, var: str) -> tuple:
+    """(host, port, database) of a PostgreSQL URL or libpq string; a StorageConfigError naming
+    `var` when it cannot be parsed (the "never the memory database" guard must not guess)."""
     try:
-        return key(a) == key(b)
-    except Exception:
-        return a == b
+        p = conninfo_to_dict(_libpq_url(url))
+    except psycopg.ProgrammingError as exc:
+        raise StorageConfigError(f"{var} is not a PostgreSQL URL or connection string: {exc}") from exc
+    return (p.get("host") or "localhost", str(p.get("port") or 5432), p.get("dbname") or p.get("user"))
+
+
+def _same_database(a: str, b: str) -> bool:
+    return _database_key(a, "DAGSTER_PG_URL") == _database_key(b, "ANIMA_DATABASE_URL")
 
 
 def sqlite_base_dir(env: dict[str, str] | None = None) -> Path:
@@ -120,6 +127,7 @@ class AnimaDagsterStorage(DagsterStorage, ConfigurableClass):
             from dagster_postgres import DagsterPostgresStorage
 
             return DagsterPostgresStorage.from_config_value(inst_data, config)
+        # no public export of the SQLite storage (checked with 1.13.27)
         from dagster._core.storage.sqlite_storage import DagsterSqliteStorage
 
         Path(config["base_dir"]).mkdir(parents=True, exist_ok=True)
@@ -141,6 +149,9 @@ def dagster_home(env: dict[str, str] | None = None) -> Path:
 def get_instance():
     """The persistent Dagster instance the CLI records its runs in (see dagster_home)."""
     from dagster import DagsterInstance
+
+    # DagsterInstance.get() reads DAGSTER_HOME from the environment only; an instance for a
+    # given home needs InstanceRef (no public export, checked with 1.13.27)
     from dagster._core.instance.ref import InstanceRef
 
     home = dagster_home()

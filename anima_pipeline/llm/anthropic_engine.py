@@ -254,6 +254,33 @@ class AnthropicEngine:
             params["output_config"] = {"effort": effort}
         return params
 
+    def complete(self, step: str, system: str, prompt: str, *, max_tokens: int = 1024) -> tuple[str, Usage]:
+        """One plain text answer (no tools): the evaluation's answer and judge calls. Same
+        retries, budget, batch mode and accounting as a step; a refusal or a cut answer
+        raises like in a step."""
+        if self.budget is not None:
+            self.budget.check(step)
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": max_tokens,
+            "system": system,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        if self.settings.llm_effort is not None:
+            params["output_config"] = {"effort": self.settings.llm_effort}
+        response = self._create(step, params)
+        usage = self._usage(response, first=True)
+        if self.budget is not None:
+            self.budget.charge(usage)
+        said = _texts(response)
+        if response.stop_reason == "refusal":
+            raise Refused(f"step {step!r}: the model declined (stop_reason=refusal)", step=step, usage=usage)
+        if response.stop_reason == "max_tokens" and not said:
+            raise OutputTruncated(
+                f"step {step!r}: no answer within max_tokens={max_tokens}", step=step, usage=usage
+            )
+        return said, usage
+
     def _conversation(self, request: StepRequest, runner: ToolRunner) -> Iterator[Usage]:
         """Yields each call's usage as it is spent, so `run` still knows the total if a
         later call fails."""
@@ -406,7 +433,7 @@ class AnthropicEngine:
             # The SDK's own message quotes the response body; if a proxy echoed the key
             # there, keep that exception out of the chain (and so out of tracebacks).
             leaked = self._api_key.get_secret_value() in str(err)
-            raise self._translate(step, err) from (None if leaked else err)
+            raise self.translate(step, err) from (None if leaked else err)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         err = state.outcome.exception() if state.outcome else None
@@ -425,7 +452,7 @@ class AnthropicEngine:
         )
         return retrying(self._client.messages.create, **params)
 
-    def _translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
+    def translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
         """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""
         attempts = f"{self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
         if isinstance(err, anthropic.APIStatusError):

@@ -25,10 +25,11 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings, get_settings
-from anima_pipeline.recall.context import resident_set
-from anima_pipeline.recall.episodic import rank_messages
-from anima_pipeline.recall.passive import rank_memories
+from anima_pipeline.recall.context import send_resident
+from anima_pipeline.recall.episodic import MessageSearch, rank_messages
+from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.ranking import run
 from anima_pipeline.recall.render import cut, memory_item
 from anima_pipeline.recall.sections import (
     SECTION_TITLES,
@@ -39,7 +40,7 @@ from anima_pipeline.recall.sections import (
     SearchPage,
     SectionName,
 )
-from anima_pipeline.recall.summaries import rank_summaries
+from anima_pipeline.recall.summaries import send_summaries
 from anima_pipeline.store.db import Connection
 
 MAX_PAGE = 500  # one page of active search
@@ -99,35 +100,34 @@ def assemble_context(
     words = plan.terms
     sessions = [session_id] if session_id else []
 
-    resident, overflow = resident_set(
-        conn, anima_id, top_n=settings.recall_resident_top_n, pinned_max=settings.recall_pinned_max
+    memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED)
+    message_search = MessageSearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED)
+    resident: list = []
+    overflow = 0
+
+    def prepare(firsts: list) -> None:  # the resident set is known before memories are searched
+        nonlocal resident, overflow
+        resident, overflow = firsts[0]
+        memory_search.params["exclude_ids"] = [m.id for m in resident]
+
+    (memories_ranked, messages_ranked), (_, summaries_ranked) = run(
+        conn,
+        anima_id,
+        [memory_search, message_search],
+        first=(
+            lambda: send_resident(conn, anima_id, settings.recall_resident_top_n, settings.recall_pinned_max),
+            lambda: send_summaries(conn, anima_id, plan),
+        ),
+        prepare=prepare,
     )
     resident_items = [memory_item(m.model_dump(), score=0.0, why="resident", tz=tz) for m in resident]
     resident_pack = Packer("resident", resident_items, [], budgets.item_max)
     resident_pack.fill(budgets.resident)
 
-    summaries = Packer("summaries", rank_summaries(conn, anima_id, plan), words, budgets.item_max)
+    summaries = Packer("summaries", summaries_ranked, words, budgets.item_max)
     left = budgets.recall - summaries.fill(min(budgets.summaries, budgets.recall))
-    memories = Packer(
-        "memories",
-        rank_memories(
-            conn,
-            anima_id,
-            plan,
-            tz=tz,
-            exclude_ids=[m.id for m in resident],
-            exclude_sessions=sessions,
-            limit=RANKED,
-        ),
-        words,
-        budgets.item_max,
-    )
-    episodic = Packer(
-        "episodic",
-        rank_messages(conn, anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED),
-        words,
-        budgets.item_max,
-    )
+    memories = Packer("memories", memories_ranked, words, budgets.item_max)
+    episodic = Packer("episodic", messages_ranked, words, budgets.item_max)
     left -= memories.fill(round(left * budgets.memory_share))
     left -= episodic.fill(left)
     memories.fill(left)

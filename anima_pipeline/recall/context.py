@@ -8,6 +8,7 @@ Read-only: recall never writes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from anima_pipeline.config import Settings
 from anima_pipeline.store.db import Connection
@@ -27,7 +28,14 @@ def resident_set(
 ) -> tuple[list[SemanticMemory], int]:
     """Pinned ∪ top-N by reference count. Pins beyond pinned_max are cut from the read (most
     cited pins kept, then the oldest id), reported as overflow and logged, never unpinned."""
-    rows = conn.execute(
+    return send_resident(conn, anima_id, top_n, pinned_max)()
+
+
+def send_resident(
+    conn: Connection, anima_id: str, top_n: int = RESIDENT_TOP_N, pinned_max: int = PINNED_MAX
+) -> Callable[[], tuple[list[SemanticMemory], int]]:
+    """`resident_set` in two halves: queue the statement (pipeline mode), then take the result."""
+    cur = conn.execute(
         f"""WITH pins AS (
                 SELECT count(*) AS pinned_total FROM semantic_memory
                 WHERE anima_id = %(a)s AND status = 'active' AND pinned
@@ -43,20 +51,25 @@ def resident_set(
             SELECT pins.pinned_total, picked.* FROM pins LEFT JOIN picked ON true
             ORDER BY picked.part, picked.reference_count DESC, picked.id""",
         {"a": anima_id, "pmax": max(0, pinned_max), "n": max(0, top_n)},
-    ).fetchall()
-    pinned_total = int(rows[0]["pinned_total"])
-    memories = [
-        SemanticMemory.model_validate({k: v for k, v in r.items() if k not in ("pinned_total", "part")})
-        for r in rows
-        if r["id"] is not None
-    ]
-    overflow = max(0, pinned_total - max(0, pinned_max))
-    if overflow:
-        log.warning(
-            "anima %s has %d pins, %d over pinned_max=%d: cut from the resident read",
-            anima_id,
-            pinned_total,
-            overflow,
-            pinned_max,
-        )
-    return memories, overflow
+    )
+
+    def take() -> tuple[list[SemanticMemory], int]:
+        rows = cur.fetchall()
+        pinned_total = int(rows[0]["pinned_total"])
+        memories = [
+            SemanticMemory.model_validate({k: v for k, v in r.items() if k not in ("pinned_total", "part")})
+            for r in rows
+            if r["id"] is not None
+        ]
+        overflow = max(0, pinned_total - max(0, pinned_max))
+        if overflow:
+            log.warning(
+                "anima %s has %d pins, %d over pinned_max=%d: cut from the resident read",
+                anima_id,
+                pinned_total,
+                overflow,
+                pinned_max,
+            )
+        return memories, overflow
+
+    return take

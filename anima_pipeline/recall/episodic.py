@@ -9,7 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.recall.query import QueryPlan
-from anima_pipeline.recall.ranking import hits_sql, probe
+from anima_pipeline.recall.ranking import Search, hits_sql, run
 from anima_pipeline.recall.render import message_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
@@ -36,6 +36,7 @@ FROM (
     JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
     CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
     WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
+    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
 ) scored
 WHERE coverage > 0 OR in_period
 ORDER BY score DESC, length(content), id
@@ -43,51 +44,54 @@ LIMIT %(limit)s OFFSET %(offset)s
 """
 
 
-def rank_messages(
-    conn: Connection,
-    anima_id: str,
-    plan: QueryPlan,
-    *,
-    tz: ZoneInfo,
-    exclude_sessions: list[str] = (),  # type: ignore[assignment]
-    conversation_id: str | None = None,
-    speaker: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int = 60,
-    offset: int = 0,
-) -> list[ContextItem]:
+class MessageSearch(Search):
+    table = "message"
+    where = _WHERE
+    time_column = "created_at"  # indexed with anima_id: the rows of a period the question names
+
+    def __init__(
+        self,
+        anima_id: str,
+        plan: QueryPlan,
+        *,
+        tz: ZoneInfo,
+        exclude_sessions: list[str] = (),  # type: ignore[assignment]
+        conversation_id: str | None = None,
+        speaker: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 60,
+        offset: int = 0,
+    ) -> None:
+        params: dict[str, Any] = {
+            "anima": anima_id,
+            "exclude_sessions": list(exclude_sessions),
+            "conversation": conversation_id,
+            "speaker": speaker,
+            "since": since,
+            "until": until,
+        }
+        super().__init__(plan, params, tz, limit, offset)
+
+    def score_sql(self) -> str:
+        return _SCORE_SQL
+
+    def score_args(self) -> dict[str, Any]:
+        return {**super().score_args(), "period_bonus": PERIOD_BONUS}
+
+    def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
+        return [
+            message_item(
+                r,
+                score=float(r["score"]),
+                why="matched " + ", ".join(r["matched"]) + (" (in the period)" if r["in_period"] else ""),
+                tz=self.tz,
+            )
+            for r in rows
+        ]
+
+
+def rank_messages(conn: Connection, anima_id: str, plan: QueryPlan, **kw: Any) -> list[ContextItem]:
     """Messages matching the plan, best first (a term may also match the speaker's name)."""
-    params: dict[str, Any] = {
-        "anima": anima_id,
-        "exclude_sessions": list(exclude_sessions),
-        "conversation": conversation_id,
-        "speaker": speaker,
-        "since": since,
-        "until": until,
-    }
-    found = probe(conn, "message", _WHERE, params, plan, time_column="created_at", tz=tz)
-    if not found.candidates or limit <= 0:
-        return []
-    rows = conn.execute(
-        _SCORE_SQL,
-        {
-            **found.arrays(),
-            "ids": found.candidates,
-            "period_bonus": PERIOD_BONUS,
-            "p_start": [p.start for p in plan.periods],
-            "p_end": [p.end for p in plan.periods],
-            "tz": str(tz),
-            "limit": limit,
-            "offset": offset,
-        },
-    ).fetchall()
-    return [
-        message_item(
-            r,
-            score=float(r["score"]),
-            why="matched " + ", ".join(r["matched"]) + (" (in the period)" if r["in_period"] else ""),
-            tz=tz,
-        )
-        for r in rows
-    ]
+    (items,), _ = run(conn, anima_id, [MessageSearch(anima_id, plan, **kw)])
+    return items

@@ -7,7 +7,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.recall.query import DATED_RE, QueryPlan
-from anima_pipeline.recall.ranking import hits_sql, probe
+from anima_pipeline.recall.ranking import Search, hits_sql, run
 from anima_pipeline.recall.render import memory_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
@@ -15,8 +15,8 @@ from anima_pipeline.store.db import Connection
 DATE_BONUS = 0.2  # a memory carrying a date, when the question asks when
 PERIOD_BONUS = 0.3  # a memory observed in the period the question names
 
+# The resident set is left out when candidates are scored (it is read in the same round trip).
 _WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
-    AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
     AND NOT (cardinality(x.source_sessions) > 0 AND x.source_sessions <@ %(exclude_sessions)s::text[])
     AND (%(types)s::text[] IS NULL OR x.type = ANY(%(types)s::text[]))
     AND (%(since)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) >= %(since)s::timestamptz)
@@ -29,12 +29,13 @@ SELECT id, type, content, source_sessions, observed_at, created_at, pinned, matc
            + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
 FROM (
     SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {hits_sql()},
-           x.content ~* %(dated_re)s AS dated,
+           %(asks_time)s AND x.content ~* %(dated_re)s AS dated,  -- the regex only when asked when
            EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
                    WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s
                      AND (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date < p.e) AS in_period
     FROM semantic_memory x
     WHERE x.id = ANY(%(ids)s::bigint[])
+    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
 ) scored
 WHERE coverage > 0
 ORDER BY score DESC, length(content), id
@@ -42,54 +43,59 @@ LIMIT %(limit)s OFFSET %(offset)s
 """
 
 
-def rank_memories(
-    conn: Connection,
-    anima_id: str,
-    plan: QueryPlan,
-    *,
-    tz: ZoneInfo,
-    exclude_ids: list[int] = (),  # type: ignore[assignment]
-    exclude_sessions: list[str] = (),  # type: ignore[assignment]
-    types: list[str] | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    limit: int = 60,
-    offset: int = 0,
-) -> list[ContextItem]:
-    """Active memories matching the plan, best first; none when nothing matches."""
-    params: dict[str, Any] = {
-        "anima": anima_id,
-        "exclude_ids": list(exclude_ids),
-        "exclude_sessions": list(exclude_sessions),
-        "types": list(types) if types else None,
-        "since": since,
-        "until": until,
-    }
-    found = probe(conn, "semantic_memory", _WHERE, params, plan)
-    if not found.candidates or limit <= 0:
-        return []
-    rows = conn.execute(
-        _SCORE_SQL,
-        {
-            **found.arrays(),
-            "ids": found.candidates,
-            "asks_time": plan.asks_time,
+class MemorySearch(Search):
+    table = "semantic_memory"
+    where = _WHERE
+
+    def __init__(
+        self,
+        anima_id: str,
+        plan: QueryPlan,
+        *,
+        tz: ZoneInfo,
+        exclude_ids: list[int] = (),  # type: ignore[assignment]
+        exclude_sessions: list[str] = (),  # type: ignore[assignment]
+        types: list[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 60,
+        offset: int = 0,
+    ) -> None:
+        params: dict[str, Any] = {
+            "anima": anima_id,
+            "exclude_ids": list(exclude_ids),
+            "exclude_sessions": list(exclude_sessions),
+            "types": list(types) if types else None,
+            "since": since,
+            "until": until,
+        }
+        super().__init__(plan, params, tz, limit, offset)
+
+    def score_sql(self) -> str:
+        return _SCORE_SQL
+
+    def score_args(self) -> dict[str, Any]:
+        return {
+            **super().score_args(),
+            "asks_time": self.plan.asks_time,
             "date_bonus": DATE_BONUS,
             "period_bonus": PERIOD_BONUS,
             "dated_re": DATED_RE,
-            "p_start": [p.start for p in plan.periods],
-            "p_end": [p.end for p in plan.periods],
-            "tz": str(tz),
-            "limit": limit,
-            "offset": offset,
-        },
-    ).fetchall()
-    items = []
-    for r in rows:
-        why = "matched " + ", ".join(r["matched"])
-        if plan.asks_time and r["dated"]:
-            why += " (dated)"
-        if r["in_period"]:
-            why += " (in the period)"
-        items.append(memory_item(r, score=float(r["score"]), why=why, tz=tz))
+        }
+
+    def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
+        out = []
+        for r in rows:
+            why = "matched " + ", ".join(r["matched"])
+            if self.plan.asks_time and r["dated"]:
+                why += " (dated)"
+            if r["in_period"]:
+                why += " (in the period)"
+            out.append(memory_item(r, score=float(r["score"]), why=why, tz=self.tz))
+        return out
+
+
+def rank_memories(conn: Connection, anima_id: str, plan: QueryPlan, **kw: Any) -> list[ContextItem]:
+    """Active memories matching the plan, best first; none when nothing matches."""
+    (items,), _ = run(conn, anima_id, [MemorySearch(anima_id, plan, **kw)])
     return items

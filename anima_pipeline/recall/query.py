@@ -67,7 +67,6 @@ class QueryPlan:
     periods: list[Period] = field(default_factory=list)
     asks_time: bool = False
     # filled by recall.ranking once per question, shared by the sections' searches
-    lexemes: list[tuple[str, str]] | None = None
     corrections: dict[str, tuple[str, str] | None] = field(default_factory=dict)
 
     @property

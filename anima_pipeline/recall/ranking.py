@@ -1,40 +1,51 @@
 """Ranking by indexes: candidates from the GIN full-text index, scoring of the candidates only.
 
-A few statements per source (memories, messages), whatever the size of the store:
+A few statements per source (memories, messages), whatever the size of the store; the
+sources' statements of one stage go to the server together (pipeline mode), so a context
+costs two round trips (two more when a word is misspelt), not one per statement:
 
-1. *Terms.* The question's words and CJK bigrams go through ``plainto_tsquery('english', …)``
-   once (PostgreSQL stems them and drops its stop words); the same stem twice counts once.
-2. *Probe.* For every term one index lookup, ``fts @@ term``, reads at most `CAP` matching
-   ids; one more reads the rows holding all terms; with a time column, the rows of the
-   periods the question names. A term's document frequency is the number of ids found: exact
-   below the cap, saturated at it. A term found in `CAP` rows or more is common whatever the
-   store's size, so no statistics over all rows are needed, nor kept up to date.
-3. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
+1. *Probe.* Each question word (or CJK bigram) goes through ``plainto_tsquery('english', …)``
+   inside the statement (PostgreSQL stems it and drops its stop words; the same stem twice
+   counts once) and one index lookup, ``fts @@ term``, reads at most `CAP` matching ids; one
+   more reads the rows holding every term; with a time column, the rows of the periods the
+   question names. A term's document frequency is the number of ids found: exact below the
+   cap, saturated at it. A term that ANALYZE's statistics of the `fts` column (``pg_stats``,
+   kept by autovacuum, read every `STATS_TTL_S`) show in `COMMON_ROWS` rows or more brings
+   no candidates and weighs as saturated. No statistics are counted over all rows per query.
+2. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
    similarity in the anima's vocabulary (``recall_word``, kept by triggers) and searched as
    the word it most resembles ("resturant" -> "restaurant").
-4. *Score.* Only the candidates (at most a few hundred rows, fetched by primary key) are
-   scored: the IDF-weighted share of the query's terms each one holds, IDF
-   ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity; plus the
-   source's own bonuses (a dated memory for a "when" question, a message of the period named).
+3. *Score.* Candidates are first ordered by the weights of the terms their id lists show
+   (exact for the rarer terms, whose lists are complete); only the best `SCORED` (fetched by
+   primary key) are scored in full: the IDF-weighted share of the query's terms each one
+   holds, IDF ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity;
+   plus the source's own bonuses (a dated memory for a "when" question, a message of the
+   period named).
 
 Every term is a constant of its statement, so the planner estimates it from the column's
-statistics: a rare term reads the GIN index, a very common one may stop early on a plain
-scan, since at most `CAP` rows are wanted.
+statistics: a rare term reads the GIN index, a frequent one may stop early on a plain scan,
+since at most `CAP` rows are wanted.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, time
+from time import monotonic as time_now
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.recall.query import QueryPlan
+from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
-CAP = 200  # ids read per term from the index; document frequencies are counted up to it
+CAP = 100  # ids read per term from the index; document frequencies are counted up to it
 IDF_REF = 10 * CAP  # the collection size IDF is taken against: weights do not drift as a store grows
+SCORED = 100  # candidates scored in full, the best by the terms their id lists show
+COMMON_ROWS = 10 * CAP  # a term this frequent (ANALYZE's statistics) brings no candidates of its own
+STATS_TTL_S = 300.0  # how long the table statistics read from pg_stats are reused
 SPELLING_MIN = 0.45  # pg_trgm similarity a vocabulary word needs to stand for a misspelt one
 RANK_CD_WEIGHT = 0.1
 
@@ -44,10 +55,16 @@ class Term:
     label: str  # the word or bigram as asked ("resturant~restaurant" when corrected)
     tsquery: str  # plainto_tsquery('english', word)::text
     ids: list[int] = field(default_factory=list)
+    common: bool = False  # in COMMON_ROWS rows or more by the table's statistics: not probed
+
+    @property
+    def live(self) -> bool:
+        return bool(self.ids) or self.common
 
     @property
     def weight(self) -> float:
-        return math.log(1 + IDF_REF / (len(self.ids) + 0.5)) if self.ids else 0.0
+        df = CAP if self.common else len(self.ids)
+        return math.log(1 + IDF_REF / (df + 0.5)) if self.live else 0.0
 
 
 @dataclass
@@ -57,7 +74,7 @@ class Probe:
 
     def arrays(self) -> dict[str, Any]:
         """The scoring statement's term parameters (only terms that found something)."""
-        live = [t for t in self.terms if t.ids]
+        live = [t for t in self.terms if t.live]
         return {
             "t_label": [t.label for t in live],
             "t_tsq": [t.tsquery for t in live],
@@ -68,108 +85,241 @@ class Probe:
         }
 
 
-def lexemes(conn: Connection, plan: QueryPlan) -> list[tuple[str, str]]:
-    """(word, tsquery text) of the plan's terms, stop words dropped, one per stem; computed once
-    per plan and kept on it."""
-    if plan.lexemes is None:
-        rows = conn.execute(
-            """SELECT w.word, plainto_tsquery('english'::regconfig, w.word)::text AS q
-               FROM unnest(%s::text[]) WITH ORDINALITY AS w(word, i) ORDER BY w.i""",
-            (plan.terms,),
-        ).fetchall()
-        seen: set[str] = set()
-        plan.lexemes = []
-        for r in rows:
-            if r["q"] and r["q"] not in seen:
-                seen.add(r["q"])
-                plan.lexemes.append((r["word"], r["q"]))
-    return plan.lexemes
+_CORRECTIONS_SQL = """
+SELECT t.word AS typo, best.word, plainto_tsquery('english'::regconfig, best.word)::text AS q
+FROM unnest(%(typos)s::text[]) AS t(word)
+CROSS JOIN LATERAL (
+    SELECT v.word FROM recall_word v
+    WHERE v.anima_id = %(anima)s AND v.word %% t.word AND similarity(v.word, t.word) >= %(min)s
+    ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best"""
 
 
-def corrections(
+_STATS_SQL = """
+SELECT c.reltuples, s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs
+FROM pg_class c
+LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text AND s.tablename = c.relname
+                     AND s.attname = 'fts'
+WHERE c.oid = %s::regclass"""
+_stats: dict[tuple[str, str, str], tuple[float, frozenset[str]]] = {}
+
+
+def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
+    """The tsquery texts of the lexemes in COMMON_ROWS rows of `table` or more, by the statistics
+    ANALYZE (autovacuum) keeps on its `fts` column: term statistics maintained by PostgreSQL,
+    read once every STATS_TTL_S per process and table, never counted per query."""
+    key = (conn.info.host, str(conn.info.port), f"{conn.info.dbname}.{table}")
+    cached = _stats.get(key)
+    if cached and time_now() - cached[0] < STATS_TTL_S:
+        return cached[1]
+    row = conn.execute(_STATS_SQL, (table,)).fetchone()
+    rows = max(float(row["reltuples"] or 0), 0.0) if row else 0.0
+    common = (
+        frozenset(
+            "'" + e.replace("'", "''") + "'"
+            for e, f in zip(row["elems"] or [], row["freqs"] or [], strict=False)
+            if f * rows >= COMMON_ROWS
+        )
+        if row
+        else frozenset()
+    )
+    _stats[key] = (time_now(), common)
+    return common
+
+
+class Search:
+    """One source's ranking in stages (probe, spelling, score), so that the stages of several
+    sources go to the server together (psycopg pipeline mode: one round trip per stage)."""
+
+    table: str
+    where: str
+    time_column: str | None = None
+
+    def __init__(
+        self, plan: QueryPlan, params: dict[str, Any], tz: ZoneInfo, limit: int, offset: int
+    ) -> None:
+        self.plan, self.params, self.tz, self.limit, self.offset = plan, params, tz, limit, offset
+        self.terms: list[Term] = []
+        self.found: list[list[int]] = []
+        self.periods_found: list[list[int]] = []
+        self.misspelt: list[Term] = []
+        self.probe = Probe()
+
+    # stage 1 ---------------------------------------------------------------------------
+    def send_probe(self, conn: Connection) -> Callable[[], None]:
+        words = self.plan.terms
+        periods = self.plan.periods if self.time_column else []
+        args = dict(self.params, cap=CAP, common=sorted(common_lexemes(conn, self.table)))
+        branches = []
+        for i, word in enumerate(words):
+            # the word's stem(s); a stop word gives an empty query that matches nothing, and a
+            # common stem is not read at all (a one-time filter before the scan)
+            args[f"w{i}"] = word
+            q = f"plainto_tsquery('english'::regconfig, %(w{i})s)"
+            branches.append(
+                f"SELECT {i} AS i, {q}::text AS tsq, ARRAY(SELECT x.id FROM {self.table} x WHERE {self.where}"
+                f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
+            )
+        extra = []
+        if len(words) > 1:  # the rows holding every term, however common each one is
+            every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in range(len(words)))
+            extra.append(
+                f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.fts @@ ({every}) LIMIT %(cap)s"
+            )
+        for i, p in enumerate(periods):
+            args[f"ps{i}"] = datetime.combine(p.start, time(), self.tz)
+            args[f"pe{i}"] = datetime.combine(p.end, time(), self.tz)
+            col = self.time_column
+            extra.append(
+                f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.{col} >= %(ps{i})s"
+                f" AND x.{col} < %(pe{i})s ORDER BY x.{col} LIMIT %(cap)s"
+            )
+        branches += [f"SELECT {len(words) + k} AS i, NULL, ARRAY({sql})" for k, sql in enumerate(extra)]
+        if not branches:
+            return lambda: None
+        cur = conn.execute(" UNION ALL ".join(branches), args)
+        common = set(args["common"])
+
+        def done() -> None:
+            rows = sorted(cur.fetchall(), key=lambda r: r["i"])
+            seen: set[str] = set()
+            for r in rows[: len(words)]:
+                if r["tsq"] and r["tsq"] not in seen:  # a stop word, or the same stem twice
+                    seen.add(r["tsq"])
+                    self.terms.append(
+                        Term(label=words[r["i"]], tsquery=r["tsq"], ids=r["ids"], common=r["tsq"] in common)
+                    )
+            self.found = [r["ids"] for r in rows]
+            self.periods_found = [r["ids"] for r in rows[len(words) + (1 if len(words) > 1 else 0) :]]
+            self.misspelt = [
+                t
+                for t in self.terms
+                if not t.ids
+                and not t.common
+                and len(t.label) >= 4
+                and t.label.isascii()
+                and t.label.isalpha()
+            ]
+
+        return done
+
+    # stage 2 (only when a word was found nowhere) ----------------------------------------
+    def send_respell(self, conn: Connection) -> Callable[[], None] | None:
+        fixes = [(t, self.plan.corrections.get(t.label)) for t in self.misspelt]
+        fixes = [(t, fix) for t, fix in fixes if fix]
+        if not fixes:
+            return None
+        take = self._send_lookup(conn, dict(self.params, cap=CAP), [q for _, (_, q) in fixes], [])
+
+        def done() -> None:
+            for (term, (word, q)), ids in zip(fixes, take(), strict=True):
+                term.label, term.tsquery, term.ids = f"{term.label}~{word}", q, ids
+                self.found.append(ids)
+
+        return done
+
+    # stage 3 -----------------------------------------------------------------------------
+    def send_score(self, conn: Connection) -> Callable[[], list[ContextItem]] | None:
+        # What the id lists show: the weight of every term a candidate was found under (exact
+        # for the rarer terms, whose lists are complete); a period's rows count as a rare term.
+        excluded = set(self.params.get("exclude_ids") or ())
+        estimate: dict[int, float] = {id_: 0.0 for ids in self.found for id_ in ids if id_ not in excluded}
+        for term in self.terms:
+            for id_ in term.ids:
+                if id_ in estimate:
+                    estimate[id_] += term.weight
+        for ids in self.periods_found:
+            for id_ in ids:
+                if id_ in estimate:
+                    estimate[id_] += math.log(1 + IDF_REF)
+        self.probe = Probe(self.terms, sorted(estimate, key=lambda i: (-estimate[i], -i))[:SCORED])
+        if not self.probe.candidates or self.limit <= 0:
+            return None
+        cur = conn.execute(self.score_sql(), self.score_args())
+        return lambda: self.items(cur.fetchall())
+
+    def _send_lookup(
+        self, conn: Connection, args: dict[str, Any], queries: list[str], extra: list[str]
+    ) -> Callable[[], list[list[int]]]:
+        """Ids per tsquery (and per extra branch), each read through the index, at most CAP."""
+        branches = []
+        for i, q in enumerate(queries):
+            args[f"q{i}"] = q
+            branches.append(
+                f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {self.table} x WHERE {self.where}"
+                f" AND x.fts @@ %(q{i})s::tsquery LIMIT %(cap)s) AS ids"
+            )
+        branches += [f"SELECT {len(branches) + k} AS i, ARRAY({sql}) AS ids" for k, sql in enumerate(extra)]
+        if not branches:
+            return lambda: []
+        cur = conn.execute(" UNION ALL ".join(branches), args)
+        return lambda: [r["ids"] for r in sorted(cur.fetchall(), key=lambda r: r["i"])]
+
+    # what a source defines ------------------------------------------------------------------
+    def score_sql(self) -> str:
+        raise NotImplementedError
+
+    def score_args(self) -> dict[str, Any]:
+        return {
+            **self.probe.arrays(),
+            "ids": self.probe.candidates,
+            "p_start": [p.start for p in self.plan.periods],
+            "p_end": [p.end for p in self.plan.periods],
+            "tz": str(self.tz),
+            "limit": self.limit,
+            "offset": self.offset,
+        }
+
+    def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
+        raise NotImplementedError
+
+
+def send_corrections(
     conn: Connection, anima_id: str, plan: QueryPlan, words: list[str]
-) -> dict[str, tuple[str, str]]:
-    """For misspelt words, the anima's most similar vocabulary word and its tsquery text."""
-    todo = [w for w in words if w not in plan.corrections]
-    if todo:
-        rows = conn.execute(
-            """SELECT t.word AS typo, best.word, plainto_tsquery('english'::regconfig, best.word)::text AS q
-               FROM unnest(%(typos)s::text[]) AS t(word)
-               CROSS JOIN LATERAL (
-                   SELECT v.word FROM recall_word v
-                   WHERE v.anima_id = %(anima)s AND v.word %% t.word AND similarity(v.word, t.word) >= %(min)s
-                   ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best""",
-            {"typos": todo, "anima": anima_id, "min": SPELLING_MIN},
-        ).fetchall()
-        found = {r["typo"]: (r["word"], r["q"]) for r in rows if r["q"]}
+) -> Callable[[], None] | None:
+    """Queue the lookup of misspelt words in the anima's vocabulary; results kept on the plan."""
+    todo = sorted({w for w in words if w not in plan.corrections})
+    if not todo:
+        return None
+    cur = conn.execute(_CORRECTIONS_SQL, {"typos": todo, "anima": anima_id, "min": SPELLING_MIN})
+
+    def take() -> None:
+        found = {r["typo"]: (r["word"], r["q"]) for r in cur.fetchall() if r["q"]}
         for w in todo:
             plan.corrections[w] = found.get(w)
-    return {w: plan.corrections[w] for w in words if plan.corrections.get(w)}
+
+    return take
 
 
-def _lookup(
-    conn: Connection, table: str, where: str, args: dict[str, Any], queries: list[str], extra: list[str]
-) -> list[list[int]]:
-    """Ids per tsquery (and per extra branch), each read through the index, at most CAP."""
-    branches = []
-    for i, q in enumerate(queries):
-        args[f"q{i}"] = q
-        branches.append(
-            f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {table} x WHERE {where}"
-            f" AND x.fts @@ %(q{i})s::tsquery LIMIT %(cap)s) AS ids"
-        )
-    branches += [f"SELECT {len(branches) + k} AS i, ARRAY({sql}) AS ids" for k, sql in enumerate(extra)]
-    if not branches:
-        return []
-    rows = conn.execute(" UNION ALL ".join(branches), args).fetchall()
-    return [r["ids"] for r in sorted(rows, key=lambda r: r["i"])]
+def pipelined(conn: Connection, *sends: Callable[[], Callable[[], Any] | None]) -> list[Any]:
+    """Run the `sends` (each queues a statement and returns how to take its result) in one round
+    trip, then take every result in order."""
+    with conn.pipeline():
+        takes = [send() for send in sends]
+    return [take() if take else None for take in takes]
 
 
-def probe(
+def run(
     conn: Connection,
-    table: str,
-    where: str,
-    params: dict[str, Any],
-    plan: QueryPlan,
+    anima_id: str,
+    searches: list[Search],
     *,
-    time_column: str | None = None,
-    tz: ZoneInfo | None = None,
-) -> Probe:
-    """Candidate ids of `table` (alias x) matching `where` and any term of the plan; with a
-    `time_column` (indexed with anima_id), also the rows of the periods the plan names."""
-    terms = [Term(label=w, tsquery=q) for w, q in lexemes(conn, plan)]
-    periods = plan.periods if time_column and tz else []
-    args = dict(params, cap=CAP)
-    extra = []
-    if len(terms) > 1:  # the rows holding every term, however common each one is
-        args["q_all"] = " & ".join(f"({t.tsquery})" for t in terms)
-        extra.append(
-            f"SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ %(q_all)s::tsquery LIMIT %(cap)s"
-        )
-    for i, p in enumerate(periods):
-        args[f"ps{i}"] = datetime.combine(p.start, time(), tz)
-        args[f"pe{i}"] = datetime.combine(p.end, time(), tz)
-        extra.append(
-            f"SELECT x.id FROM {table} x WHERE {where} AND x.{time_column} >= %(ps{i})s"
-            f" AND x.{time_column} < %(pe{i})s ORDER BY x.{time_column} LIMIT %(cap)s"
-        )
-    found = _lookup(conn, table, where, args, [t.tsquery for t in terms], extra)
-    for term, ids in zip(terms, found, strict=False):
-        term.ids = ids
-    candidates = dict.fromkeys(id_ for ids in found for id_ in ids)
-    misspelt = [
-        t for t in terms if not t.ids and len(t.label) >= 4 and t.label.isascii() and t.label.isalpha()
-    ]
-    fixed = corrections(conn, str(params["anima"]), plan, [t.label for t in misspelt]) if misspelt else {}
-    if fixed:
-        fixes = [(t, fixed[t.label]) for t in misspelt if t.label in fixed]
-        args = dict(params, cap=CAP)
-        for (term, (word, q)), ids in zip(
-            fixes, _lookup(conn, table, where, args, [q for _, (_, q) in fixes], []), strict=True
-        ):
-            term.label, term.tsquery, term.ids = f"{term.label}~{word}", q, ids
-            candidates.update(dict.fromkeys(ids))
-    return Probe(terms=terms, candidates=list(candidates))
+    first: tuple[Callable[[], Any], ...] = (),
+    prepare: Callable[[list[Any]], None] | None = None,
+) -> tuple[list[list[ContextItem]], list[Any]]:
+    """Every stage of `searches`, one round trip per stage: the probes (with the one-off
+    statements `first`, whose results go to `prepare` before scoring), the spelling stage when
+    a word was found nowhere, the scoring. Returns the ranked items and the results of `first`."""
+    plan = searches[0].plan
+    results = pipelined(conn, *(lambda s=s: s.send_probe(conn) for s in searches), *first)
+    firsts = results[len(searches) :]
+    if prepare:
+        prepare(firsts)
+    words = [t.label for s in searches for t in s.misspelt]
+    if words:
+        pipelined(conn, lambda: send_corrections(conn, anima_id, plan, words))
+        pipelined(conn, *(lambda s=s: s.send_respell(conn) for s in searches))
+    ranked = pipelined(conn, *(lambda s=s: s.send_score(conn) for s in searches))
+    return [r or [] for r in ranked], firsts
 
 
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,

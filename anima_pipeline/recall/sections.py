@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from anima_pipeline.config import Settings
+
 SectionName = Literal["resident", "summaries", "memories", "episodic"]
 ItemKind = Literal["memory", "message", "summary"]
 SECTION_TITLES: dict[str, str] = {
@@ -81,17 +83,21 @@ class AssembledContext(BaseModel):
         return [i for s in self.sections for i in s.items]
 
 
+def _default(field: str):
+    return Settings.model_fields[field].default  # the defaults are the configuration's, defined once
+
+
 class Budgets(BaseModel):
     """Characters per section. `recall` is passive memories + episodic messages + summaries
     together; `memory_share` is the part of it memories may take first (what they leave
     flows to messages, and back); summaries may take up to `summaries` of it when the
     question is about a time; `item_max` cuts a single long item."""
 
-    resident: int = Field(default=2000, ge=0)
-    recall: int = Field(default=2000, ge=0)
-    memory_share: float = Field(default=0.5, ge=0, le=1)
-    summaries: int = Field(default=500, ge=0)
-    item_max: int = Field(default=400, ge=40)
+    resident: int = Field(default=_default("recall_resident_chars"), ge=0)
+    recall: int = Field(default=_default("recall_budget_chars"), ge=0)
+    memory_share: float = Field(default=_default("recall_memory_share"), ge=0, le=1)
+    summaries: int = Field(default=_default("recall_summary_chars"), ge=0)
+    item_max: int = Field(default=_default("recall_item_max_chars"), ge=40)
 
 
 class SearchPage(BaseModel):

@@ -3,8 +3,10 @@ then those whose text matches it (the expression GIN index on anima_search_vecto
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from anima_pipeline.recall.query import QueryPlan
-from anima_pipeline.recall.ranking import CAP, lexemes
+from anima_pipeline.recall.ranking import CAP
 from anima_pipeline.recall.render import summary_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
@@ -18,8 +20,8 @@ FROM (
     SELECT s.id, s.level, s.period_start, s.period_end, s.content,
            EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
                    WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
-           CASE WHEN %(or_q)s::tsquery IS NULL THEN 0
-                ELSE ts_rank_cd(anima_search_vector(s.content), %(or_q)s::tsquery, 32) END AS rank
+           CASE WHEN to_tsquery('english'::regconfig, %(or_q)s) IS NULL THEN 0
+                ELSE ts_rank_cd(anima_search_vector(s.content), to_tsquery('english'::regconfig, %(or_q)s), 32) END AS rank
     FROM temporal_summary s
     WHERE s.id IN (
         (SELECT t.id FROM temporal_summary t
@@ -27,7 +29,7 @@ FROM (
          LIMIT %(cap)s)
         UNION
         (SELECT t.id FROM temporal_summary t
-         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ %(or_q)s::tsquery
+         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ to_tsquery('english'::regconfig, %(or_q)s)
          LIMIT %(cap)s))
 ) found
 WHERE in_period OR rank > 0
@@ -38,13 +40,17 @@ LIMIT %(limit)s
 
 def rank_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> list[ContextItem]:
     """Summaries of the periods the question names first (finest level first), then by match."""
-    if not plan.about_time:
-        return []
+    return send_summaries(conn, anima_id, plan)()
+
+
+def send_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> Callable[[], list[ContextItem]]:
+    """`rank_summaries` in two halves (pipeline mode)."""
     starts, ends = [p.start for p in plan.periods], [p.end for p in plan.periods]
-    or_q = " | ".join(f"({q})" for _, q in lexemes(conn, plan)) or None
-    if not starts and not or_q:
-        return []
-    rows = conn.execute(
+    # any of the words, through the english configuration (a constant: the index can be used)
+    or_q = " | ".join("'" + w.replace("'", "''") + "'" for w in plan.terms) or None
+    if not plan.about_time or (not starts and not or_q):
+        return lambda: []
+    cur = conn.execute(
         _SQL,
         {
             "anima": anima_id,
@@ -56,8 +62,8 @@ def rank_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> list[Con
             "cap": CAP,
             "limit": LIMIT,
         },
-    ).fetchall()
-    return [
+    )
+    return lambda: [
         summary_item(r, score=float(r["score"]), why="covers the period" if r["in_period"] else "matched")
-        for r in rows
+        for r in cur.fetchall()
     ]

@@ -60,7 +60,7 @@ STEPS: tuple[StepDef, ...] = (
         ("conversations/cleaned",),
     ),
     StepDef(
-        "emotional_anchors/extracted",
+        "emotional_anchors/marked",
         "light_sleep",
         "Stage 2: the day's mood and emotional turning points as anchors.",
         light_sleep.extract_anchors,
@@ -71,7 +71,7 @@ STEPS: tuple[StepDef, ...] = (
         "light_sleep",
         "Stage 3 (phase A): narratives from the last 7 days' experience and imprint memories, only when worth telling.",
         light_sleep.narrate,
-        ("emotional_anchors/extracted",),
+        ("emotional_anchors/marked",),
     ),
     StepDef(
         "self_blocks/autobiography_summary",

@@ -30,7 +30,7 @@ from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
 STEP_SEMANTIC = "semantic_memory/extracted"
-STEP_LIMBIC = "emotional_anchors/extracted"
+STEP_LIMBIC = "emotional_anchors/marked"
 STEP_NARRATIVE = "autobiographical_memory/narrated"
 STEP_SUMMARY = "self_blocks/autobiography_summary"
 LIGHT_STEPS = (STEP_SEMANTIC, STEP_LIMBIC, STEP_NARRATIVE, STEP_SUMMARY)

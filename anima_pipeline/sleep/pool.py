@@ -15,6 +15,7 @@ killed night leaves nothing running; its open transaction is rolled back by Post
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -41,7 +42,13 @@ class Task:
 
 
 def default_workers(settings: Settings) -> int:
-    return settings.workers or os.cpu_count() or 1
+    """ANIMA_WORKERS, else: the Anthropic engine waits on the network, so as many animas as
+    requests may be in flight (ANIMA_LLM_CONCURRENCY); offline, the number of cores."""
+    if settings.workers:
+        return settings.workers
+    if settings.engine == "anthropic":
+        return settings.llm_concurrency
+    return os.cpu_count() or 1
 
 
 class AnimaPool:
@@ -84,9 +91,13 @@ class AnimaPool:
         return outcomes
 
     def _one(self, night: Night, t: Task) -> AnimaOutcome:
-        return run_anima_night(
-            self.db, night, t.anima_id, t.keys, self.fns, lease_s=self.lease_s, whole_night=t.whole_night
-        )
+        # In batch mode the thread is one of the night's members: a batch goes out as soon as
+        # every member waits on the collector (llm/batch.py).
+        collector = getattr(self.engine, "collector", None)
+        with collector.member() if collector is not None else contextlib.nullcontext():
+            return run_anima_night(
+                self.db, night, t.anima_id, t.keys, self.fns, lease_s=self.lease_s, whole_night=t.whole_night
+            )
 
     def _executor(self, kind: str) -> Executor:
         if kind == "threads":
@@ -118,7 +129,15 @@ class AnimaPool:
     def __enter__(self) -> AnimaPool:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception):
+            # an interrupt (SIGINT / SIGTERM, Dagster's Terminate): do not wait for the animas in
+            # flight. Worker processes exit when this process is gone (their transactions roll
+            # back); a worker thread ends with its current step, then finds its pool shut.
+            for executor in (self._threads, self._procs):
+                if executor is not None:
+                    executor.shutdown(wait=False, cancel_futures=True)
+            self._threads = self._procs = None
         self.close()
 
 

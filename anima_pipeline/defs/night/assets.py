@@ -201,9 +201,12 @@ def _scope_animas(db, days: list[date], ran: set[str]) -> list[str]:
         return sleep_state.animas_on(conn, days)
 
 
-def build_night(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
+def build_night(partitions_def: dg.PartitionsDefinition, pool: str | None = None) -> dg.AssetsDefinition:
     """The night multi-asset over these partitions (built when the definitions load, so the
-    partitions can start at the store's first day; see partitions.py)."""
+    partitions can start at the store's first day; see partitions.py). `pool`: the Dagster
+    concurrency pool the night's step takes a slot of (the LLM provider's name for an LLM
+    engine, so `dagster instance concurrency set anthropic N` bounds the runs calling it at
+    once, across runs and shards; docs/deploy.md)."""
 
     @dg.multi_asset(
         name=NIGHT_OP,
@@ -212,6 +215,7 @@ def build_night(partitions_def: dg.PartitionsDefinition) -> dg.AssetsDefinition:
         partitions_def=partitions_def,
         can_subset=True,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        pool=pool,
         description="The nightly sleep cycle, one day per partition; a range backfill is one run, days in order.",
     )
     def night(

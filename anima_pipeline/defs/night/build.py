@@ -18,7 +18,10 @@ FRESHNESS_KEY = "temporal_summaries/day"  # the night's last step
 def night_definitions(settings: Settings) -> dg.Definitions:
     partitions = night_partitions(settings)
     first_day = start_date(settings)
-    night = build_night(partitions)
+    # the LLM provider's pool: `dagster instance concurrency set anthropic N` lets at most N
+    # nights talk to the API at once on the instance (inside a night ANIMA_LLM_CONCURRENCY
+    # bounds the requests in flight); offline nights need no pool
+    night = build_night(partitions, pool=None if settings.engine == "offline" else settings.engine)
     freshness, freshness_schedule = build_freshness(asset_key(FRESHNESS_KEY), settings.timezone, first_day)
     job = build_job(night, [freshness])
     return dg.Definitions(

@@ -177,7 +177,7 @@ CHECK_ASSET = {c.name: c.asset for c in CHECKS}
 BY_KEY = {dg.AssetCheckKey(dg.AssetKey(c.asset.split("/")), c.name): c for c in CHECKS}
 LIGHT_SLEEP_STEPS = (
     "semantic_memory/extracted",
-    "emotional_anchors/extracted",
+    "emotional_anchors/marked",
     "autobiographical_memory/narrated",
     "self_blocks/autobiography_summary",
 )

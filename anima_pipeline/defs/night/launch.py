@@ -73,10 +73,11 @@ def night_run_config(
 
 
 def code_location_definitions() -> dg.Definitions:
-    """The definitions exactly as the code location loads them (anima_pipeline.definitions)."""
-    from anima_pipeline.definitions import defs
+    """The definitions exactly as the code location loads them (anima_pipeline.definitions),
+    loaded afresh: a long-lived process sees the first day a later import recorded."""
+    from anima_pipeline import definitions
 
-    return defs
+    return definitions.load()
 
 
 def nightly_sleep_job() -> dg.JobDefinition:

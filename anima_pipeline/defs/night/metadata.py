@@ -33,7 +33,7 @@ STEP_CHANGES: dict[str, dict[str, tuple[str, str]]] = {
         "updated": ("semantic_memory", "update"),
         "deprecated": ("semantic_memory", "deprecate"),
     },
-    "emotional_anchors/extracted": {"anchors_created": ("emotional_anchor", "create")},
+    "emotional_anchors/marked": {"anchors_created": ("emotional_anchor", "create")},
     "autobiographical_memory/narrated": {
         "narratives_created": ("autobiographical_memory", "create"),
         "narratives_deprecated": ("autobiographical_memory", "deprecate"),

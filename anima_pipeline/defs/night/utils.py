@@ -16,7 +16,7 @@ from anima_pipeline.store.db import Connection
 
 LIGHT_STEP_TABLES: dict[str, tuple[str, ...]] = {
     "semantic_memory/extracted": ("semantic_memory",),
-    "emotional_anchors/extracted": ("emotional_anchor",),
+    "emotional_anchors/marked": ("emotional_anchor",),
     "autobiographical_memory/narrated": ("autobiographical_memory",),
     "self_blocks/autobiography_summary": ("self_block",),
 }
@@ -142,7 +142,7 @@ class MemoryInvariants:
                     SELECT ev.id AS event_id, ev.anima_id, ev.day, ev.step, ev.table_name, ev.op, ev.memory_id,
                         CASE
                           WHEN NOT ((ev.step = 'semantic_memory/extracted' AND ev.table_name = 'semantic_memory')
-                                 OR (ev.step = 'emotional_anchors/extracted' AND ev.table_name = 'emotional_anchor')
+                                 OR (ev.step = 'emotional_anchors/marked' AND ev.table_name = 'emotional_anchor')
                                  OR (ev.step = 'autobiographical_memory/narrated'
                                      AND ev.table_name = 'autobiographical_memory')
                                  OR (ev.step = 'self_blocks/autobiography_summary' AND ev.table_name = 'self_block'))

@@ -1,0 +1,1 @@
+"""Measurements of the memory system on public benchmarks (LoCoMo)."""

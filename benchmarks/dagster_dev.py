@@ -1,0 +1,101 @@
+"""`dg dev` (webserver and daemon) on a given ANIMA_HOME / DAGSTER_HOME, for the benchmarks
+and the browser check: started in its own process group, stopped by that group's id.
+
+    with dagster_dev(env, log_path) as url:
+        graphql(url, QUERY, variables)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dev_env(anima_home: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a `dg dev` on these homes: the project's venv active (dg checks it),
+    this checkout first on the path, a runtime dir for libraries that want one."""
+    from anima_pipeline.defs.instance import dagster_home as ensure_dagster_home
+
+    env = {
+        **os.environ,
+        "ANIMA_HOME": str(anima_home),
+        "DAGSTER_HOME": str(dagster_home),
+        "PYTHONPATH": str(REPO),
+        "VIRTUAL_ENV": str(REPO / ".venv"),
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        **extra,
+    }
+    runtime = anima_home / "run"
+    runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+    env.setdefault("XDG_RUNTIME_DIR", str(runtime))
+    ensure_dagster_home(env)  # DAGSTER_HOME holding the project's dagster.yaml
+    return env
+
+
+@contextmanager
+def dagster_dev(env: dict[str, str], log_path: Path, timeout: float = 240) -> Iterator[str]:
+    port = free_port()
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [str(BIN / "dg"), "dev", "-p", str(port), "-h", "127.0.0.1"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own group (set -m): webserver, daemon, code servers
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"dg dev exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(f"{url}/server_info", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"dg dev did not answer in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}"
+                )
+            time.sleep(1)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: a clean shutdown
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+
+
+def graphql(url: str, query: str, variables: dict | None = None) -> dict:
+    response = requests.post(
+        f"{url}/graphql", json={"query": query, "variables": variables or {}}, timeout=120
+    )
+    response.raise_for_status()
+    body = response.json()
+    if body.get("errors"):
+        raise RuntimeError(f"GraphQL errors: {body['errors']}")
+    return body["data"]
