@@ -308,4 +308,3 @@ def test_the_pool_is_chosen_by_engine_and_size(db: Database, settings: Settings)
         name = "anthropic"
 
     assert AnimaPool(db, settings, Remote(), {}, workers=4, lease_s=1.0).kind(2) == "threads"
-
