@@ -133,16 +133,7 @@ def state(db: Database, step: str, day: date = DAY) -> dict | None:
 
 
 def op_log(tmp_path: Path, index: int, name: str, day: date = DAY) -> dict:
-    """One round's op log, every anima's file (by anima id)."""
-    folder = tmp_path / f"deep_sleep_{day}_{index}_{name}"
-    entries = [json.loads(p.read_text()) for p in folder.glob("*.json")]
-    first = entries[0]
-    return {
-        "day": first["day"],
-        "round": first["round"],
-        "round_index": first["round_index"],
-        "animas": {e["anima_id"]: e for e in entries},
-    }
+    return json.loads((tmp_path / f"deep_sleep_{day}_{index}_{name}.json").read_text())
 
 
 def big_store(db: Database, n: int, chars: int, types: tuple[str, ...] = ("world", "preference")) -> None:
