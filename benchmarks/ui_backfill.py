@@ -91,6 +91,10 @@ def main() -> None:
             wall = time.monotonic() - t0
             run_ids = [r["runId"] for r in state["runs"]]
             report(env, backfill_id, state["status"], run_ids, days, wall)
+        # the embedded server of the temporary store (nothing to stop with ANIMA_DATABASE_URL)
+        subprocess.run(
+            [sys.executable, "-m", "anima_pipeline.cli", "db", "stop"], env=env, capture_output=True
+        )
 
 
 def report(
