@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from anima_pipeline.llm.anthropic_engine import AnthropicEngine
+from anima_pipeline.sleep.deep_sleep import read_log
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -50,7 +51,6 @@ def test_rounds_share_one_cached_prefix_while_dream_and_self_refresh_write(
 
 
 def test_the_round_log_keeps_every_anima_when_animas_write_at_once(tmp_path: Path) -> None:
-    import json
     import threading
 
     from anima_pipeline.llm.offline import OfflineEngine
@@ -67,5 +67,5 @@ def test_the_round_log_keeps_every_anima_when_animas_write_at_once(tmp_path: Pat
         t.start()
     for t in threads:
         t.join()
-    data = json.loads((tmp_path / f"deep_sleep_{DAY}_1_contradiction.json").read_text())
+    data = read_log(tmp_path, DAY, 1, "contradiction")
     assert sorted(data["animas"]) == sorted(names)

@@ -35,6 +35,7 @@ from anima_pipeline.sleep.deep_sleep import (
     message_one,
     message_one_five,
     prefilter,
+    read_log,
     review_pins,
     size_band,
     split,
@@ -133,7 +134,7 @@ def state(db: Database, step: str, day: date = DAY) -> dict | None:
 
 
 def op_log(tmp_path: Path, index: int, name: str, day: date = DAY) -> dict:
-    return json.loads((tmp_path / f"deep_sleep_{day}_{index}_{name}.json").read_text())
+    return read_log(tmp_path, day, index, name)
 
 
 def big_store(db: Database, n: int, chars: int, types: tuple[str, ...] = ("world", "preference")) -> None:

@@ -13,15 +13,15 @@ deep-sleep events backwards. Message 1.5 is the same events, forwards, in the se
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
 import threading
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, Usage
 from anima_pipeline.offline.deep import is_split_candidate
@@ -480,12 +480,20 @@ def _write_log(
     calls: list,
     earlier: list[dict],
 ) -> None:
-    """The seeds' per-round operation log, for debugging only (not in the database)."""
+    """The seeds' per-round operation log, for debugging only (not in the database): one file
+    per anima under logs/deep_sleep_<day>_<round index>_<round>/, written whole through a
+    temporary file of this writer's own. The animas of a night run at once (sleep/pool.py):
+    they never share a file, and each write stays the size of one anima's round (one shared
+    file rewritten per anima grew quadratically and serialized the pool over 1,000 animas)."""
     if night.log_dir is None:
         return
-    path = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(night.log_dir) / f"deep_sleep_{night.day}_{round_index}_{round_name}"
+    folder.mkdir(parents=True, exist_ok=True)
     entry = {
+        "day": str(night.day),
+        "round": round_name,
+        "round_index": round_index,
+        "anima_id": anima_id,
         "run_id": night.run_id,
         "active_count": stats.get("active_count"),
         "earlier_changes": stats.get("earlier_changes"),
@@ -496,20 +504,22 @@ def _write_log(
         "change_log": message_one_five(earlier),
         "written_at": datetime.now().astimezone().isoformat(),
     }
-    # One file per round holds every anima of the night, and the animas of a night run at
-    # once (threads or processes): read-modify-write under an exclusive lock on a sidecar
-    # file, through a temporary file of this writer's own.
-    with open(path.with_suffix(".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        data = (
-            json.loads(path.read_text())
-            if path.exists()
-            else {"day": str(night.day), "round": round_name, "round_index": round_index, "animas": {}}
-        )
-        data["animas"][anima_id] = entry
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-        tmp.replace(path)
+    path = folder / f"{quote(anima_id, safe='')}.json"
+    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(entry, ensure_ascii=False, indent=2, default=str))
+    tmp.replace(path)
+
+
+def read_log(log_dir: Path, day: date, round_index: int, round_name: str) -> dict:
+    """One round's op log of a night: {"day", "round", "round_index", "animas": {id: entry}}."""
+    folder = Path(log_dir) / f"deep_sleep_{day}_{round_index}_{round_name}"
+    entries = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    return {
+        "day": str(day),
+        "round": round_name,
+        "round_index": round_index,
+        "animas": {e["anima_id"]: e for e in entries},
+    }
 
 
 def deconflict(db: Database, night: Night, anima_id: str) -> StepResult:
