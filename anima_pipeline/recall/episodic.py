@@ -48,6 +48,7 @@ class MessageSearch(Search):
     table = "message"
     where = _WHERE
     time_column = "created_at"  # indexed with anima_id: the rows of a period the question names
+    score_sql = _SCORE_SQL
 
     def __init__(
         self,
@@ -72,9 +73,6 @@ class MessageSearch(Search):
             "until": until,
         }
         super().__init__(plan, params, tz, limit, offset)
-
-    def score_sql(self) -> str:
-        return _SCORE_SQL
 
     def score_args(self) -> dict[str, Any]:
         return {**super().score_args(), "period_bonus": PERIOD_BONUS}

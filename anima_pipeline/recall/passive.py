@@ -46,6 +46,7 @@ LIMIT %(limit)s OFFSET %(offset)s
 class MemorySearch(Search):
     table = "semantic_memory"
     where = _WHERE
+    score_sql = _SCORE_SQL
 
     def __init__(
         self,
@@ -70,9 +71,6 @@ class MemorySearch(Search):
             "until": until,
         }
         super().__init__(plan, params, tz, limit, offset)
-
-    def score_sql(self) -> str:
-        return _SCORE_SQL
 
     def score_args(self) -> dict[str, Any]:
         return {

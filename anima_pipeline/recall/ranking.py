@@ -133,6 +133,7 @@ class Search:
     table: str
     where: str
     time_column: str | None = None
+    score_sql: str  # the source's scoring statement over the probed candidates
 
     def __init__(
         self, plan: QueryPlan, params: dict[str, Any], tz: ZoneInfo, limit: int, offset: int
@@ -234,7 +235,7 @@ class Search:
         self.probe = Probe(self.terms, sorted(estimate, key=lambda i: (-estimate[i], -i))[:SCORED])
         if not self.probe.candidates or self.limit <= 0:
             return None
-        cur = conn.execute(self.score_sql(), self.score_args())
+        cur = conn.execute(self.score_sql, self.score_args())
         return lambda: self.items(cur.fetchall())
 
     def _send_lookup(
@@ -255,9 +256,6 @@ class Search:
         return lambda: [r["ids"] for r in sorted(cur.fetchall(), key=lambda r: r["i"])]
 
     # what a source defines ------------------------------------------------------------------
-    def score_sql(self) -> str:
-        raise NotImplementedError
-
     def score_args(self) -> dict[str, Any]:
         return {
             **self.probe.arrays(),
