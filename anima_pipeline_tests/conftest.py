@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -66,15 +67,24 @@ def template_db(pg_admin_url: str) -> str:
     return name
 
 
-@pytest.fixture
-def db_url(pg_admin_url: str, template_db: str) -> Iterator[str]:
-    """A fresh, migrated database for one test, dropped afterwards."""
+@contextmanager
+def cloned_database(pg_admin_url: str, template_db: str) -> Iterator[str]:
+    """A fresh clone of the migrated template, dropped on exit: its URL."""
     name = f"anima_t_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    yield _with_dbname(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield _with_dbname(pg_admin_url, name)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str, template_db: str) -> Iterator[str]:
+    """A fresh, migrated database for one test, dropped afterwards."""
+    with cloned_database(pg_admin_url, template_db) as url:
+        yield url
 
 
 @pytest.fixture

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from pydantic import SecretStr
 
@@ -27,7 +25,7 @@ from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline_tests.conftest import _with_dbname
+from anima_pipeline_tests.conftest import cloned_database
 from anima_pipeline_tests.fake_messages_api import (
     FakeMessagesAPI,
     error,
@@ -122,12 +120,8 @@ def test_an_errored_batch_entry_fails_only_its_own_step() -> None:
 
 @pytest.fixture
 def second_db_url(pg_admin_url: str, template_db: str) -> Iterator[str]:
-    name = f"anima_t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    yield _with_dbname(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with cloned_database(pg_admin_url, template_db) as url:
+        yield url
 
 
 def archive() -> list[str]:
