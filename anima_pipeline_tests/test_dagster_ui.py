@@ -22,6 +22,8 @@ import dagster as dg
 import pytest
 import requests
 
+from benchmarks.dagster_dev import graphql
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -112,16 +114,6 @@ def webserver(demo_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
         daemon_log.close()
 
 
-def _graphql(url: str, query: str, variables: dict | None = None) -> dict:
-    response = requests.post(
-        f"{url}/graphql", json={"query": query, "variables": variables or {}}, timeout=120
-    )
-    response.raise_for_status()
-    body = response.json()
-    assert "errors" not in body, body
-    return body["data"]
-
-
 REEXECUTE = """
 mutation($parent: String!) {
   launchPipelineReexecution(reexecutionParams: {parentRunId: $parent, strategy: ALL_STEPS}) {
@@ -192,22 +184,22 @@ def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
 
 def _check_in_the_ui(webserver: str, run_id: str) -> None:
     # the webserver (a separate process, as a user runs it) sees the run under the job
-    seen = _graphql(webserver, RUN, {"id": run_id})["runOrError"]
+    seen = graphql(webserver, RUN, {"id": run_id})["runOrError"]
     assert seen["pipelineName"] == "nightly_sleep"
     assert seen["repositoryOrigin"] == {
         "repositoryLocationName": "anima_pipeline",
         "repositoryName": "__repository__",
     }
     # ... whose partitions start at the demo's first day
-    keys = _graphql(webserver, JOB_PARTITIONS)["pipelineOrError"]["partitionKeysOrError"]["partitionKeys"]
+    keys = graphql(webserver, JOB_PARTITIONS)["pipelineOrError"]["partitionKeysOrError"]["partitionKeys"]
     assert keys[0] == "2026-11-16"
     # ... and can re-execute it ("Re-execute all" in the UI is this mutation)
-    launched = _graphql(webserver, REEXECUTE, {"parent": run_id})["launchPipelineReexecution"]
+    launched = graphql(webserver, REEXECUTE, {"parent": run_id})["launchPipelineReexecution"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     child = launched["run"]["runId"]
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        status = _graphql(webserver, RUN, {"id": child})["runOrError"]
+        status = graphql(webserver, RUN, {"id": child})["runOrError"]
         if status["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         time.sleep(2)
