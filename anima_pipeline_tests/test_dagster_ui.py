@@ -271,3 +271,28 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
             "AND status IN ('done', 'skipped')"
         ).fetchone()[0]
     assert nights == 8  # every night over (one demo day is quiet: skipped)
+
+    # what the range run wrote to Dagster's event log: one planned event per asset for the
+    # whole range, and a materialization per (day, step) only where an anima had work, but
+    # the night's last step on every day (the partition shows the night done, quiet or not)
+    days = [f"2026-11-{d}" for d in range(16, 24)]
+    with _instance(demo_env) as instance:
+        latest = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"), limit=1)[0]
+        planned = [
+            r.dagster_event.event_specific_data
+            for r in instance.all_logs(latest.run_id)
+            if r.dagster_event and r.dagster_event.event_type_value == "ASSET_MATERIALIZATION_PLANNED"
+        ]
+        assert len(planned) == 14
+        assert all(sorted(p.partitions_subset.get_partition_keys()) == days for p in planned)
+        last = dg.AssetKey(["self_blocks", "refreshed"])
+        assert set(days) <= instance.get_materialized_partitions(last)
+        cleaned = instance.get_materialized_partitions(dg.AssetKey(["conversations", "cleaned"]))
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
+        talk = {
+            r[0].isoformat()
+            for r in conn.execute(
+                "SELECT DISTINCT day FROM sleep_state WHERE step = 'conversations/cleaned' AND status = 'done'"
+            )
+        }
+    assert talk and cleaned & set(days) == talk & set(days)  # a quiet day is not materialized

@@ -199,11 +199,11 @@ def test_last_night_check_fails_after_six_without_the_night(repo_def, tmp_path: 
     from anima_pipeline.defs.night import freshness
 
     checks = {(k.asset_key.to_user_string(), k.name) for k in repo_def.asset_graph.asset_check_keys}
-    assert ("temporal_summaries/day", freshness.CHECK_NAME) in checks
+    assert ("self_blocks/refreshed", freshness.CHECK_NAME) in checks
     assert repo_def.get_schedule_def(freshness.SCHEDULE_NAME).cron_schedule == "5 6 * * *"
     job = repo_def.get_job("nightly_sleep")  # it watches the night; it is not part of it
     assert freshness.CHECK_NAME not in {k.name for k in job.asset_layer.asset_graph.asset_check_keys}
-    key = dg.AssetKey(["temporal_summaries", "day"])
+    key = dg.AssetKey(["self_blocks", "refreshed"])
     first = date(2026, 11, 1)
     with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
         at_7 = datetime(2026, 11, 29, 7, 0, tzinfo=SHANGHAI)

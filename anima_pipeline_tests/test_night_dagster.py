@@ -109,7 +109,16 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     result = materialize_night(D_BOTH, instance=instance, resources=resources)
     assert result.success
     day = D_BOTH.isoformat()
-    for step in STEP_KEYS:
+    with store.transaction() as conn:
+        ran = {
+            r["step"]
+            for r in conn.execute("SELECT DISTINCT step FROM sleep_state WHERE day = %s", (D_BOTH,))
+        }
+    # a step is materialized when an anima had something to do that day
+    done = {step for step in STEP_KEYS if materializations(instance, step, day)}
+    assert done == ran & set(STEP_KEYS), (done, ran)
+    assert {"semantic_memory/extracted", STEP_KEYS[-1]} <= done
+    for step in done:
         [mat] = materializations(instance, step, day)
         # only what the step can change, plus the common keys; no tokens or cost offline
         assert COMMON_KEYS | set(STEP_CHANGES[step]) <= set(mat.metadata), step
@@ -180,11 +189,15 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     assert result.success
     assert len(instance.get_runs()) == 1
     days = ["2026-12-05", "2026-12-06", "2026-12-07"]
-    for step in STEP_KEYS:
-        assert set(days) <= partitions_of(instance, step), step
-    per_day = {d: materializations(instance, "semantic_memory/extracted", d)[0].metadata for d in days}
-    assert [per_day[d]["animas"].value for d in days] == [1, 1, 0]  # each day its own metadata
-    assert [per_day[d]["mode"].value for d in days] == ["incremental", "incremental", "full"]  # Monday full
+    # the night's last step is materialized on every day that ran, quiet or not; another step
+    # only where an anima had something to do (12-07 is quiet for both)
+    assert set(days) <= partitions_of(instance, STEP_KEYS[-1])
+    assert partitions_of(instance, "semantic_memory/extracted") == {"2026-12-05", "2026-12-06"}
+    extracted = {d: materializations(instance, "semantic_memory/extracted", d)[0].metadata for d in days[:2]}
+    assert [extracted[d]["animas"].value for d in days[:2]] == [1, 1]  # each day its own metadata
+    last = {d: materializations(instance, STEP_KEYS[-1], d)[0].metadata for d in days}
+    assert [last[d]["mode"].value for d in days] == ["incremental", "incremental", "full"]  # Monday full
+    assert last["2026-12-07"]["animas"].value == 0
     # whole nights strictly one after another: every row of day D finished before day D+1's first;
     # an anima with nothing to do on a day is recorded as skipped (idle)
     assert [(m["day"], m["status"]) for m in markers(store, "kai")] == [
@@ -294,8 +307,18 @@ def test_failing_day_mid_range_keeps_finished_days(
     )
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # budget: no retry
     before_dream = STEP_KEYS[: STEP_KEYS.index("dreams/journal")]
+    with store.transaction() as conn:
+        ran = {
+            (r["day"].isoformat(), r["step"])
+            for r in conn.execute("SELECT day, step FROM sleep_state WHERE status = 'done'")
+        }
+    assert ("2026-12-05", "semantic_memory/extracted") in ran
     for step in STEP_KEYS:
-        expected = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
+        # what finished stays materialized: the steps an anima ran on 12-04, those before the
+        # dream on 12-05, and the night's last step on 12-04 (done, though quiet)
+        expected = {d for d, s in ran if s == step and (d == "2026-12-04" or step in before_dream)}
+        if step == STEP_KEYS[-1]:
+            expected.add("2026-12-04")
         assert partitions_of(instance, step) == expected, step
     assert [(m["day"], m["status"]) for m in markers(store)] == [
         (date(2026, 12, 4), "skipped"),  # kai had nothing to do that day

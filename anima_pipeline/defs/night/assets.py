@@ -10,7 +10,12 @@ failed or not over. Selecting one key and one partition in the UI runs just that
 Metadata: after each (day, step) the runner reports that step's results and the body logs
 an AssetMaterialization of that key for that partition at once, with that day's metadata
 (metadata.py), so the UI plots per day and a night stopped later (a failure, a signal)
-keeps exactly what finished. The checks are check specs of this asset, evaluated by the
+keeps exactly what finished. A (day, step) that no anima had anything to do for produced
+nothing and is not materialized (Dagster's own rule for an output not yielded), except the
+run's last selected step: it is materialized every night that ran, quiet or not, so the
+partition shows the night as done and the 06:05 freshness check (freshness.py) reads it.
+On SQLite storage each event costs milliseconds; 14 per quiet day made a year of mostly
+quiet nights spend 4/5 of its time in Dagster's event log (benchmarks/year_of_nights.py). The checks are check specs of this asset, evaluated by the
 body on its own connection (checks.py); a blocking one stops the night.
 
 Retries: transient failures only (API overload after the SDK's retries, a lost database
@@ -241,6 +246,7 @@ def _night_body(
     wanted_checks = [night_checks.BY_KEY[k] for k in context.selected_asset_check_keys]
     blocking = [c for c in wanted_checks if c.blocking]
     last_light = next((k for k in reversed(night_checks.LIGHT_SLEEP_STEPS) if k in steps), None)
+    marker = steps[-1] if steps else None  # materialized every night that ran, quiet or not
     ran: set[str] = set()
     check_results: dict[str, dg.AssetCheckResult] = {}
     timing = {"night_s": 0.0, "checks_s": 0.0}
@@ -252,6 +258,8 @@ def _night_body(
     def on_step(n: Night, key: str, results: list[StepResult]) -> None:
         partition = n.day.isoformat()
         ran.update(r.anima_id for r in results)
+        if not results and key != marker:
+            return  # nothing to do: nothing produced, no materialization (see the module docstring)
         with db.transaction() as conn:
             md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
         counts = [
@@ -266,8 +274,7 @@ def _night_body(
             context.log_event(
                 dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md)
             )
-            if results:  # an idle (day, step) has its zeros in the materialization; a log line
-                # each would double a quiet night's event-log writes (benchmarks/year_of_nights.py)
+            if results:  # the quiet night's marker has its zeros in the materialization
                 context.log.info(
                     f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
                 )

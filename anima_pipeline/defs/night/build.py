@@ -11,8 +11,9 @@ from anima_pipeline.defs.night.assets import asset_key, build_night
 from anima_pipeline.defs.night.freshness import build_freshness
 from anima_pipeline.defs.night.partitions import night_partitions, start_date
 from anima_pipeline.defs.night.schedules import build_job, build_schedule
+from anima_pipeline.sleep.cycle import STEP_KEYS
 
-FRESHNESS_KEY = "temporal_summaries/day"  # the night's last step
+FRESHNESS_KEY = STEP_KEYS[-1]  # the night's last step: materialized every night that ran (assets.py)
 
 
 def night_definitions(settings: Settings) -> dg.Definitions:
