@@ -32,24 +32,22 @@ class BudgetExceeded(EngineError):
     """The run's budget is spent; the step stopped before its next API call."""
 
 
-class RetriesExhausted(EngineError):
+class ApiStatusError(EngineError):
+    """An error the API answered with: `status` is its HTTP status (None for a timeout)."""
+
+    def __init__(
+        self, message: str, *, step: str | None = None, status: int | None = None, usage: Usage | None = None
+    ) -> None:
+        super().__init__(message, step=step, usage=usage)
+        self.status = status
+
+
+class RetriesExhausted(ApiStatusError):
     """The API kept failing with a retryable error (429/529/5xx/timeout) after all retries."""
 
-    def __init__(
-        self, message: str, *, step: str | None = None, status: int | None = None, usage: Usage | None = None
-    ) -> None:
-        super().__init__(message, step=step, usage=usage)
-        self.status = status
 
-
-class RequestRejected(EngineError):
+class RequestRejected(ApiStatusError):
     """The API refused the request with a non-retryable status (400/401/403/404/413...)."""
-
-    def __init__(
-        self, message: str, *, step: str | None = None, status: int | None = None, usage: Usage | None = None
-    ) -> None:
-        super().__init__(message, step=step, usage=usage)
-        self.status = status
 
 
 class MaxTurnsExceeded(EngineError):

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "streamable-http"]
 MemoryKind = Literal["world", "experience", "preference", "opinion", "imprint"]
+# the paging both search tools take
+Limit = Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")]
+Offset = Annotated[int, Field(ge=0, description="skip this many results (the previous offset + limit)")]
 
 CONTEXT_DESCRIPTION = """\
 Recall what you remember that bears on the current message. Call it before answering when
@@ -78,10 +81,8 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
         types: Annotated[list[MemoryKind] | None, Field(description="only these memory types")] = None,
         since: Annotated[datetime | None, Field(description="observed at or after (ISO-8601)")] = None,
         until: Annotated[datetime | None, Field(description="observed before (ISO-8601)")] = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")] = 10,
-        offset: Annotated[
-            int, Field(ge=0, description="skip this many results (the previous offset + limit)")
-        ] = 0,
+        limit: Limit = 10,
+        offset: Offset = 0,
     ) -> SearchPage:
         return memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
 
@@ -90,10 +91,8 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
         conversation_id: Annotated[str | None, Field(description="only this conversation")] = None,
         since: Annotated[datetime | None, Field(description="sent at or after (ISO-8601)")] = None,
         until: Annotated[datetime | None, Field(description="sent before (ISO-8601)")] = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")] = 10,
-        offset: Annotated[
-            int, Field(ge=0, description="skip this many results (the previous offset + limit)")
-        ] = 0,
+        limit: Limit = 10,
+        offset: Offset = 0,
     ) -> SearchPage:
         return memory.search_messages(
             query, conversation_id=conversation_id, since=since, until=until, limit=limit, offset=offset

@@ -39,15 +39,30 @@ def _is_array_col(col: str) -> bool:
     return col in ("source_memory_ids", "source_sessions")
 
 
-class AnchorRepo:
+class _Repo:
+    """A repository on one connection; `audit` is needed only by the methods that write."""
+
     def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
         self.conn, self.audit = conn, audit
 
-    def create(self, anima_id: str, values: dict[str, Any]) -> dict:
-        row = _insert(self.conn, "emotional_anchor", {"anima_id": anima_id, **values})
+    def _record(self, table: str, row_id: Any, op: str, before: dict | None, after: dict | None) -> None:
         assert self.audit is not None
-        self.audit.record("emotional_anchor", row["id"], "create", None, row)
+        self.audit.record(table, row_id, op, before, after)
+
+
+class _Layer(_Repo):
+    """A layer whose rows are created whole from a tool's values (and deprecated, never deleted)."""
+
+    table: str
+
+    def create(self, anima_id: str, values: dict[str, Any]) -> dict:
+        row = _insert(self.conn, self.table, {"anima_id": anima_id, **values})
+        self._record(self.table, row["id"], "create", None, row)
         return row
+
+
+class AnchorRepo(_Layer):
+    table = "emotional_anchor"
 
     def between(self, anima_id: str, start: datetime, end: datetime) -> list[dict]:
         return self.conn.execute(
@@ -57,15 +72,8 @@ class AnchorRepo:
         ).fetchall()
 
 
-class AutobiographyRepo:
-    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
-        self.conn, self.audit = conn, audit
-
-    def create(self, anima_id: str, values: dict[str, Any]) -> dict:
-        row = _insert(self.conn, "autobiographical_memory", {"anima_id": anima_id, **values})
-        assert self.audit is not None
-        self.audit.record("autobiographical_memory", row["id"], "create", None, row)
-        return row
+class AutobiographyRepo(_Layer):
+    table = "autobiographical_memory"
 
     def get(self, narrative_id: int) -> dict | None:
         return self.conn.execute(
@@ -79,8 +87,7 @@ class AutobiographyRepo:
                WHERE id = %s RETURNING *""",
             (reason, narrative_id),
         ).fetchone()
-        assert self.audit is not None
-        self.audit.record("autobiographical_memory", narrative_id, "deprecate", before, row)
+        self._record(self.table, narrative_id, "deprecate", before, row)
         return row
 
     def active(self, anima_id: str) -> list[dict]:
@@ -91,10 +98,7 @@ class AutobiographyRepo:
         ).fetchall()
 
 
-class SelfBlockRepo:
-    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
-        self.conn, self.audit = conn, audit
-
+class SelfBlockRepo(_Repo):
     def all(self, anima_id: str) -> dict[str, str]:
         """The six blocks in their fixed order; a block never written is empty."""
         rows = self.conn.execute(
@@ -132,15 +136,11 @@ class SelfBlockRepo:
                RETURNING *""",
             (anima_id, name, content, updated_by),
         ).fetchone()
-        assert self.audit is not None
-        self.audit.record("self_block", name, "write", before, row)
+        self._record("self_block", name, "write", before, row)
         return True
 
 
-class TemporalRepo:
-    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
-        self.conn, self.audit = conn, audit
-
+class TemporalRepo(_Repo):
     def upsert(self, anima_id: str, level: str, start: date, end: date, content: str, stats: dict) -> dict:
         """Re-runs replace the summary of a period instead of adding a second one."""
         if level not in LEVELS:
@@ -155,8 +155,7 @@ class TemporalRepo:
             (anima_id, level, start, end, content, Jsonb(stats)),
         ).fetchone()
         if before is None or before["content"] != content:
-            assert self.audit is not None
-            self.audit.record("temporal_summary", row["id"], "upsert", before, row)
+            self._record("temporal_summary", row["id"], "upsert", before, row)
         return row
 
     def get(self, anima_id: str, level: str, start: date) -> dict | None:
@@ -173,10 +172,7 @@ class TemporalRepo:
         ).fetchall()
 
 
-class DreamRepo:
-    def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
-        self.conn, self.audit = conn, audit
-
+class DreamRepo(_Repo):
     def upsert(self, anima_id: str, day: date, entry: dict[str, list]) -> dict:
         before = self.conn.execute(
             "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, day)
@@ -196,6 +192,5 @@ class DreamRepo:
                 RETURNING *""",
             [anima_id, day, *values],
         ).fetchone()
-        assert self.audit is not None
-        self.audit.record("dream_journal", row["id"], "upsert", before, row)
+        self._record("dream_journal", row["id"], "upsert", before, row)
         return row
