@@ -6,9 +6,10 @@ any stage may write nothing and the later ones still run (restraint is a normal 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 
-from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, Usage
+from anima_pipeline.llm.types import OfflinePlan, StepRequest, TextBlock, ToolCall, Usage
 from anima_pipeline.offline.light_plans import (
     anchor_plan,
     autobiography_outline,
@@ -44,32 +45,59 @@ ZERO_COUNTS = {
     STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
     STEP_SUMMARY: ("self_blocks", "errors"),
 }
+# Each stage's framing (the system prompt) and task (its last user message).
+PROMPTS = {
+    STEP_SEMANTIC: (prompts.LIGHT_SEMANTIC_SYSTEM, prompts.LIGHT_SEMANTIC_TASK),
+    STEP_LIMBIC: (prompts.LIGHT_LIMBIC_SYSTEM, prompts.LIGHT_LIMBIC_TASK),
+    STEP_NARRATIVE: (prompts.LIGHT_NARRATIVE_SYSTEM, prompts.LIGHT_NARRATIVE_TASK),
+    STEP_SUMMARY: (prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_SYSTEM, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_TASK),
+}
 
 
 def _request(
-    step: str,
-    night: Night,
-    framing: str,
-    identity: str,
-    user: list[str],
-    tools: tuple[str, ...],
-    *,
-    must_write: bool = False,
+    step: str, night: Night, identity: str, inputs: list[str], tools: tuple[str, ...], *, must_write: bool
 ) -> StepRequest:
-    """The step's framing and identity as the system prompt; message 1 (the day, or the
-    step's main input) carries a cache breakpoint, so every later tool turn of the step
-    reads it from the cache instead of paying for it again."""
+    """The step's framing and identity as the system prompt, its inputs then its task as the
+    user messages; message 1 (the day, or the step's main input) carries a cache breakpoint,
+    so every later tool turn of the step reads it from the cache instead of paying for it again."""
+    framing, task = PROMPTS[step]
     return StepRequest(
         step=step,
         system=prompts.system_blocks(framing, night.day, night.tz, identity),
-        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
+        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate([*inputs, task])],
         tools=tool_specs(tools),
         must_write=must_write,
     )
 
 
+def _run(
+    step: str,
+    night: Night,
+    executor: ToolExecutor,
+    identity: str,
+    inputs: list[str],
+    plan: OfflinePlan,
+    *,
+    must_write: bool = False,
+) -> tuple[StepRequest, Usage]:
+    """The stage's request over the tools of the executor's scope, run by the night's engine
+    (the model chooses the tool calls; the offline engine makes those of `plan`)."""
+    request = _request(step, night, identity, inputs, executor.scope.tools, must_write=must_write)
+    return request, night.engine.run(request, executor, plan)
+
+
 def _chars(request: StepRequest) -> int:
     return sum(len(b.text) for b in [*request.system, *request.user])
+
+
+def _listing(tag: str, header: str, lines: Iterable[str]) -> str:
+    """A tagged list under its header line, "(none)" when it is empty."""
+    return prompts.tagged(tag, header + "\n" + ("\n".join(lines) or "(none)"))
+
+
+def _quiet(step: str, **stats: int) -> StepOutcome:
+    """The stats of a stage with nothing to read: no input, every zero count."""
+    return StepOutcome(stats={**stats, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[step], 0)})
 
 
 def _outcome(
@@ -122,22 +150,18 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                     default_observed_at=max(c.ended_at for c in chunk),
                 )
                 executor = ToolExecutor(conn, scope, audit)
-                request = _request(
+                request, spent = _run(
                     STEP_SEMANTIC,
                     night,
-                    prompts.LIGHT_SEMANTIC_SYSTEM,
-                    system,
-                    [msg1, msg2, prompts.LIGHT_SEMANTIC_TASK],
-                    SEMANTIC_TOOLS,
-                )
-                input_chars += _chars(request)
-                usage += night.engine.run(
-                    request,
                     executor,
+                    system,
+                    [msg1, msg2],
                     lambda chunk=chunk, existing=existing, retired=retired: semantic_plan(
                         chunk, existing, night.tz, retired
                     ),
                 )
+                input_chars += _chars(request)
+                usage += spent
                 chunks_log.append(ids)
                 for k, v in executor.stats.items():
                     stats[k] = stats.get(k, 0) + v
@@ -154,36 +178,25 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         convs = load_day(conn, anima_id, night.start, night.end)
         if not convs:
-            return StepOutcome(
-                stats={"conversations": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_LIMBIC], 0)}
-            )
+            return _quiet(STEP_LIMBIC, conversations=0)
         ids = sorted(c.id for c in convs)
         existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
         system = identity_context(conn, anima_id)
         msg1 = render_day(convs, night.tz, night.day.isoformat())
-        msg2 = prompts.tagged(
+        msg2 = _listing(
             "anchors",
-            "# Anchors already recorded today\n"
-            + (
-                "\n".join(
-                    f"- {a['conversation_id']} {a['occurred_at'].astimezone(night.tz).isoformat()} {a['emotion']}"
-                    for a in existing
-                )
-                or "(none)"
+            "# Anchors already recorded today",
+            (
+                f"- {a['conversation_id']} {a['occurred_at'].astimezone(night.tz).isoformat()} {a['emotion']}"
+                for a in existing
             ),
         )
         scope = Scope(anima_id=anima_id, tools=("create_emotional_anchor",), conversation_ids=frozenset(ids))
         executor = ToolExecutor(conn, scope, audit)
-        request = _request(
-            STEP_LIMBIC,
-            night,
-            prompts.LIGHT_LIMBIC_SYSTEM,
-            system,
-            [msg1, msg2, prompts.LIGHT_LIMBIC_TASK],
-            scope.tools,
-        )
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
-        usage = night.engine.run(request, executor, lambda: anchor_plan(convs, night.tz, seen))
+        request, usage = _run(
+            STEP_LIMBIC, night, executor, system, [msg1, msg2], lambda: anchor_plan(convs, night.tz, seen)
+        )
         return _outcome(STEP_LIMBIC, executor, request, usage, conversations=len(convs))
 
     return run_step(db, night, anima_id, STEP_LIMBIC, body)
@@ -202,21 +215,16 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         ]
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not recent:
-            return StepOutcome(
-                stats={"candidates": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_NARRATIVE], 0)}
-            )
+            return _quiet(STEP_NARRATIVE, candidates=0)
         system = identity_context(conn, anima_id)
         msg1 = render_memories(recent, f"# Experience and imprint memories, {since.date()} to {night.day}")
-        msg2 = prompts.tagged(
+        msg2 = _listing(
             "narratives",
-            "# Existing narratives (date, significance, title, the memories each already covers)\n"
-            + (
-                "\n".join(
-                    f"- a-{n['id']} {short_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
-                    f" — covers {', '.join(f'f-{i}' for i in n['source_memory_ids']) or 'no memory'}"
-                    for n in narratives
-                )
-                or "(none)"
+            "# Existing narratives (date, significance, title, the memories each already covers)",
+            (
+                f"- a-{n['id']} {short_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
+                f" — covers {', '.join(f'f-{i}' for i in n['source_memory_ids']) or 'no memory'}"
+                for n in narratives
             ),
         )
         scope = Scope(
@@ -226,16 +234,15 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             narrative_ids=frozenset(n["id"] for n in narratives),
         )
         executor = ToolExecutor(conn, scope, audit)
-        request = _request(
+        told = {i for n in narratives for i in n["source_memory_ids"]}
+        request, usage = _run(
             STEP_NARRATIVE,
             night,
-            prompts.LIGHT_NARRATIVE_SYSTEM,
+            executor,
             system,
-            [msg1, msg2, prompts.LIGHT_NARRATIVE_TASK],
-            scope.tools,
+            [msg1, msg2],
+            lambda: narrative_plan(recent, told, night.tz),
         )
-        told = {i for n in narratives for i in n["source_memory_ids"]}
-        usage = night.engine.run(request, executor, lambda: narrative_plan(recent, told, night.tz))
         return _outcome(STEP_NARRATIVE, executor, request, usage, candidates=len(recent))
 
     return run_step(db, night, anima_id, STEP_NARRATIVE, body)
@@ -248,14 +255,12 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         narratives = AutobiographyRepo(conn).active(anima_id)
         if not narratives:
-            return StepOutcome(
-                stats={"narratives_read": 0, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[STEP_SUMMARY], 0)}
-            )
+            return _quiet(STEP_SUMMARY, narratives_read=0)
         system = identity_context(conn, anima_id)
-        msg1 = prompts.tagged(
+        msg1 = _listing(
             "narratives",
-            "# Active narratives\n"
-            + "\n".join(
+            "# Active narratives",
+            (
                 f"- a-{n['id']} [{n['significance']}] {short_date(n['occurred_from'], night.tz)} {n['title']}"
                 for n in narratives
             ),
@@ -264,23 +269,11 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
             anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"})
         )
         executor = ToolExecutor(conn, scope, audit)
-        request = _request(
-            STEP_SUMMARY,
-            night,
-            prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_SYSTEM,
-            system,
-            [msg1, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_TASK],
-            scope.tools,
-            must_write=True,
-        )
         outline = autobiography_outline(narratives, night.end, night.tz)
-        usage = night.engine.run(
-            request,
-            executor,
-            plan_of(
-                ToolCall(name="write_self_block", input={"name": "autobiography_summary", "content": outline})
-            ),
+        plan = plan_of(
+            ToolCall(name="write_self_block", input={"name": "autobiography_summary", "content": outline})
         )
+        request, usage = _run(STEP_SUMMARY, night, executor, system, [msg1], plan, must_write=True)
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
         return _outcome(
             STEP_SUMMARY,
