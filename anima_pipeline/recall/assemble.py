@@ -21,7 +21,9 @@ not fit what is left is skipped, so a section never overflows. Nothing here writ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings, get_settings
@@ -162,14 +164,8 @@ def search_memories(
     """Active search over the anima's active memories (resident ones included), best first.
     `since`/`until` bound when a memory was observed (else created). Paging reaches as deep
     as the candidates the index gives (`recall.ranking.CAP` per word)."""
-    _check_page(limit, offset)
-    tz = get_settings().tz
-    plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
-    items = rank_memories(
-        conn, anima_id, plan, tz=tz, types=types, since=since, until=until, limit=limit + 1, offset=offset
-    )
-    return SearchPage(
-        query=query, items=items[:limit], offset=offset, limit=limit, has_more=len(items) > limit
+    return _page(
+        rank_memories, conn, anima_id, query, limit, offset, now, types=types, since=since, until=until
     )
 
 
@@ -188,22 +184,38 @@ def search_messages(
     now: datetime | None = None,
 ) -> SearchPage:
     """Active search over past messages (cron and debug conversations left out), best first."""
-    _check_page(limit, offset)
-    tz = get_settings().tz
-    plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
-    items = rank_messages(
+    return _page(
+        rank_messages,
         conn,
         anima_id,
-        plan,
-        tz=tz,
+        query,
+        limit,
+        offset,
+        now,
         exclude_sessions=[exclude_session] if exclude_session else [],
         conversation_id=conversation_id,
         speaker=speaker,
         since=since,
         until=until,
-        limit=limit + 1,
-        offset=offset,
     )
+
+
+def _page(
+    rank: Callable[..., list[ContextItem]],
+    conn: Connection,
+    anima_id: str,
+    query: str,
+    limit: int,
+    offset: int,
+    now: datetime | None,
+    **filters: Any,
+) -> SearchPage:
+    """One page of what `rank` finds for `query`: one item more than the page is ranked, to
+    know whether another page exists."""
+    _check_page(limit, offset)
+    tz = get_settings().tz
+    plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
+    items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, **filters)
     return SearchPage(
         query=query, items=items[:limit], offset=offset, limit=limit, has_more=len(items) > limit
     )

@@ -4,9 +4,9 @@ conversations are not the anima's life and are never recalled."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.ranking import Search, hits_sql, run
@@ -50,29 +50,22 @@ class MessageSearch(Search):
     time_column = "created_at"  # indexed with anima_id: the rows of a period the question names
     score_sql = _SCORE_SQL
 
-    def __init__(
+    def filter_params(  # type: ignore[override]
         self,
-        anima_id: str,
-        plan: QueryPlan,
         *,
-        tz: ZoneInfo,
-        exclude_sessions: list[str] = (),  # type: ignore[assignment]
+        exclude_sessions: Sequence[str] = (),
         conversation_id: str | None = None,
         speaker: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        limit: int = 60,
-        offset: int = 0,
-    ) -> None:
-        params: dict[str, Any] = {
-            "anima": anima_id,
+    ) -> dict[str, Any]:
+        return {
             "exclude_sessions": list(exclude_sessions),
             "conversation": conversation_id,
             "speaker": speaker,
             "since": since,
             "until": until,
         }
-        super().__init__(plan, params, tz, limit, offset)
 
     def score_args(self) -> dict[str, Any]:
         return {**super().score_args(), "period_bonus": PERIOD_BONUS}

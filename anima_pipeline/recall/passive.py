@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from anima_pipeline.recall.query import DATED_RE, QueryPlan
 from anima_pipeline.recall.ranking import Search, hits_sql, run
@@ -48,29 +48,22 @@ class MemorySearch(Search):
     where = _WHERE
     score_sql = _SCORE_SQL
 
-    def __init__(
+    def filter_params(  # type: ignore[override]
         self,
-        anima_id: str,
-        plan: QueryPlan,
         *,
-        tz: ZoneInfo,
-        exclude_ids: list[int] = (),  # type: ignore[assignment]
-        exclude_sessions: list[str] = (),  # type: ignore[assignment]
-        types: list[str] | None = None,
+        exclude_ids: Sequence[int] = (),
+        exclude_sessions: Sequence[str] = (),
+        types: Sequence[str] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        limit: int = 60,
-        offset: int = 0,
-    ) -> None:
-        params: dict[str, Any] = {
-            "anima": anima_id,
+    ) -> dict[str, Any]:
+        return {
             "exclude_ids": list(exclude_ids),
             "exclude_sessions": list(exclude_sessions),
             "types": list(types) if types else None,
             "since": since,
             "until": until,
         }
-        super().__init__(plan, params, tz, limit, offset)
 
     def score_args(self) -> dict[str, Any]:
         return {

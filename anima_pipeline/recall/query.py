@@ -82,6 +82,11 @@ def _month(name: str) -> int:
     return next(i for i, m in enumerate(MONTHS, 1) if m.startswith(name[:3]))
 
 
+def _month_of(m: re.Match) -> int:
+    """The month a match names, by name (group `mon`) or by number (group `m`)."""
+    return _month(m["mon"]) if m.groupdict().get("mon") else int(m["m"])
+
+
 def _month_period(year: int, month: int, label: str) -> Period:
     last = calendar.monthrange(year, month)[1]
     return Period(date(year, month, 1), date(year, month, last) + timedelta(1), label)
@@ -102,45 +107,27 @@ def _named_periods(text: str, today: date) -> tuple[str, list[Period]]:
             pass
         return " "
 
-    full = [
-        r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon>" + _MONTH_RE + r")[\s,]+(?P<y>\d{4})\b",
-        r"\b(?P<mon>" + _MONTH_RE + r")\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})\b",
-        r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]",
-        r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b",
-    ]
-    for pattern in full:
-        text = re.sub(
-            pattern,
-            lambda m: safe(
-                lambda: _day(
-                    date(
-                        int(m["y"]),
-                        _month(m["mon"]) if "mon" in m.groupdict() else int(m["m"]),
-                        int(m["d"]),
-                    ),
-                    m[0].strip(),
-                )
-            ),
-            text,
-        )
-    months = [
-        r"\b(?P<mon>" + _MONTH_RE + r")[\s,]+(?:of\s+)?(?P<y>\d{4})\b",
-        r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月",
-        r"\b(?P<y>\d{4})-(?P<m>\d{2})\b",
-    ]
-    for pattern in months:
-        text = re.sub(
-            pattern,
-            lambda m: safe(
-                lambda: _month_period(
-                    int(m["y"]), _month(m["mon"]) if "mon" in m.groupdict() else int(m["m"]), m[0].strip()
-                )
-            ),
-            text,
-        )
+    def full_day(m: re.Match) -> Period:
+        return _day(date(int(m["y"]), _month_of(m), int(m["d"])), m[0].strip())
+
+    def full_month(m: re.Match) -> Period:
+        return _month_period(int(m["y"]), _month_of(m), m[0].strip())
+
+    # whole dates first, so that a month with its year does not take the month of a date
+    written = [
+        (r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon>" + _MONTH_RE + r")[\s,]+(?P<y>\d{4})\b", full_day),
+        (r"\b(?P<mon>" + _MONTH_RE + r")\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})\b", full_day),
+        (r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]", full_day),
+        (r"\b(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b", full_day),
+        (r"\b(?P<mon>" + _MONTH_RE + r")[\s,]+(?:of\s+)?(?P<y>\d{4})\b", full_month),
+        (r"(?P<y>\d{4})\s*年\s*(?P<m>\d{1,2})\s*月", full_month),
+        (r"\b(?P<y>\d{4})-(?P<m>\d{2})\b", full_month),
+    ]  # fmt: skip
+    for pattern, period in written:
+        text = re.sub(pattern, lambda m, period=period: safe(lambda: period(m)), text)
 
     def day_alone(m: re.Match) -> str:  # "on May 4th", "5月4日": the latest such day not after today
-        month = _month(m["mon"]) if m.groupdict().get("mon") else int(m["m"])
+        month = _month_of(m)
         try:
             d = date(today.year, month, int(m["d"]))
             if d > today:
@@ -157,7 +144,7 @@ def _named_periods(text: str, today: date) -> tuple[str, list[Period]]:
     text = re.sub(r"(?<!\d)(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*[日号]", day_alone, text)
 
     def month_alone(m: re.Match) -> str:  # "in May": the latest May not after today
-        month = _month(m["mon"]) if m.groupdict().get("mon") else int(m["m"])
+        month = _month_of(m)
         if not 1 <= month <= 12:
             return m[0]
         year = today.year if month <= today.month else today.year - 1

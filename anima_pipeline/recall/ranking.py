@@ -136,14 +136,26 @@ class Search:
     score_sql: str  # the source's scoring statement over the probed candidates
 
     def __init__(
-        self, plan: QueryPlan, params: dict[str, Any], tz: ZoneInfo, limit: int, offset: int
+        self,
+        anima_id: str,
+        plan: QueryPlan,
+        *,
+        tz: ZoneInfo,
+        limit: int = 60,
+        offset: int = 0,
+        **filters: Any,
     ) -> None:
-        self.plan, self.params, self.tz, self.limit, self.offset = plan, params, tz, limit, offset
+        self.plan, self.tz, self.limit, self.offset = plan, tz, limit, offset
+        self.params: dict[str, Any] = {"anima": anima_id, **self.filter_params(**filters)}
         self.terms: list[Term] = []
         self.found: list[list[int]] = []
         self.periods_found: list[list[int]] = []
         self.misspelt: list[Term] = []
         self.probe = Probe()
+
+    def filter_params(self, **filters: Any) -> dict[str, Any]:
+        """The source's own filters (named by its keyword arguments) as parameters of `where`."""
+        raise NotImplementedError
 
     # stage 1 ---------------------------------------------------------------------------
     def send_probe(self, conn: Connection) -> Callable[[], None]:

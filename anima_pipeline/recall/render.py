@@ -7,7 +7,7 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem
+from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
 
@@ -36,58 +36,48 @@ def with_text(item: ContextItem, text: str, truncated: bool = False) -> ContextI
     return item.model_copy(update={"text": text, "line": line, "chars": len(line), "truncated": truncated})
 
 
-def memory_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) -> ContextItem:
+REF_PREFIX: dict[ItemKind, str] = {"memory": "f", "message": "m", "summary": "t"}
+
+
+def _item(kind: ItemKind, row: dict[str, Any], score: float, why: str, **fields: Any) -> ContextItem:
+    """The item of a row of its kind: its ref, rounded score and line over the row's content."""
+    ref = f"{REF_PREFIX[kind]}-{row['id']}"
     item = ContextItem(
-        id=row["id"],
-        ref=f"f-{row['id']}",
-        kind="memory",
-        text="",
-        line="",
-        chars=0,
-        score=round(score, 4),
+        id=row["id"], ref=ref, kind=kind, text="", line="", chars=0, score=round(score, 4), why=why, **fields
+    )
+    return with_text(item, row["content"])
+
+
+def memory_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) -> ContextItem:
+    return _item(
+        "memory",
+        row,
+        score,
+        why,
         date=_local_day(row.get("observed_at"), tz),
         at=row.get("observed_at"),
         pinned=bool(row.get("pinned")),
         type=row["type"],
         sources=list(row["source_sessions"]),
-        why=why,
     )
-    return with_text(item, row["content"])
 
 
 def message_item(row: dict[str, Any], *, score: float, why: str, tz: ZoneInfo) -> ContextItem:
-    item = ContextItem(
-        id=row["id"],
-        ref=f"m-{row['id']}",
-        kind="message",
-        text="",
-        line="",
-        chars=0,
-        score=round(score, 4),
+    return _item(
+        "message",
+        row,
+        score,
+        why,
         date=_local_day(row["created_at"], tz),
         at=row["created_at"],
         speaker=row["speaker"] or row["role"],
         conversation_id=row["conversation_id"],
         title=row.get("title"),
-        why=why,
     )
-    return with_text(item, row["content"])
 
 
 def summary_item(row: dict[str, Any], *, score: float, why: str) -> ContextItem:
-    item = ContextItem(
-        id=row["id"],
-        ref=f"t-{row['id']}",
-        kind="summary",
-        text="",
-        line="",
-        chars=0,
-        score=round(score, 4),
-        date=row["period_start"],
-        type=row["level"],
-        why=why,
-    )
-    return with_text(item, row["content"])
+    return _item("summary", row, score, why, date=row["period_start"], type=row["level"])
 
 
 def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | None:
