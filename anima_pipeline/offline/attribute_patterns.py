@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 ANIMALS = {
     "rat": "rat", "mouse": "rat", "ox": "ox", "cow": "ox", "buffalo": "ox", "tiger": "tiger",
@@ -36,7 +37,26 @@ class Pattern:
     org: bool = False  # the value must name an organisation (see attributes._ORG_NOUN)
 
 
-def p(
-    attribute: str, regex: str, changed: bool = False, polarity: int | None = None, org: bool = False
-) -> Pattern:
-    return Pattern(attribute, re.compile(regex), changed, polarity, org)
+class Changed(NamedTuple):
+    """A construction that itself announces a change ("moved to", 搬到), and what else it fixes."""
+
+    regex: str
+    polarity: int | None = None
+    org: bool = False
+
+
+def changed(regex: str, *, polarity: int | None = None, org: bool = False) -> Changed:
+    return Changed(regex, polarity, org)
+
+
+def patterns(subject: str, **constructions: tuple[str | Changed, ...]) -> tuple[Pattern, ...]:
+    """One language's patterns: per attribute (in the order given), its constructions in the
+    order they are tried, each matched right after the language's `subject` group."""
+    out = []
+    for attribute, rows in constructions.items():
+        for row in rows:
+            if isinstance(row, Changed):
+                out.append(Pattern(attribute, re.compile(subject + row.regex), True, row.polarity, row.org))
+            else:
+                out.append(Pattern(attribute, re.compile(subject + row)))
+    return tuple(out)

@@ -4,7 +4,7 @@ the order they are tried (the first that matches a clause wins within an attribu
 
 from __future__ import annotations
 
-from .attribute_patterns import ANIMALS, SIGNS, Pattern, p
+from .attribute_patterns import ANIMALS, SIGNS, changed, patterns
 
 CN_ADVERBS = (
     "也|还是|还|都|很|非常|特别|最|一直|现在|目前|如今|已经|今年|本来|其实|真的|确实|更|原本|"
@@ -29,38 +29,59 @@ _LIKE_CN = (
 )
 
 
-PATTERNS_ZH: tuple[Pattern, ...] = (
-    p("chinese_zodiac", rf"{_S_CN}{_A_CN}是?属(?P<val>[{_ANIMALS_CN}])(?!于)"),
-    p("chinese_zodiac", rf"{_S_CN}{_A_CN}(?:是|在)?(?P<val>[{_ANIMALS_CN}])年(?:出生|生)"),
-    p("chinese_zodiac", rf"{_S_CN}的?生肖(?:是|为)?属?(?P<val>[{_ANIMALS_CN}])"),
-    p("zodiac_sign", rf"{_S_CN}的?星座(?:是|为)(?P<val>{_SIGNS_CN})座?"),
-    p("zodiac_sign", rf"{_S_CN}{_A_CN}是(?P<val>{_SIGNS_CN})座"),
-    p("birthday", rf"{_S_CN}的?生日(?:是|在|为)?(?P<val>.+)$"),
-    p("birthday", rf"{_S_CN}{_A_CN}(?:出生于|生于|出生在|是)(?P<val>{_DATE_CN})"),
-    p("birthday", rf"{_S_CN}{_A_CN}(?P<val>{_DATE_CN})(?:出生|生)"),
-    p("hometown", rf"{_S_CN}{_A_CN}(?:来自|出身于?)(?P<val>.+)$"),
-    p("hometown", rf"{_S_CN}的?(?:老家|家乡|故乡|籍贯|出生地)(?:是|在|为)(?P<val>.+)$"),
-    p("hometown", rf"{_S_CN}{_A_CN}(?:出生在|出生于|生于|生在)(?![\d{CN_NUM}]|[{_ANIMALS_CN}]年)(?P<val>.+)$"),
-    p("occupation", rf"{_S_CN}的?(?:职业|工作)是(?P<val>.+)$"),
-    p("occupation", rf"{_S_CN}{_A_CN}是一(?:名|位)(?P<val>.+)$"),
-    p("occupation", rf"{_S_CN}{_A_CN}(?:当上了?|成为了?一(?:名|位))(?P<val>.+)$", changed=True),
-    p("age", rf"{_S_CN}{_A_CN}(?P<val>\d{{1,3}}|{_CN_AGE})周?岁"),
-    p("likes", rf"{_S_CN}(?:一直|还是|也|都)?最(?:喜欢|爱)的(?:[^是，,]{{0,6}}?)(?:还|仍然|依然|一直)?是(?P<val>.+)$"),
-    p("likes", rf"{_S_CN}(?:现在|已经|决定|从此|以后)*(?:不再|不|戒掉了|戒了)(?P<val>[喝吃].+?)了$", changed=True, polarity=-1),
-    p("likes", rf"{_S_CN}(?:现在|已经|决定|从此|以后)*(?:从.{{0,16}}?开始)?改(?P<val>[喝吃].+?)了?$", changed=True),
-    p("likes", rf"{_S_CN}{_A_CN}(?:更喜欢|更爱|偏好)(?P<val>.+?)(?:而不是|而非|胜过|多过)(?P<over>.+)$"),
-    p("likes", rf"{_S_CN}{_A_CN}(?P<verb>{_LIKE_CN})(?P<val>.+)$"),
-    p("likes", rf"{_S_CN}的?爱好是(?P<val>.+)$"),
-    p("residence", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}(?:住在|居住在|居住于|生活在|现居于?|定居在|定居于)(?P<val>.+)$"),
-    p("residence", rf"{_S_CN}{_A_CN}(?:搬到了|搬到|搬去了|搬去|搬回了?|迁居到?|移居到?|移民到?)(?P<val>.+)$", changed=True),
-    p("employer", rf"{_S_CN}{_A_CN}开始在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)", changed=True),
-    p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?{_A_CN}在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)"),
-    p("employer", rf"{_S_CN}{_A_CN}从(?P<val>.+?)(?:辞职|离职)了?", changed=True, polarity=-1),
-    p("employer", rf"{_S_CN}(?:已经|刚刚?|上个月|上周|今年|去年)*(?:辞职了?|离职了?|辞掉了?[^，,]{{0,8}}工作|辞去了?[^，,]{{0,8}}(?:工作|职务)|换了(?:一份)?新?工作|换工作了)", changed=True, polarity=-1),
-    p("employer", rf"{_S_CN}{_A_CN}(?P<neg>不再)?(?:就职于|任职于|供职于|受雇于)(?P<val>.+)$"),
-    p("employer", rf"{_S_CN}{_A_CN}(?:入职了?|跳槽到了?|跳槽去了?)(?P<val>.+)$", changed=True),
-    p("relationship", rf"{_S_CN}{_A_CN}是?(?P<val>单身|已婚|离异|丧偶)"),
-    p("relationship", rf"{_S_CN}{_A_CN}(?P<val>结婚|离婚|订婚|分手)了", changed=True),
-    p("relationship", rf"{_S_CN}{_A_CN}(?:有|交了)(?:一个|个)?(?P<val>女朋友|男朋友|对象|伴侣)"),
-    p("relationship", rf"{_S_CN}{_A_CN}在?(?P<val>谈恋爱)"),
+PATTERNS_ZH = patterns(
+    _S_CN,
+    chinese_zodiac=(
+        rf"{_A_CN}是?属(?P<val>[{_ANIMALS_CN}])(?!于)",
+        rf"{_A_CN}(?:是|在)?(?P<val>[{_ANIMALS_CN}])年(?:出生|生)",
+        rf"的?生肖(?:是|为)?属?(?P<val>[{_ANIMALS_CN}])",
+    ),
+    zodiac_sign=(
+        rf"的?星座(?:是|为)(?P<val>{_SIGNS_CN})座?",
+        rf"{_A_CN}是(?P<val>{_SIGNS_CN})座",
+    ),
+    birthday=(
+        r"的?生日(?:是|在|为)?(?P<val>.+)$",
+        rf"{_A_CN}(?:出生于|生于|出生在|是)(?P<val>{_DATE_CN})",
+        rf"{_A_CN}(?P<val>{_DATE_CN})(?:出生|生)",
+    ),
+    hometown=(
+        rf"{_A_CN}(?:来自|出身于?)(?P<val>.+)$",
+        r"的?(?:老家|家乡|故乡|籍贯|出生地)(?:是|在|为)(?P<val>.+)$",
+        rf"{_A_CN}(?:出生在|出生于|生于|生在)(?![\d{CN_NUM}]|[{_ANIMALS_CN}]年)(?P<val>.+)$",
+    ),
+    occupation=(
+        r"的?(?:职业|工作)是(?P<val>.+)$",
+        rf"{_A_CN}是一(?:名|位)(?P<val>.+)$",
+        changed(rf"{_A_CN}(?:当上了?|成为了?一(?:名|位))(?P<val>.+)$"),
+    ),
+    age=(
+        rf"{_A_CN}(?P<val>\d{{1,3}}|{_CN_AGE})周?岁",
+    ),
+    likes=(
+        r"(?:一直|还是|也|都)?最(?:喜欢|爱)的(?:[^是，,]{0,6}?)(?:还|仍然|依然|一直)?是(?P<val>.+)$",
+        changed(r"(?:现在|已经|决定|从此|以后)*(?:不再|不|戒掉了|戒了)(?P<val>[喝吃].+?)了$", polarity=-1),
+        changed(r"(?:现在|已经|决定|从此|以后)*(?:从.{0,16}?开始)?改(?P<val>[喝吃].+?)了?$"),
+        rf"{_A_CN}(?:更喜欢|更爱|偏好)(?P<val>.+?)(?:而不是|而非|胜过|多过)(?P<over>.+)$",
+        rf"{_A_CN}(?P<verb>{_LIKE_CN})(?P<val>.+)$",
+        r"的?爱好是(?P<val>.+)$",
+    ),
+    residence=(
+        rf"{_A_CN}(?P<neg>不再)?{_A_CN}(?:住在|居住在|居住于|生活在|现居于?|定居在|定居于)(?P<val>.+)$",
+        changed(rf"{_A_CN}(?:搬到了|搬到|搬去了|搬去|搬回了?|迁居到?|移居到?|移民到?)(?P<val>.+)$"),
+    ),
+    employer=(
+        changed(rf"{_A_CN}开始在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)"),
+        rf"{_A_CN}(?P<neg>不再)?{_A_CN}在(?P<val>[^在]+?)(?:工作|上班|任职|就职|打工)",
+        changed(rf"{_A_CN}从(?P<val>.+?)(?:辞职|离职)了?", polarity=-1),
+        changed(r"(?:已经|刚刚?|上个月|上周|今年|去年)*(?:辞职了?|离职了?|辞掉了?[^，,]{0,8}工作|辞去了?[^，,]{0,8}(?:工作|职务)|换了(?:一份)?新?工作|换工作了)", polarity=-1),
+        rf"{_A_CN}(?P<neg>不再)?(?:就职于|任职于|供职于|受雇于)(?P<val>.+)$",
+        changed(rf"{_A_CN}(?:入职了?|跳槽到了?|跳槽去了?)(?P<val>.+)$"),
+    ),
+    relationship=(
+        rf"{_A_CN}是?(?P<val>单身|已婚|离异|丧偶)",
+        changed(rf"{_A_CN}(?P<val>结婚|离婚|订婚|分手)了"),
+        rf"{_A_CN}(?:有|交了)(?:一个|个)?(?P<val>女朋友|男朋友|对象|伴侣)",
+        rf"{_A_CN}在?(?P<val>谈恋爱)",
+    ),
 )  # fmt: skip

@@ -7,6 +7,7 @@ memories in.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,20 +28,14 @@ if TYPE_CHECKING:
     from anima_pipeline.store.memories import SemanticMemory
 
 
+_VIEW_FIELDS = tuple(f.name for f in fields(MemoryView))
+
+
 def memory_view(m: SemanticMemory) -> MemoryView:
-    return MemoryView(
-        id=m.id,
-        type=m.type,
-        content=m.content,
-        confidence=m.confidence,
-        source_sessions=tuple(m.source_sessions),
-        observed_at=m.observed_at,
-        updated_at=m.updated_at,
-        pinned=m.pinned,
-        pinned_at=m.pinned_at,
-        reference_count=m.reference_count,
-        last_referenced_at=m.last_referenced_at,
-    )
+    """The row's fields the heuristics read, by name (its sources as a tuple: a view is frozen)."""
+    values = {name: getattr(m, name) for name in _VIEW_FIELDS}
+    values["source_sessions"] = tuple(m.source_sessions)
+    return MemoryView(**values)
 
 
 def attribute_pairs(memories: list[SemanticMemory]) -> list[tuple[int, int, str]]:
