@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from rich.markup import escape
@@ -55,43 +56,51 @@ def show_learned(conn, anima_id: str) -> None:
     from anima_pipeline.store.memories import MemoryRepo
 
     mems = MemoryRepo(conn).active(anima_id)
-    t = Table(title=f"semantic memories of {anima_id} ({len(mems)} active; the newest 15)")
-    for col in ("id", "type", "content", "sources"):
-        t.add_column(col, overflow="fold")
-    for m in sorted(mems, key=lambda m: m.id)[-15:]:
-        t.add_row(m.ref, m.type, escape(m.content), ", ".join(s.split(":")[-1] for s in m.source_sessions))
-    console.print(t)
+    _print_table(
+        f"semantic memories of {anima_id} ({len(mems)} active; the newest 15)",
+        ("id", "type", "content", "sources"),
+        (
+            (m.ref, m.type, escape(m.content), ", ".join(s.split(":")[-1] for s in m.source_sessions))
+            for m in sorted(mems, key=lambda m: m.id)[-15:]
+        ),
+    )
     anchors = conn.execute(
         "SELECT occurred_at, emotion, valence, trigger FROM emotional_anchor WHERE anima_id = %s ORDER BY occurred_at",
         (anima_id,),
     ).fetchall()
-    t = Table(title=f"emotional anchors ({len(anchors)})")
-    for col in ("when", "emotion", "valence", "trigger"):
-        t.add_column(col, overflow="fold")
-    for a in anchors:
-        t.add_row(
-            f"{a['occurred_at']:%m-%d %H:%M}",
-            a["emotion"],
-            f"{a['valence']:+.1f}",
-            escape(a["trigger"] or ""),
-        )
-    console.print(t)
-    t = Table(title="autobiographical narratives")
-    for col in ("id", "significance", "title"):
-        t.add_column(col, overflow="fold")
-    for n in AutobiographyRepo(conn).active(anima_id):
-        t.add_row(f"a-{n['id']}", n["significance"], escape(n["title"]))
-    console.print(t)
+    _print_table(
+        f"emotional anchors ({len(anchors)})",
+        ("when", "emotion", "valence", "trigger"),
+        (
+            (
+                f"{a['occurred_at']:%m-%d %H:%M}",
+                a["emotion"],
+                f"{a['valence']:+.1f}",
+                escape(a["trigger"] or ""),
+            )
+            for a in anchors
+        ),
+    )
+    _print_table(
+        "autobiographical narratives",
+        ("id", "significance", "title"),
+        (
+            (f"a-{n['id']}", n["significance"], escape(n["title"]))
+            for n in AutobiographyRepo(conn).active(anima_id)
+        ),
+    )
     summaries = conn.execute(
         "SELECT level, period_start, content FROM temporal_summary WHERE anima_id = %s ORDER BY level, period_start",
         (anima_id,),
     ).fetchall()
-    t = Table(title=f"temporal summaries ({len(summaries)})")
-    for col in ("level", "period", "summary (start)"):
-        t.add_column(col, overflow="fold")
-    for srow in summaries:
-        t.add_row(srow["level"], str(srow["period_start"]), escape(srow["content"][:160].replace("\n", " ")))
-    console.print(t)
+    _print_table(
+        f"temporal summaries ({len(summaries)})",
+        ("level", "period", "summary (start)"),
+        (
+            (r["level"], str(r["period_start"]), escape(r["content"][:160].replace("\n", " ")))
+            for r in summaries
+        ),
+    )
     resident, overflow = resident_set(conn, anima_id)
     console.print(f"[bold]resident set[/bold] ({len(resident)} memories, pinned ∪ most cited):")
     for m in resident:
@@ -100,3 +109,13 @@ def show_learned(conn, anima_id: str) -> None:
     if summary:
         console.print("[bold]self block autobiography_summary:[/bold]")
         console.print(escape(summary), highlight=False)
+
+
+def _print_table(title: str, columns: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> None:
+    """A table whose long cells fold instead of being cut."""
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
