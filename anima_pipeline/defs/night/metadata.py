@@ -25,45 +25,38 @@ from anima_pipeline.store.db import Connection
 PREVIEW_ROWS = 20
 PREVIEW_CHARS = 400  # per row of a preview; the full text is in the store and in `anima export`
 
-# step -> {metadata key: (table, op) of the audit log}
+
+def _ops(table: str, **ops: str) -> dict[str, tuple[str, str]]:
+    """{metadata key: (table, op)} for the ops of one table, written as key=op."""
+    return {key: (table, op) for key, op in ops.items()}
+
+
+# step -> {metadata key: (table, op) of the audit log}; the first table is the one the step writes
 STEP_CHANGES: dict[str, dict[str, tuple[str, str]]] = {
-    "conversations/cleaned": {"conversations_deleted": ("conversation", "delete")},
-    "semantic_memory/extracted": {
-        "created": ("semantic_memory", "create"),
-        "updated": ("semantic_memory", "update"),
-        "deprecated": ("semantic_memory", "deprecate"),
-    },
-    "emotional_anchors/marked": {"anchors_created": ("emotional_anchor", "create")},
-    "autobiographical_memory/narrated": {
-        "narratives_created": ("autobiographical_memory", "create"),
-        "narratives_deprecated": ("autobiographical_memory", "deprecate"),
-    },
-    "self_blocks/autobiography_summary": {"self_blocks_written": ("self_block", "write")},
-    "semantic_memory/deconflicted": {"deprecated": ("semantic_memory", "deprecate")},
-    "semantic_memory/split": {
-        "split": ("semantic_memory", "split"),
-        "created": ("semantic_memory", "create"),
-    },
-    "semantic_memory/merged": {
-        "merged": ("semantic_memory", "merge"),
-        "created": ("semantic_memory", "create"),
-    },
-    "semantic_memory/pins_reviewed": {
-        "pinned": ("semantic_memory", "pin"),
-        "unpinned": ("semantic_memory", "unpin"),
-    },
+    "conversations/cleaned": _ops("conversation", conversations_deleted="delete"),
+    "semantic_memory/extracted": _ops(
+        "semantic_memory", created="create", updated="update", deprecated="deprecate"
+    ),
+    "emotional_anchors/marked": _ops("emotional_anchor", anchors_created="create"),
+    "autobiographical_memory/narrated": _ops(
+        "autobiographical_memory", narratives_created="create", narratives_deprecated="deprecate"
+    ),
+    "self_blocks/autobiography_summary": _ops("self_block", self_blocks_written="write"),
+    "semantic_memory/deconflicted": _ops("semantic_memory", deprecated="deprecate"),
+    "semantic_memory/split": _ops("semantic_memory", split="split", created="create"),
+    "semantic_memory/merged": _ops("semantic_memory", merged="merge", created="create"),
+    "semantic_memory/pins_reviewed": _ops("semantic_memory", pinned="pin", unpinned="unpin"),
     "memory_references/synced": {
-        "references_created": ("memory_reference", "create"),
-        "references_repointed": ("memory_reference", "repoint"),
-        "reference_counts_updated": ("semantic_memory", "reference_count"),
+        **_ops("memory_reference", references_created="create", references_repointed="repoint"),
+        **_ops("semantic_memory", reference_counts_updated="reference_count"),
     },
-    "temporal_summaries/day": {"summaries_written": ("temporal_summary", "upsert")},
-    "temporal_summaries/cascade": {"summaries_written": ("temporal_summary", "upsert")},
+    "temporal_summaries/day": _ops("temporal_summary", summaries_written="upsert"),
+    "temporal_summaries/cascade": _ops("temporal_summary", summaries_written="upsert"),
     "dreams/journal": {
-        "dreams_written": ("dream_journal", "upsert"),
-        "confidence_updated": ("semantic_memory", "confidence"),
+        **_ops("dream_journal", dreams_written="upsert"),
+        **_ops("semantic_memory", confidence_updated="confidence"),
     },
-    "self_blocks/refreshed": {"self_blocks_written": ("self_block", "write")},
+    "self_blocks/refreshed": _ops("self_block", self_blocks_written="write"),
 }
 
 # the table each step writes (its dagster/row_count)
