@@ -153,16 +153,12 @@ def _named_periods(text: str, today: date) -> tuple[str, list[Period]]:
 
     text = re.sub(r"\b(?:in|during|since)\s+(?P<mon>" + _MONTH_RE + r")\b", month_alone, text)
     text = re.sub(r"(?<!\d)(?P<m>\d{1,2})\s*月份?(?!\s*\d)", month_alone, text)
-    text = re.sub(
-        r"\b(?:in|during|since)\s+(?P<y>(?:19|20)\d\d)\b",
-        lambda m: safe(lambda: Period(date(int(m["y"]), 1, 1), date(int(m["y"]) + 1, 1, 1), m[0])),
-        text,
-    )
-    text = re.sub(
-        r"(?P<y>(?:19|20)\d\d)\s*年",
-        lambda m: safe(lambda: Period(date(int(m["y"]), 1, 1), date(int(m["y"]) + 1, 1, 1), m[0])),
-        text,
-    )
+
+    def whole_year(m: re.Match) -> str:  # "in 2023", "2023年"
+        return safe(lambda: Period(date(int(m["y"]), 1, 1), date(int(m["y"]) + 1, 1, 1), m[0]))
+
+    text = re.sub(r"\b(?:in|during|since)\s+(?P<y>(?:19|20)\d\d)\b", whole_year, text)
+    text = re.sub(r"(?P<y>(?:19|20)\d\d)\s*年", whole_year, text)
     return text, found
 
 
