@@ -192,6 +192,16 @@ def test_idle_animas_are_recorded_skipped_in_one_go(store: Database, settings: S
     assert nights(store, "kai")[quiet]["run_id"] == "run-1"
 
 
+def test_a_shard_records_only_its_own_idle_animas(store: Database, settings: Settings) -> None:
+    quiet = date(2026, 12, 3)
+    assert runner.in_shard("kai", (0, 5)) and runner.in_shard("yue", (4, 5))  # crc32 mod 5
+    runner.run_days(store, settings, [quiet], run_id="shard-0", shard=(0, 5))
+    assert quiet in nights(store, "kai") and quiet not in nights(store, "yue")  # yue is shard 4's
+    runner.run_days(store, settings, [quiet], run_id="shard-4", shard=(4, 5))
+    assert nights(store, "kai")[quiet]["run_id"] == "shard-0"
+    assert nights(store, "yue")[quiet]["run_id"] == "shard-4"
+
+
 def test_the_day_totals_count_only_this_runs_rows(store: Database, settings: Settings) -> None:
     from anima_pipeline.cli.sleep import _day_totals
 

@@ -146,10 +146,13 @@ def run_night(
             plan = {a: keys for a, keys in plan.items() if a in only}
         unfinished = sleep_state.unfinished_nights(conn, night.day - timedelta(days=1), only)
         blocked = {} if night.force else unfinished
-        skipped = sleep_state.skip_idle(conn, night.day, night.run_id, [*plan, *blocked], only)
-    if shard is not None:  # this run's share of the day; the other shards' runs do the rest
-        plan = {a: keys for a, keys in plan.items() if in_shard(a, shard)}
-        blocked = {a: row for a, row in blocked.items() if in_shard(a, shard)}
+        scope = only
+        if shard is not None:  # this run's share of the day, idle animas included; the other shards' runs do the rest
+            plan = {a: keys for a, keys in plan.items() if in_shard(a, shard)}
+            blocked = {a: row for a, row in blocked.items() if in_shard(a, shard)}
+            everyone = only if only is not None else sleep_state.animas_with_conversations(conn)
+            scope = [a for a in everyone if in_shard(a, shard)]
+        skipped = sleep_state.skip_idle(conn, night.day, night.run_id, [*plan, *blocked], scope)
     failures = [
         AnimaFailure(a, NIGHT_MARKER, NightOrderError(night.day, a, row))
         for a, row in sorted(blocked.items())

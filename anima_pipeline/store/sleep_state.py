@@ -189,6 +189,11 @@ def skip_idle(
     ).rowcount
 
 
+def animas_with_conversations(conn: Connection) -> list[str]:
+    """Every anima the store has conversations of (the animas a night can be about)."""
+    return [r["anima_id"] for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1")]
+
+
 def animas_on(conn: Connection, days: list[date]) -> list[str]:
     """The animas with a step done on any of `days` (not the nights themselves: an idle
     anima's night is recorded as skipped)."""
