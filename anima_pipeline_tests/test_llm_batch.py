@@ -19,7 +19,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.llm.anthropic_engine import AnthropicEngine
 from anima_pipeline.llm.batch import BatchCollector
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.llm.errors import RequestRejected
+from anima_pipeline.llm.errors import RequestRejected, RetriesExhausted
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolResult, ToolSpec, Usage
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
@@ -112,6 +112,35 @@ def test_an_errored_batch_entry_fails_only_its_own_step() -> None:
         eng = engine(fake, BatchCollector(window_s=0.05, poll_s=0.02))
         with pytest.raises(RequestRejected, match="invalid_request_error"):
             eng.run(request("ava"), Recorder(), no_plan)
+        eng.close()
+
+
+def test_an_entry_that_failed_server_side_is_sent_again_in_the_next_batch() -> None:
+    script = [
+        error(529, "overloaded"),
+        error(500),
+        reply(tool_use("note", {"q": "ava"})),
+        reply(text("done")),
+    ]
+    collector = BatchCollector(window_s=0.05, poll_s=0.02, max_attempts=3)
+    recorder = Recorder()
+    with FakeMessagesAPI(script) as fake:
+        eng = engine(fake, collector)
+        usage = eng.run(request("ava"), recorder, no_plan)
+        creates = [r for r in fake.requests if r.path == "/v1/messages/batches"]
+        eng.close()
+    assert len(creates) == 4  # overloaded, server error, then the tool turn, then the last turn
+    assert creates[0].body["requests"][0]["params"] == creates[2].body["requests"][0]["params"]
+    assert recorder.calls == [("note", {"q": "ava"})]  # the step went on as if nothing had happened
+    assert usage.calls == 2 and collector.requests_resent == 2
+
+
+def test_an_entry_failing_in_every_batch_fails_its_step_naming_the_attempts() -> None:
+    with FakeMessagesAPI([error(529, "overloaded")] * 3) as fake:
+        eng = engine(fake, BatchCollector(window_s=0.05, poll_s=0.02, max_attempts=3))
+        with pytest.raises(RetriesExhausted, match=r"failed in 3 batch\(es\); last: overloaded_error"):
+            eng.run(request("ava"), Recorder(), no_plan)
+        assert len([r for r in fake.requests if r.path == "/v1/messages/batches"]) == 3
         eng.close()
 
 

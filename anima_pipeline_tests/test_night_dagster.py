@@ -111,8 +111,7 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     day = D_BOTH.isoformat()
     with store.transaction() as conn:
         ran = {
-            r["step"]
-            for r in conn.execute("SELECT DISTINCT step FROM sleep_state WHERE day = %s", (D_BOTH,))
+            r["step"] for r in conn.execute("SELECT DISTINCT step FROM sleep_state WHERE day = %s", (D_BOTH,))
         }
     # a step is materialized when an anima had something to do that day
     done = {step for step in STEP_KEYS if materializations(instance, step, day)}

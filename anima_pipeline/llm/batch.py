@@ -10,6 +10,13 @@ the batch every `poll_s` until it ended, and hands each thread its own result. T
 tool turn of every anima is the next batch. Prompt caching applies inside a batch as it does
 outside, and the same stop-reason handling runs on each result (the engine's loop is the
 same; only the transport differs).
+
+An entry that failed for a reason worth trying again (the API's errored server-side or
+overloaded result, an entry expired or canceled, or no result at all) is sent again in the
+next batch, with the other animas' next turns, up to `max_attempts` sends in all; only then
+does its step fail. A request the API rejects (invalid, unauthorized) fails at once: sending
+it again would get the same answer. Errored entries are not billed, so a resend costs nothing
+twice.
 """
 
 from __future__ import annotations
@@ -41,13 +48,26 @@ class _Slot:
     done: threading.Event = field(default_factory=threading.Event)
     message: Any = None
     error: EngineError | None = None
+    sends: int = 0  # how many batches this request has gone out in
+
+
+# error types of a batch entry that the same request would get again
+REJECTED = frozenset({"invalid_request_error", "authentication_error", "permission_error", "not_found_error"})
 
 
 class BatchCollector:
     """Shared by the threads of one night (one engine, one collector)."""
 
-    def __init__(self, *, window_s: float = 2.0, poll_s: float = 30.0, max_requests: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        window_s: float = 2.0,
+        poll_s: float = 30.0,
+        max_requests: int = 10_000,
+        max_attempts: int = 3,
+    ) -> None:
         self.window_s, self.poll_s, self.max_requests = window_s, poll_s, max_requests
+        self.max_attempts = max_attempts
         # threads of a pool start a moment apart: a batch waits this long after the last
         # join or request even when every member already waits
         self.grace_s = min(window_s, 0.25)
@@ -60,6 +80,7 @@ class BatchCollector:
         self._ids = itertools.count(1)
         self.batches_sent = 0
         self.requests_sent = 0
+        self.requests_resent = 0
 
     # -- the threads of the night --
 
@@ -120,6 +141,7 @@ class BatchCollector:
     def _run(self, batch: list[_Slot]) -> None:
         engine = batch[0].engine
         ids = {f"r{next(self._ids)}": slot for slot in batch}
+        resent: set[int] = set()
         try:
             client = engine.client
             created = client.messages.batches.create(
@@ -127,23 +149,27 @@ class BatchCollector:
             )
             self.batches_sent += 1
             self.requests_sent += len(batch)
+            for slot in batch:
+                slot.sends += 1
             log.info("batch %s: %d request(s) sent", created.id, len(batch))
             status = created
             while status.processing_status != "ended":
                 time.sleep(self.poll_s)
                 status = client.messages.batches.retrieve(created.id)
+            again: list[tuple[_Slot, str]] = []
             seen = set()
             for entry in client.messages.batches.results(created.id):
                 slot = ids.get(entry.custom_id)
                 if slot is None:
                     continue
                 seen.add(entry.custom_id)
-                _settle(slot, entry.result)
-            for cid in set(ids) - seen:
-                ids[cid].error = RetriesExhausted(
-                    f"step {ids[cid].step!r}: batch {created.id} ended without a result for this request",
-                    step=ids[cid].step,
-                )
+                why = _settle(slot, entry.result)
+                if why:
+                    again.append((slot, why))
+            again += [
+                (ids[cid], f"batch {created.id} ended without a result for it") for cid in set(ids) - seen
+            ]
+            resent = {id(slot) for slot in self._send_again(again)}
         except anthropic.AnthropicError as err:
             for slot in batch:
                 if slot.message is None and slot.error is None:
@@ -157,24 +183,56 @@ class BatchCollector:
                     )
         finally:
             for slot in batch:
-                slot.done.set()
+                if id(slot) not in resent:
+                    slot.done.set()
+
+    def _send_again(self, failed: list[tuple[_Slot, str]]) -> list[_Slot]:
+        """Queue the entries that may succeed when sent again for the next batch (their threads
+        keep waiting); those that have used their attempts get the step's error. Returns the
+        queued ones."""
+        queued = []
+        for slot, why in failed:
+            if slot.sends < self.max_attempts:
+                queued.append(slot)
+                log.warning(
+                    "step %r: batched request sent again (%d of %d): %s",
+                    slot.step,
+                    slot.sends + 1,
+                    self.max_attempts,
+                    why,
+                )
+            else:
+                slot.error = RetriesExhausted(
+                    f"step {slot.step!r}: batched request failed in {slot.sends} batch(es); last: {why}",
+                    step=slot.step,
+                )
+        if queued:
+            with self._cond:
+                self._pending.extend(queued)
+                self.requests_resent += len(queued)
+                self._last_arrival = self._last_change = time.monotonic()
+                self._cond.notify_all()
+        return queued
 
 
-def _settle(slot: _Slot, result: Any) -> None:
+def _settle(slot: _Slot, result: Any) -> str | None:
+    """Hand the slot its message or its final error; or say why the request is worth
+    sending again (the slot stays open)."""
     kind = result.type
     if kind == "succeeded":
         slot.message = result.message
-        return
+        return None
     if kind == "errored":
         inner = getattr(result.error, "error", None)
         etype = getattr(inner, "type", "api_error")
-        msg = f"step {slot.step!r}: batched request failed: {etype}: {getattr(inner, 'message', '')}"
-        if etype in ("invalid_request_error", "authentication_error", "permission_error", "not_found_error"):
-            slot.error = RequestRejected(msg, step=slot.step, status=400)
-        else:
-            slot.error = RetriesExhausted(msg, step=slot.step)
-        return
-    slot.error = RetriesExhausted(f"step {slot.step!r}: batched request {kind}", step=slot.step)
+        why = f"{etype}: {getattr(inner, 'message', '')}"
+        if etype not in REJECTED:
+            return why
+        slot.error = RequestRejected(
+            f"step {slot.step!r}: batched request failed: {why}", step=slot.step, status=400
+        )
+        return None
+    return f"the entry {kind}"  # expired or canceled
 
 
 def _copy(params: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,11 @@ def make_engine(settings: Settings, budget: Budget | None = None) -> Engine:
     if settings.llm_mode == "batch":
         from anima_pipeline.llm.batch import BatchCollector
 
-        collector = BatchCollector(window_s=settings.llm_batch_window_s, poll_s=settings.llm_batch_poll_s)
+        collector = BatchCollector(
+            window_s=settings.llm_batch_window_s,
+            poll_s=settings.llm_batch_poll_s,
+            max_attempts=settings.llm_max_retries + 1,  # the same retries as a synchronous request
+        )
     return AnthropicEngine(
         model=settings.model,
         api_key=key,

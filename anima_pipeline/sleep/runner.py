@@ -147,7 +147,9 @@ def run_night(
         unfinished = sleep_state.unfinished_nights(conn, night.day - timedelta(days=1), only)
         blocked = {} if night.force else unfinished
         scope = only
-        if shard is not None:  # this run's share of the day, idle animas included; the other shards' runs do the rest
+        if (
+            shard is not None
+        ):  # this run's share of the day, idle animas included; the other shards' runs do the rest
             plan = {a: keys for a, keys in plan.items() if in_shard(a, shard)}
             blocked = {a: row for a, row in blocked.items() if in_shard(a, shard)}
             everyone = only if only is not None else sleep_state.animas_with_conversations(conn)
