@@ -18,10 +18,12 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from anima_pipeline.config import Settings
 from anima_pipeline.defs.instance import sqlalchemy_pg_url
 from anima_pipeline.defs.night import checks
 from anima_pipeline.defs.night.assets import asset_key
-from anima_pipeline.defs.night.launch import materialize_night
+from anima_pipeline.defs.night.build import night_definitions
+from anima_pipeline.defs.night.launch import check_days, check_steps, night_run_config, partition_tags
 from anima_pipeline.defs.night.metadata import LLM_KEYS, STEP_CHANGES
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.llm.errors import BudgetExceeded
@@ -76,6 +78,35 @@ def resources(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> d
 def instance() -> Iterator[dg.DagsterInstance]:
     with dg.instance_for_test() as inst:
         yield inst
+
+
+def materialize_night(
+    first: date,
+    last: date | None = None,
+    *,
+    instance: dg.DagsterInstance,
+    resources: dict,
+    steps: list[str] | None = None,
+    raise_on_error: bool = True,
+    **config,
+) -> dg.ExecuteInProcessResult:
+    """The night asset materialized in-process on `instance` with explicit `resources` (a
+    throwaway database): the asset and checks of the code location, with the run config
+    (`config`: mode, force, animas, shard) and partition tags `anima sleep` gives it."""
+    settings = Settings.from_env()
+    last = last or first
+    [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
+    check_days(night.partitions_def, first, last, settings.timezone)
+    return dg.materialize(
+        [night],
+        run_config=night_run_config(**config),
+        instance=instance,
+        resources=resources,
+        partition_key=first.isoformat() if first == last else None,
+        tags=partition_tags(first, last),
+        selection=dg.AssetSelection.assets(*check_steps(steps)),
+        raise_on_error=raise_on_error,
+    )
 
 
 def materializations(instance: dg.DagsterInstance, step: str, partition: str) -> list:

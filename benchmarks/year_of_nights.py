@@ -6,8 +6,9 @@ runs the whole range through the real CLI (one Dagster run over the range, days 
 with --force to show that a second pass changes no count (--no-force-pass skips it). Then
 sleeps the same archive in a second fresh store with `runner.run_days` alone (the loop the
 Dagster asset calls): how much of the CLI's time is the nights themselves, and how much is
-Dagster's run (its event log writes about two events per step and day: planned, then
-materialized). Prints the timings measured in this one run.
+Dagster's run. Prints the timings measured in this one run, and the first pass's Dagster
+events by type (a quiet (day, step) is not materialized, and a range is planned with one
+event per asset; docs/ordering.md "Quiet days").
 
     .venv/bin/python -m benchmarks.year_of_nights [--days 365] [--active 29] [--no-force-pass]
 """
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -102,6 +104,25 @@ def runner_alone(archive: Path, first: date, last: date, home: Path) -> float:
         embedded.stop(home)
 
 
+def dagster_events(env: dict[str, str]) -> Counter:
+    """The newest nightly_sleep run's events in the benchmark's Dagster instance, by type."""
+    import dagster as dg
+
+    from anima_pipeline.defs.instance import get_instance
+
+    saved = dict(os.environ)
+    os.environ.update(DAGSTER_HOME=env["DAGSTER_HOME"], ANIMA_HOME=env["ANIMA_HOME"])
+    try:
+        with get_instance() as instance:
+            [run] = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"), limit=1)
+            return Counter(
+                e.dagster_event.event_type_value for e in instance.all_logs(run.run_id) if e.dagster_event
+            )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--days", type=int, default=240)
@@ -125,6 +146,7 @@ def main() -> None:
         t0 = time.monotonic()
         anima(["sleep", "--from", str(first), "--to", str(last)], env)
         first_pass = time.monotonic() - t0
+        events = dagster_events(env)
         before = json.loads(anima(["status", "--json"], env).stdout)["totals"]
         second_pass, after = None, before
         if not args.no_force_pass:
@@ -140,6 +162,10 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     print(f"first pass:  {first_pass:7.1f} s  = {first_pass / args.days:.2f} s per night")
+    print(
+        f"  its Dagster events: {sum(events.values())} in all, {events['ASSET_MATERIALIZATION_PLANNED']} planned, "
+        f"{events['ASSET_MATERIALIZATION']} materializations (14 steps x {args.days} days = {14 * args.days})"
+    )
     if second_pass is not None:
         print(f"second pass (--force): {second_pass:7.1f} s")
     print(f"extrapolated to 365 nights: {first_pass / args.days * 365 / 60:.1f} min")

@@ -10,9 +10,6 @@ SIGINT and SIGTERM cancel it: the step in progress rolls back, the night is mark
 (a re-run carries on), the Dagster run ends CANCELED, and `launch_night` reports the signal
 so the CLI exits non-zero. A run left STARTED by a process that was killed outright
 (kill -9) is marked failed the next time the CLI launches a night (`mark_dead_runs`).
-
-`materialize_night` runs the night asset with explicit resources on a given instance
-(tests that point the night at a throwaway database).
 """
 
 from __future__ import annotations
@@ -318,43 +315,3 @@ def run_failure(instance: dg.DagsterInstance, run_id: str) -> tuple[str, date | 
             day = user.metadata.get("day") if user is not None else None
             return err.message.strip().splitlines()[0], date.fromisoformat(day.value) if day else None
     return "the run failed (see the Dagster run log)", None
-
-
-def materialize_night(
-    first: date,
-    last: date | None = None,
-    *,
-    steps: Sequence[str] | None = None,
-    mode: str = "full",
-    force: bool = False,
-    animas: Sequence[str] = (),
-    shard: str = "",
-    instance: dg.DagsterInstance,
-    resources: dict,
-    settings: Settings | None = None,
-    with_checks: bool = True,
-    raise_on_error: bool = True,
-    tags: dict[str, str] | None = None,
-) -> dg.ExecuteInProcessResult:
-    """The night asset materialized in-process with explicit `resources` (tests): the same
-    asset and checks, built from `settings` (default: the environment)."""
-    from anima_pipeline.defs.night.build import night_definitions
-
-    settings = settings or Settings.from_env()
-    last = last or first
-    [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
-    selection = dg.AssetSelection.assets(*check_steps(steps))
-    check_days(night.partitions_def, first, last, settings.timezone)
-    if not with_checks:
-        selection = selection.without_checks()
-    run_tags = {**(tags or {}), **partition_tags(first, last)}
-    return dg.materialize(
-        [night],
-        run_config=night_run_config(mode, force, animas, shard),
-        instance=instance,
-        resources=resources,
-        partition_key=first.isoformat() if first == last else None,
-        tags=run_tags,
-        selection=selection,
-        raise_on_error=raise_on_error,
-    )
