@@ -89,13 +89,15 @@ def run_sleep(
 
     from anima_pipeline.defs.instance import get_instance
     from anima_pipeline.defs.night.launch import launch_night
+    from anima_pipeline.store.calendar import note_first_day
 
+    s = settings()
     db = open_store()  # starts the embedded server and migrates before Dagster opens it
     instance = get_instance()
     first, last = days[0], days[-1]
     with db.transaction() as conn:
         t0 = conn.execute("SELECT now() AS now").fetchone()["now"]
-        _record_first_day(conn)
+        note_first_day(conn, s.home, s.timezone)  # where the partitions start (store/calendar.py)
     done = threading.Event()
     outcome: dict = {}
     try:
@@ -159,15 +161,6 @@ def run_sleep(
     elif not outcome["ok"]:
         err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
     return rows
-
-
-def _record_first_day(conn) -> None:
-    """Where the partitions start: the store's first day, also when its messages came by
-    another path than `anima import` (the agent API, a script)."""
-    from anima_pipeline.store.calendar import first_message_day, record_first_day
-
-    s = settings()
-    record_first_day(s.home, first_message_day(conn, s.timezone))
 
 
 def _day_row(db, d, outcome: dict) -> dict:

@@ -48,16 +48,6 @@ def db_stop() -> None:
     console.print("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
 
 
-def _record_first_day(db) -> None:
-    """Where the Dagster partitions start: the store's first day (store/calendar.py)."""
-    from anima_pipeline.store.calendar import first_message_day, record_first_day
-
-    s = settings()
-    with db.transaction() as conn:
-        first = first_message_day(conn, s.timezone)
-    record_first_day(s.home, first)
-
-
 @app.command("import")
 def import_(
     files: list[str] = typer.Argument(..., help="Archive JSONL files; '-' reads standard input."),
@@ -72,6 +62,7 @@ def import_(
     a bad line aborts everything and names file and line. Re-importing changes nothing; a line
     that contradicts what is stored is a conflict (see --update)."""
     from anima_pipeline.store.archive import ArchiveError, ImportStats, import_records, parse_lines
+    from anima_pipeline.store.calendar import note_first_day
     from anima_pipeline.store.events import Audit
 
     limits = settings()
@@ -86,7 +77,8 @@ def import_(
                 records = advancing(parse_lines(lines, source, limits), progress, task)
                 import_records(conn, records, audit, stats, update=update)
                 stats.files += 1
-        _record_first_day(db)
+        with db.transaction() as conn:  # where the Dagster partitions start (store/calendar.py)
+            note_first_day(conn, limits.home, limits.timezone)
     except ArchiveError as exc:
         err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None

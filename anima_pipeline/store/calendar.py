@@ -46,3 +46,9 @@ def record_first_day(home: Path, day: date | None) -> date | None:
     tmp.write_text(day.isoformat() + "\n")
     tmp.replace(Path(home) / FIRST_DAY_FILE)  # atomic: a reader never sees half a date
     return day
+
+
+def note_first_day(conn: Connection, home: Path, timezone: str) -> date | None:
+    """Record the store's first day as its messages say (also when they came by another path
+    than `anima import`: the agent API, a script); returns the first day now recorded."""
+    return record_first_day(home, first_message_day(conn, timezone))
