@@ -15,8 +15,10 @@ nothing and is not materialized (Dagster's own rule for an output not yielded), 
 run's last selected step: it is materialized every night that ran, quiet or not, so the
 partition shows the night as done and the 06:05 freshness check (freshness.py) reads it.
 On SQLite storage each event costs milliseconds; 14 per quiet day made a year of mostly
-quiet nights spend 4/5 of its time in Dagster's event log (benchmarks/year_of_nights.py). The checks are check specs of this asset, evaluated by the
-body on its own connection (checks.py); a blocking one stops the night.
+quiet nights spend 4/5 of its time in Dagster's event log (benchmarks/year_of_nights.py).
+
+Checks: check specs of this asset, evaluated by the body on its own connection (checks.py);
+a blocking one stops the night.
 
 Retries: transient failures only (API overload after the SDK's retries, a lost database
 connection), requested by the body. A termination (SIGINT / SIGTERM, the UI's Terminate)
