@@ -23,7 +23,13 @@ from anima_pipeline.defs.instance import sqlalchemy_pg_url
 from anima_pipeline.defs.night import checks
 from anima_pipeline.defs.night.assets import asset_key
 from anima_pipeline.defs.night.build import night_definitions
-from anima_pipeline.defs.night.launch import check_days, check_steps, night_run_config, partition_tags
+from anima_pipeline.defs.night.launch import (
+    PLANNED_AS_SUBSET_ENV,
+    check_days,
+    check_steps,
+    night_run_config,
+    partition_tags,
+)
 from anima_pipeline.defs.night.metadata import LLM_KEYS, STEP_CHANGES
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.llm.errors import BudgetExceeded
@@ -140,15 +146,7 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     result = materialize_night(D_BOTH, instance=instance, resources=resources)
     assert result.success
     day = D_BOTH.isoformat()
-    with store.transaction() as conn:
-        ran = {
-            r["step"] for r in conn.execute("SELECT DISTINCT step FROM sleep_state WHERE day = %s", (D_BOTH,))
-        }
-    # a step is materialized when an anima had something to do that day
-    done = {step for step in STEP_KEYS if materializations(instance, step, day)}
-    assert done == ran & set(STEP_KEYS), (done, ran)
-    assert {"semantic_memory/extracted", STEP_KEYS[-1]} <= done
-    for step in done:
+    for step in STEP_KEYS:  # planned day by day: every step materialized, with work or not
         [mat] = materializations(instance, step, day)
         # only what the step can change, plus the common keys; no tokens or cost offline
         assert COMMON_KEYS | set(STEP_CHANGES[step]) <= set(mat.metadata), step
@@ -219,15 +217,11 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     assert result.success
     assert len(instance.get_runs()) == 1
     days = ["2026-12-05", "2026-12-06", "2026-12-07"]
-    # the night's last step is materialized on every day that ran, quiet or not; another step
-    # only where an anima had something to do (12-07 is quiet for both)
-    assert set(days) <= partitions_of(instance, STEP_KEYS[-1])
-    assert partitions_of(instance, "semantic_memory/extracted") == {"2026-12-05", "2026-12-06"}
-    extracted = {d: materializations(instance, "semantic_memory/extracted", d)[0].metadata for d in days[:2]}
-    assert [extracted[d]["animas"].value for d in days[:2]] == [1, 1]  # each day its own metadata
-    last = {d: materializations(instance, STEP_KEYS[-1], d)[0].metadata for d in days}
-    assert [last[d]["mode"].value for d in days] == ["incremental", "incremental", "full"]  # Monday full
-    assert last["2026-12-07"]["animas"].value == 0
+    for step in STEP_KEYS:
+        assert set(days) <= partitions_of(instance, step), step
+    per_day = {d: materializations(instance, "semantic_memory/extracted", d)[0].metadata for d in days}
+    assert [per_day[d]["animas"].value for d in days] == [1, 1, 0]  # each day its own metadata
+    assert [per_day[d]["mode"].value for d in days] == ["incremental", "incremental", "full"]  # Monday full
     # whole nights strictly one after another: every row of day D finished before day D+1's first;
     # an anima with nothing to do on a day is recorded as skipped (idle)
     assert [(m["day"], m["status"]) for m in markers(store, "kai")] == [
@@ -250,6 +244,36 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
         assert before["last_finish"] <= after["first_start"]
     finished = [m["finished_at"] for m in markers(store, "kai")]
     assert finished == sorted(finished)
+
+
+def test_a_range_planned_as_one_event_materializes_only_what_had_work(
+    store: Database, resources: dict, instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `anima sleep --from --to` plans it (launch.plan_range_as_one_event): a quiet (day, step)
+    is not materialized, and the night's last step marks every day done."""
+    monkeypatch.setenv(PLANNED_AS_SUBSET_ENV, "true")
+    first, last = date(2026, 12, 5), date(2026, 12, 7)  # Sat (kai), Sun (yue), Mon (quiet)
+    result = materialize_night(first, last, mode="scheduled", instance=instance, resources=resources)
+    assert result.success
+    planned = instance.get_records_for_run(
+        result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+    ).records
+    assert len(planned) == len(STEP_KEYS)  # one per asset for the whole range
+    days = ["2026-12-05", "2026-12-06", "2026-12-07"]
+    assert set(days) <= partitions_of(instance, STEP_KEYS[-1])
+    assert partitions_of(instance, "semantic_memory/extracted") == {"2026-12-05", "2026-12-06"}
+    last_step = {d: materializations(instance, STEP_KEYS[-1], d)[0].metadata for d in days}
+    assert [last_step[d]["animas"].value for d in days] == [1, 1, 0]
+    assert last_step["2026-12-07"]["mode"].value == "full"  # the quiet Monday's night, done
+    with store.transaction() as conn:
+        ran = {
+            (r["day"].isoformat(), r["step"])
+            for r in conn.execute(
+                "SELECT day, step FROM sleep_state WHERE status = 'done' AND step <> 'night'"
+            )
+        }
+    for step in STEP_KEYS[:-1]:  # materialized exactly where an anima ran the step
+        assert partitions_of(instance, step) == {d for d, s in ran if s == step}, step
 
 
 # ---- ordering guard, one-step re-run, failure mid-range -----------------------------------
@@ -337,18 +361,8 @@ def test_failing_day_mid_range_keeps_finished_days(
     )
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # budget: no retry
     before_dream = STEP_KEYS[: STEP_KEYS.index("dreams/journal")]
-    with store.transaction() as conn:
-        ran = {
-            (r["day"].isoformat(), r["step"])
-            for r in conn.execute("SELECT day, step FROM sleep_state WHERE status = 'done'")
-        }
-    assert ("2026-12-05", "semantic_memory/extracted") in ran
     for step in STEP_KEYS:
-        # what finished stays materialized: the steps an anima ran on 12-04, those before the
-        # dream on 12-05, and the night's last step on 12-04 (done, though quiet)
-        expected = {d for d, s in ran if s == step and (d == "2026-12-04" or step in before_dream)}
-        if step == STEP_KEYS[-1]:
-            expected.add("2026-12-04")
+        expected = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
         assert partitions_of(instance, step) == expected, step
     assert [(m["day"], m["status"]) for m in markers(store)] == [
         (date(2026, 12, 4), "skipped"),  # kai had nothing to do that day

@@ -10,12 +10,18 @@ failed or not over. Selecting one key and one partition in the UI runs just that
 Metadata: after each (day, step) the runner reports that step's results and the body logs
 an AssetMaterialization of that key for that partition at once, with that day's metadata
 (metadata.py), so the UI plots per day and a night stopped later (a failure, a signal)
-keeps exactly what finished. A (day, step) that no anima had anything to do for produced
-nothing and is not materialized (Dagster's own rule for an output not yielded), except the
-run's last selected step: it is materialized every night that ran, quiet or not, so the
-partition shows the night as done and the 06:05 freshness check (freshness.py) reads it.
-On SQLite storage each event costs milliseconds; 14 per quiet day made a year of mostly
-quiet nights spend 4/5 of its time in Dagster's event log (benchmarks/year_of_nights.py).
+keeps exactly what finished.
+
+Quiet days in a range: when the run's range was planned with one event per asset (`anima
+sleep --from --to`, see launch.plan_range_as_one_event), a (day, step) that no anima had
+anything to do for produced nothing and is not materialized (Dagster's own rule for an
+output not yielded), except the run's last selected step, materialized every night that
+ran so the partition shows the night done (the 06:05 freshness check reads it). On SQLite
+storage an event costs milliseconds; 14 per quiet day made a year of mostly quiet nights
+spend 4/5 of its time in Dagster's event log (benchmarks/year_of_nights.py). A run planned
+day by day (the schedule's day, a UI backfill) materializes every (day, step): there a
+planned partition left without a materialization is marked failed if the run fails, and
+the mark stays until something materializes it.
 
 Checks: check specs of this asset, evaluated by the body on its own connection (checks.py);
 a blocking one stops the night.
@@ -249,6 +255,7 @@ def _night_body(
     blocking = [c for c in wanted_checks if c.blocking]
     last_light = next((k for k in reversed(night_checks.LIGHT_SLEEP_STEPS) if k in steps), None)
     marker = steps[-1] if steps else None  # materialized every night that ran, quiet or not
+    skip_quiet = planned_as_one_event(context)
     ran: set[str] = set()
     check_results: dict[str, dg.AssetCheckResult] = {}
     timing = {"night_s": 0.0, "checks_s": 0.0}
@@ -260,7 +267,7 @@ def _night_body(
     def on_step(n: Night, key: str, results: list[StepResult]) -> None:
         partition = n.day.isoformat()
         ran.update(r.anima_id for r in results)
-        if not results and key != marker:
+        if skip_quiet and not results and key != marker:
             return  # nothing to do: nothing produced, no materialization (see the module docstring)
         with db.transaction() as conn:
             md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
@@ -349,6 +356,21 @@ def _night_body(
 
     context.log.info(TIMING_LOG.format(**timing))
     yield from check_results.values()
+
+
+def planned_as_one_event(context: dg.AssetExecutionContext) -> bool:
+    """Whether Dagster planned this run's assets with one event for the whole partition range
+    (no per-day plan that a quiet, unmaterialized day would leave marked failed)."""
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=1
+    ).records
+    if not records or records[0].event_log_entry.dagster_event is None:
+        return False
+    planned = records[0].event_log_entry.dagster_event.event_specific_data
+    return (
+        getattr(planned, "partition", None) is None
+        and getattr(planned, "partitions_subset", None) is not None
+    )
 
 
 @contextmanager

@@ -119,14 +119,15 @@ def check_days(parts: dg.PartitionsDefinition | None, first: date, last: date, t
 # 1.13.27): a run over a partition range plans each asset with ONE event holding the range,
 # instead of one event per (asset, day). Over 240 days that is 14 events instead of 3,360,
 # which on SQLite storage were a third of a long `anima sleep --from --to`
-# (benchmarks/year_of_nights.py). The price, for ranges only: while the run goes the UI does
-# not show its days in progress, and when it fails their partitions are not marked failed
-# (the run is, and its failure metadata names the day). A single day keeps per-day planning.
+# (benchmarks/year_of_nights.py); and a run so planned need not materialize its quiet (day,
+# step) pairs (assets.py). The price, for ranges only: while the run goes the UI does not
+# show its days in progress, and when it fails their partitions are not marked failed (the
+# run is, and its failure metadata names the day). A single day keeps per-day planning.
 PLANNED_AS_SUBSET_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 
 
 @contextmanager
-def planned_as_one_event(enabled: bool) -> Iterator[None]:
+def plan_range_as_one_event(enabled: bool) -> Iterator[None]:
     """While creating a run: plan a partition range with one event per asset (see above)."""
     previous = os.environ.get(PLANNED_AS_SUBSET_ENV)
     if enabled:
@@ -278,7 +279,7 @@ def launch_night(
     if log_level:  # the CLI draws its own progress; the full log stays in the run history
         run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
     recon = dg.reconstructable(nightly_sleep_job)
-    with planned_as_one_event(first != last):
+    with plan_range_as_one_event(first != last):
         run = instance.create_run_for_job(
             job_def=job,
             run_config=run_config,
