@@ -5,6 +5,8 @@ into a template database; each test gets its own clone, so tests never see each 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,6 +105,25 @@ def empty_db_url(pg_admin_url: str) -> Iterator[str]:
     yield _with_dbname(pg_admin_url, name)
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def dagster_pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh database on the test server for Dagster's own storage (dagster-postgres)."""
+    name = f"dagster_t_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield _with_dbname(pg_admin_url, name)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+CLI = [sys.executable, "-m", "anima_pipeline.cli"]  # the `anima` command of this interpreter
+
+
+def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """`anima ARGS` in its own process with `env`, output captured as text."""
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def shared_file(*parts: str) -> Path:

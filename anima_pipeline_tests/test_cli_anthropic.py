@@ -4,8 +4,6 @@ pointed through ANTHROPIC_BASE_URL at the fake Messages API, recorded by Dagster
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -19,19 +17,11 @@ from anima_pipeline_tests.fake_messages_api import (
     tool_use,
 )
 
+from .conftest import run_cli
+
 KEY = "sk-ant-test-E2E-SECRET-4242"
 DAY = "2026-11-17"  # a day of the bundled synthetic week (mostly Chinese)
 SAMPLE = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
-
-
-def _anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Path) -> None:
@@ -60,9 +50,9 @@ def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Pat
     env.pop("DAGSTER_PG_URL", None)
     with FakeMessagesAPI(script, min_cache_tokens=1, responder=sleep_autopilot) as fake:
         env["ANTHROPIC_BASE_URL"] = fake.url
-        imported = _anima(["import", str(SAMPLE)], env)
+        imported = run_cli(["import", str(SAMPLE)], env, timeout=300)
         assert imported.returncode == 0, imported.stderr
-        result = _anima(["sleep", "--day", DAY, "--anima", "aria"], env)
+        result = run_cli(["sleep", "--day", DAY, "--anima", "aria"], env, timeout=300)
         requests = list(fake.requests)
 
     out = result.stdout + result.stderr

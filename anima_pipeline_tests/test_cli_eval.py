@@ -8,11 +8,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
+
+from .conftest import run_cli
 
 FIXTURE = Path(__file__).parent / "data" / "locomo_tiny.json"
 KEY = "sk-ant-test-EVAL-5150"
@@ -48,13 +49,7 @@ def model(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def eval_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", "eval", "locomo", str(FIXTURE), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_cli(["eval", "locomo", str(FIXTURE), *args], env)
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
@@ -114,12 +109,6 @@ def test_eval_locomo_names_the_bad_sample(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"sample_id": "x-1", "conversation": {"speaker_a": "A"}}]))
     env = {**base_env(tmp_path), "ANIMA_ENGINE": "offline"}
-    result = subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", "eval", "locomo", str(bad)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_cli(["eval", "locomo", str(bad)], env, timeout=120)
     assert result.returncode == 2
     assert "sample x-1" in result.stderr + result.stdout and "speaker_b" in result.stderr + result.stdout

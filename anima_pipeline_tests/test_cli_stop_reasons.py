@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ from anima_pipeline_tests.fake_messages_api import (
     thinking,
     tool_use,
 )
+
+from .conftest import run_cli
 
 KEY = "sk-ant-test-STOP-7777"
 DAY = "2026-11-17"
@@ -66,13 +67,7 @@ def env(db_url: str, tmp_path: Path) -> dict[str, str]:
 
 def sleep(env: dict[str, str], fake: FakeMessagesAPI, *steps: str) -> subprocess.CompletedProcess:
     args = ["sleep", "--day", DAY, "--anima", "aria"] + [a for s in steps for a in ("--step", s)]
-    return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args],
-        env={**env, "ANTHROPIC_BASE_URL": fake.url},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli(args, {**env, "ANTHROPIC_BASE_URL": fake.url}, timeout=300)
 
 
 def rows(db_url: str, sql: str, *params: Any) -> list[tuple]:

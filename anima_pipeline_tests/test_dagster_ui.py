@@ -24,18 +24,10 @@ import requests
 
 from benchmarks.dagster_dev import graphql
 
+from .conftest import CLI, run_cli
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def _anima(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture
@@ -150,7 +142,7 @@ def _instance(env: dict[str, str]) -> dg.DagsterInstance:
 def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
     demo_env: dict[str, str], tmp_path: Path
 ) -> None:
-    demo = _anima(["demo"], demo_env)
+    demo = run_cli(["demo"], demo_env)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     assert (Path(demo_env["ANIMA_HOME"]) / "first_day").read_text().strip() == "2026-11-16"
 
@@ -212,7 +204,7 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
     demo_env: dict[str, str], tmp_path: Path
 ) -> None:
     archive = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
-    assert _anima(["import", str(archive)], demo_env).returncode == 0
+    assert run_cli(["import", str(archive)], demo_env).returncode == 0
     # slow each step down so the signal lands inside the night (the fault is injected by a
     # sitecustomize on the child's path, not by changing the code under test)
     hook = tmp_path / "hook"
@@ -227,7 +219,7 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
         "night.run_step = run_step\n"
     )
     slow = {**demo_env, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}"}
-    args = [sys.executable, "-m", "anima_pipeline.cli", "sleep", "--from", "2026-11-16", "--to", "2026-11-23"]
+    args = [*CLI, "sleep", "--from", "2026-11-16", "--to", "2026-11-23"]
     proc = subprocess.Popen(args, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     import psycopg
 
@@ -263,7 +255,7 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
         ).fetchone()[0]
     assert interrupted == 1
 
-    again = _anima(["sleep", "--from", "2026-11-16", "--to", "2026-11-23"], demo_env)
+    again = run_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-23"], demo_env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
         nights = conn.execute(

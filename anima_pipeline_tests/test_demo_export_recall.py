@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,15 +14,7 @@ from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.context import resident_set
 from anima_pipeline.store.db import Database
 
-
-def _anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+from .conftest import run_cli
 
 
 @pytest.fixture
@@ -41,7 +31,7 @@ def demo_env(db_url: str, tmp_path: Path) -> dict[str, str]:
 
 
 def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp_path: Path) -> None:
-    result = _anima(["demo"], demo_env)
+    result = run_cli(["demo"], demo_env)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     for heading in (
@@ -54,7 +44,7 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
         "dg dev",
     ):
         assert heading in out, heading
-    totals = json.loads(_anima(["status", "--json"], demo_env).stdout)["totals"]
+    totals = json.loads(run_cli(["status", "--json"], demo_env).stdout)["totals"]
     # 197 imported; cleanup deleted the stale single-message conversation (kept in memory_event)
     assert totals["messages"] == 196 and totals["conversations"] == 13 and totals["semantic_active"] > 20
     assert totals["temporal_summaries"] >= 7 and totals["emotional_anchors"] > 0
@@ -62,12 +52,12 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
     assert any((tmp_path / "dagster").rglob("*.db"))
 
     # running the demo again changes nothing: the import is idempotent and every night is done
-    again = _anima(["demo"], demo_env)
+    again = run_cli(["demo"], demo_env)
     assert again.returncode == 0
-    assert json.loads(_anima(["status", "--json"], demo_env).stdout)["totals"] == totals
+    assert json.loads(run_cli(["status", "--json"], demo_env).stdout)["totals"] == totals
 
     # export: MEMORY.md with ids and sources, one file per day with its summary, bank pages
-    exported = _anima(["export", "--markdown", str(tmp_path / "md")], demo_env)
+    exported = run_cli(["export", "--markdown", str(tmp_path / "md")], demo_env)
     assert exported.returncode == 0, exported.stderr
     memory_md = (tmp_path / "md" / "MEMORY.md").read_text(encoding="utf-8")
     assert "**f-" in memory_md and "sources: aria:2026-11-1" in memory_md
@@ -86,23 +76,23 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
         assert [r["status"] for r in statuses] in ([], ["active"])
         resident, overflow = resident_set(conn, "aria")
         assert overflow == 0 and {m.id for m in resident}.isdisjoint({i.id for i in recalled})
-    cli = _anima(["recall", "Mochi", "--anima", "aria", "--json"], demo_env)
+    cli = run_cli(["recall", "Mochi", "--anima", "aria", "--json"], demo_env)
     assert cli.returncode == 0 and json.loads(cli.stdout)["anima_id"] == "aria"
 
 
-def test_export_refuses_an_unknown_anima(db: Database, tmp_path: Path) -> None:
+def test_export_refuses_an_unknownrun_cli(db: Database, tmp_path: Path) -> None:
     with db.transaction() as conn, pytest.raises(ValueError, match="unknown anima"):
         export_markdown(conn, tmp_path, ["nobody"])
 
 
 def test_sleep_refuses_bad_days_and_steps_before_running(demo_env: dict[str, str]) -> None:
-    future = _anima(["sleep", "--day", "2999-01-01"], demo_env)
+    future = run_cli(["sleep", "--day", "2999-01-01"], demo_env)
     assert future.returncode == 2 and "not over yet" in future.stderr
-    unknown = _anima(["sleep", "--day", "2026-11-18", "--step", "semantic_memory/nope"], demo_env)
+    unknown = run_cli(["sleep", "--day", "2026-11-18", "--step", "semantic_memory/nope"], demo_env)
     assert (
         unknown.returncode == 2
         and "unknown step" in unknown.stderr
         and "semantic_memory/merged" in unknown.stderr
     )
-    backwards = _anima(["sleep", "--from", "2026-11-20", "--to", "2026-11-18"], demo_env)
+    backwards = run_cli(["sleep", "--from", "2026-11-20", "--to", "2026-11-18"], demo_env)
     assert backwards.returncode == 2 and "before" in backwards.stderr

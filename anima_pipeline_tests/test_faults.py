@@ -20,7 +20,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import date, timedelta
@@ -35,7 +34,7 @@ from anima_pipeline.store.archive import ImportStats, import_records, parse_line
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 
-from .conftest import _with_dbname
+from .conftest import CLI, _with_dbname, run_cli
 
 SAMPLE = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
 FIRST, LAST = date(2026, 11, 16), date(2026, 11, 17)
@@ -108,20 +107,10 @@ def env_for(url: str, home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "anima_pipeline.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def kill_at(args: list[str], env: dict[str, str], ready: Path) -> None:
     """Start `anima` and kill -9 it once it hangs at the fault point."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anima_pipeline.cli", *args],
+        [*CLI, *args],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -207,7 +196,7 @@ def snapshot(url: str) -> dict[str, list]:
 @pytest.fixture(scope="module")
 def uninterrupted(make_store, tmp_path_factory) -> dict[str, list]:
     url = make_store()
-    done = anima(COMMAND, env_for(url, tmp_path_factory.mktemp("clean")))
+    done = run_cli(COMMAND, env_for(url, tmp_path_factory.mktemp("clean")))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return snapshot(url)
 
@@ -235,7 +224,7 @@ def test_kill_9_then_the_same_command_gives_the_uninterrupted_store(
             "SELECT count(*) FROM sleep_state WHERE step = 'night' AND status = 'running'"
         ).fetchone()
     assert running[0] >= 1
-    again = anima(COMMAND, env_for(url, tmp_path))
+    again = run_cli(COMMAND, env_for(url, tmp_path))
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     after = snapshot(url)
     for part, expected in uninterrupted.items():
@@ -292,7 +281,7 @@ def test_kill_9_leaves_no_worker_process_and_the_same_command_carries_on(make_st
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(worker), "the worker process outlived the killed night"
-    again = anima(command, env_for(url, tmp_path, ANIMA_WORKERS="2"))
+    again = run_cli(command, env_for(url, tmp_path, ANIMA_WORKERS="2"))
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     # every anima had the same day: the one killed mid-transaction ends like the others
     per_anima: dict[str, list] = {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from datetime import date, datetime
 from pathlib import Path
@@ -29,6 +28,8 @@ from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
+
+from .conftest import run_cli
 
 CST = ZoneInfo("Asia/Shanghai")
 A = "kai"
@@ -118,13 +119,7 @@ def test_an_obeyed_injection_deprecating_every_in_scope_memory_fails_the_night_a
     env.pop("DAGSTER_PG_URL", None)
 
     def anima(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "anima_pipeline.cli", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        return run_cli(list(args), env, timeout=300)
 
     imported = anima("import", str(archive))
     assert imported.returncode == 0, imported.stderr

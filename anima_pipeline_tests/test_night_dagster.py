@@ -8,7 +8,6 @@ Real PostgreSQL (conftest `db_url`), the offline engine, in-process Dagster runs
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -16,7 +15,6 @@ from pathlib import Path
 import dagster as dg
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from anima_pipeline.config import Settings
 from anima_pipeline.defs.instance import sqlalchemy_pg_url
@@ -512,28 +510,8 @@ def test_sources_check_fails_on_unknown_conversations(slept) -> None:
 # ---- Dagster's run storage in PostgreSQL --------------------------------------------------
 
 
-@pytest.fixture
-def dagster_pg_url() -> Iterator[str]:
-    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
-    try:
-        conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
-    except psycopg.OperationalError as exc:
-        pytest.skip(
-            f"PostgreSQL at 127.0.0.1:5432 is unreachable ({exc}); dagster-postgres storage not tested"
-        )
-    name = f"dagster_t_{uuid.uuid4().hex[:10]}"
-    with conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    params = conninfo_to_dict(admin)
-    params["dbname"] = name
-    yield make_conninfo(**params)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def test_runs_are_recorded_in_dagster_postgres(store: Database, resources: dict, dagster_pg_url: str) -> None:
-    url = f"postgresql://postgres@127.0.0.1:5432/{conninfo_to_dict(dagster_pg_url)['dbname']}"
-    overrides = {"storage": {"postgres": {"postgres_url": sqlalchemy_pg_url(url)}}}
+    overrides = {"storage": {"postgres": {"postgres_url": sqlalchemy_pg_url(dagster_pg_url)}}}
     with dg.instance_for_test(overrides=overrides) as inst:
         result = materialize_night(
             D_BOTH, steps=["conversations/cleaned"], instance=inst, resources=resources
@@ -541,7 +519,7 @@ def test_runs_are_recorded_in_dagster_postgres(store: Database, resources: dict,
         assert result.success
         assert inst.get_run_by_id(result.run_id).status == dg.DagsterRunStatus.SUCCESS
         assert partitions_of(inst, "conversations/cleaned") == {"2026-12-02"}
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(dagster_pg_url) as conn:
         assert conn.execute("SELECT status FROM runs WHERE run_id = %s", (result.run_id,)).fetchone() == (
             "SUCCESS",
         )

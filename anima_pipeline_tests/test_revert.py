@@ -25,7 +25,7 @@ def _counts(db: Database) -> dict:
     return {**totals, "blocks": [(b["name"], b["content"]) for b in blocks]}
 
 
-def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, db_url: str, tmp_path: Path):
+def _import_sample(db: Database) -> None:
     with db.transaction() as conn:
         audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
         import_records(
@@ -34,6 +34,10 @@ def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, d
             audit,
             ImportStats(),
         )
+
+
+def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, db_url: str, tmp_path: Path):
+    _import_sample(db)
     settings = Settings(database_url=db_url, home=tmp_path)
     run_days(db, settings, [date(2026, 11, 16), date(2026, 11, 17)], run_id="run-first")
     after_first = _counts(db)
@@ -62,17 +66,6 @@ def test_revert_a_night_restores_the_store_and_lets_it_run_again(db: Database, d
     # the night of 11-18 can run again (its sleep_state is gone), and learns it again
     run_days(db, settings, [date(2026, 11, 18)], run_id="run-third")
     assert _counts(db)["semantic_active"] == after_second["semantic_active"]
-
-
-def _import_sample(db: Database) -> None:
-    with db.transaction() as conn:
-        audit = Audit(conn=conn, anima_id="", run_id="import", step="import")
-        import_records(
-            conn,
-            parse_lines(SAMPLE.read_text(encoding="utf-8").split("\n"), str(SAMPLE)),
-            audit,
-            ImportStats(),
-        )
 
 
 def test_a_run_is_reverted_once_and_a_second_revert_is_refused_naming_the_first(

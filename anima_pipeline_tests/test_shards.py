@@ -8,34 +8,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import uuid
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .conftest import CLI
 
 REPO = Path(__file__).resolve().parents[1]
 WEEK = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
 DAY = "2026-11-17"
 ANIMAS = [f"a{i}" for i in range(6)]  # crc32 mod 2 puts a0-a3 in shard 1, a4-a5 in shard 0
-
-
-@pytest.fixture
-def dagster_pg_url() -> Iterator[str]:
-    admin = "postgresql://postgres@127.0.0.1:5432/postgres"
-    name = f"dagster_s_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    params = conninfo_to_dict(admin)
-    params["dbname"] = name
-    yield make_conninfo(**params)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _archive(path: Path) -> Path:
@@ -74,7 +59,7 @@ def test_two_shards_of_one_day_at_once_do_every_anima_once(
     }
     for var in ("ANIMA_ENGINE", "ANTHROPIC_API_KEY", "ANIMA_START_DATE"):
         env.pop(var, None)
-    cli = [sys.executable, "-m", "anima_pipeline.cli"]
+    cli = CLI
     imported = subprocess.run(
         [*cli, "import", str(_archive(tmp_path / "six.jsonl"))], env=env, capture_output=True, text=True
     )
