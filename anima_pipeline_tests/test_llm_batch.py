@@ -8,7 +8,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from anima_pipeline_tests.fake_messages_api import (
     text,
     tool_use,
 )
+from benchmarks.data import conversation_lines
 
 MODEL = "claude-sonnet-5-5"
 DAY = date(2026, 11, 17)
@@ -159,21 +160,7 @@ def archive() -> list[str]:
         conv = f"{a}:{DAY}-a"
         t = datetime(DAY.year, DAY.month, DAY.day, 19, 0)
         talk = [("user", f"My name is {a.title()} and I moved to Porto last spring."), ("assistant", "Nice!")]
-        for i, (role, content) in enumerate(talk):
-            stamp = (t + timedelta(minutes=i)).isoformat() + "+08:00"
-            lines.append(
-                json.dumps(
-                    {
-                        "anima_id": a,
-                        "conversation_id": conv,
-                        "message_id": f"{conv}:{i}",
-                        "role": role,
-                        "speaker": a,
-                        "content": content,
-                        "created_at": stamp,
-                    }
-                )
-            )
+        lines += conversation_lines(a, conv, t, talk, speakers=(a, a))
     return lines
 
 

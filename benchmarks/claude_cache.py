@@ -19,7 +19,7 @@ import argparse
 import json
 import random
 import tempfile
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from anima_pipeline.store.db import Database, open_database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, tool_use
+from benchmarks.data import conversation_lines
 
 DAY = date(2026, 11, 16)  # a Monday: deep sleep runs in full mode
 ANIMA = "bench"
@@ -78,21 +79,7 @@ def archive_lines(day: date) -> list[str]:
             ("user", f"{PEOPLE[c]} is fine, busy with a new job. I want to try {THINGS[c + 1]} next month."),
             ("assistant", "A good plan. Tell me how it goes."),
         ]
-        for i, (role, text) in enumerate(talk):
-            lines.append(
-                json.dumps(
-                    {
-                        "anima_id": ANIMA,
-                        "conversation_id": conv,
-                        "message_id": f"{conv}:{i}",
-                        "role": role,
-                        "speaker": "Sam" if role == "user" else "Echo",
-                        "content": text,
-                        "created_at": (t + timedelta(minutes=i)).isoformat() + "+08:00",
-                    },
-                    ensure_ascii=False,
-                )
-            )
+        lines += conversation_lines(ANIMA, conv, t, talk, speakers=("Sam", "Echo"))
     return lines
 
 

@@ -13,7 +13,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -63,3 +63,32 @@ def group_days(messages: Iterable[dict]) -> dict[str, dict[date, list[Utterance]
             Utterance(m["conversation_id"], m["message_id"], m["role"], m.get("speaker"), m["content"], at)
         )
     return days
+
+
+def conversation_lines(
+    anima_id: str,
+    conversation_id: str,
+    start: datetime,
+    talk: Iterable[tuple[str, str]],
+    speakers: tuple[str, str] = ("user", "assistant"),
+    gap: timedelta = timedelta(minutes=1),
+) -> list[str]:
+    """A synthetic conversation as archive lines (`anima import`'s JSONL): the (role, text)
+    turns of `talk` from `start` (a naive local time, read as UTC+8) `gap` apart, spoken by
+    `speakers` (the user's, the assistant's); message ids `conversation_id:i`."""
+    at = start.replace(tzinfo=timezone(timedelta(hours=8)))
+    return [
+        json.dumps(
+            {
+                "anima_id": anima_id,
+                "conversation_id": conversation_id,
+                "message_id": f"{conversation_id}:{i}",
+                "role": role,
+                "speaker": speakers[0] if role == "user" else speakers[1],
+                "content": text,
+                "created_at": (at + i * gap).isoformat(),
+            },
+            ensure_ascii=False,
+        )
+        for i, (role, text) in enumerate(talk)
+    ]

@@ -22,7 +22,7 @@ import json
 import re
 import tempfile
 import time
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from anima_pipeline.store.db import Database, open_database
 from anima_pipeline.store.events import Audit
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, tool_use
 from benchmarks.claude_cache import _clear
+from benchmarks.data import conversation_lines
 
 DAY = date(2026, 11, 16)
 
@@ -54,20 +55,7 @@ def archive(animas: list[str]) -> list[str]:
             ("user", "Fine, though she hates the vacuum cleaner. I work from home on Fridays now."),
             ("assistant", "Then Fridays will be Miso days."),
         ]
-        for i, (role, content) in enumerate(talk):
-            lines.append(
-                json.dumps(
-                    {
-                        "anima_id": a,
-                        "conversation_id": conv,
-                        "message_id": f"{conv}:{i}",
-                        "role": role,
-                        "speaker": "user" if role == "user" else "echo",
-                        "content": content,
-                        "created_at": (t + timedelta(minutes=i)).isoformat() + "+08:00",
-                    }
-                )
-            )
+        lines += conversation_lines(a, conv, t, talk, speakers=("user", "echo"))
     return lines
 
 
