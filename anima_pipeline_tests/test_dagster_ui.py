@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 import pytest
-import requests
 
-from benchmarks.dagster_dev import graphql
+from benchmarks.dagster_dev import dagster_dev, dev_env, graphql
 
 from .conftest import CLI, run_cli
 
@@ -45,65 +41,6 @@ def demo_env(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
     # this process reads the same run history (the storage is chosen from the environment)
     monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def webserver(demo_env: dict[str, str], tmp_path: Path) -> Iterator[str]:
-    """dagster-webserver on the demo's DAGSTER_HOME and workspace.yaml, stopped by its PID."""
-    port = _free_port()
-    log = (tmp_path / "webserver.log").open("w")
-    proc = subprocess.Popen(
-        [str(BIN / "dagster-webserver"), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO,
-        env=demo_env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its code server too: the whole group is stopped at the end
-    )
-    # the daemon takes queued runs off the queue (QueuedRunCoordinator), as under `dagster dev`
-    daemon_log = (tmp_path / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(BIN / "dagster-daemon"), "run", "-w", "workspace.yaml"],
-        cwd=REPO,
-        env=demo_env,
-        stdout=daemon_log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise AssertionError((tmp_path / "webserver.log").read_text()[-3000:])
-            try:
-                if requests.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(1)
-        else:
-            raise AssertionError(
-                "webserver did not start: " + (tmp_path / "webserver.log").read_text()[-3000:]
-            )
-        yield url
-    finally:
-        for p in (daemon, proc):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-                try:
-                    p.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-        log.close()
-        daemon_log.close()
 
 
 REEXECUTE = """
@@ -170,7 +107,12 @@ def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
         ).fetchall()
     assert summary.strip()[:300] in preview.value
 
-    with webserver(demo_env, tmp_path) as url:
+    env = dev_env(
+        Path(demo_env["ANIMA_HOME"]),
+        Path(demo_env["DAGSTER_HOME"]),
+        ANIMA_DATABASE_URL=demo_env["ANIMA_DATABASE_URL"],
+    )
+    with dagster_dev(env, tmp_path / "dg-dev.log") as url:  # webserver and daemon, as a user runs them
         _check_in_the_ui(url, run.run_id)
 
 
