@@ -119,6 +119,29 @@ def dagster_pg_url(pg_admin_url: str) -> Iterator[str]:
 
 
 CLI = [sys.executable, "-m", "anima_pipeline.cli"]  # the `anima` command of this interpreter
+REPO = Path(__file__).resolve().parents[1]
+# variables of the caller's shell that would change what an `anima` under test does
+AMBIENT = (
+    "ANIMA_DATABASE_URL",
+    "DAGSTER_PG_URL",
+    "ANIMA_ENGINE",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANIMA_START_DATE",
+    "ANIMA_FAULT",
+    "ANIMA_FAULT_READY",
+)
+
+
+def cli_env(home: Path, db_url: str | None = None, **extra: str) -> dict[str, str]:
+    """The environment of an `anima` process under test: this checkout on the path, its own
+    ANIMA_HOME (home/"home") and DAGSTER_HOME (home/"dagster"), the test database when given,
+    none of AMBIENT from the caller's shell; `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in AMBIENT}
+    env.update(ANIMA_HOME=str(home / "home"), DAGSTER_HOME=str(home / "dagster"), PYTHONPATH=str(REPO))
+    if db_url is not None:
+        env["ANIMA_DATABASE_URL"] = db_url
+    return {**env, **extra}
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@ pointed through ANTHROPIC_BASE_URL at the fake Messages API, recorded by Dagster
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import psycopg
@@ -17,7 +16,7 @@ from anima_pipeline_tests.fake_messages_api import (
     tool_use,
 )
 
-from .conftest import run_cli
+from .conftest import cli_env, run_cli
 
 KEY = "sk-ant-test-E2E-SECRET-4242"
 DAY = "2026-11-17"  # a day of the bundled synthetic week (mostly Chinese)
@@ -37,17 +36,8 @@ def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Pat
         ),
         reply(text("done")),
     ]
-    anima_home, dagster_home = tmp_path / "anima_home", tmp_path / "dagster_home"
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": db_url,
-        "ANIMA_HOME": str(anima_home),
-        "DAGSTER_HOME": str(dagster_home),
-        "ANIMA_ENGINE": "anthropic",
-        "ANTHROPIC_API_KEY": KEY,
-        "ANIMA_LOG_LEVEL": "DEBUG",
-    }
-    env.pop("DAGSTER_PG_URL", None)
+    env = cli_env(tmp_path, db_url, ANIMA_ENGINE="anthropic", ANTHROPIC_API_KEY=KEY, ANIMA_LOG_LEVEL="DEBUG")
+    anima_home, dagster_home = Path(env["ANIMA_HOME"]), Path(env["DAGSTER_HOME"])
     with FakeMessagesAPI(script, min_cache_tokens=1, responder=sleep_autopilot) as fake:
         env["ANTHROPIC_BASE_URL"] = fake.url
         imported = run_cli(["import", str(SAMPLE)], env, timeout=300)

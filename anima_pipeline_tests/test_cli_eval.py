@@ -5,7 +5,6 @@ scripted answers and judgments; and the offline measure without a key."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
 
-from .conftest import run_cli
+from .conftest import cli_env, run_cli
 
 FIXTURE = Path(__file__).parent / "data" / "locomo_tiny.json"
 KEY = "sk-ant-test-EVAL-5150"
@@ -53,10 +52,7 @@ def eval_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
-    env = {**os.environ, "ANIMA_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
-    for var in ("ANIMA_DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "DAGSTER_PG_URL"):
-        env.pop(var, None)
-    return env
+    return cli_env(tmp_path)
 
 
 def test_eval_locomo_prints_j_per_category_against_the_fake_api(db_url: str, tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ cacheable prefix, the prompt cache of the day's transcript across tool turns).""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from anima_pipeline_tests.fake_messages_api import (
     tool_use,
 )
 
-from .conftest import run_cli
+from .conftest import cli_env, run_cli
 
 KEY = "sk-ant-test-STOP-7777"
 DAY = "2026-11-17"
@@ -51,18 +50,14 @@ def env(db_url: str, tmp_path: Path) -> dict[str, str]:
             )
     finally:
         db.close()
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": db_url,
-        "ANIMA_HOME": str(tmp_path / "anima_home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "ANIMA_ENGINE": "anthropic",
-        "ANTHROPIC_API_KEY": KEY,
-        "ANIMA_LLM_MAX_TOKENS": "8000",
-        "ANIMA_START_DATE": "2026-11-01",  # imported in-process, not through `anima import`
-    }
-    env.pop("DAGSTER_PG_URL", None)
-    return env
+    return cli_env(
+        tmp_path,
+        db_url,
+        ANIMA_ENGINE="anthropic",
+        ANTHROPIC_API_KEY=KEY,
+        ANIMA_LLM_MAX_TOKENS="8000",
+        ANIMA_START_DATE="2026-11-01",  # imported in-process, not through `anima import`
+    )
 
 
 def sleep(env: dict[str, str], fake: FakeMessagesAPI, *steps: str) -> subprocess.CompletedProcess:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,23 +19,13 @@ import pytest
 
 from benchmarks.dagster_dev import dagster_dev, dev_env, graphql
 
-from .conftest import CLI, run_cli
-
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
+from .conftest import AMBIENT, CLI, REPO, cli_env, run_cli
 
 
 @pytest.fixture
 def demo_env(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": db_url,
-        "ANIMA_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster"),
-        "PYTHONPATH": str(REPO),
-    }
-    for var in ("DAGSTER_PG_URL", "ANIMA_ENGINE", "ANTHROPIC_API_KEY", "ANIMA_START_DATE"):
-        env.pop(var, None)
+    env = cli_env(tmp_path, db_url)
+    for var in AMBIENT:
         monkeypatch.delenv(var, raising=False)
     # this process reads the same run history (the storage is chosen from the environment)
     monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -14,20 +13,12 @@ from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.context import resident_set
 from anima_pipeline.store.db import Database
 
-from .conftest import run_cli
+from .conftest import cli_env, run_cli
 
 
 @pytest.fixture
 def demo_env(db_url: str, tmp_path: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": db_url,
-        "ANIMA_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster"),
-    }
-    for var in ("DAGSTER_PG_URL", "ANIMA_ENGINE", "ANTHROPIC_API_KEY"):
-        env.pop(var, None)
-    return env
+    return cli_env(tmp_path, db_url)
 
 
 def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from anima_pipeline.store.archive import ImportStats, import_records, parse_line
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 
-from .conftest import CLI, _with_dbname, run_cli
+from .conftest import CLI, _with_dbname, cli_env, run_cli
 
 SAMPLE = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
 FIRST, LAST = date(2026, 11, 16), date(2026, 11, 17)
@@ -91,20 +91,14 @@ def make_store(pg_admin_url: str, template_db: str) -> Iterator[Callable[[], str
 
 
 def env_for(url: str, home: Path, **extra: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": url,
-        "ANIMA_HOME": str(home / "anima"),
-        "DAGSTER_HOME": str(home / "dagster"),
-        "ANIMA_ENGINE": "offline",
-        "ANIMA_NIGHT_LEASE_S": "2",
-        "ANIMA_START_DATE": str(FIRST),  # imported here without `anima import`, which records it
+    return cli_env(
+        home,
+        url,
+        ANIMA_ENGINE="offline",
+        ANIMA_NIGHT_LEASE_S="2",
+        ANIMA_START_DATE=str(FIRST),  # imported here without `anima import`, which records it
         **extra,
-    }
-    for name in ("DAGSTER_PG_URL", faults.ENV, faults.READY_ENV):
-        if name not in extra:
-            env.pop(name, None)
-    return env
+    )
 
 
 def kill_at(args: list[str], env: dict[str, str], ready: Path) -> None:

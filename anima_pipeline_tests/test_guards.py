@@ -5,7 +5,6 @@ night guard undoes the earlier steps of its night; a 1 MB message does not stall
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from datetime import date, datetime
@@ -29,7 +28,7 @@ from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
 
-from .conftest import run_cli
+from .conftest import cli_env, run_cli
 
 CST = ZoneInfo("Asia/Shanghai")
 A = "kai"
@@ -108,15 +107,7 @@ def test_an_obeyed_injection_deprecating_every_in_scope_memory_fails_the_night_a
         ),
         encoding="utf-8",
     )
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": db_url,
-        "ANIMA_HOME": str(tmp_path / "anima_home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-        "ANIMA_ENGINE": "anthropic",
-        "ANTHROPIC_API_KEY": "sk-ant-test-guard",
-    }
-    env.pop("DAGSTER_PG_URL", None)
+    env = cli_env(tmp_path, db_url, ANIMA_ENGINE="anthropic", ANTHROPIC_API_KEY="sk-ant-test-guard")
 
     def anima(*args: str) -> subprocess.CompletedProcess:
         return run_cli(list(args), env, timeout=300)

@@ -6,7 +6,6 @@ day is done by exactly one of them, and together they do the whole day."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import zlib
 from pathlib import Path
@@ -15,9 +14,8 @@ import dagster as dg
 import psycopg
 import pytest
 
-from .conftest import CLI
+from .conftest import CLI, REPO, cli_env
 
-REPO = Path(__file__).resolve().parents[1]
 WEEK = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
 DAY = "2026-11-17"
 ANIMAS = [f"a{i}" for i in range(6)]  # crc32 mod 2 puts a0-a3 in shard 1, a4-a5 in shard 0
@@ -48,17 +46,7 @@ def test_two_shards_of_one_day_at_once_do_every_anima_once(
     db_url: str, dagster_pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert {zlib.crc32(a.encode()) % 2 for a in ANIMAS} == {0, 1}  # both shards have work
-    env = {
-        **os.environ,
-        "ANIMA_DATABASE_URL": db_url,
-        "ANIMA_HOME": str(tmp_path / "home"),
-        "DAGSTER_HOME": str(tmp_path / "dagster"),
-        "DAGSTER_PG_URL": dagster_pg_url,
-        "PYTHONPATH": str(REPO),
-        "ANIMA_WORKERS": "1",
-    }
-    for var in ("ANIMA_ENGINE", "ANTHROPIC_API_KEY", "ANIMA_START_DATE"):
-        env.pop(var, None)
+    env = cli_env(tmp_path, db_url, DAGSTER_PG_URL=dagster_pg_url, ANIMA_WORKERS="1")
     cli = CLI
     imported = subprocess.run(
         [*cli, "import", str(_archive(tmp_path / "six.jsonl"))], env=env, capture_output=True, text=True
