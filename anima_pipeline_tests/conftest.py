@@ -70,16 +70,23 @@ def template_db(pg_admin_url: str) -> str:
 
 
 @contextmanager
-def cloned_database(pg_admin_url: str, template_db: str) -> Iterator[str]:
-    """A fresh clone of the migrated template, dropped on exit: its URL."""
-    name = f"anima_t_{uuid.uuid4().hex[:10]}"
+def fresh_database(pg_admin_url: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A new database on the test server (empty, or a copy of `template`), dropped on exit."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     try:
         yield _with_dbname(pg_admin_url, name)
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def cloned_database(pg_admin_url: str, template_db: str) -> Iterator[str]:
+    """A fresh clone of the migrated template, dropped on exit: its URL."""
+    with fresh_database(pg_admin_url, "anima_t", template=template_db) as url:
+        yield url
 
 
 @pytest.fixture
@@ -99,23 +106,15 @@ def db(db_url: str) -> Iterator[Database]:
 @pytest.fixture
 def empty_db_url(pg_admin_url: str) -> Iterator[str]:
     """An empty, unmigrated database (for migration tests)."""
-    name = f"anima_e_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield _with_dbname(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(pg_admin_url, "anima_e") as url:
+        yield url
 
 
 @pytest.fixture
 def dagster_pg_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh database on the test server for Dagster's own storage (dagster-postgres)."""
-    name = f"dagster_t_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield _with_dbname(pg_admin_url, name)
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(pg_admin_url, "dagster_t") as url:
+        yield url
 
 
 CLI = [sys.executable, "-m", "anima_pipeline.cli"]  # the `anima` command of this interpreter
