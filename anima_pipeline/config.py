@@ -122,6 +122,9 @@ class Settings(BaseSettings):
     recall_item_max_chars: int = 400  # a longer item is cut around the words asked about
     recall_resident_top_n: int = 20
     recall_pinned_max: int = 40
+    # Review mode (docs/review.md): a night's deprecations, merges, splits and unpins become
+    # proposals that `anima review` (or HTTP) approves or rejects; off by default.
+    review_mode: bool = False
 
     @field_validator("home")
     @classmethod

@@ -261,6 +261,9 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
     app.state.db = db
     app.state.settings = settings
     app.include_router(router)
+    from anima_pipeline.service.review_http import router as review_router  # it imports this module
+
+    app.include_router(review_router)
 
     @app.get("/healthz", tags=["service"], summary="Liveness (no key needed)")
     def healthz() -> dict[str, str]:

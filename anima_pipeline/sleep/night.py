@@ -46,6 +46,7 @@ class Night:
     log_dir: Path | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     limits: guards.LossLimits = field(default_factory=guards.LossLimits)
+    review: bool = False  # ANIMA_REVIEW_MODE: destructive operations become proposals
 
     @property
     def start(self) -> datetime:
@@ -113,7 +114,14 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
                         stats={**prev["stats"], "already_done": 1},
                         duration_s=time.monotonic() - t0,
                     )
-            audit = Audit(conn=conn, anima_id=anima_id, run_id=night.run_id, step=step, day=night.day)
+            audit = Audit(
+                conn=conn,
+                anima_id=anima_id,
+                run_id=night.run_id,
+                step=step,
+                day=night.day,
+                review=night.review,
+            )
             watermark = guards.event_watermark(conn)
             outcome = body(conn, audit)
             # the loss guard of every step: raises (and so rolls the step back) when it retired too much

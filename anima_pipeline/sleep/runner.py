@@ -254,6 +254,7 @@ def run_days(
                 log_dir=settings.log_dir,
                 settings=dict(step_settings or {}),
                 limits=LossLimits.from_settings(settings),
+                review=settings.review_mode,
             )
             results = run_night(db, night, keys, animas, on_step=on_step, pool=pool, shard=shard)
             all_results.extend(results)

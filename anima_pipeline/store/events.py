@@ -40,6 +40,9 @@ class Audit(BaseModel):
     run_id: str
     step: str
     day: date | None = None
+    # review mode (docs/review.md): the executor stores this writer's destructive operations
+    # as proposals instead of applying them
+    review: bool = False
 
     def record(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> None:
         self.conn.execute(

@@ -17,6 +17,7 @@ import psycopg
 from pydantic import ValidationError
 
 from anima_pipeline.llm.types import ToolResult
+from anima_pipeline.store import review
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, DreamRepo, SelfBlockRepo, TemporalRepo
@@ -27,6 +28,18 @@ from anima_pipeline.tools.scope import Scope
 
 class ToolError(ValueError):
     """A refused call; the message goes back to the model as an is_error tool_result."""
+
+
+# What review mode (Audit.review, docs/review.md) turns into proposals: the operations that
+# retire or rewrite what the anima knows. Creations, updates of sources and confidence stay.
+REVIEWED_TOOLS = frozenset(
+    {
+        "deprecate_semantic_memory",
+        "merge_semantic_memories",
+        "split_semantic_memory",
+        "unpin_semantic_memory",
+    }
+)
 
 
 def _validation_message(name: str, exc: ValidationError) -> str:
@@ -89,12 +102,41 @@ class ToolExecutor:
             raise ToolError(_validation_message(name, exc)) from None
         try:
             with self.conn.transaction():
+                if self.audit.review and name in REVIEWED_TOOLS:
+                    return self._propose(name, input, args)
                 return self._handlers[name](args)
         except psycopg.Error as exc:
             # a client-side refusal (e.g. a NUL character in text) has no diag: its message is the reason
             text = str(exc).strip()
             diag = exc.diag.message_primary or (text.splitlines()[0] if text else type(exc).__name__)
             raise ToolError(f"{name}: the store refused the write: {diag}") from None
+
+    def _propose(self, name: str, input: dict[str, Any], args: Any) -> ToolResult:
+        """Review mode: check the call exactly as if it were applied (a dry run whose writes are
+        rolled back), then store it as a proposal that only a person's approval applies."""
+        stats, created = self.stats.copy(), list(self.created_ids)
+        try:
+            with self.conn.transaction(force_rollback=True):
+                self._handlers[name](args)  # raises ToolError for a call that could not be applied
+        finally:
+            self.stats, self.created_ids = stats, created
+        refs = list(getattr(args, "source_ids", None) or [args.id])
+        memory_ids = [s.parse_fact_id(r) for r in refs]
+        if (rejected := review.rejected_before(self.conn, self.scope.anima_id, name, input)) is not None:
+            self.stats["review_rejected_before"] += 1
+            return ToolResult(
+                content=f"a person rejected this {name} before ({rejected.ref}); leave {', '.join(refs)} as they are",
+                data={"proposal": rejected.ref},
+            )
+        proposal, new = review.add(
+            self.conn, self.audit, name, input, getattr(args, "reason", None), memory_ids
+        )
+        self.stats["proposed" if new else "proposed_before"] += 1
+        return ToolResult(
+            content=f"proposed for review as {proposal.ref}: nothing changes until a person approves it, "
+            f"so {', '.join(refs)} stay as they are",
+            data={"proposal": proposal.ref},
+        )
 
     # id and scope checks
     def _memory(self, ref: str, *, active: bool = True) -> SemanticMemory:
