@@ -233,9 +233,8 @@ def test_review_over_http_lists_approves_and_refuses_another_animas_key(
 def test_review_mode_from_settings_reaches_every_step_of_a_night(
     db: Database, db_url: str, tmp_path: Path
 ) -> None:
-    from anima_pipeline.sleep.runner import run_days
-
     from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.sleep.runner import run_days
 
     a, b = plant(db, *TWINS)
     settings = Settings(database_url=db_url, home=tmp_path, review_mode=True)
