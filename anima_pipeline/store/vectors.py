@@ -1,0 +1,213 @@
+"""Vectors for recall by meaning, in pgvector: keyed by (anima, kind, item, model id).
+
+Only on a server with pgvector (sql/0011_vectors.sql creates the tables there and nowhere
+else); every function here is a no-op, or reports "unavailable", without it. Derived data,
+like an index: `embed_pending` (re)builds what a model lacks from the texts, so a model change
+embeds incrementally beside the old vectors and the two spaces never meet in one query.
+
+The index: one partial HNSW index per (model, kind) over ``v::vector(d)`` (cosine). HNSW over
+IVFFlat because it needs no training (IVFFlat's lists are fitted to the rows present when it is
+built and drift as a store grows from empty) and keeps recall under inserts. Per-anima
+filtering: the query filters on anima_id and the planner, from the statistics, either walks the
+primary key (anima, kind, model) and sorts the anima's own vectors exactly (a small anima in a
+big store) or walks the HNSW index with pgvector 0.8's iterative scan (``relaxed_order``) so
+that the filter cannot starve the LIMIT (docs/benchmarks.md "Recall by meaning").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from anima_pipeline.store.db import Connection
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["memory", "message"]
+KINDS: tuple[Kind, ...] = ("memory", "message")
+
+# What each kind's texts are: active memories; the user's and assistant's messages outside cron
+# and debug conversations (what episodic recall can return).
+_PENDING: dict[str, str] = {
+    "memory": """SELECT x.id, x.anima_id, x.content FROM semantic_memory x
+        WHERE x.status = 'active' AND {anima}
+          AND NOT EXISTS (SELECT 1 FROM embedding e WHERE e.anima_id = x.anima_id AND e.kind = 'memory'
+                          AND e.model_id = %(model)s AND e.item_id = x.id)""",
+    "message": """SELECT x.id, x.anima_id, x.content FROM message x
+        JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+        WHERE x.role IN ('user', 'assistant') AND c.platform <> 'cron' AND NOT c.debug AND {anima}
+          AND NOT EXISTS (SELECT 1 FROM embedding e WHERE e.anima_id = x.anima_id AND e.kind = 'message'
+                          AND e.model_id = %(model)s AND e.item_id = x.id)""",
+}
+
+
+def available(conn: Connection) -> bool:
+    """True when this database holds the vector tables (pgvector was there at migration)."""
+    return bool(conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok").fetchone()["ok"])
+
+
+def unavailable_reason(conn: Connection) -> str | None:
+    """None when vectors can be stored here, else why not (for status and the context)."""
+    if available(conn):
+        return None
+    row = conn.execute("SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    if row["n"]:
+        return (
+            "pgvector was installed after the migration: re-create the tables (see README, Recall by meaning)"
+        )
+    version = conn.info.server_version // 10000
+    return f"this PostgreSQL ({version}) has no pgvector extension"
+
+
+def to_text(vector: np.ndarray | Sequence[float]) -> str:
+    """pgvector's text form of one vector."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def index_name(model_id: str, kind: Kind) -> str:
+    return f"embedding_hnsw_{kind}_{hashlib.sha1(model_id.encode()).hexdigest()[:12]}"
+
+
+def ensure_model(conn: Connection, model_id: str, dimension: int) -> None:
+    """Record the model's dimension and create its HNSW indexes (once per model)."""
+    row = conn.execute(
+        """INSERT INTO embedding_model (model_id, dimension) VALUES (%s, %s)
+           ON CONFLICT (model_id) DO UPDATE SET model_id = EXCLUDED.model_id RETURNING dimension""",
+        (model_id, dimension),
+    ).fetchone()
+    stored = row["dimension"]
+    if stored != dimension:
+        raise ValueError(f"model {model_id!r} was stored with dimension {stored}, not {dimension}")
+    quoted = model_id.replace("'", "''")
+    for kind in KINDS:
+        if conn.execute("SELECT to_regclass(%s) AS i", (index_name(model_id, kind),)).fetchone()["i"]:
+            continue  # no CREATE INDEX: even IF NOT EXISTS takes a lock that blocks writers
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {index_name(model_id, kind)} ON embedding"
+            f" USING hnsw ((v::vector({int(dimension)})) vector_cosine_ops)"
+            f" WHERE model_id = '{quoted}' AND kind = '{kind}'"
+        )
+
+
+def store_vectors(
+    conn: Connection,
+    anima_ids: Sequence[str],
+    kind: Kind,
+    ids: Sequence[int],
+    vectors: np.ndarray,
+    model_id: str,
+) -> int:
+    """Upsert one vector per (anima, item); returns the rows written."""
+    if not len(ids):
+        return 0
+    with conn.cursor() as cur:
+        cur.executemany(
+            """INSERT INTO embedding (anima_id, kind, item_id, model_id, v) VALUES (%s, %s, %s, %s, %s::vector)
+               ON CONFLICT (anima_id, kind, model_id, item_id) DO UPDATE SET v = EXCLUDED.v, embedded_at = now()""",
+            [
+                (a, kind, int(i), model_id, to_text(v))
+                for a, i, v in zip(anima_ids, ids, vectors, strict=True)
+            ],
+        )
+    return len(ids)
+
+
+def delete_vectors(conn: Connection, anima_id: str, kind: Kind, ids: Sequence[int]) -> int:
+    """Erase the vectors of these items under every model (a purge); a no-op without pgvector.
+    Returns the rows deleted."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if not ids or not available(conn):
+        return 0
+    cur = conn.execute(
+        "DELETE FROM embedding WHERE anima_id = %s AND kind = %s AND item_id = ANY(%s::bigint[])",
+        (anima_id, kind, [int(i) for i in ids]),
+    )
+    return cur.rowcount
+
+
+def pending(
+    conn: Connection, model_id: str, kind: Kind, anima_id: str | None = None, limit: int | None = None
+) -> list[dict]:
+    """Items of `kind` with no vector under `model_id` (one anima, or all), oldest id first."""
+    anima = "x.anima_id = %(anima)s" if anima_id is not None else "true"
+    sql = _PENDING[kind].format(anima=anima) + " ORDER BY x.id" + (" LIMIT %(limit)s" if limit else "")
+    return conn.execute(sql, {"model": model_id, "anima": anima_id, "limit": limit}).fetchall()
+
+
+def backlog(conn: Connection, model_id: str, anima_id: str | None = None) -> dict[str, int]:
+    """{kind: items waiting for a vector under `model_id`}; empty without pgvector."""
+    if not available(conn):
+        return {}
+    anima = "x.anima_id = %(anima)s" if anima_id is not None else "true"
+    out = {}
+    for kind in KINDS:
+        sql = f"SELECT count(*) AS n FROM ({_PENDING[kind].format(anima=anima)}) p"
+        out[kind] = int(conn.execute(sql, {"model": model_id, "anima": anima_id}).fetchone()["n"])
+    return out
+
+
+@dataclass
+class EmbedReport:
+    embedded: dict[str, int]
+    left: dict[str, int]
+    error: str | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(self.embedded.values())
+
+
+def embed_pending(
+    conn: Connection,
+    embedder,
+    *,
+    anima_id: str | None = None,
+    kinds: Sequence[Kind] = KINDS,
+    batch: int = 64,
+    limit: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    commit: Callable[[], None] | None = None,
+) -> EmbedReport:
+    """Embed what `embedder` (embed.Embedder) lacks, batch by batch, `commit` after each batch
+    when given (a long backfill keeps what it did when stopped). An embedder error stops the
+    work and is reported, never raised: what it missed stays pending for the next pass."""
+    done = dict.fromkeys(kinds, 0)
+    if not available(conn):
+        return EmbedReport(done, {}, "vectors unavailable")
+    try:
+        dimension = embedder.dimension  # an HTTP provider asks its server once
+    except Exception as exc:  # noqa: BLE001 - as below: reported, the work stays pending
+        return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), f"{type(exc).__name__}: {exc}")
+    ensure_model(conn, embedder.model_id, dimension)
+    error = None
+    for kind in kinds:
+        rows = pending(conn, embedder.model_id, kind, anima_id, limit)
+        for s in range(0, len(rows), batch):
+            chunk = rows[s : s + batch]
+            try:
+                vectors = embedder.embed([r["content"] for r in chunk])
+            except Exception as exc:  # noqa: BLE001 - any provider failure leaves the rest pending
+                error = f"{type(exc).__name__}: {exc}"
+                log.warning("embedding stopped (%s); %s", embedder.model_id, error)
+                break
+            done[kind] += store_vectors(
+                conn,
+                [r["anima_id"] for r in chunk],
+                kind,
+                [r["id"] for r in chunk],
+                vectors,
+                embedder.model_id,
+            )
+            if commit:
+                commit()
+            if progress:
+                progress(len(chunk))
+        if error:
+            break
+    return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), error)
