@@ -4,15 +4,15 @@ anima_pipeline.defs). `dagster dev -w workspace.yaml` or `dg dev` from the repo 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import dagster as dg
+
+from anima_pipeline.packaged import project_dir
 
 
 def load() -> dg.Definitions:
     """The definitions as they are now (the partitions start at the store's first day, read
     when they load): the CLI calls this for each launch, the code location once."""
-    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
+    return dg.load_from_defs_folder(path_within_project=project_dir())
 
 
 defs: dg.Definitions = load()

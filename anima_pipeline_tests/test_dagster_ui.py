@@ -60,9 +60,9 @@ JOB_PARTITIONS = """
 
 
 def _instance(env: dict[str, str]) -> dg.DagsterInstance:
-    from dagster._core.instance.ref import InstanceRef  # test only: the instance under a given home
+    from anima_pipeline.defs.instance import get_instance
 
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"]))
+    return get_instance(env)
 
 
 def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(

@@ -298,21 +298,32 @@ def test_dagster_yaml_gives_sqlite_under_dagster_home(
     from dagster._core.instance.ref import InstanceRef
     from dagster._core.storage.runs import SqliteRunStorage
 
-    # no dagster.yaml in the repository: `dg dev` from its root would warn that one shadows
-    # DAGSTER_HOME's; the CLI (and benchmarks/dagster_dev.py) write it into DAGSTER_HOME
-    assert not (REPO / "dagster.yaml").exists()
-    (tmp_path / "dagster.yaml").write_text(dinstance.DAGSTER_YAML)
+    # the one template is the repository's top-level dagster.yaml (what `dg dev` reads there)
+    assert dinstance.DAGSTER_YAML_PATH == REPO / "dagster.yaml"
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path))) as instance:
+    with dinstance.get_instance() as instance:
         assert isinstance(instance.run_storage, SqliteRunStorage)
+        assert not instance.telemetry_enabled  # the template's setting, not Dagster's default
     assert (tmp_path / "storage").is_dir()
+    assert not (tmp_path / "dagster.yaml").exists()  # nothing copied into the home
+    # `dg dev` with DAGSTER_HOME unset: a temporary instance configured by ./dagster.yaml,
+    # storing where the CLI's default home does
+    monkeypatch.delenv("DAGSTER_HOME")
+    monkeypatch.setenv("ANIMA_HOME", str(tmp_path / "anima"))
+    with dg.DagsterInstance.from_ref(
+        InstanceRef.from_dir(str(tmp_path / "tmp_home"), config_dir=str(REPO))
+    ) as instance:
+        assert isinstance(instance.run_storage, SqliteRunStorage)
+    assert (tmp_path / "anima" / "dagster" / "storage").is_dir()
 
 
-def test_cli_home_gets_the_dagster_yaml(tmp_path: Path) -> None:
+def test_a_home_with_its_own_dagster_yaml_keeps_it(tmp_path: Path) -> None:
     home = dinstance.dagster_home({"ANIMA_HOME": str(tmp_path)})
     assert home == tmp_path / "dagster"
-    assert (home / "dagster.yaml").read_text() == dinstance.DAGSTER_YAML
+    assert dinstance.config_dir(home) == REPO
+    (home / "dagster.yaml").write_text(dinstance.DAGSTER_YAML)
+    assert dinstance.config_dir(home) == home
 
 
 def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:

@@ -530,15 +530,13 @@ def test_runs_are_recorded_in_dagster_postgres(store: Database, resources: dict,
 def test_dagster_yaml_switches_to_postgres_with_dagster_pg_url(
     store: Database, resources: dict, dagster_pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dagster._core.instance.ref import InstanceRef
     from dagster_postgres import PostgresRunStorage
 
-    from anima_pipeline.defs.instance import dagster_home
+    from anima_pipeline.defs.instance import get_instance
 
     monkeypatch.setenv("DAGSTER_PG_URL", dagster_pg_url)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
-    home = dagster_home()
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:
+    with get_instance() as inst:
         assert isinstance(inst.run_storage, PostgresRunStorage)
         result = materialize_night(
             D_BOTH, steps=["conversations/cleaned"], instance=inst, resources=resources
@@ -548,4 +546,4 @@ def test_dagster_yaml_switches_to_postgres_with_dagster_pg_url(
         assert conn.execute("SELECT count(*) FROM runs WHERE run_id = %s", (result.run_id,)).fetchone() == (
             1,
         )
-    assert not (home / "storage" / "history").exists()  # no SQLite run storage was made
+    assert not (tmp_path / "dagster_home" / "storage" / "history").exists()  # no SQLite run storage was made

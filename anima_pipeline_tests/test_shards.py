@@ -71,9 +71,9 @@ def test_two_shards_of_one_day_at_once_do_every_anima_once(
 
     monkeypatch.setenv("DAGSTER_PG_URL", dagster_pg_url)
     monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
-    from dagster._core.instance.ref import InstanceRef  # test only: the instance under a given home
+    from anima_pipeline.defs.instance import get_instance
 
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"])) as instance:
+    with get_instance(env) as instance:
         runs = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep", tags={"anima/day": DAY}))
         assert sorted(r.tags["anima/shard"] for r in runs) == ["0/2", "1/2"]
         assert all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)

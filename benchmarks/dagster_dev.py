@@ -32,7 +32,7 @@ def free_port() -> int:
 def dev_env(anima_home: Path, dagster_home: Path, **extra: str) -> dict[str, str]:
     """The environment of a `dg dev` on these homes: the project's venv active (dg checks it),
     this checkout first on the path, a runtime dir for libraries that want one."""
-    from anima_pipeline.defs.instance import dagster_home as ensure_dagster_home
+    from anima_pipeline.defs.instance import DAGSTER_YAML_PATH
 
     env = {
         **os.environ,
@@ -46,7 +46,11 @@ def dev_env(anima_home: Path, dagster_home: Path, **extra: str) -> dict[str, str
     runtime = anima_home / "run"
     runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
     env.setdefault("XDG_RUNTIME_DIR", str(runtime))
-    ensure_dagster_home(env)  # DAGSTER_HOME holding the project's dagster.yaml
+    # With DAGSTER_HOME set, Dagster reads $DAGSTER_HOME/dagster.yaml only: a link to the
+    # project's one template (a user leaves DAGSTER_HOME unset and `dg dev` reads ./dagster.yaml)
+    dagster_home.mkdir(parents=True, exist_ok=True)
+    if not (dagster_home / "dagster.yaml").exists():
+        (dagster_home / "dagster.yaml").symlink_to(DAGSTER_YAML_PATH)
     return env
 
 

@@ -21,9 +21,9 @@ def demo() -> None:
     """The whole cycle on the bundled synthetic week: import it into the embedded default (or
     ANIMA_DATABASE_URL), sleep its nights through Dagster with the offline engine, and show
     what was learned."""
-    import os
     from datetime import date
 
+    from anima_pipeline.packaged import source_root
     from anima_pipeline.sleep.cycle import day_range
     from anima_pipeline.store.status import status
 
@@ -41,13 +41,35 @@ def demo() -> None:
     finally:
         db.close()
     console.print(status_table(data))
-    home = os.environ.get("DAGSTER_HOME") or str(settings().home / "dagster")
+    anima = "anima" if source_root() is None else ".venv/bin/anima"
     console.print(
         "\nOpen the Dagster UI on the same run history:\n"
-        f"  . .venv/bin/activate && DAGSTER_HOME={home} dg dev\n"
-        "Export the store as Markdown:  .venv/bin/anima export --markdown ./anima-export\n"
-        'Ask it something:             .venv/bin/anima recall "what does Lin Wei like to eat?"'
+        f"  {dagster_ui_command()}\n"
+        f"Export the store as Markdown:  {anima} export --markdown ./anima-export\n"
+        f'Ask it something:             {anima} recall "what does Lin Wei like to eat?"',
+        soft_wrap=True,
     )
+
+
+def dagster_ui_command() -> str:
+    """How to open the UI on the CLI's run history: `dg dev` in the checkout reads its
+    dagster.yaml when DAGSTER_HOME is unset; an installed package runs `dagster dev` where its
+    template is."""
+    import os
+
+    from anima_pipeline.defs.instance import DAGSTER_YAML_PATH
+    from anima_pipeline.packaged import source_root
+
+    root = source_root()
+    where = (
+        f"cd {root} && . .venv/bin/activate && dg dev"
+        if root
+        else (f"cd {DAGSTER_YAML_PATH.parent} && dagster dev -m anima_pipeline.definitions")
+    )
+    home = os.environ.get("DAGSTER_HOME")
+    if home:  # Dagster then reads $DAGSTER_HOME/dagster.yaml, or its defaults (SQLite there)
+        return f"DAGSTER_HOME={home} {where.split(' && ', 1)[1]}"
+    return f"{where}   (DAGSTER_HOME unset: it reads {DAGSTER_YAML_PATH.name} there)"
 
 
 def show_learned(conn, anima_id: str) -> None:

@@ -12,8 +12,12 @@ instance loads (webserver, daemon, run workers, `anima sleep`), from the environ
   storage is configured; with DAGSTER_HOME unset (`dagster dev` with a temporary instance),
   under $ANIMA_HOME/dagster/storage, so run history survives the session.
 
-`dagster_home()` gives the CLI a DAGSTER_HOME that holds this dagster.yaml (written there
-when missing), so a run launched by `anima sleep` shows up in `dagster dev` and vice versa.
+The one dagster.yaml is the repository's top-level one (`anima_pipeline.packaged`; a
+wheel carries it). `dg dev` from the repository root with DAGSTER_HOME unset reads it (and
+stores under $ANIMA_HOME/dagster/storage); the CLI's instance (`get_instance`) is its home
+(DAGSTER_HOME, or $ANIMA_HOME/dagster) configured by that same file, unless the home holds a
+dagster.yaml of its own. Nothing is copied, so a run launched by `anima sleep` shows up in
+`dg dev` and vice versa, and `dg dev` has no second dagster.yaml to warn about.
 """
 
 from __future__ import annotations
@@ -30,18 +34,10 @@ from dagster._core.storage.base_storage import DagsterStorage
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from psycopg.conninfo import conninfo_to_dict
 
-DAGSTER_YAML = """\
-# Dagster's own storage: dagster-postgres when DAGSTER_PG_URL is set, otherwise SQLite under
-# $DAGSTER_HOME/storage. The choice is made by anima_pipeline.defs.instance when the
-# instance loads; see that module. Never the memory store's database.
-storage:
-  custom:
-    module: anima_pipeline.defs.instance
-    class: AnimaDagsterStorage
-    config: {}
-telemetry:
-  enabled: false
-"""
+from anima_pipeline.packaged import top_level
+
+DAGSTER_YAML_PATH = top_level("dagster.yaml")
+DAGSTER_YAML = DAGSTER_YAML_PATH.read_text()
 
 
 class StorageConfigError(ValueError):
@@ -135,18 +131,20 @@ class AnimaDagsterStorage(DagsterStorage, ConfigurableClass):
 
 
 def dagster_home(env: dict[str, str] | None = None) -> Path:
-    """DAGSTER_HOME (or $ANIMA_HOME/dagster when unset), created, holding a dagster.yaml
-    (this module's, written when none is there; an existing one is left alone)."""
+    """DAGSTER_HOME (or $ANIMA_HOME/dagster when unset), created."""
     e = os.environ if env is None else env
     home = Path(e.get("DAGSTER_HOME") or Path(e.get("ANIMA_HOME") or "~/.anima") / "dagster").expanduser()
     home.mkdir(parents=True, exist_ok=True)
-    yaml_path = home / "dagster.yaml"
-    if not yaml_path.exists():
-        yaml_path.write_text(DAGSTER_YAML)
     return home
 
 
-def get_instance():
+def config_dir(home: Path) -> Path:
+    """Where the instance of `home` reads its dagster.yaml: the home's own when it has one
+    (a deployment's), else the project's template."""
+    return home if (home / "dagster.yaml").exists() else DAGSTER_YAML_PATH.parent
+
+
+def get_instance(env: dict[str, str] | None = None):
     """The persistent Dagster instance the CLI records its runs in (see dagster_home)."""
     from dagster import DagsterInstance
 
@@ -154,5 +152,5 @@ def get_instance():
     # given home needs InstanceRef (no public export, checked with 1.13.27)
     from dagster._core.instance.ref import InstanceRef
 
-    home = dagster_home()
-    return DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+    home = dagster_home(env)
+    return DagsterInstance.from_ref(InstanceRef.from_dir(str(home), config_dir=str(config_dir(home))))

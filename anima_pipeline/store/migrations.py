@@ -13,7 +13,9 @@ from pathlib import Path
 
 import psycopg
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+from anima_pipeline.packaged import top_level
+
+SQL_DIR = top_level("sql")
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _LOCK_KEY = 7_231_001  # one advisory lock id for "migrating", so two processes never apply twice
 

@@ -22,7 +22,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 
 import dagster as dg
 
@@ -47,9 +46,9 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from anima_pipeline.config import Settings
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
+from anima_pipeline.packaged import source_root
 from anima_pipeline.sleep.cycle import STEP_KEYS
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFINITIONS_MODULE = "anima_pipeline.definitions"
 LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
 PID_TAG = "anima/pid"
@@ -85,11 +84,12 @@ def nightly_sleep_job() -> dg.JobDefinition:
 
 def remote_job_origin(job_name: str = JOB_NAME) -> RemoteJobOrigin:
     """The origin the webserver gives runs of this job when it loads workspace.yaml."""
+    root = source_root()  # workspace.yaml's working_directory; none for an installed wheel
     target = LoadableTargetOrigin(
         executable_path=sys.executable,
         module_name=DEFINITIONS_MODULE,
         attribute="defs",
-        working_directory=str(REPO_ROOT),
+        working_directory=str(root) if root else None,
     )
     location = ManagedGrpcPythonEnvCodeLocationOrigin(target, location_name=LOCATION_NAME)
     return RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME).get_job_origin(job_name)
