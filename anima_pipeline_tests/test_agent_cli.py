@@ -68,7 +68,7 @@ def _serve(env: dict[str, str], port: int) -> subprocess.Popen:
 
 def test_serve_on_the_embedded_default_answers_docs_and_a_cli_key_reads_back_its_messages(home: Path) -> None:
     env = _env(home)
-    created = _anima(env, "keys", "create", "--anima", "aria", "--name", "laptop")
+    created = _anima(env, "keys", "create", "--anima", "aria", "--name", "laptop", "--new")
     assert created.returncode == 0, created.stderr
     key = created.stdout.strip().splitlines()[-1]
     assert key.startswith("anima_") and created.stdout.strip() == key  # the key alone on stdout
@@ -114,7 +114,7 @@ def test_serve_on_the_embedded_default_answers_docs_and_a_cli_key_reads_back_its
 
 def test_keys_revoke_locks_the_key_out(home: Path, db_url: str) -> None:
     env = _env(home, db_url)
-    key = _anima(env, "keys", "create", "--anima", "aria").stdout.strip()
+    key = _anima(env, "keys", "create", "--anima", "aria", "--new").stdout.strip()
     port = free_port()
     proc = _serve(env, port)
     try:
@@ -127,3 +127,24 @@ def test_keys_revoke_locks_the_key_out(home: Path, db_url: str) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_keys_and_mcp_refuse_an_unknown_anima_naming_the_known_ones(home: Path, db_url: str, db) -> None:
+    from anima_pipeline.config import Settings
+    from anima_pipeline.memory import AnimaMemory
+
+    AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=home)).remember(
+        "Lena lives in Lisbon"
+    )
+    env = _env(home, db_url)
+    for args in (("keys", "create", "--anima", "nobody"), ("mcp", "--anima", "ghost")):
+        refused = _anima(env, *args)
+        assert refused.returncode == 2, (args, refused.stdout, refused.stderr)
+        assert "unknown" in refused.stderr and "aria" in refused.stderr, refused.stderr  # the known ones
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM api_key").fetchone()["n"] == 0
+    # a known anima gets its key; --new opens one for an anima with nothing stored yet
+    assert _anima(env, "keys", "create", "--anima", "aria").returncode == 0
+    assert _anima(env, "keys", "create", "--anima", "newcomer", "--new").returncode == 0
+    assert _anima(env, "keys", "create", "--anima", "bad id", "--new").returncode == 2
+    assert "--new" in _anima(env, "mcp", "--help").stdout

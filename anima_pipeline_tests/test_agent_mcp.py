@@ -81,7 +81,7 @@ def test_stdio_remember_when_enabled_is_audited_and_recalled(
     db: Database, db_url: str, tmp_path: Path
 ) -> None:
     async def main() -> str:
-        async with Client(_stdio(db_url, tmp_path, "--allow-remember")) as client:
+        async with Client(_stdio(db_url, tmp_path, "--allow-remember", "--new")) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert names == {"context", "search", "search_messages", "remember"}
             made = await client.call_tool(

@@ -65,6 +65,20 @@ def require_animas(animas) -> None:
         db.close()
 
 
+def require_anima_or_new(anima: str, new: bool) -> None:
+    """`anima keys create` / `anima mcp`: an unknown anima exits 2 naming the known ones (a
+    typo would hand an agent an empty memory), unless --new says it has nothing stored yet."""
+    from anima_pipeline.store.archive import anima_id_problem
+
+    if not new:
+        require_animas([anima])
+    elif problem := anima_id_problem(anima):
+        fail(f"--anima {anima[:80]!r}: an anima id {problem}", 2)
+
+
+NEW_ANIMA_HELP = "The anima has nothing in the store yet (a new agent): skip the unknown-anima refusal."
+
+
 def progress_bar() -> Progress:
     return Progress(
         TextColumn("{task.description}"),

@@ -8,7 +8,14 @@ import typer
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store
+from anima_pipeline.cli.common import (
+    NEW_ANIMA_HELP,
+    console,
+    err_console,
+    fail,
+    open_store,
+    require_anima_or_new,
+)
 
 keys_app = typer.Typer(
     help="API keys for `anima serve`: one anima per key, stored hashed.", no_args_is_help=True
@@ -26,12 +33,15 @@ def _audit(conn, step: str):
 def create(
     anima: str = typer.Option(..., "--anima", help="The anima this key reads and writes (only this one)."),
     name: str | None = typer.Option(None, "--name", help="A label to tell keys apart in `anima keys list`."),
+    new: bool = typer.Option(False, "--new", help=NEW_ANIMA_HELP),
 ) -> None:
-    """Create a key and print it on its own line. It is shown only now: only its hash is stored."""
+    """Create a key and print it on its own line. It is shown only now: only its hash is stored.
+    An anima the store does not know is refused (exit 2, naming the known ones) unless --new."""
     from anima_pipeline.store.api_keys import create_key
 
     if not anima.strip():
         fail("--anima must not be blank", 2)
+    require_anima_or_new(anima, new)
     db = open_store()
     try:
         with db.transaction() as conn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import err_console, open_store, settings
+from anima_pipeline.cli.common import NEW_ANIMA_HELP, err_console, open_store, require_anima_or_new, settings
 
 
 @app.command("serve")
@@ -38,6 +38,7 @@ def mcp(
     allow_remember: bool = typer.Option(
         False, "--allow-remember", help="Add the remember tool (writes); read-only without it."
     ),
+    new: bool = typer.Option(False, "--new", help=NEW_ANIMA_HELP),
 ) -> None:
     """The MCP server: tools context and search (and remember with --allow-remember) over one anima."""
     from anima_pipeline.memory import AnimaMemory
@@ -46,6 +47,7 @@ def mcp(
     if transport not in ("stdio", "streamable-http"):
         err_console.print(f"[red]--transport must be stdio or streamable-http, got {transport!r}[/red]")
         raise typer.Exit(2)
+    require_anima_or_new(anima, new)  # exit 2 naming the known ones: a typo must not serve an empty memory
     db = open_store()
     try:
         if transport != "stdio":

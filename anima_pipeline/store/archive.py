@@ -562,7 +562,10 @@ def require_animas(conn: Connection, animas: Iterable[str]) -> None:
     if missing:
         known = [
             r["anima_id"]
-            for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1 LIMIT 21").fetchall()
+            for r in conn.execute(
+                """SELECT anima_id FROM conversation UNION SELECT anima_id FROM semantic_memory
+                   ORDER BY 1 LIMIT 21"""
+            ).fetchall()
         ]
         more = ", …" if len(known) > 20 else ""
         raise UnknownAnima(
