@@ -134,6 +134,24 @@ class Settings(BaseSettings):
     embedder_batch: int = Field(64, ge=1)  # texts per HTTP request / per stored batch
     embedder_timeout_s: float = Field(30.0, gt=0)
     embedder_retries: int = Field(3, ge=0)
+    # the working context of a turn (issue 20, recall/working.py and recall/session.py)
+    context_window_tokens: int = Field(200_000, ge=1_000)  # the model's window
+    context_reserve_tokens: int = Field(20_000, ge=0)  # kept free for the answer and tool turns
+    context_soft_tokens: int = Field(4_000, ge=0)  # compaction (and its flush) this far below the budget
+    # all system segments together (the seed's system_prompt_budget_chars)
+    working_system_chars: int = Field(12_000, ge=0)
+    working_system_share: float = Field(0.5, gt=0, le=1)  # of the turn's token budget, at most
+    working_block_chars: int = Field(1_200, ge=0)  # values, relationships, current_state each
+    working_autobiography_chars: int = Field(1_500, ge=0)
+    working_block_head_chars: int = Field(200, ge=0)  # what the fold leaves of a self block, at least
+    working_temporal_chars: int = Field(1_500, ge=0)  # yesterday, the week and the month
+    working_summary_tokens: int = Field(2_000, ge=50)  # the session's rolling summary, at most
+    working_raw_share: float = Field(0.6, gt=0, le=1)  # of the messages budget, for verbatim turns
+    working_raw_min_turns: int = Field(4, ge=1)  # the latest turns stay verbatim whatever their size
+    working_slim_chars: int = Field(300, ge=80)  # a slimmed turn, at most
+    # offline token estimate: calibrated on Claude's public tokenizer (docs/benchmarks.md)
+    chars_per_token: float = Field(4.0, gt=0)  # non-CJK characters per token
+    tokens_per_cjk_char: float = Field(1.1, gt=0)
 
     @field_validator("home")
     @classmethod

@@ -31,13 +31,24 @@ import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.llm.factory import make_engine
+from anima_pipeline.llm.types import Engine
 from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories, search_messages
-from anima_pipeline.recall.sections import AssembledContext, SearchPage
+from anima_pipeline.recall.context import resident_set
+from anima_pipeline.recall.render import memory_item
+from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
+from anima_pipeline.recall.session import ClaudeSummarizer, ExtractiveSummarizer, Summarizer
+from anima_pipeline.recall.tokens import ClaudeCounter, RatioCounter, TokenCounter
+from anima_pipeline.recall.working import WorkingContext, default_budget
+from anima_pipeline.recall.working import working_context as build_working_context
+from anima_pipeline.sleep.flush import flush_turns
+from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
     ArchiveRecord,
@@ -52,6 +63,7 @@ from anima_pipeline.store.archive import (
 from anima_pipeline.store.calendar import record_first_day
 from anima_pipeline.store.db import Connection, Database, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
+from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MemoryType
 from anima_pipeline.store.status import status as store_status
 from anima_pipeline.tools.executor import ToolExecutor
@@ -60,6 +72,7 @@ from anima_pipeline.tools.scope import Scope
 CITATION_FORMAT = "[[anima:f-{id}]]"
 MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
+MIN_BUDGET = 500  # tokens: below this a working context cannot hold a turn and its self
 REMEMBER_STEP = f"{AGENT_STEP_PREFIX}remember"
 
 
@@ -127,6 +140,8 @@ class AnimaMemory:
             raise AnimaInputError("must be a non-empty string", field="anima_id")
         self.anima_id = anima_id
         self.settings = settings or get_settings()
+        self._engine: Engine | None = None
+        self._claude_counter: ClaudeCounter | None = None
         self._owns_db = not isinstance(db, Database)
         if isinstance(db, Database):
             self.db = db
@@ -342,6 +357,83 @@ class AnimaMemory:
                 limit=limit,
                 offset=offset,
             )
+
+    def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
+        """Everything the model gets for the turn that answers `message` in conversation
+        `session_id`, within `budget` tokens (default: ANIMA_CONTEXT_WINDOW_TOKENS less
+        ANIMA_CONTEXT_RESERVE_TOKENS): `system` (the self blocks, resident memories, the
+        temporal segment and the recall sections, folded: `recall.working`), `messages` (the
+        session's stored messages as summary | slim | raw: `recall.session`) and `segments`
+        (characters, estimated tokens, items and cut flag of each; they add up to `chars` and
+        `tokens`). `message` itself is not stored here (append it after the turn) and its
+        tokens are kept free in the budget.
+
+        When the session's turns no longer fit, a compaction cycle moves the oldest into the
+        session's rolling summary, kept per (session, watermark) so the next turns reuse it,
+        after a flush has written the durable facts in them as memories sourced from the
+        session (light sleep stage 1's rules, once per cycle)."""
+        if not isinstance(session_id, str) or not session_id.strip():
+            raise AnimaInputError("must be a non-empty conversation id", field="session_id")
+        if not isinstance(message, str):
+            raise AnimaInputError("must be a string", field="message")
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET
+        ):
+            raise AnimaInputError(f"must be an integer of at least {MIN_BUDGET} tokens", field="budget")
+        engine = self.engine
+        now = datetime.now(self.settings.tz)
+        ratio = RatioCounter(self.settings.chars_per_token, self.settings.tokens_per_cjk_char)
+        counter: TokenCounter = self._counter() if engine.name == "anthropic" else ratio
+        with self.db.transaction() as conn:
+            if engine.name == "anthropic":
+                summarizer: Summarizer = ClaudeSummarizer(
+                    engine,
+                    identity_context(conn, self.anima_id),
+                    self.settings.tz,
+                    self.settings.chars_per_token,
+                )
+            else:
+                summarizer = ExtractiveSummarizer(self.settings.tz)
+            return build_working_context(
+                conn,
+                self._audit(conn, f"{AGENT_STEP_PREFIX}working_context"),
+                session_id,
+                message,
+                budget=budget or default_budget(self.settings),
+                settings=self.settings,
+                count=ratio.count,
+                measure=counter.count,
+                counter_name=counter.name,
+                summarizer=summarizer,
+                flusher=partial(flush_turns, engine=engine, session_id=session_id, now=now),
+                now=now,
+            )
+
+    @property
+    def engine(self) -> Engine:
+        """The engine of the day-time writes that need one (the session summary, the flush):
+        ANIMA_ENGINE, built once per facade."""
+        if self._engine is None:
+            self._engine = make_engine(self.settings)
+        return self._engine
+
+    def _counter(self) -> TokenCounter:
+        if self._claude_counter is None:
+            self._claude_counter = ClaudeCounter(self.engine)
+        return self._claude_counter
+
+    def self_blocks(self) -> dict[str, str]:
+        """The six self blocks as the night last wrote them (empty when never written)."""
+        with self.db.transaction() as conn:
+            return SelfBlockRepo(conn).all(self.anima_id)
+
+    def resident(self) -> list[ContextItem]:
+        """The resident set: pinned memories, then the most cited (what every turn carries)."""
+        with self.db.transaction() as conn:
+            memories, _ = resident_set(
+                conn, self.anima_id, self.settings.recall_resident_top_n, self.settings.recall_pinned_max
+            )
+        return [memory_item(m.model_dump(), score=0.0, why="resident", tz=self.settings.tz) for m in memories]
 
     @staticmethod
     def _check_page(limit: int, offset: int) -> None:

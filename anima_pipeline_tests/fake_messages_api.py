@@ -23,6 +23,9 @@ empty (`sleep_autopilot` writes what the must-write steps of a night need).
 
 Standalone: `python -m anima_pipeline_tests.fake_messages_api --port 8765 --script s.json`
 prints its URL; point the CLI at it with ANTHROPIC_BASE_URL.
+
+Token counting (`POST /v1/messages/count_tokens`) answers the prompt's size the way the
+cache accounting measures it (a quarter of its JSON characters), consuming no script.
 """
 
 from __future__ import annotations
@@ -377,6 +380,12 @@ class FakeMessagesAPI:
             self._requests.append(req)
 
     @property
+    def counted(self) -> int:
+        """How many token-counting requests (`/v1/messages/count_tokens`) arrived."""
+        with self._lock:
+            return sum(1 for r in self._requests if r.path == "/v1/messages/count_tokens")
+
+    @property
     def messages(self) -> list[dict[str, Any]]:
         """Every Messages request body, synchronous or batched, in arrival order."""
         with self._lock:
@@ -550,10 +559,15 @@ def _handler_for(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             headers = {k.lower(): v for k, v in self.headers.items()}
             fake._record(RecordedRequest("POST", path, headers, body))
-            if path not in ("/v1/messages", "/v1/messages/batches"):
+            if path not in ("/v1/messages", "/v1/messages/batches", "/v1/messages/count_tokens"):
                 return self._send_error(404, f"no route for POST {path}")
             if not self._authorized(headers):
                 return None
+            if path == "/v1/messages/count_tokens":
+                if not isinstance(body, dict) or not body.get("model") or not body.get("messages"):
+                    return self._send_error(400, "model and messages are required")
+                # counted like the prompt of a request (the script is not consumed)
+                return self._send(200, {"input_tokens": max(1, _tokens(_segments(body)))})
             if path == "/v1/messages/batches":
                 status, payload = fake._create_batch(body)
                 return self._send(status, payload)

@@ -254,12 +254,29 @@ class AnthropicEngine:
             params["output_config"] = {"effort": effort}
         return params
 
-    def complete(self, step: str, system: str, prompt: str, *, max_tokens: int = 1024) -> tuple[str, Usage]:
-        """One plain text answer (no tools): the evaluation's answer and judge calls. Same
-        retries, budget, batch mode and accounting as a step; a refusal or a cut answer
-        raises like in a step."""
+    def complete(
+        self,
+        step: str,
+        system: str | list[TextBlock],
+        prompt: str | list[TextBlock],
+        *,
+        max_tokens: int = 1024,
+    ) -> tuple[str, Usage]:
+        """One plain text answer (no tools): the evaluation's answer and judge calls, the
+        session summary. Same retries, budget, batch mode and accounting as a step; a refusal
+        or a cut answer raises like in a step. Blocks given as TextBlock keep their cache
+        breakpoints."""
         if self.budget is not None:
             self.budget.check(step)
+        if isinstance(system, list) or isinstance(prompt, list):
+            blocks = StepRequest(
+                step=step,
+                system=system if isinstance(system, list) else [TextBlock(text=system)],
+                user=prompt if isinstance(prompt, list) else [TextBlock(text=prompt)],
+                tools=[],
+                cache_turns=False,
+            )
+            system, prompt = _prompt(blocks)  # type: ignore[assignment]
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
@@ -280,6 +297,28 @@ class AnthropicEngine:
                 f"step {step!r}: no answer within max_tokens={max_tokens}", step=step, usage=usage
             )
         return said, usage
+
+    def count_tokens(self, text: str) -> int:
+        """Input tokens of one user message holding `text` (`messages.count_tokens`): the
+        working context's estimate. Same retries as a request; not charged to the budget
+        (the endpoint is free)."""
+        try:
+            with self._slots:
+                retrying = tenacity.Retrying(
+                    stop=tenacity.stop_after_attempt(self.max_retries + 1),
+                    wait=self._wait,
+                    retry=tenacity.retry_if_exception(_retryable),
+                    reraise=True,
+                )
+                result = retrying(
+                    self._client.messages.count_tokens,
+                    model=self.model,
+                    messages=[{"role": "user", "content": text}],
+                )
+        except anthropic.AnthropicError as err:
+            leaked = self._api_key.get_secret_value() in str(err)
+            raise self.translate("agent/count_tokens", err) from (None if leaked else err)
+        return int(result.input_tokens)
 
     def _conversation(self, request: StepRequest, runner: ToolRunner) -> Iterator[Usage]:
         """Yields each call's usage as it is spent, so `run` still knows the total if a

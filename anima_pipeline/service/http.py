@@ -28,6 +28,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.memory import (
     MAX_BATCH,
     MAX_SEARCH_LIMIT,
+    MIN_BUDGET,
     AnimaInputError,
     AnimaMemory,
     AppendResult,
@@ -36,6 +37,7 @@ from anima_pipeline.memory import (
     WrongAnimaError,
 )
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
+from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.api_keys import anima_of_key
 from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.db import Database
@@ -161,6 +163,23 @@ def context(
     session_id: Annotated[str | None, Query(min_length=1, description="the current conversation")] = None,
 ) -> AssembledContext:
     return memory.context(query, session_id)
+
+
+class WorkingContextBody(BaseModel):
+    session_id: str = Field(min_length=1, description="the current conversation")
+    message: str = Field(max_length=MAX_CONTENT_CHARS * 4, description="what the user just said (not stored)")
+    budget: int | None = Field(
+        None, ge=MIN_BUDGET, description="tokens for the whole context; default: the window less the reserve"
+    )
+
+
+@router.post("/working_context", response_model=WorkingContext, summary="The whole working context of a turn")
+def working_context(body: WorkingContextBody, memory: Memory) -> WorkingContext:
+    """The self layer, resident memories, temporal segment and recall sections (`system`), the
+    session as summary | slim | raw (`messages`) and the `segments` report, within `budget`
+    tokens: what `AnimaMemory.working_context` returns. A POST because a turn may compact the
+    session (its rolling summary, and the flush of the turns it covers, are written)."""
+    return memory.working_context(body.session_id, body.message, budget=body.budget)
 
 
 @router.get("/search", response_model=SearchPage, summary="Active search over memories")

@@ -1,0 +1,363 @@
+"""The working context of a turn: everything the model gets, inside one token budget.
+
+The context-management seed's turn cycle, steps 1 to 3: the system prompt (Self, the resident
+memories, the temporal segment, the recall sections) folded to per-segment character budgets
+and one global system budget; the current conversation as summary | slim | raw
+(`recall.session`); passive recall before the call. `segments` is the seed's prompt debug:
+one row per segment, its characters, estimated tokens, items and whether it was cut; the
+rows add up to the characters and tokens returned.
+
+System segments, in prompt order, each with its budget (settings, characters):
+
+    self.identity, self.persona           never cut (the core of the anima)
+    self.values, self.relationships,
+    self.current_state                    ANIMA_WORKING_BLOCK_CHARS each
+    self.autobiography_summary            ANIMA_WORKING_AUTOBIOGRAPHY_CHARS
+    resident                              ANIMA_RECALL_RESIDENT_CHARS (pinned ∪ most cited)
+    temporal                              ANIMA_WORKING_TEMPORAL_CHARS: yesterday's day summary,
+                                          the current week and month (the latest written)
+    recall.summaries, recall.memories,
+    recall.episodic                       today's `context` for the message, ANIMA_RECALL_BUDGET_CHARS
+                                          together; the current session's own sources and the
+                                          resident memories excluded
+
+The fold: each segment is first cut to its own budget; when they still exceed the global
+system budget (ANIMA_WORKING_SYSTEM_CHARS, and at most ANIMA_WORKING_SYSTEM_SHARE of the
+turn's token budget) they give way in FOLD_ORDER, each as far as needed before the next is
+touched: recall (episodic, memories, summaries: last items first), then the temporal
+segment (month, week, then yesterday), the resident set (least cited first), then the self
+blocks from the autobiography summary up to values, each down to its head
+(ANIMA_WORKING_BLOCK_HEAD_CHARS, cut on a line or sentence) and never further. Identity and
+persona are never cut, even past the budget (the report shows it).
+
+The messages get what the system leaves of the budget, less the user's message itself.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from anima_pipeline.config import Settings
+from anima_pipeline.recall.assemble import assemble_context, budgets_from
+from anima_pipeline.recall.render import cut, summary_item
+from anima_pipeline.recall.sections import AssembledContext, ContextItem
+from anima_pipeline.recall.session import Flusher, FlushOutcome, MessageItem, Summarizer, session_view
+from anima_pipeline.store import session as store
+from anima_pipeline.store.db import Connection
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import SELF_BLOCKS, SelfBlockRepo
+
+CORE = ("identity", "persona")  # never cut
+RECALL_SECTIONS = ("summaries", "memories", "episodic")
+FOLD_ORDER = (
+    "recall.episodic",
+    "recall.memories",
+    "recall.summaries",
+    "temporal",
+    "resident",
+    "self.autobiography_summary",
+    "self.current_state",
+    "self.relationships",
+    "self.values",
+)
+TITLES = {
+    "resident": "Resident memories",
+    "temporal": "Recent time (yesterday, this week, this month)",
+    "recall.summaries": "Summaries of the period asked about",
+    "recall.memories": "Recalled memories",
+    "recall.episodic": "Past messages",
+}
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n")
+
+
+class SystemSegment(BaseModel):
+    """One segment of the system prompt: `text` is what goes into the prompt (its title line
+    first), `items` the memories, summaries or messages it holds (none for a self block)."""
+
+    name: str
+    text: str
+    items: list[ContextItem] = Field(default_factory=list)
+    chars: int
+    tokens: int = 0
+    budget: int | None = None  # characters; None: never cut
+    cut: bool = False
+
+
+class SegmentReport(BaseModel):
+    name: str  # "self.identity" … "recall.episodic", "messages.summary", "messages.slim", "messages.raw"
+    part: Literal["system", "messages"]
+    chars: int
+    tokens: int
+    items: int
+    budget_chars: int | None = None
+    cut: bool = False
+
+
+class WorkingContext(BaseModel):
+    anima_id: str
+    session_id: str
+    message: str
+    system: list[SystemSegment]
+    messages: list[MessageItem]
+    segments: list[SegmentReport]
+    chars: int = Field(description="characters of the system segments' texts and the messages' contents")
+    tokens: int = Field(description="estimated tokens of the same (the segments' sum)")
+    message_tokens: int = Field(description="the user's message, reserved from the budget (not returned)")
+    budget_tokens: int
+    system_budget_chars: int
+    compaction_at_tokens: int = Field(
+        description="the session compacts (and flushes first) past this: the window less the reserve and the soft margin"
+    )
+    counter: str = Field(description="how tokens were estimated: anthropic (count_tokens) or ratio")
+    watermark: int | None = None
+    compacted: bool = False
+    summary_reused: bool = False
+    flushed: list[str] = Field(default_factory=list, description="memories the flush of this call wrote")
+
+    def system_text(self) -> str:
+        """The system prompt: the segments' texts, a blank line between two (not counted)."""
+        return "\n\n".join(s.text for s in self.system if s.text)
+
+    def as_messages(self) -> list[dict[str, str]]:
+        """The messages for the Messages API: tool and system turns as user text, turns of
+        the same role merged (the API wants them alternating)."""
+        out: list[dict[str, str]] = []
+        for m in self.messages:
+            role = m.role if m.role in ("user", "assistant") else "user"
+            text = m.content if m.role in ("user", "assistant") else f"[{m.role}] {m.content}"
+            if out and out[-1]["role"] == role:
+                out[-1]["content"] += "\n\n" + text
+            else:
+                out.append({"role": role, "content": text})
+        return out
+
+
+# --- the system segments ----------------------------------------------------------------
+
+
+def _head(text: str, limit: int) -> str:
+    """The head of a block within `limit` characters, ending on a line or a sentence."""
+    if len(text) <= limit:
+        return text
+    window = text[: max(0, limit - 2)]
+    ends = [m.start() for m in _SENTENCE_END.finditer(window)]
+    stop = ends[-1] if ends and ends[-1] >= limit // 2 else len(window)
+    return window[:stop].rstrip() + " …"
+
+
+class _Seg:
+    """A segment while it is folded."""
+
+    def __init__(
+        self, name: str, budget: int | None, *, body: str = "", items: list[ContextItem] | None = None
+    ) -> None:
+        self.name, self.budget = name, budget
+        self.body, self.full_body = body, body
+        self.items = list(items or [])
+        self.title = (
+            f"# Self: {name.removeprefix('self.')}" if name.startswith("self.") else f"# {TITLES[name]}"
+        )
+        self.cut = False
+
+    @property
+    def text(self) -> str:
+        if self.name.startswith("self."):
+            return f"{self.title}\n{self.body}" if self.body.strip() else ""
+        return "\n".join([self.title, *(i.line for i in self.items)]) if self.items else ""
+
+    def shrink(self, to: int, head_min: int) -> None:
+        """Cut to `to` characters at most (a self block never below its head)."""
+        if len(self.text) <= to:
+            return
+        if self.name.startswith("self."):
+            room = max(to - len(self.title) - 1, min(head_min, len(self.body)))
+            self.body = _head(self.full_body, room)
+        else:
+            while self.items and len(self.text) > to:
+                self.items.pop()
+        self.cut = True
+
+
+def _temporal_items(conn: Connection, anima_id: str, today: datetime, budget: int) -> list[ContextItem]:
+    rows = store.temporal_for(conn, anima_id, today.date())
+    each = max(80, budget // max(1, len(rows)))
+    items = []
+    for r in rows:
+        item = cut(summary_item(r, score=0.0, why=f"{r['level']} summary"), each, [])
+        if item is not None:
+            items.append(item)
+    return items
+
+
+def system_segments(
+    conn: Connection,
+    anima_id: str,
+    recalled: AssembledContext,
+    now: datetime,
+    settings: Settings,
+    cap_chars: int,
+) -> tuple[list[_Seg], int]:
+    """The segments, each cut to its budget, then folded to `cap_chars` in FOLD_ORDER."""
+    blocks = SelfBlockRepo(conn).all(anima_id)
+    budgets = {
+        "identity": None,
+        "persona": None,
+        "autobiography_summary": settings.working_autobiography_chars,
+    }
+    segs = [
+        _Seg(f"self.{name}", budgets.get(name, settings.working_block_chars), body=blocks[name].strip())
+        for name in SELF_BLOCKS
+    ]
+    resident = recalled.section("resident")
+    segs.append(_Seg("resident", settings.recall_resident_chars, items=resident.items))
+    segs.append(
+        _Seg(
+            "temporal",
+            settings.working_temporal_chars,
+            items=_temporal_items(conn, anima_id, now, settings.working_temporal_chars),
+        )
+    )
+    for name in RECALL_SECTIONS:
+        section = recalled.section(name)  # type: ignore[arg-type]
+        segs.append(
+            _Seg(f"recall.{name}", section.budget or settings.recall_budget_chars, items=section.items)
+        )
+    head = settings.working_block_head_chars
+    for s in segs:
+        if s.budget is not None:
+            s.shrink(s.budget, head)
+    by_name = {s.name: s for s in segs}
+    for name in FOLD_ORDER:
+        over = sum(len(s.text) for s in segs) - cap_chars
+        if over <= 0:
+            break
+        seg = by_name[name]
+        seg.shrink(max(0, len(seg.text) - over), head)
+    return segs, cap_chars
+
+
+# --- the whole turn ---------------------------------------------------------------------
+
+
+def working_context(
+    conn: Connection,
+    audit: Audit,
+    session_id: str,
+    message: str,
+    *,
+    budget: int,
+    settings: Settings,
+    count: Callable[[str], int],
+    measure: Callable[[str], int] | None = None,
+    counter_name: str = "ratio",
+    summarizer: Summarizer,
+    flusher: Flusher | None,
+    now: datetime,
+) -> WorkingContext:
+    """The working context of the turn that answers `message` in `session_id`, within `budget`
+    tokens. Writes only the session's summary and flush when a compaction cycle is due.
+
+    `count` is the estimate the packing uses, item by item (fast); `measure` (default: the
+    same) what the report states per segment, e.g. Anthropic's token counting."""
+    exact = None if measure is not None and measure is not count else count  # one estimate for both
+    measure = measure or count
+    anima_id = audit.anima_id
+    recalled = assemble_context(
+        conn, anima_id, message, session_id=session_id, budgets=budgets_from(settings), now=now
+    )
+    # the system's cap in characters: its setting, and at most its share of the budget in
+    # tokens, converted at the ratio of the segments' own text (English and Chinese differ)
+    draft, _ = system_segments(conn, anima_id, recalled, now, settings, settings.working_system_chars)
+    sample = "".join(s.text for s in draft)
+    measured = measure(sample) if sample else 0
+    per_token = len(sample) / max(1, measured) if sample else settings.chars_per_token
+    if measure is not count and sample:  # pack by the fast estimate, scaled to what the engine counts
+        scale, estimate = measured / max(1, count(sample)), count
+        count = lambda text: math.ceil(estimate(text) * scale)  # noqa: E731
+    cap = min(settings.working_system_chars, int(budget * settings.working_system_share * per_token))
+    segs, cap = (
+        system_segments(conn, anima_id, recalled, now, settings, cap) if cap < len(sample) else (draft, cap)
+    )
+    system = [
+        SystemSegment(
+            name=s.name,
+            text=s.text,
+            items=s.items,
+            chars=len(s.text),
+            tokens=measure(s.text),
+            budget=s.budget,
+            cut=s.cut,
+        )
+        for s in segs
+    ]
+    message_tokens = measure(message)
+    room = max(0, budget - sum(s.tokens for s in system) - message_tokens)
+    view = session_view(
+        conn, audit, session_id, room, settings=settings, count=count, summarizer=summarizer, flusher=flusher
+    )
+    reports = [
+        SegmentReport(
+            name=s.name,
+            part="system",
+            chars=s.chars,
+            tokens=s.tokens,
+            items=_items(s),
+            budget_chars=s.budget,
+            cut=s.cut,
+        )
+        for s in system
+    ]
+    for part in ("summary", "slim", "raw"):
+        items = [m for m in view.items if m.segment == part]
+        reports.append(
+            SegmentReport(
+                name=f"messages.{part}",
+                part="messages",
+                chars=sum(m.chars for m in items),
+                tokens=measure("\n".join(m.content for m in items))
+                if exact is None
+                else sum(m.tokens for m in items),
+                items=len(items),
+                cut=any(m.cut for m in items),
+            )
+        )
+    flushed: FlushOutcome | None = view.flushed
+    return WorkingContext(
+        anima_id=anima_id,
+        session_id=session_id,
+        message=message,
+        system=system,
+        messages=view.items,
+        segments=reports,
+        chars=sum(r.chars for r in reports),
+        tokens=sum(r.tokens for r in reports),
+        message_tokens=message_tokens,
+        budget_tokens=budget,
+        system_budget_chars=cap,
+        compaction_at_tokens=compaction_threshold(settings),
+        counter=counter_name,
+        watermark=view.watermark,
+        compacted=view.compacted,
+        summary_reused=view.summary_reused,
+        flushed=[f"f-{i}" for i in (flushed.memory_ids if flushed else [])],
+    )
+
+
+def _items(s: SystemSegment) -> int:
+    return len(s.items) if s.items else (1 if s.text else 0)
+
+
+def default_budget(settings: Settings) -> int:
+    """The turn's budget when the caller gives none: the window less the reserve."""
+    return settings.context_window_tokens - settings.context_reserve_tokens
+
+
+def compaction_threshold(settings: Settings) -> int:
+    """The seed's soft threshold: window − reserve − soft (200,000 − 20,000 − 4,000 by default)."""
+    return settings.context_window_tokens - settings.context_reserve_tokens - settings.context_soft_tokens
