@@ -191,6 +191,7 @@ def test_checks_are_specs_of_the_night_and_scope_is_blocking(night_def) -> None:
         "deep_sleep_input_within_limits",
         "light_sleep_within_scope",
         "memory_sources_exist",
+        "model_declined",
     }
     assert [n for n, s in specs.items() if s.blocking] == ["light_sleep_within_scope"]
 

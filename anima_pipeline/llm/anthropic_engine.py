@@ -8,7 +8,9 @@ whitelist, every `tool_use` block that comes back is executed through the same
 Stop reasons, as the Messages API documents them:
 - `tool_use`: execute the calls, send the results, next turn.
 - `end_turn` / `stop_sequence`: done; a step that must write (`StepRequest.must_write`) and
-  has not written gets one reminder, then fails with `NoToolCall`.
+  has not written gets one reminder. A conversation that ends without a successful write is
+  the model's restraint ("nothing worth recording"): the runner records it as declined with
+  the model's words (`DeclineRecorder`); it is not an error (docs/ordering.md, "Restraint").
 - `max_tokens`: the answer was cut. Nothing of it is executed (a cut tool call could carry
   half its input); the same turn is asked again once with a larger limit, then the step
   fails with `OutputTruncated`.
@@ -50,14 +52,13 @@ from anima_pipeline.llm.errors import (
     EngineConfigError,
     EngineError,
     MaxTurnsExceeded,
-    NoToolCall,
     OutputTruncated,
     Refused,
     RequestRejected,
     RetriesExhausted,
 )
 from anima_pipeline.llm.pricing import cost_usd, price_for
-from anima_pipeline.llm.types import OfflinePlan, StepRequest, TextBlock, ToolRunner, Usage
+from anima_pipeline.llm.types import DeclineRecorder, OfflinePlan, StepRequest, TextBlock, ToolRunner, Usage
 
 if TYPE_CHECKING:
     from anima_pipeline.config import Effort, Settings, Thinking
@@ -68,6 +69,7 @@ log = logging.getLogger(__name__)
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
 TURN_BREAKPOINTS = 2  # on the last two user turns of the tool conversation
 _EPHEMERAL = {"type": "ephemeral"}
+DECLINED_CHARS = 500  # of the model's words kept with a declined step
 REMINDER = (
     "This step must record its result with a tool call; a text answer is not stored. "
     "Call the tool now (see the instructions above)."
@@ -425,19 +427,17 @@ class AnthropicEngine:
                 log.warning(
                     "step %s: stop=%s with %d tool_use block(s); not executed", step, stop, len(calls)
                 )
-            if request.must_write and not written:
-                if reminded:
-                    said = _texts(response)[:300]
-                    raise NoToolCall(
-                        f"step {step!r} must write with a tool call but the model answered with text only, "
-                        f"also after a reminder" + (f": {said!r}" if said else ""),
-                        step=step,
-                    )
+            if request.must_write and not written and not reminded:
                 reminded = True
                 content = [_echo(b) for b in response.content] or [{"type": "text", "text": "(no answer)"}]
                 messages.append({"role": "assistant", "content": content})
                 messages.append({"role": "user", "content": [{"type": "text", "text": REMINDER}]})
                 continue
+            if not written:
+                said = _texts(response)[:DECLINED_CHARS] or "(no answer)"
+                log.warning("step %s: the model wrote nothing (declined): %r", step, said)
+                if isinstance(runner, DeclineRecorder):
+                    runner.declined(said)
             return
 
     def _execute(self, step: str, block: Any, runner: ToolRunner) -> dict[str, Any]:

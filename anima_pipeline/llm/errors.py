@@ -50,22 +50,24 @@ class RequestRejected(ApiStatusError):
     """The API refused the request with a non-retryable status (400/401/403/404/413...)."""
 
 
-class MaxTurnsExceeded(EngineError):
+class ModelAnswerError(EngineError):
+    """What the model answered for this input (a refusal, a cut answer, a conversation that
+    would not end, a prompt too large for it): deterministic, so a re-run fails the same way.
+    A step records it as declined instead of failing the night (sleep/night.py)."""
+
+
+class MaxTurnsExceeded(ModelAnswerError):
     """The model was still calling tools when the step's `max_turns` bound was reached."""
 
 
-class OutputTruncated(EngineError):
+class OutputTruncated(ModelAnswerError):
     """The answer stopped on `max_tokens` even after one retry with a larger limit; a cut
     tool call is never executed. Deterministic for this input: not worth a blind retry."""
 
 
-class Refused(EngineError):
+class Refused(ModelAnswerError):
     """The model declined (stop_reason `refusal`); nothing of that answer was executed."""
 
 
-class NoToolCall(EngineError):
-    """A step that must write answered with text only, also after one reminder."""
-
-
-class ContextTooLarge(EngineError):
+class ContextTooLarge(ModelAnswerError):
     """The request did not fit the model's context window."""

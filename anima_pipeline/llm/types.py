@@ -9,7 +9,7 @@ depend on which engine planned the call.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -44,7 +44,8 @@ class StepRequest(BaseModel):
     # None: the engine's configured limit for this step (Settings.step_limits).
     max_tokens: int | None = None
     # The step exists to write (a summary, the dream entry, 3b): a text-only answer gets one
-    # reminder, then fails the step instead of succeeding with nothing written.
+    # reminder; a text-only answer after it is the model's restraint, recorded as declined
+    # (`DeclineRecorder`), and the step decides what the product still needs (sleep/night.py).
     must_write: bool = False
     # Cache breakpoints on the growing tool conversation (the last two user turns), so each
     # turn reads the previous one from the cache.
@@ -68,6 +69,14 @@ class ToolResult(BaseModel):
 
 class ToolRunner(Protocol):
     def call(self, name: str, input: dict[str, Any]) -> ToolResult: ...
+
+
+@runtime_checkable
+class DeclineRecorder(Protocol):
+    """A runner that records the model's restraint: a step's conversation that ended with text
+    only and no successful write ("nothing worth recording"), with the model's words."""
+
+    def declined(self, said: str) -> None: ...
 
 
 # An offline plan is a generator: it yields tool calls and receives each call's result,

@@ -22,6 +22,7 @@ import psycopg
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
+from anima_pipeline.llm.errors import ModelAnswerError
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
 from anima_pipeline.sleep import faults, guards
 from anima_pipeline.store import sleep_state
@@ -123,10 +124,10 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
                 review=night.review,
             )
             watermark = guards.event_watermark(conn)
-            outcome = body(conn, audit)
+            outcome = _declining(conn, audit, body)
             # the loss guard of every step: raises (and so rolls the step back) when it retired too much
             guarded = guards.check_step(conn, audit, night.limits, watermark)
-            stats = {**outcome.stats, **guarded, **_usage_stats(outcome.usage)}
+            stats = {**outcome.stats, **guarded, **_usage_stats(outcome.usage), **_declined_stats(audit)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
             faults.point("in_step", day=night.day, anima_id=anima_id, step=step)
     except Exception as exc:
@@ -168,6 +169,31 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
         duration_s=round(time.monotonic() - t0, 3),
         details=outcome.details,
     )
+
+
+def _declining(conn: Connection, audit: Audit, body: StepBody) -> StepOutcome:
+    """The step's body; what the model answered for this input (a refusal, a cut answer, a
+    conversation that would not end: `ModelAnswerError`) rolls the body back and is recorded
+    as declined, like a text-only answer. A re-run would get the same answer, so it must not
+    fail the night and block the anima's later days (docs/ordering.md, "Restraint")."""
+    try:
+        with conn.transaction():  # a savepoint: the declined step keeps nothing of its answer
+            return body(conn, audit)
+    except ModelAnswerError as exc:
+        logger.warning(
+            "%s for anima %s: declined (%s): %s", audit.step, audit.anima_id, type(exc).__name__, exc
+        )
+        audit.declined.append(f"{type(exc).__name__}: {exc}")
+        return StepOutcome(stats={"declined_cause": type(exc).__name__}, usage=exc.usage)
+
+
+def _declined_stats(audit: Audit) -> dict[str, int | str]:
+    """`declined` (times the model wrote nothing in the step) and its words, for the step's
+    stats, the Dagster metadata and the `model_declined` check."""
+    if not audit.declined:
+        return {}
+    words = " | ".join(dict.fromkeys(audit.declined))
+    return {"declined": len(audit.declined), "declined_text": words[:1000]}
 
 
 def _undo_night(db: Database, night: Night, anima_id: str) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
+from anima_pipeline.llm.errors import ModelAnswerError
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, Usage
 from anima_pipeline.offline.entities import clip
 from anima_pipeline.offline.temporal import UNIT_CHARS, bullets, day_summary, period_label, period_summary
@@ -176,6 +177,9 @@ class _PeriodGuard:
                 )
         return self.executor.call(name, input)
 
+    def declined(self, said: str) -> None:
+        self.executor.declined(said)
+
 
 def _write(
     conn: Connection,
@@ -198,7 +202,16 @@ def _write(
         tools=tool_specs(TOOLS),
         must_write=True,
     )
-    usage = night.engine.run(request, _PeriodGuard(executor, *period), plan_of(call))
+    try:
+        with conn.transaction():  # a savepoint: a refused or cut answer leaves nothing
+            usage = night.engine.run(request, _PeriodGuard(executor, *period), plan_of(call))
+    except ModelAnswerError as exc:
+        executor.declined(f"{type(exc).__name__}: {exc}")
+        executor.stats["summaries"] = 0  # what it wrote before was rolled back
+        usage = exc.usage
+    if executor.said and not executor.stats["summaries"]:
+        # the model declined; the summary is a row the product needs (recall, the cascade)
+        executor.without_model(request, plan_of(call))
     return usage, dict(executor.stats)
 
 

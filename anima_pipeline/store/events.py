@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from anima_pipeline.store.db import Connection
 
@@ -43,6 +43,9 @@ class Audit(BaseModel):
     # review mode (docs/review.md): the executor stores this writer's destructive operations
     # as proposals instead of applying them
     review: bool = False
+    # the model's words each time it wrote nothing in this step (restraint, recorded as
+    # "declined" in the step's stats; sleep/night.py)
+    declined: list[str] = Field(default_factory=list)
 
     def record(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> None:
         self.conn.execute(

@@ -216,3 +216,17 @@ def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) ->
         (anima_ids, days),
     ).fetchall()
     return [r["day"] for r in rows]
+
+
+def declined_steps(conn: Connection, days: list[date], animas: list[str] | None) -> list[dict]:
+    """The steps of `days` (these animas; None = all) in which the model wrote nothing and
+    said why (stats.declined, sleep/night.py): anima, day, step, the words, the cause."""
+    return conn.execute(
+        """SELECT anima_id, day, step, stats->>'declined_text' AS said,
+                  coalesce(stats->>'declined_cause', 'text only') AS cause
+           FROM sleep_state
+           WHERE day = ANY(%s) AND step <> %s AND stats ? 'declined'
+             AND (%s::text[] IS NULL OR anima_id = ANY(%s))
+           ORDER BY day, anima_id, step""",
+        (days, NIGHT, animas, animas),
+    ).fetchall()

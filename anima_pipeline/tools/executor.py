@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
-from anima_pipeline.llm.types import ToolResult
+from anima_pipeline.llm.offline import OfflineEngine
+from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolResult
 from anima_pipeline.store import review
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -60,6 +61,8 @@ class ToolExecutor:
         self.stats: Counter[str] = Counter()
         self.log: list[dict[str, Any]] = []
         self.created_ids: list[int] = []
+        self.said: list[str] = []  # the model's words each time it wrote nothing (declined)
+        self.marks: dict[str, Any] = {}  # added to what this executor writes (written_by offline)
         self._handlers = {
             "create_semantic_memory": self._create,
             "update_semantic_memory": self._update,
@@ -75,6 +78,18 @@ class ToolExecutor:
             "write_temporal_summary": self._summary,
             "write_dream_entry": self._dream,
         }
+
+    def declined(self, said: str) -> None:
+        """The model wrote nothing and said why (restraint): recorded with the step, not an error."""
+        self.said.append(said)
+        self.audit.declined.append(said)
+
+    def without_model(self, request: StepRequest, plan: OfflinePlan) -> None:
+        """After the model declined: write what the product needs anyway (a day summary) with
+        the offline planner, each row marked written_by offline with the model's words."""
+        self.marks = {"written_by": "offline", "declined_text": " | ".join(self.said)[:1000]}
+        OfflineEngine().run(request, self, plan)
+        self.stats["written_offline"] += 1
 
     # the ToolRunner protocol
     def call(self, name: str, input: dict[str, Any]) -> ToolResult:
@@ -382,7 +397,12 @@ class ToolExecutor:
         if a.period_end < a.period_start:
             raise ToolError("period_end is before period_start")
         TemporalRepo(self.conn, self.audit).upsert(
-            self.scope.anima_id, a.level, a.period_start, a.period_end, a.content, {"writer": self.audit.step}
+            self.scope.anima_id,
+            a.level,
+            a.period_start,
+            a.period_end,
+            a.content,
+            {"writer": self.audit.step, **self.marks},
         )
         self.stats["summaries"] += 1
         return ToolResult(content=f"wrote {a.level} summary for {a.period_start}")

@@ -25,6 +25,7 @@ import dagster as dg
 
 from anima_pipeline.defs.night.utils import MemoryInvariants
 from anima_pipeline.sleep.deep_sleep import BATCH_CHARS, REFUSE_CHARS
+from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
@@ -124,6 +125,20 @@ def memory_sources_exist(conn: Connection, scope: CheckScope) -> dg.AssetCheckRe
     return _result("memory_sources_exist", orphans, "active memory(ies) citing unknown conversations", scope)
 
 
+def model_declined(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
+    """A warning, never an error: the model's restraint is a normal outcome (docs/ordering.md,
+    "Restraint"), but a person should see which steps wrote nothing, and why."""
+    rows = sleep_state.declined_steps(conn, scope.days, scope.animas)
+    return dg.AssetCheckResult(
+        check_name="model_declined",
+        asset_key=dg.AssetKey(CHECK_ASSET["model_declined"].split("/")),
+        passed=not rows,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"the model wrote nothing in {len(rows)} step(s) (declined)" if rows else None,
+        metadata={"declined": dg.MetadataValue.int(len(rows)), "sample": _rows(rows), **scope.metadata()},
+    )
+
+
 @dataclass(frozen=True)
 class NightCheck:
     name: str
@@ -171,6 +186,14 @@ CHECKS: tuple[NightCheck, ...] = (
         "Every active memory's source_sessions exist as conversations, or were deleted by cleanup "
         "(recorded in memory_event, restorable). Animas the run touched.",
         memory_sources_exist,
+    ),
+    NightCheck(
+        "model_declined",
+        "self_blocks/refreshed",
+        "Warning only: the steps of the run's days in which the model wrote nothing (a text-only answer, "
+        "also after the reminder, or a refusal or cut answer), with its words. A declined step is a normal "
+        "outcome and never fails the night; a needed row (the day summary) is then written offline.",
+        model_declined,
     ),
 )
 CHECK_ASSET = {c.name: c.asset for c in CHECKS}

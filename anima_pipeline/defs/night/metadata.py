@@ -165,6 +165,16 @@ def step_metadata(
                 if key == "cost_usd"
                 else dg.MetadataValue.int(int(value))
             )
+    declined = [r for r in results if r.stats.get("declined")]
+    md["declined"] = dg.MetadataValue.int(len(declined))  # animas whose model wrote nothing
+    if declined:
+        md["declined_text"] = dg.MetadataValue.md(
+            "| anima | the model said |\n|---|---|\n"
+            + "\n".join(
+                f"| {_esc(r.anima_id)} | {_esc(str(r.stats.get('declined_text', '')))} |"
+                for r in declined[:PREVIEW_ROWS]
+            )
+        )
     md["mode"] = dg.MetadataValue.text(mode)
     md["dagster/row_count"] = dg.MetadataValue.int(night_report.row_count(conn, STEP_TABLE[step], animas))
     if step in PREVIEWS:
