@@ -83,7 +83,7 @@ def test_stdio_remember_when_enabled_is_audited_and_recalled(
     async def main() -> str:
         async with Client(_stdio(db_url, tmp_path, "--allow-remember", "--new")) as client:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"context", "search", "search_messages", "remember"}
+            assert names == {"context", "search", "search_messages", "remember", "working_context"}
             made = await client.call_tool(
                 "remember",
                 {"content": "Aria's user is vegetarian since 2024", "type": "preference", "session_id": "c7"},

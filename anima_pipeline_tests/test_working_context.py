@@ -361,3 +361,39 @@ def test_the_claude_path_counts_tokens_and_a_reused_summary_calls_no_engine(db, 
         assert len(fake.messages) == calls  # no second engine call: the stored summary is reused
         assert second.summary_reused and second.messages[0].content == first.messages[0].content
         _adds_up(second)
+
+
+def test_mcp_serves_the_self_layer_and_the_resident_set_and_the_working_context(db, db_url, tmp_path) -> None:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from anima_pipeline_tests.test_agent_mcp import ANIMA, _env
+
+    _write_self(db)
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(20))
+    ref = memory.remember("Dana's friend Ines lives in Porto", "world", session_id="s0").id
+    with db.transaction() as conn:
+        conn.execute("UPDATE semantic_memory SET pinned = true, pinned_at = now()")
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=ANIMA, args=["mcp", "--anima", "wren", "--allow-remember"], env=_env(db_url, tmp_path)
+        )
+        async with Client(params) as client:
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"anima://self", "anima://resident"} <= uris
+            self_text = (await client.read_resource("anima://self")).contents[0].text
+            assert IDENTITY in self_text and "## persona" in self_text
+            resident = (await client.read_resource("anima://resident")).contents[0].text
+            assert f"[[anima:{ref}]] Dana's friend Ines lives in Porto" in resident
+            result = await client.call_tool(
+                "working_context", {"session_id": "s1", "message": "hi", "budget": 3000}
+            )
+            assert not result.is_error
+            ctx = result.structured_content
+            assert [m["message_id"] for m in ctx["messages"]][-1] == "s1-19"
+            assert next(s for s in ctx["system"] if s["name"] == "self.identity")["text"].endswith(IDENTITY)
+
+    anyio.run(main)

@@ -36,11 +36,14 @@ def mcp(
     host: str = typer.Option("127.0.0.1", "--host", help="streamable-http: interface to bind."),
     port: int = typer.Option(8766, "--port", help="streamable-http: TCP port (endpoint /mcp)."),
     allow_remember: bool = typer.Option(
-        False, "--allow-remember", help="Add the remember tool (writes); read-only without it."
+        False,
+        "--allow-remember",
+        help="Add the tools that write: remember and working_context; read-only without it.",
     ),
     new: bool = typer.Option(False, "--new", help=NEW_ANIMA_HELP),
 ) -> None:
-    """The MCP server: tools context and search (and remember with --allow-remember) over one anima."""
+    """The MCP server over one anima: tools context and search (remember and working_context with
+    --allow-remember), resources anima://self and anima://resident."""
     from anima_pipeline.memory import AnimaMemory
     from anima_pipeline.service.mcp import run
 

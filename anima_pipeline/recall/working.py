@@ -124,17 +124,20 @@ class WorkingContext(BaseModel):
         """The system prompt: the segments' texts, a blank line between two (not counted)."""
         return "\n\n".join(s.text for s in self.system if s.text)
 
-    def as_messages(self) -> list[dict[str, str]]:
-        """The messages for the Messages API: tool and system turns as user text, turns of
-        the same role merged (the API wants them alternating)."""
+    def as_messages(self, then: str | None = None) -> list[dict[str, str]]:
+        """The messages for the Messages API, `then` (the user's message) last: tool and system
+        turns as user text, turns of the same role merged, a user turn first."""
         out: list[dict[str, str]] = []
-        for m in self.messages:
-            role = m.role if m.role in ("user", "assistant") else "user"
-            text = m.content if m.role in ("user", "assistant") else f"[{m.role}] {m.content}"
+        said = [(m.role, m.content) for m in self.messages] + ([("user", then)] if then is not None else [])
+        for stored, content in said:
+            role = stored if stored in ("user", "assistant") else "user"
+            text = content if stored in ("user", "assistant") else f"[{stored}] {content}"
             if out and out[-1]["role"] == role:
                 out[-1]["content"] += "\n\n" + text
             else:
                 out.append({"role": role, "content": text})
+        if out and out[0]["role"] == "assistant":
+            out.insert(0, {"role": "user", "content": "(the conversation so far)"})
         return out
 
 

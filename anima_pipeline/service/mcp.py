@@ -3,7 +3,9 @@ Desktop, Claude Code, …), over stdio or streamable HTTP, with the official `mc
 
 One server serves one anima, chosen by configuration (``--anima``), never by the client.
 It is read-only (``context``, ``search``, ``search_messages``) unless started with ``--allow-remember``, which
-adds the ``remember`` tool. The tools are thin over AnimaMemory.
+adds the tools that write: ``remember`` and ``working_context`` (which may store the session's
+summary and flush its facts). The self layer (``anima://self``) and the resident set
+(``anima://resident``) are resources. The tools are thin over AnimaMemory.
 """
 
 # no `from __future__ import annotations`: the SDK reads the tool signatures at runtime
@@ -16,8 +18,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from anima_pipeline.memory import MAX_SEARCH_LIMIT, AnimaMemory, Remembered
+from anima_pipeline.memory import MAX_SEARCH_LIMIT, MIN_BUDGET, AnimaMemory, Remembered
 from anima_pipeline.recall.sections import SearchPage
+from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,16 @@ Store one durable fact now, instead of waiting for tonight's consolidation: some
 user explicitly asked you to remember, or a correction that must hold from the next turn.
 Write it self-contained (name people, use absolute dates); one fact per call. It is audited
 and reviewed by tonight's consolidation (merged with duplicates, retired if contradicted)."""
+
+
+WORKING_CONTEXT_DESCRIPTION = """\
+Build the whole context of the turn you are about to answer, for a host that lets memory
+manage its window: `system` (your self blocks, resident memories, yesterday / this week /
+this month, what is recalled for the message), `messages` (this conversation so far as a
+summary of older turns, slimmed middle turns and the latest turns verbatim) and `segments`
+(characters and tokens of each). Call it once per turn with the conversation id and the
+user's message. When the conversation outgrows the budget it writes its rolling summary and
+first stores the durable facts of the turns it summarizes (once per compaction)."""
 
 
 def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPServer:
@@ -112,6 +125,41 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
     ) -> Remembered:
         return memory.remember(content, type, session_id)
 
+    def working_context(
+        session_id: Annotated[str, Field(min_length=1, description="the current conversation's id")],
+        message: Annotated[str, Field(max_length=MAX_CONTENT_CHARS * 4, description="the user's message")],
+        budget: Annotated[
+            int | None,
+            Field(
+                ge=MIN_BUDGET,
+                description="tokens for the whole context (default: the window less the reserve)",
+            ),
+        ] = None,
+    ) -> WorkingContext:
+        return memory.working_context(session_id, message, budget=budget)
+
+    @server.resource(
+        "anima://self",
+        name="self",
+        title="Self layer",
+        description="The six self blocks (identity, persona, values, relationships, current_state, "
+        "autobiography_summary) as the last night wrote them.",
+        mime_type="text/markdown",
+    )
+    def self_layer() -> str:
+        blocks = memory.self_blocks()
+        return "\n\n".join(f"## {name}\n{content.strip() or '(empty)'}" for name, content in blocks.items())
+
+    @server.resource(
+        "anima://resident",
+        name="resident",
+        title="Resident memories",
+        description="The memories every turn carries: pinned ones, then the most cited, as [[anima:f-N]] lines.",
+        mime_type="text/markdown",
+    )
+    def resident() -> str:
+        return "\n".join(i.line for i in memory.resident()) or "(none yet)"
+
     read_only = ToolAnnotations(
         readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
     )
@@ -133,6 +181,15 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
         annotations=read_only,
     )
     if allow_remember:
+        server.add_tool(
+            working_context,
+            name="working_context",
+            title="Working context of a turn",
+            description=WORKING_CONTEXT_DESCRIPTION,
+            annotations=ToolAnnotations(
+                readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
+            ),
+        )
         server.add_tool(
             remember,
             name="remember",
