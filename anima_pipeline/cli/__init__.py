@@ -12,7 +12,7 @@
 Each module registers its commands on the shared `app` (cli/app.py) when imported here.
 """
 
-from anima_pipeline.cli import demo, eval, export, keys, recall, review, serve, sleep, store  # noqa: F401  (registers commands)
+from anima_pipeline.cli import demo, eval, export, keys, recall, replay, review, serve, sleep, store  # noqa: F401  (registers commands)
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.demo import SAMPLE
 

@@ -253,10 +253,13 @@ def launch_night(
     trigger: str = "cli",
     log_level: str | None = None,
     settings: Settings | None = None,
+    resources: dict[str, dict] | None = None,
+    extra_tags: dict[str, str] | None = None,
 ) -> LaunchOutcome:
     """Run the night for `first` (or first..last, one run, days in order) as a run of the
     nightly_sleep job; see the module docstring. ValueError before anything runs for days
-    that are not partitions, unknown steps or a malformed shard."""
+    that are not partitions, unknown steps or a malformed shard. `resources` overrides the
+    resources' config for this run only (a replay points memory_store at its shadow store)."""
     settings = settings or Settings.from_env()
     last = last or first
     keys = check_steps(steps)
@@ -275,7 +278,10 @@ def launch_night(
     }
     if shard:
         tags[night_assets.SHARD_TAG] = shard
+    tags.update(extra_tags or {})
     run_config = night_run_config(mode, force, animas, shard)
+    if resources:
+        run_config["resources"] = {name: {"config": cfg} for name, cfg in resources.items()}
     if log_level:  # the CLI draws its own progress; the full log stays in the run history
         run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
     recon = dg.reconstructable(nightly_sleep_job)

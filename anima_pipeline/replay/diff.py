@@ -1,0 +1,149 @@
+"""What a replay changed: the shadow store against the live one (docs/replay.md).
+
+Memories are compared as an anima knows them: the active ones, by (type, content). A memory
+both stores hold under the same id (it existed before the replayed days) and that differs
+(status, content, type) is *changed*; an active memory only the shadow has is *added*, one only
+the live store has is *removed*. Each is dated by the night that wrote it (its create event).
+Anchors, narratives and summaries are counted; cost is the replayed nights' `cost_usd`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import date
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from pydantic import BaseModel, Field
+
+from anima_pipeline.store import snapshot
+
+EXAMPLES = 5
+
+
+class MemoryChange(BaseModel):
+    id: int
+    anima_id: str
+    type: str
+    day: date | None
+    content: str
+    was: str | None = None  # changed: the live store's content / status
+
+
+class StoreDiff(BaseModel):
+    name: str
+    first: date
+    last: date
+    added: list[MemoryChange] = Field(default_factory=list)
+    removed: list[MemoryChange] = Field(default_factory=list)
+    changed: list[MemoryChange] = Field(default_factory=list)
+    counts: dict[str, dict[str, int]] = Field(default_factory=dict)  # table -> {"live": n, "shadow": n}
+    cost_usd: dict[str, float] = Field(default_factory=dict)
+    live_checksum: str = ""
+
+    def by_type_and_day(self) -> dict[str, Counter[tuple[str, str]]]:
+        return {
+            kind: Counter((m.type, str(m.day)) for m in getattr(self, kind))
+            for kind in ("added", "removed", "changed")
+        }
+
+    def markdown(self) -> str:
+        lines = [
+            f"### Replay `{self.name}`: {self.first} .. {self.last}",
+            "",
+            f"Memories: **{len(self.added)} added**, **{len(self.removed)} removed**, **{len(self.changed)} changed**.",
+            "",
+            "| | live | shadow |",
+            "|---|--:|--:|",
+        ]
+        lines += [f"| {t} | {c['live']} | {c['shadow']} |" for t, c in self.counts.items()]
+        lines += [
+            f"| cost (USD) of the replayed nights | {self.cost_usd.get('live', 0):.4f} | {self.cost_usd.get('shadow', 0):.4f} |",
+            "",
+        ]
+        for kind, counter in self.by_type_and_day().items():
+            if counter:
+                lines += [
+                    f"**{kind}** by type and night: "
+                    + ", ".join(f"{t} {d}: {n}" for (t, d), n in sorted(counter.items())),
+                    "",
+                ]
+            for m in getattr(self, kind)[:EXAMPLES]:
+                was = f" (was: {m.was})" if m.was else ""
+                lines.append(f"- {kind} f-{m.id} [{m.type}, {m.day}] {m.content}{was}")
+            if getattr(self, kind):
+                lines.append("")
+        return "\n".join(lines)
+
+
+_MEMORIES = """SELECT m.id, m.anima_id, m.type, m.content, m.status,
+                      (SELECT min(e.day) FROM memory_event e
+                       WHERE e.table_name = 'semantic_memory' AND e.memory_id = m.id::text AND e.op = 'create') AS day
+               FROM semantic_memory m"""
+_COUNTED = {
+    "emotional_anchor": "status = 'active'",
+    "autobiographical_memory": "status = 'active'",
+    "temporal_summary": "true",
+    "dream_journal": "true",
+    "self_block": "true",
+}
+
+
+def _memories(conn: psycopg.Connection) -> dict[int, dict[str, Any]]:
+    return {r["id"]: r for r in conn.execute(_MEMORIES).fetchall()}
+
+
+def diff(live_url: str, shadow_url: str, name: str, first: date, last: date) -> StoreDiff:
+    with (
+        psycopg.connect(live_url, row_factory=dict_row) as live,
+        psycopg.connect(shadow_url, row_factory=dict_row) as shadow,
+    ):
+        a, b = _memories(live), _memories(shadow)
+        key = lambda r: (r["anima_id"], r["type"], " ".join(r["content"].split()).casefold())  # noqa: E731
+        live_active = {key(r) for r in a.values() if r["status"] == "active"}
+        shadow_active = {key(r) for r in b.values() if r["status"] == "active"}
+        out = StoreDiff(name=name, first=first, last=last)
+        for mid, r in sorted(b.items()):
+            old = a.get(mid)
+            if _same_row(old, r):
+                assert old is not None
+                if (old["content"], old["status"], old["type"]) != (r["content"], r["status"], r["type"]):
+                    out.changed.append(_change(r, was=f"{old['status']}: {old['content']}"))
+            elif r["status"] == "active" and key(r) not in live_active:
+                out.added.append(_change(r))
+        for r in sorted(a.values(), key=lambda r: r["id"]):
+            if r["status"] == "active" and key(r) not in shadow_active and not _same_row(r, b.get(r["id"])):
+                out.removed.append(_change(r))
+        for table, where in _COUNTED.items():
+            q = f"SELECT count(*) AS n FROM {table} WHERE {where}"
+            out.counts[table] = {
+                "live": live.execute(q).fetchone()["n"],
+                "shadow": shadow.execute(q).fetchone()["n"],
+            }  # type: ignore[index]
+        q = """SELECT coalesce(sum((stats->>'cost_usd')::float), 0) AS c FROM sleep_state
+               WHERE day BETWEEN %s AND %s AND step <> 'night' AND stats ? 'cost_usd'"""
+        out.cost_usd = {
+            "live": live.execute(q, (first, last)).fetchone()["c"],  # type: ignore[index]
+            "shadow": shadow.execute(q, (first, last)).fetchone()["c"],  # type: ignore[index]
+        }
+        out.live_checksum = _digest(snapshot.checksums(live))
+    return out
+
+
+def _same_row(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """The same memory in both stores: one id, one anima, written by the same night (ids born
+    in the shadow start past the live store's, so a shared id is a row both inherited)."""
+    return a is not None and b is not None and a["anima_id"] == b["anima_id"] and a["day"] == b["day"]
+
+
+def _change(r: dict[str, Any], was: str | None = None) -> MemoryChange:
+    return MemoryChange(
+        id=r["id"], anima_id=r["anima_id"], type=r["type"], day=r["day"], content=r["content"], was=was
+    )
+
+
+def _digest(sums: dict[str, str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("".join(f"{t}:{s}" for t, s in sorted(sums.items())).encode()).hexdigest()

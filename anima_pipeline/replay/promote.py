@@ -1,0 +1,143 @@
+"""Promote a shadow: make the live store know what the replay learnt, as ONE audited run
+(`promote-…`), so that `anima revert --run promote-…` gives the live store back (docs/replay.md).
+
+Nothing is deleted: a live memory the shadow does not hold is deprecated ("replaced by replay
+N"), a memory only the shadow holds is created, one both hold that the replay changed gets the
+shadow's content and status; the day, week, month and year summaries of the replayed days and
+the self blocks take the shadow's text; narratives follow memories. The archive is the same in
+both, so nothing of it moves.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from datetime import date
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from anima_pipeline.replay import diff as diffing
+from anima_pipeline.replay import shadow
+from anima_pipeline.store.db import Database, anima_lock
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo, TemporalRepo
+from anima_pipeline.store.memories import MemoryRepo
+
+PROMOTE_STEP = "replay/promote"
+_COPIED = (
+    "type",
+    "content",
+    "confidence",
+    "source_sessions",
+    "observed_at",
+    "valid_from",
+    "valid_until",
+    "pinned",
+    "pinned_at",
+)
+
+
+def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counter[str]]:
+    """Apply shadow `name` to the live store; returns the promote run id and what it did."""
+    meta = shadow.info(db.url, name)
+    if meta.get("promoted_run"):
+        raise shadow.ShadowError(
+            f"shadow {name!r} was promoted already as {meta['promoted_run']}; revert that run to undo it"
+        )
+    if meta.get("status") != "replayed":
+        raise shadow.ShadowError(
+            f"shadow {name!r} has not been replayed (status {meta.get('status')!r}); run `anima replay` first"
+        )
+    first, last = (date.fromisoformat(meta[k]) for k in ("from", "to"))
+    inherited = int(meta.get("live_max_memory_id", 0))  # ids up to this one both stores share
+    url = shadow.shadow_url(db.url, name)
+    d = diffing.diff(db.url, url, name, first, last)
+    run_id = f"promote-{uuid.uuid4().hex[:12]}"
+    stats: Counter[str] = Counter()
+    with psycopg.connect(url, row_factory=dict_row) as sh, db.transaction() as conn:
+        animas = sorted({m.anima_id for m in (*d.added, *d.removed, *d.changed)} | _animas(sh))
+        for anima in animas:
+            anima_lock(conn, anima)
+        ids: dict[int, int] = {}  # shadow id -> live id of the memories created here
+
+        def audit(anima: str) -> Audit:
+            return Audit(conn=conn, anima_id=anima, run_id=run_id, step=PROMOTE_STEP, day=last)
+
+        rows = {r["id"]: r for r in sh.execute("SELECT * FROM semantic_memory").fetchall()}
+        for m in d.added:
+            r = rows[m.id]
+            new = MemoryRepo(conn, audit(m.anima_id)).create(m.anima_id, {k: r[k] for k in _COPIED})
+            ids[m.id] = new.id
+            stats["memories_created"] += 1
+        for m in d.changed:
+            r = rows[m.id]
+            changes: dict[str, Any] = {k: r[k] for k in ("type", "content", "status", "deprecated_reason")}
+            successor = r["superseded_by"]
+            changes["superseded_by"] = ids.get(
+                successor, successor if successor and successor <= inherited else None
+            )
+            MemoryRepo(conn, audit(m.anima_id)).update(m.id, changes, op="promote")
+            stats["memories_changed"] += 1
+        for m in d.removed:
+            MemoryRepo(conn, audit(m.anima_id)).deprecate(m.id, f"replaced by replay {name}", op="promote")
+            stats["memories_deprecated"] += 1
+        for anima in animas:
+            stats += _layers(sh, conn, audit(anima), anima, first, last)
+    shadow.set_info(db.url, name, {"status": "promoted", "promoted_run": run_id, "promoted_by": who})
+    return run_id, stats
+
+
+def _animas(sh: psycopg.Connection) -> set[str]:
+    return {r["anima_id"] for r in sh.execute("SELECT DISTINCT anima_id FROM conversation").fetchall()}
+
+
+def _layers(
+    sh: psycopg.Connection, conn: Any, audit: Audit, anima: str, first: date, last: date
+) -> Counter[str]:
+    stats: Counter[str] = Counter()
+    temporal = TemporalRepo(conn, audit)
+    for s in sh.execute(
+        """SELECT * FROM temporal_summary WHERE anima_id = %s AND period_end >= %s AND period_start <= %s
+           ORDER BY level, period_start""",
+        (anima, first, last),
+    ).fetchall():
+        live = temporal.get(anima, s["level"], s["period_start"])
+        if live is None or live["content"] != s["content"]:
+            temporal.upsert(
+                anima, s["level"], s["period_start"], s["period_end"], s["content"], s["stats"] or {}
+            )
+            stats["summaries_replaced"] += 1
+    blocks = SelfBlockRepo(conn, audit)
+    current = blocks.all(anima)
+    for b in sh.execute("SELECT name, content FROM self_block WHERE anima_id = %s", (anima,)).fetchall():
+        if current.get(b["name"]) != b["content"]:
+            blocks.write(anima, b["name"], b["content"], PROMOTE_STEP)
+            stats["self_blocks_replaced"] += 1
+    narratives = AutobiographyRepo(conn, audit)
+    live_titles = {(n["title"], n["narrative"]): n["id"] for n in narratives.active(anima)}
+    shadow_rows = sh.execute(
+        "SELECT * FROM autobiographical_memory WHERE anima_id = %s AND status = 'active'", (anima,)
+    ).fetchall()
+    wanted = {(n["title"], n["narrative"]) for n in shadow_rows}
+    for n in shadow_rows:
+        if (n["title"], n["narrative"]) not in live_titles:
+            values = {
+                k: n[k]
+                for k in (
+                    "title",
+                    "narrative",
+                    "significance",
+                    "occurred_from",
+                    "occurred_until",
+                    "source_sessions",
+                )
+            }
+            narratives.create(anima, {**values, "source_memory_ids": []})
+            stats["narratives_created"] += 1
+    for key, nid in live_titles.items():
+        if key not in wanted:
+            narratives.deprecate(nid, "replaced by replay")
+            stats["narratives_deprecated"] += 1
+    return stats

@@ -1,0 +1,129 @@
+"""Shadow stores: the live store as of a day, in a database of its own beside the live one
+(docs/replay.md).
+
+A shadow is named; its database is `<live database>__shadow_<name>` on the live store's
+server, and what it is (as of which day, replayed how) is kept as a JSON comment on that
+database, so that listing and diffing need nothing in the live store. Nothing here writes to
+the live store: promote (replay/promote.py) is the one way a shadow's state reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+
+from anima_pipeline.store import snapshot
+from anima_pipeline.store.migrations import migrate
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,30}$")
+SEPARATOR = "__shadow_"
+
+
+class ShadowError(ValueError):
+    """A shadow that cannot be made, found or used: the message says which and why."""
+
+
+def check_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise ShadowError(f"shadow name {name!r}: 1 to 31 of a-z, 0-9 and _, starting with a letter or digit")
+    return name
+
+
+def _dbname(url: str) -> str:
+    name = conninfo_to_dict(url).get("dbname")
+    if not name:
+        raise ShadowError("the live store's URL names no database")
+    return str(name)
+
+
+def shadow_dbname(live_url: str, name: str) -> str:
+    db = f"{_dbname(live_url)}{SEPARATOR}{check_name(name)}"
+    if len(db.encode()) > 63:
+        raise ShadowError(
+            f"shadow database name {db!r} is longer than PostgreSQL's 63 bytes: choose a shorter name"
+        )
+    return db
+
+
+def shadow_url(live_url: str, name: str) -> str:
+    return make_conninfo(live_url, dbname=shadow_dbname(live_url, name))
+
+
+@contextmanager
+def _admin(live_url: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(
+        make_conninfo(live_url, dbname="postgres"), autocommit=True, row_factory=dict_row
+    ) as conn:
+        yield conn
+
+
+def info(live_url: str, name: str) -> dict[str, Any]:
+    """What the shadow is (its JSON comment); ShadowError when there is none of that name."""
+    with _admin(live_url) as admin:
+        row = admin.execute(
+            "SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = %s",
+            (shadow_dbname(live_url, name),),
+        ).fetchone()
+    if row is None:
+        raise ShadowError(f"no shadow store named {name!r} (see `anima replay --list`)")
+    return {"name": name, **json.loads(row["c"] or "{}")}
+
+
+def set_info(live_url: str, name: str, values: dict[str, Any]) -> None:
+    merged = {k: v for k, v in info(live_url, name).items() if k != "name"} | values
+    with _admin(live_url) as admin:
+        admin.execute(
+            sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                sql.Identifier(shadow_dbname(live_url, name)), sql.Literal(json.dumps(merged, default=str))
+            )
+        )
+
+
+def list_shadows(live_url: str) -> list[dict[str, Any]]:
+    prefix = f"{_dbname(live_url)}{SEPARATOR}"
+    with _admin(live_url) as admin:
+        names = [n.removeprefix(prefix) for n in snapshot.databases_named(admin, prefix)]
+    return [info(live_url, n) for n in names]
+
+
+def create(live_url: str, name: str, as_of: date, *, replace: bool = False) -> tuple[str, dict[str, int]]:
+    """A new database holding the live store as it stood when the night of `as_of` was over.
+    Returns its URL and the rows undone per table."""
+    dbname = shadow_dbname(live_url, name)
+    with _admin(live_url) as admin:
+        if snapshot.exists(admin, dbname):
+            if not replace:
+                raise ShadowError(f"a shadow store named {name!r} exists: drop it first or pass --replace")
+            snapshot.drop_database(admin, dbname)
+        snapshot.create_database(admin, dbname)
+    url = make_conninfo(live_url, dbname=dbname)
+    try:
+        migrate(url)
+        with (
+            psycopg.connect(live_url, row_factory=dict_row) as live,
+            psycopg.connect(url, row_factory=dict_row) as shadow,
+        ):
+            live.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one consistent copy
+            snapshot.copy_store(live, shadow)
+            high = live.execute("SELECT coalesce(max(id), 0) AS n FROM semantic_memory").fetchone()["n"]  # type: ignore[index]
+            undone = snapshot.rewind(shadow, as_of)
+            live.rollback()
+    except BaseException:
+        drop(live_url, name)
+        raise
+    set_info(live_url, name, {"as_of": as_of.isoformat(), "status": "snapshot", "live_max_memory_id": high})
+    return url, undone
+
+
+def drop(live_url: str, name: str) -> None:
+    with _admin(live_url) as admin:
+        snapshot.drop_database(admin, shadow_dbname(live_url, name))
