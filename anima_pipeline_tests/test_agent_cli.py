@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import httpx2 as httpx
 import pytest
 
 from anima_pipeline.store import embedded
-from anima_pipeline_tests.live_server import free_port
+from anima_pipeline_tests.live_server import anima_serve, free_port
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*XDG_RUNTIME_DIR")
 ANIMA = str(Path(sys.executable).parent / "anima")
@@ -45,25 +44,7 @@ def _anima(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 
 def _serve(env: dict[str, str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [ANIMA, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            out, err = proc.communicate()
-            raise AssertionError(f"anima serve did not come up: {err}")
-        time.sleep(0.2)
+    return anima_serve(env, port)
 
 
 def test_serve_on_the_embedded_default_answers_docs_and_a_cli_key_reads_back_its_messages(home: Path) -> None:

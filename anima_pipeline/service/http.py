@@ -20,7 +20,8 @@ from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,6 +56,47 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
+
+
+class FieldError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    field: str | None = Field(description="the request field, e.g. messages[3].created_at")
+    message: str
+    type: str | None = Field(None, description="the validation rule that failed, when there is one")
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    status: int
+    code: str = Field(
+        description="unauthorized | forbidden | not_found | invalid_request | body_too_large | …"
+    )
+    message: str
+    field: str | None = Field(None, description="the request field at fault, when there is one")
+    errors: list[FieldError] | None = Field(None, description="every field at fault (422)")
+
+
+class ErrorResponse(BaseModel):
+    """What every error answers (the OpenAPI document names it, not FastAPI's {"detail": …})."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    error: ErrorInfo
+
+
+_ERROR_WHEN = {
+    401: "missing, unknown or revoked key",
+    403: "the key is not valid for this anima",
+    404: "not found",
+    413: "request body too large",
+    422: "invalid request: `field` names the place",
+    500: "the store refused the request; nothing was written",
+}
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": when} for status, when in _ERROR_WHEN.items()
+}
 
 
 def _error(status: int, code: str, message: str, field: str | None = None, errors: list | None = None):
@@ -268,8 +310,9 @@ class BodyLimit:
 
 
 def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """The FastAPI app over an open store (the caller owns and closes `db`)."""
-    app = FastAPI(
+    """The FastAPI app over an open store (the caller owns and closes `db`). /docs and /redoc
+    load Swagger UI and ReDoc from the fastapi-offline package, so they work without a network."""
+    app = FastAPIOffline(
         title="anima memory",
         version="1",
         description=(
@@ -279,10 +322,10 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
     )
     app.state.db = db
     app.state.settings = settings
-    app.include_router(router)
+    app.include_router(router, responses=ERROR_RESPONSES)
     from anima_pipeline.service.review_http import router as review_router  # it imports this module
 
-    app.include_router(review_router)
+    app.include_router(review_router, responses=ERROR_RESPONSES)
 
     @app.get("/healthz", tags=["service"], summary="Liveness (no key needed)")
     def healthz() -> dict[str, str]:
