@@ -8,7 +8,7 @@
                         "content": "Where did Lena move?", "created_at": "2026-11-30T10:00:00+08:00"}])
 
 Answers are the same pydantic models the facade returns (AppendResult, AssembledContext,
-SearchPage, Remembered, ConversationInfo). An error answer raises AnimaApiError carrying the
+WorkingContext, SearchPage, Remembered, ConversationInfo). An error answer raises AnimaApiError carrying the
 server's `{"error": {status, code, message, field, errors}}` (service/http.py ErrorResponse).
 """
 
@@ -25,6 +25,7 @@ from pydantic_core import to_jsonable_python
 
 from anima_pipeline.memory import AppendResult, ConversationInfo, Remembered
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
+from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.memories import MemoryType
 
@@ -129,6 +130,11 @@ class AnimaClient:
     def context(self, query: str, session_id: str | None = None) -> AssembledContext:
         params = {"query": query, "session_id": session_id}
         return AssembledContext.model_validate(self._call("GET", "/context", params=params))
+
+    def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
+        """The whole turn's context (self layer, resident, recall, the session) within `budget` tokens."""
+        body = {"session_id": session_id, "message": message, "budget": budget}
+        return WorkingContext.model_validate(self._call("POST", "/working_context", body=body))
 
     def search(
         self,

@@ -68,6 +68,9 @@ def test_the_client_speaks_every_route_of_anima_serve(served: tuple[str, str]) -
 
         ctx = memory.context("What is my dog called?", session_id="c9")
         assert isinstance(ctx, AssembledContext) and f"[[anima:{made.id}]]" in ctx.rendered
+        turn = memory.working_context("c1", "Remind me of my dog's name")
+        assert (turn.session_id, turn.anima_id) == ("c1", "aria") and turn.tokens <= turn.budget_tokens
+        assert "Pepper" in " ".join(m.content for m in turn.messages)  # the session itself
         page = memory.search("Pepper", types=["world"], limit=5)
         assert isinstance(page, SearchPage) and [i.ref for i in page.items] == [made.id]
         said = memory.search_messages("greyhound", conversation_id="c1")
