@@ -114,7 +114,13 @@ def test_replay_leaves_the_live_store_as_it_was_and_equals_a_fresh_run(
     shadows.append("full")
     assert _checksums(db_url) == before  # byte-identical live store
     assert "Memories:" in out.stdout and "tag anima/replay=full" in out.stdout
-    diff = json.loads(anima("diff", "full", "--json").stdout)
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(
+        json.dumps({"anima_id": "aria", "question": "What does Lin Wei drink now?", "answer": "oolong tea"})
+        + "\n"
+    )
+    diff = json.loads(anima("diff", "full", "--json", "--questions", str(questions)).stdout)
+    assert diff["recall"]["questions"] == 1 and 0 <= diff["recall"]["shadow"] <= 1
     assert (
         diff["added"] or diff["removed"] or diff["changed"]
     )  # full deep sleep every night changes something

@@ -126,6 +126,11 @@ def _replay(first: date, last: date, engine, model, mode: str, name: str, replac
 def diff_(
     name: str = typer.Argument("replay", help="The shadow store's name."),
     as_json: bool = typer.Option(False, "--json", help="The whole diff as JSON."),
+    questions: str | None = typer.Option(
+        None,
+        "--questions",
+        help='A JSONL file of {"anima_id", "question", "answer"}: recall measured on both stores.',
+    ),
 ) -> None:
     """What a replayed shadow holds that the live store does not: memories added, removed and
     changed (by type and night, with examples), the other layers' counts and the cost."""
@@ -138,7 +143,16 @@ def diff_(
         if "from" not in meta:
             fail(f"shadow {name!r} is a snapshot that was never replayed: nothing to compare over", 2)
         d = diff(live, shadow_url(live, name), name, _date("from", meta["from"]), _date("to", meta["to"]))
-    except ShadowError as exc:
+        if questions:
+            from anima_pipeline.replay.diff import load_questions, recall_share
+
+            asked = load_questions(questions)
+            d.recall = {
+                "questions": len(asked),
+                "live": recall_share(live, asked),
+                "shadow": recall_share(shadow_url(live, name), asked),
+            }
+    except (ShadowError, ValueError, OSError) as exc:
         fail(str(exc), 2)
     print(d.model_dump_json(indent=1) if as_json else d.markdown())
 

@@ -40,6 +40,8 @@ class StoreDiff(BaseModel):
     changed: list[MemoryChange] = Field(default_factory=list)
     counts: dict[str, dict[str, int]] = Field(default_factory=dict)  # table -> {"live": n, "shadow": n}
     cost_usd: dict[str, float] = Field(default_factory=dict)
+    # with a question file: the share of answer words found in the context, live and shadow
+    recall: dict[str, float] = Field(default_factory=dict)
     live_checksum: str = ""
 
     def by_type_and_day(self) -> dict[str, Counter[tuple[str, str]]]:
@@ -58,6 +60,11 @@ class StoreDiff(BaseModel):
             "|---|--:|--:|",
         ]
         lines += [f"| {t} | {c['live']} | {c['shadow']} |" for t, c in self.counts.items()]
+        lines += [
+            f"| recall: answer words in the context ({n} questions) | {self.recall.get('live', 0):.3f} | {self.recall.get('shadow', 0):.3f} |"
+            for n in [int(self.recall.get("questions", 0))]
+            if n
+        ]
         lines += [
             f"| cost (USD) of the replayed nights | {self.cost_usd.get('live', 0):.4f} | {self.cost_usd.get('shadow', 0):.4f} |",
             "",
@@ -147,3 +154,44 @@ def _digest(sums: dict[str, str]) -> str:
     import hashlib
 
     return hashlib.sha256("".join(f"{t}:{s}" for t, s in sorted(sums.items())).encode()).hexdigest()
+
+
+class Question(BaseModel):
+    """One line of a question file: what to ask which anima, and the answer to look for."""
+
+    anima_id: str
+    question: str
+    answer: str
+
+
+def load_questions(path: str) -> list[Question]:
+    """A JSONL file of {"anima_id", "question", "answer"}; a bad line is named as file:line."""
+    import json
+
+    from pydantic import ValidationError
+
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    out.append(Question.model_validate(json.loads(line)))
+                except (json.JSONDecodeError, ValidationError) as exc:
+                    raise ValueError(f"{path}:{n}: not a question line ({exc})") from None
+    return out
+
+
+def recall_share(url: str, questions: list[Question]) -> float:
+    """Mean share of each answer's key words found in the assembled context (the offline
+    measure of docs/benchmarks.md), asked of the store at `url`."""
+    from anima_pipeline.evaluation.locomo import keywords
+    from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.store.db import Database
+
+    shares = []
+    with Database(url, max_size=1) as db:
+        for q in questions:
+            words = keywords(q.answer)
+            text = AnimaMemory(db, q.anima_id).context(q.question).rendered.lower()
+            shares.append(sum(w in text for w in words) / len(words) if words else 0.0)
+    return sum(shares) / len(shares) if shares else 0.0
