@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     guard_step_share: float = Field(default=0.25, gt=0, le=1)
     guard_night_share: float = Field(default=0.4, gt=0, le=1)
     guard_min: int = Field(default=3, ge=0)
+    # Growth guards (the same module): a step may add at most max(per_kchar * the day's
+    # characters / 1000, min_memories) memories and max(share * the day's characters,
+    # min_chars) characters of memory (net: created and active, less what it retired).
+    guard_growth_per_kchar: float = Field(default=20.0, gt=0)
+    guard_growth_share: float = Field(default=2.0, gt=0)
+    guard_growth_min_memories: int = Field(default=200, ge=0)
+    guard_growth_min_chars: int = Field(default=50_000, ge=0)
     # Animas run at once inside a night (sleep/pool.py); None = the number of cores.
     workers: int | None = Field(None, ge=1)
     # A running night whose run has not renewed its lease for this long is taken over.

@@ -26,7 +26,7 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
+from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
 
 from .conftest import cli_env, run_cli
 
@@ -278,3 +278,130 @@ def _active(db: Database) -> set[str]:
                 "SELECT content FROM semantic_memory WHERE anima_id = 'aria' AND status = 'active'"
             ).fetchall()
         }
+
+
+# ---- growth guards: a flood of created memories ----------------------------------------------
+
+FLOOD = 5_000
+WORDS = "amber basil cedar dune ember fjord grove heron iris juniper kelp lotus marsh nettle opal".split()
+
+
+def flood_fact(i: int) -> dict:
+    """One of FLOOD distinct facts of about 150 characters."""
+    words = " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 12))
+    return {
+        "type": "world",
+        "content": f"Flood fact {i:04d} about Lin: {words}, noted at the studio in the evening.",
+        "source_sessions": [CONV],
+    }
+
+
+def flooding(body: dict) -> dict | None:
+    """A model that answers light sleep's first turn with FLOOD create calls; the rest as usual."""
+    tools = {t.get("name") for t in body.get("tools") or []}
+    last = body["messages"][-1]["content"]
+    answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
+    if "create_semantic_memory" in tools and not answered:
+        return reply(*(tool_use("create_semantic_memory", flood_fact(i)) for i in range(FLOOD)))
+    return sleep_autopilot(body)
+
+
+def learning(body: dict) -> dict | None:
+    """A model that learns one fact in light sleep's first turn; the rest as usual."""
+    tools = {t.get("name") for t in body.get("tools") or []}
+    last = body["messages"][-1]["content"]
+    answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
+    if "create_semantic_memory" in tools and not answered:
+        return reply(
+            tool_use("create_semantic_memory", {"type": "world", "content": "Lin's new piano arrived."})
+        )
+    return sleep_autopilot(body)
+
+
+def llm_settings(db_url: str, home: Path, fake: FakeMessagesAPI, **extra) -> Settings:
+    return Settings(
+        database_url=db_url,
+        home=home,
+        workers=1,
+        engine="anthropic",
+        anthropic_api_key="sk-ant-test-flood",
+        anthropic_base_url=fake.url,
+        **extra,
+    )
+
+
+def import_day(db: Database, *days: date) -> None:
+    with db.transaction() as conn:
+        lines = [
+            json.dumps(
+                {
+                    "anima_id": A,
+                    "conversation_id": f"kai:{d}-a",
+                    "message_id": f"kai:{d}-a:{n}",
+                    "role": role,
+                    "content": text_,
+                    "created_at": f"{d}T20:0{n}:00+08:00",
+                }
+            )
+            for d in days
+            for n, (role, text_) in enumerate(
+                [
+                    ("user", "The new piano finally arrived at the studio today."),
+                    ("assistant", "How does it sound?"),
+                ]
+            )
+        ]
+        import_records(
+            conn,
+            parse_lines(lines, "day"),
+            Audit(conn=conn, anima_id="", run_id="i", step="i"),
+            ImportStats(),
+        )
+
+
+def active_count(db: Database) -> int:
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT count(*) AS n FROM semantic_memory WHERE anima_id = %s AND status = 'active'", (A,)
+        ).fetchone()["n"]
+
+
+def test_a_flood_of_created_memories_is_rolled_back_by_the_growth_guard(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    from anima_pipeline.sleep.runner import NightFailed
+
+    import_day(db, DAY)
+    with FakeMessagesAPI(responder=flooding, min_cache_tokens=None) as fake:
+        with pytest.raises(NightFailed) as exc:
+            run_days(db, llm_settings(db_url, tmp_path, fake), [DAY], steps=["semantic_memory/extracted"])
+    assert "growth guard per step" in str(exc.value) and f"add {FLOOD:,} memories" in str(exc.value)
+    assert active_count(db) == 0  # nothing of the step stays
+    with db.transaction() as conn:
+        state = sleep_state.get(conn, A, DAY, "semantic_memory/extracted")
+    assert state["status"] == "failed" and "growth guard per step" in state["error"]
+
+
+def test_after_a_revert_of_a_flood_the_next_night_succeeds(db: Database, db_url: str, tmp_path: Path) -> None:
+    from anima_pipeline.sleep.revert import revert_run
+
+    nxt = date(2026, 3, 11)
+    import_day(db, DAY, nxt)
+    past_the_guard = {"guard_growth_min_memories": 100_000, "guard_growth_min_chars": 100_000_000}
+    with FakeMessagesAPI(responder=flooding, min_cache_tokens=None) as fake:
+        settings = llm_settings(db_url, tmp_path, fake, **past_the_guard)
+        run_days(db, settings, [DAY], steps=["semantic_memory/extracted"], run_id="run-flood")
+    assert active_count(db) == FLOOD
+    with db.transaction() as conn:
+        stats = revert_run(conn, "run-flood", "revert-flood")
+    assert stats["memories_deprecated"] == FLOOD and active_count(db) == 0
+
+    # the same day again and the next one, with a model that learns one fact a day
+    with FakeMessagesAPI(responder=learning, min_cache_tokens=None) as fake:
+        results = run_days(db, llm_settings(db_url, tmp_path, fake), [DAY, nxt], run_id="run-after")
+    with db.transaction() as conn:
+        nights = [sleep_state.get(conn, A, d, sleep_state.NIGHT)["status"] for d in (DAY, nxt)]
+    assert nights == ["done", "done"]
+    # deep sleep saw the store as the revert left it, not the 5,000 the revert retired
+    rounds = [r for r in results if r.step == "semantic_memory/deconflicted" and r.day == DAY]
+    assert rounds and 0 < rounds[0].stats["message1_chars"] < 10_000, rounds

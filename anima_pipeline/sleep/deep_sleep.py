@@ -31,7 +31,7 @@ from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
+from anima_pipeline.store.events import Audit, events_of_steps
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
@@ -106,14 +106,15 @@ def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str
     """This night's writes to `table` by the steps that run from deep sleep on (the rounds
     themselves, the dream, the self refresh, reference sync): undone, they give the store as
     deep sleep found it, which every round shows the same (one cached prompt prefix). An
-    agent's own writes of that day (remember) are part of what deep sleep finds, not undone."""
-    return conn.execute(
-        """SELECT id, memory_id, op, before, after, step FROM memory_event
-           WHERE anima_id = %s AND day = %s AND table_name = %s AND NOT (step = ANY(%s))
-             AND NOT starts_with(step, %s)
-           ORDER BY id""",
-        (anima_id, night.day, table, list(BEFORE_DEEP_SLEEP), AGENT_STEP_PREFIX),
-    ).fetchall()
+    agent's own writes of that day (remember) are part of what deep sleep finds, not undone;
+    nor are a revert's (`anima revert`, the night guard's undo), and the writes of a run
+    that was reverted are undone already: undoing either again would bring back what the
+    revert retired (a reverted flood of 5,000 memories in message 1)."""
+    from anima_pipeline.sleep.cycle import STEP_KEYS  # the registry imports this module
+
+    return events_of_steps(
+        conn, anima_id, night.day, table, [k for k in STEP_KEYS if k not in BEFORE_DEEP_SLEEP]
+    )
 
 
 def self_blocks_snapshot(conn: Connection, anima_id: str, night: Night) -> dict[str, str]:

@@ -29,12 +29,13 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from typing import Literal
 
 from anima_pipeline.config import Settings
+from anima_pipeline.store.archive import day_chars
 from anima_pipeline.store.db import Connection
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import Audit, step_growth
 
 GuardKind = Literal["step", "night"]
 _DEFAULTS = Settings.model_fields  # the defaults, without reading the environment
@@ -186,6 +187,95 @@ def check_step(conn: Connection, audit: Audit, limits: LossLimits, after_id: int
     if allowed is not None:
         raise LossGuardTripped("night", audit.anima_id, audit.step, audit.day, night, allowed)
     return {"guard_lost": step.count, "guard_night_lost": night.count}
+
+
+# ---- growth guards -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GrowthLimits:
+    """How much one step may add to an anima's active memories, relative to what it read:
+    at most max(floor(per_kchar * day_chars / 1000), min_memories) memories and
+    max(floor(share * day_chars), min_chars) characters, both net (created and still active,
+    less what the step retired: a split adds its parts minus one, a merge adds nothing)."""
+
+    per_kchar: float = _DEFAULTS["guard_growth_per_kchar"].default
+    share: float = _DEFAULTS["guard_growth_share"].default
+    min_memories: int = _DEFAULTS["guard_growth_min_memories"].default
+    min_chars: int = _DEFAULTS["guard_growth_min_chars"].default
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GrowthLimits:
+        return cls(
+            settings.guard_growth_per_kchar,
+            settings.guard_growth_share,
+            settings.guard_growth_min_memories,
+            settings.guard_growth_min_chars,
+        )
+
+    def allowed(self, day_chars: int) -> tuple[int, int]:
+        """(memories, characters) a step may add on a day whose messages hold `day_chars`."""
+        return (
+            max(math.floor(self.per_kchar * day_chars / 1000), self.min_memories),
+            max(math.floor(self.share * day_chars), self.min_chars),
+        )
+
+
+@dataclass(frozen=True)
+class Growth:
+    memories: int  # net memories added
+    chars: int  # net characters of memory added
+    day_chars: int  # the characters of the day's messages (the step's input)
+
+
+class GrowthGuardTripped(RuntimeError):
+    """A step would add more memories (or characters of memory) than its input can explain:
+    a flood (a model looping on create, an injection asking for it)."""
+
+    guard = "growth guard per step"
+
+    def __init__(self, anima_id: str, step: str, day: date, growth: Growth, allowed: tuple[int, int]) -> None:
+        self.anima_id, self.step, self.day, self.growth, self.allowed = anima_id, step, day, growth, allowed
+        super().__init__(
+            f"{self.guard} tripped: this step would add {growth.memories:,} memories "
+            f"({growth.chars:,} characters) to anima {anima_id}, from a day of {growth.day_chars:,} "
+            f"characters (allowed {allowed[0]:,} memories, {allowed[1]:,} characters); rolled back. "
+            "Check the day's input and the model's calls, or raise ANIMA_GUARD_GROWTH_MIN_MEMORIES / "
+            "ANIMA_GUARD_GROWTH_MIN_CHARS (ANIMA_GUARD_GROWTH_PER_KCHAR, ANIMA_GUARD_GROWTH_SHARE) for this run."
+        )
+
+    @property
+    def metadata(self) -> dict[str, int | str]:
+        return {
+            "guard": self.guard,
+            "anima": self.anima_id,
+            "step": self.step,
+            "added": self.growth.memories,
+            "added_chars": self.growth.chars,
+            "day_chars": self.growth.day_chars,
+            "allowed": self.allowed[0],
+            "allowed_chars": self.allowed[1],
+        }
+
+
+def check_growth(
+    conn: Connection, audit: Audit, limits: GrowthLimits, after_id: int, start: datetime, end: datetime
+) -> dict[str, int]:
+    """Raise GrowthGuardTripped when this step execution (events after `after_id`) added more
+    than its day allows; else the figures for the step's stats. The day's characters are read
+    only when the floors are passed (the common case costs one indexed query)."""
+    if audit.day is None:
+        return {}
+    g = step_growth(conn, audit, after_id)
+    memories, chars = g["added"] - g["retired"], g["added_chars"] - g["retired_chars"]
+    if memories > limits.min_memories or chars > limits.min_chars:
+        day = day_chars(conn, audit.anima_id, start, end)
+        allowed = limits.allowed(day)
+        if memories > allowed[0] or chars > allowed[1]:
+            raise GrowthGuardTripped(
+                audit.anima_id, audit.step, audit.day, Growth(memories, chars, day), allowed
+            )
+    return {"guard_added": memories} if g["added"] else {}
 
 
 def undo_night(conn: Connection, anima_id: str, day: date, run_id: str, revert_run_id: str) -> Counter[str]:

@@ -47,6 +47,7 @@ class Night:
     log_dir: Path | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     limits: guards.LossLimits = field(default_factory=guards.LossLimits)
+    growth: guards.GrowthLimits = field(default_factory=guards.GrowthLimits)
     review: bool = False  # ANIMA_REVIEW_MODE: destructive operations become proposals
 
     @property
@@ -127,6 +128,7 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             outcome = _declining(conn, audit, body)
             # the loss guard of every step: raises (and so rolls the step back) when it retired too much
             guarded = guards.check_step(conn, audit, night.limits, watermark)
+            guarded |= guards.check_growth(conn, audit, night.growth, watermark, night.start, night.end)
             stats = {**outcome.stats, **guarded, **_usage_stats(outcome.usage), **_declined_stats(audit)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
             faults.point("in_step", day=night.day, anima_id=anima_id, step=step)

@@ -27,7 +27,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.llm.types import Engine, Usage
 from anima_pipeline.sleep.anima_night import AnimaFailure, Heartbeat, end_unrecorded
 from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, plan_day
-from anima_pipeline.sleep.guards import LossLimits
+from anima_pipeline.sleep.guards import GrowthLimits, LossLimits
 from anima_pipeline.sleep.night import Mode, Night, StepResult, scheduled_mode
 from anima_pipeline.sleep.pool import AnimaPool, Task, default_workers
 from anima_pipeline.store import sleep_state
@@ -254,6 +254,7 @@ def run_days(
                 log_dir=settings.log_dir,
                 settings=dict(step_settings or {}),
                 limits=LossLimits.from_settings(settings),
+                growth=GrowthLimits.from_settings(settings),
                 review=settings.review_mode,
             )
             results = run_night(db, night, keys, animas, on_step=on_step, pool=pool, shard=shard)

@@ -584,6 +584,16 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
     return [r["anima_id"] for r in rows]
 
 
+def day_chars(conn: Connection, anima_id: str, start: datetime, end: datetime) -> int:
+    """Characters the anima's messages of [start, end) hold: what a night has to read."""
+    row = conn.execute(
+        """SELECT coalesce(sum(length(content)), 0) AS n FROM message
+           WHERE anima_id = %s AND created_at >= %s AND created_at < %s""",
+        (anima_id, start, end),
+    ).fetchone()
+    return int(row["n"])
+
+
 def day_conversations(
     conn: Connection,
     anima_id: str,

@@ -66,3 +66,43 @@ class Audit(BaseModel):
 
     def for_anima(self, anima_id: str) -> Audit:
         return self.model_copy(update={"anima_id": anima_id})
+
+
+def step_growth(conn: Connection, audit: Audit, after_id: int) -> dict[str, int]:
+    """What one execution of a step (its memory_event rows after `after_id`) added to the
+    anima's active semantic memories: `added` memories it created that are active now and
+    their `added_chars`, less the `retired` active memories it deprecated (`retired_chars`)."""
+    return conn.execute(
+        """WITH ev AS (
+               SELECT memory_id::bigint AS id, before FROM memory_event
+               WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s
+                 AND id > %s AND run_id = %s AND step = %s),
+           created AS (SELECT DISTINCT id FROM ev WHERE before IS NULL),
+           retired AS (SELECT DISTINCT id FROM ev WHERE before->>'status' = 'active'
+                       AND id NOT IN (SELECT id FROM created))
+           SELECT count(*) FILTER (WHERE m.status = 'active' AND c.id IS NOT NULL) AS added,
+                  coalesce(sum(length(m.content)) FILTER (WHERE m.status = 'active' AND c.id IS NOT NULL), 0)
+                      AS added_chars,
+                  count(*) FILTER (WHERE m.status <> 'active' AND r.id IS NOT NULL) AS retired,
+                  coalesce(sum(length(m.content)) FILTER (WHERE m.status <> 'active' AND r.id IS NOT NULL), 0)
+                      AS retired_chars
+           FROM semantic_memory m
+           LEFT JOIN created c ON c.id = m.id LEFT JOIN retired r ON r.id = m.id
+           WHERE m.id IN (SELECT id FROM created UNION SELECT id FROM retired)""",
+        (audit.anima_id, audit.day, after_id, audit.run_id, audit.step),
+    ).fetchone()
+
+
+def events_of_steps(conn: Connection, anima_id: str, day: date, table: str, steps: list[str]) -> list[dict]:
+    """The (anima, day) events of `table` written by `steps`, in order, leaving out the runs
+    that a revert undid (whole, or for this anima and day): their writes are gone already."""
+    return conn.execute(
+        """SELECT e.id, e.memory_id, e.op, e.before, e.after, e.step FROM memory_event e
+           WHERE e.anima_id = %s AND e.day = %s AND e.table_name = %s AND e.step = ANY(%s)
+             AND NOT EXISTS (
+                 SELECT 1 FROM memory_event r
+                 WHERE r.table_name = 'run' AND r.op = 'revert' AND r.memory_id = e.run_id
+                   AND (r.anima_id = '' OR (r.anima_id = e.anima_id AND r.day = e.day)))
+           ORDER BY e.id""",
+        (anima_id, day, table, steps),
+    ).fetchall()
