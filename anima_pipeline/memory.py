@@ -51,6 +51,7 @@ from anima_pipeline.sleep.flush import flush_turns
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import (
+    CONVERSATION_FIELDS,
     ArchiveRecord,
     ImportConflict,
     ImportStats,
@@ -68,24 +69,34 @@ from anima_pipeline.store.memories import MemoryType
 from anima_pipeline.store.status import status as store_status
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
+from anima_pipeline.validation import (
+    AnimaId,
+    AnimaInputError,
+    ExternalId,
+    Instant,
+    Name,
+    QueryText,
+    Text,
+    Title,
+    check,
+    context_of,
+)
 
 CITATION_FORMAT = "[[anima:f-{id}]]"
 MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
 MIN_BUDGET = 500  # tokens: below this a working context cannot hold a turn and its self
 REMEMBER_STEP = f"{AGENT_STEP_PREFIX}remember"
+# what an API caller does about a conflict (the CLI's answer is `anima import --update`)
+MESSAGE_CONFLICT_ADVICE = "a stored message does not change: send the new text under a new message_id"
+CONVERSATION_CONFLICT_ADVICE = (
+    "change it with PUT /v1/animas/{anima}/conversations/{conversation_id} (AnimaMemory.open_conversation)"
+)
 
 
-class AnimaInputError(ValueError):
-    """Input the facade refuses; nothing was written. `field` names the place, e.g.
-    ``messages[3].created_at``; `message_id` the message when there is one."""
-
-    def __init__(self, detail: str, *, field: str | None = None, message_id: str | None = None) -> None:
-        where = f"{field}: " if field else ""
-        super().__init__(where + detail)
-        self.detail = detail
-        self.field = field
-        self.message_id = message_id
+class AnimaConflictError(AnimaInputError):
+    """A message or conversation field that contradicts what is stored (HTTP 409); nothing
+    was written. The message gives the API's way out, not the CLI's --update."""
 
 
 class WrongAnimaError(PermissionError):
@@ -136,9 +147,9 @@ class AnimaMemory:
     """
 
     def __init__(self, db: Database | str | None, anima_id: str, *, settings: Settings | None = None) -> None:
-        if not isinstance(anima_id, str) or not anima_id.strip():
-            raise AnimaInputError("must be a non-empty string", field="anima_id")
-        self.anima_id = anima_id
+        if not isinstance(anima_id, str):
+            raise AnimaInputError("must be a string", field="anima_id")
+        self.anima_id = check(AnimaId, anima_id, "anima_id")
         self.settings = settings or get_settings()
         self._engine: Engine | None = None
         self._claude_counter: ClaudeCounter | None = None
@@ -173,17 +184,19 @@ class AnimaMemory:
     # --- writing ------------------------------------------------------------------------
 
     def validate_messages(self, messages: Iterable[MessageRecord | Mapping[str, Any]]) -> list[ArchiveRecord]:
-        """The archive's validation, message by message; the first bad one raises
-        AnimaInputError naming its index, message_id and field."""
+        """The archive's validation with this facade's configured limits (message size,
+        timestamp years), message by message; the first bad one raises AnimaInputError naming
+        its index, message_id and field."""
         records: list[ArchiveRecord] = []
+        context = context_of(self.settings)
         for i, raw in enumerate(messages):
             if i >= MAX_BATCH:
                 raise AnimaInputError(f"at most {MAX_BATCH} messages per append", field="messages")
-            if isinstance(raw, MessageRecord):
-                msg = raw
-            elif isinstance(raw, Mapping):
+            if isinstance(raw, MessageRecord):  # built without the limits: validated again with them
+                raw = raw.model_dump(exclude_unset=True)
+            if isinstance(raw, Mapping):
                 try:
-                    msg = MessageRecord.model_validate(raw)
+                    msg = MessageRecord.model_validate(raw, context=context)
                 except ValidationError as exc:
                     loc, reason = field_errors(exc)[0]
                     mid = raw.get("message_id")
@@ -221,8 +234,15 @@ class AnimaMemory:
                 import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
             except ImportConflict as exc:  # a re-sent message_id with other content: refused, not taken
                 i = next(i for i, r in enumerate(records) if r.message_id == exc.message_id)
-                raise AnimaInputError(
-                    str(exc).split(": ", 1)[-1], field=f"messages[{i}].{exc.field}", message_id=exc.message_id
+                raise AnimaConflictError(
+                    f"{exc.detail}; "
+                    + (
+                        CONVERSATION_CONFLICT_ADVICE
+                        if exc.field in CONVERSATION_FIELDS
+                        else MESSAGE_CONFLICT_ADVICE
+                    ),
+                    field=f"messages[{i}].{exc.field}",
+                    message_id=exc.message_id,
                 ) from None
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
         if stats.messages_added:
@@ -248,10 +268,10 @@ class AnimaMemory:
     ) -> ConversationInfo:
         """Create (or reopen) a conversation and set its title / platform / debug flag. A debug
         conversation is never consolidated; platform 'cron' marks scheduled jobs (not the anima's life)."""
-        values = {"conversation_id": conversation_id, "title": title, "platform": platform}
-        for name, value in values.items():
-            if value is not None and (not isinstance(value, str) or not value.strip() or "\x00" in value):
-                raise AnimaInputError("must be a non-empty string without NUL characters", field=name)
+        check(ExternalId, conversation_id, "conversation_id")
+        for name, kind, value in (("title", Title, title), ("platform", Name, platform)):
+            if value is not None:
+                check(kind, value, name)
         with self.db.transaction() as conn:
             try:
                 row = open_conversation(
@@ -269,6 +289,7 @@ class AnimaMemory:
 
     def close_conversation(self, conversation_id: str) -> ConversationInfo:
         """Mark a conversation closed. Raises LookupError for an unknown conversation."""
+        check(ExternalId, conversation_id, "conversation_id")
         with self.db.transaction() as conn:
             row = close_conversation(
                 conn, self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"), self.anima_id, conversation_id
@@ -281,8 +302,9 @@ class AnimaMemory:
         Its audit event carries today's local day, so that night's deep sleep (incremental
         or full) reviews it with the rest: merges it into a duplicate, deprecates it when
         contradicted."""
-        if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
-            raise AnimaInputError("must be a non-empty conversation id", field="session_id")
+        check(Text, content, "content")
+        if session_id is not None:
+            check(ExternalId, session_id, "session_id")
         with self.db.transaction() as conn:
             now = conn.execute("SELECT now() AS now").fetchone()["now"]
             scope = Scope(anima_id=self.anima_id, tools=("create_semantic_memory",), default_observed_at=now)
@@ -304,8 +326,9 @@ class AnimaMemory:
         `session_id` is the current conversation: its messages, and memories sourced only
         from it, are already in the window and are not recalled again. Memories appear as
         ``[[anima:f-N]]`` lines; keep the marker when the reply uses one."""
-        if not isinstance(query, str):
-            raise AnimaInputError("must be a string", field="query")
+        check(QueryText, query, "query")
+        if session_id is not None:
+            check(ExternalId, session_id, "session_id")
         with self.db.transaction() as conn:
             return assemble_context(
                 conn, self.anima_id, query, session_id=session_id, budgets=budgets_from(self.settings)
@@ -326,6 +349,7 @@ class AnimaMemory:
         another page exists), filtered by memory type and by when the fact was observed
         (`since` <= observed_at < `until`, created_at when never observed)."""
         self._check_page(limit, offset)
+        self._check_search(query, since, until)
         with self.db.transaction() as conn:
             return search_memories(
                 conn, self.anima_id, query, types=types, since=since, until=until, limit=limit, offset=offset
@@ -346,6 +370,9 @@ class AnimaMemory:
         conversation and a time range (`since` <= created_at < `until`). Cron and debug
         conversations are left out."""
         self._check_page(limit, offset)
+        self._check_search(query, since, until)
+        if conversation_id is not None:
+            check(ExternalId, conversation_id, "conversation_id")
         with self.db.transaction() as conn:
             return search_messages(
                 conn,
@@ -372,10 +399,8 @@ class AnimaMemory:
         session's rolling summary, kept per (session, watermark) so the next turns reuse it,
         after a flush has written the durable facts in them as memories sourced from the
         session (light sleep stage 1's rules, once per cycle)."""
-        if not isinstance(session_id, str) or not session_id.strip():
-            raise AnimaInputError("must be a non-empty conversation id", field="session_id")
-        if not isinstance(message, str):
-            raise AnimaInputError("must be a string", field="message")
+        check(ExternalId, session_id, "session_id")
+        check(Text, message, "message")
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET
         ):
@@ -434,6 +459,13 @@ class AnimaMemory:
                 conn, self.anima_id, self.settings.recall_resident_top_n, self.settings.recall_pinned_max
             )
         return [memory_item(m.model_dump(), score=0.0, why="resident", tz=self.settings.tz) for m in memories]
+
+    @staticmethod
+    def _check_search(query: str, since: datetime | None, until: datetime | None) -> None:
+        check(QueryText, query, "query")
+        for name, value in (("since", since), ("until", until)):
+            if value is not None:
+                check(Instant, value, name)
 
     @staticmethod
     def _check_page(limit: int, offset: int) -> None:

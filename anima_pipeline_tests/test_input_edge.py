@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from typer.testing import CliRunner
@@ -79,13 +80,13 @@ def test_the_extreme_timestamp_line_is_refused_at_import_with_file_line_and_fiel
 @pytest.mark.parametrize(
     ("row", "expected"),
     [
-        (line(anima="x" * 20_000), "field 'anima_id': Value error, is 20,000 characters long (at most 64)"),
-        (line(anima="../etc"), "field 'anima_id': Value error, may hold only letters"),
-        (line(conv="a b"), "field 'conversation_id': Value error, must not contain whitespace"),
+        (line(anima="x" * 20_000), "field 'anima_id': is 20,000 characters long (at most 64)"),
+        (line(anima="../etc"), "field 'anima_id': may hold only letters"),
+        (line(conv="a b"), "field 'conversation_id': must not contain whitespace"),
         (line(content="x" * 300_001), "above the limit of 256,000 (ANIMA_MAX_MESSAGE_CHARS)"),
         (
             line(metadata=json.loads('{"a":' * 40 + "1" + "}" * 40)),
-            "field 'metadata': Value error, is nested",
+            "field 'metadata': is nested",
         ),
         ('{"anima_id": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deeply to read"),
     ],
@@ -127,7 +128,7 @@ def test_a_changed_message_or_debug_flag_is_a_conflict_unless_update(
 
     applied = anima("import", "--update", str(changed), str(flipped))
     assert applied.exit_code == 0, applied.output
-    assert "updated 1 message(s), 1 debug flag(s)" in applied.output
+    assert "updated 1 message(s), 1 conversation field(s)" in applied.output
     with db.transaction() as conn:
         assert conn.execute("SELECT content FROM message WHERE external_id = 'c1:002'").fetchone()[
             "content"
@@ -198,3 +199,282 @@ def test_the_facade_refuses_a_resent_message_id_with_other_content(db: Database)
     assert exc.value.field == "messages[0].content" and exc.value.message_id == "c1:001"
     with db.transaction() as conn:
         assert conn.execute("SELECT content FROM message").fetchone()["content"] == "message 1 of c1"
+
+
+# --- one set of rules at every door (issue 26, Build 4) ------------------------------------------
+#
+# Each probe is a message field that Python accepts and PostgreSQL does not store (or that the
+# configured limits refuse). Every door must refuse it before PostgreSQL sees it, with the same
+# field and the same words: import (file:line), the facade (AnimaInputError) and HTTP (a named
+# 422 as JSON, on a connection that stays open). The surrogates travel as JSON escapes.
+
+LIMITS = {"ANIMA_MAX_MESSAGE_CHARS": "100", "ANIMA_TIMESTAMP_MAX_YEAR": "2030"}
+MESSAGE_PROBES = [
+    ("offset-16h", {"created_at": "2024-03-01T10:00:00+16:00"}, "created_at", "UTC offset +16:00 is not"),
+    ("offset-23:59", {"created_at": "2024-03-01T10:00:00+23:59"}, "created_at", "UTC offset +23:59 is not"),
+    (
+        "offset-fraction",
+        {"created_at": "2024-03-01T10:00:00+05:30:15.5"},
+        "created_at",
+        "UTC offset +05:30:15.5 is not",
+    ),
+    ("surrogate-speaker", {"speaker": "Ana\ud800"}, "speaker", "contains a lone surrogate (\\ud800)"),
+    ("surrogate-title", {"title": "\ud800"}, "title", "contains a lone surrogate (\\ud800)"),
+    ("surrogate-platform", {"platform": "chat\udfff"}, "platform", "contains a lone surrogate (\\udfff)"),
+    ("surrogate-content", {"content": "hi \ud83d"}, "content", "contains a lone surrogate (\\ud83d)"),
+    (
+        "surrogate-metadata",
+        {"metadata": {"tags": ["\ud800"]}},
+        "metadata",
+        "tags[0] contains a lone surrogate",
+    ),
+    ("surrogate-metadata-key", {"metadata": {"\ud800": 1}}, "metadata", "a key contains a lone surrogate"),
+    ("nul-conversation-id", {"conversation_id": "c\u00001"}, "conversation_id", "contains a NUL character"),
+    ("nul-speaker", {"speaker": "A\u0000"}, "speaker", "contains a NUL character"),
+    ("long-conversation-id", {"conversation_id": "c" * 5000}, "conversation_id", "is 5,000 characters long"),
+    ("tab-message-id", {"message_id": "m\t2"}, "message_id", "must not contain whitespace"),
+    (
+        "configured-size",
+        {"content": "x" * 101},
+        "content",
+        "is 101 characters long, above the limit of 100 (ANIMA_MAX_MESSAGE_CHARS)",
+    ),
+    (
+        "configured-years",
+        {"created_at": "2031-01-01T00:00:00+00:00"},
+        "created_at",
+        "2031-01-01T00:00:00+00:00 is outside the years 1970-2030",
+    ),
+]
+
+
+def _squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def _ascii_json(value) -> str:
+    return json.dumps(value, ensure_ascii=True)  # a lone surrogate as the escape \ud800
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"), [p[1:] for p in MESSAGE_PROBES], ids=[p[0] for p in MESSAGE_PROBES]
+)
+def test_every_door_refuses_a_probe_with_the_same_field_and_words(
+    anima, db: Database, db_url: str, tmp_path: Path, change: dict, field: str, reason: str
+) -> None:
+    import httpx2 as httpx
+
+    from anima_pipeline.config import Settings
+    from anima_pipeline.memory import AnimaInputError, AnimaMemory
+    from anima_pipeline.service.http import create_app
+    from anima_pipeline.store.api_keys import create_key
+    from anima_pipeline.store.events import Audit
+    from anima_pipeline_tests.live_server import serving
+
+    # import: file:line and field, nothing written
+    path = tmp_path / "a.jsonl"
+    path.write_text(_ascii_json(line(n=1)) + "\n" + _ascii_json({**line(n=2), **change}) + "\n")
+    result = anima("import", str(path), **LIMITS)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)  # no traceback
+    said = _squash(result.output)
+    assert _squash(f"{path}:2: field '{field}': {reason}") in said, result.output
+    words = said.split(_squash(f"field '{field}':"), 1)[1]  # the reason as import words it
+
+    # the facade, with the same configured limits
+    settings = Settings(database_url=db_url, home=tmp_path, max_message_chars=100, timestamp_max_year=2030)
+    memory = AnimaMemory(db, "ana", settings=settings)
+    message = {k: v for k, v in {**line(n=2), **change}.items() if k != "anima_id"}
+    with pytest.raises(AnimaInputError) as refused:
+        memory.append([{k: v for k, v in line(n=1).items() if k != "anima_id"}, message])
+    assert refused.value.field == f"messages[1].{field}"
+    assert _squash(refused.value.detail).startswith(words)
+
+    # HTTP: a named 422 in JSON, the keep-alive connection still serving the next request
+    with db.transaction() as conn:
+        key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "ana")
+    auth = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    body = _ascii_json({"messages": [{k: v for k, v in line(n=1).items() if k != "anima_id"}, message]})
+    with serving(create_app(db, settings)) as base, httpx.Client(base_url=base) as client:
+        r = client.post("/v1/animas/ana/messages", content=body.encode(), headers=auth)
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["code"] == "invalid_request" and err["field"] == f"messages[1].{field}"
+        assert _squash(err["errors"][0]["message"]).startswith(words)
+        assert client.get("/healthz").status_code == 200
+    assert counts(db) == (0, 0)
+
+
+# the doors that take ids and times one at a time: HTTP paths and queries, MCP tool arguments
+PARAM_PROBES = [
+    ("nul-session-id", "session_id", "c\u00001", "contains a NUL character"),
+    ("tab-session-id", "session_id", "c\t1", "must not contain whitespace"),
+    ("long-conversation-id", "conversation_id", "c" * 10_000, "is 10,000 characters long"),
+    ("nul-conversation-id", "conversation_id", "c\u0000", "contains a NUL character"),
+    ("offset-since", "since", "2024-03-01T10:00:00+16:00", "UTC offset +16:00 is not"),
+    ("fraction-until", "until", "2024-03-01T10:00:00+05:30:15.5", "UTC offset +05:30:15.5 is not"),
+    ("nul-query", "query", "tea\u0000", "contains a NUL character"),
+]
+
+
+@pytest.fixture
+def served(db: Database, db_url: str, tmp_path: Path) -> Iterator[tuple]:
+    import httpx2 as httpx
+
+    from anima_pipeline.config import Settings
+    from anima_pipeline.service.http import create_app
+    from anima_pipeline.store.api_keys import create_key
+    from anima_pipeline.store.events import Audit
+    from anima_pipeline_tests.live_server import serving
+
+    with db.transaction() as conn:
+        key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "ana")
+    settings = Settings(database_url=db_url, home=tmp_path)
+    with serving(create_app(db, settings)) as base, httpx.Client(base_url=base) as client:
+        client.headers["Authorization"] = f"Bearer {key}"
+        yield client, settings
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"), [p[1:] for p in PARAM_PROBES], ids=[p[0] for p in PARAM_PROBES]
+)
+def test_http_and_mcp_refuse_a_bad_argument_naming_it(
+    served, db: Database, field: str, value: str, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import anyio
+    from mcp import Client
+
+    from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.service.mcp import build_server
+
+    client, settings = served
+    route = {"session_id": "/context", "query": "/context"}.get(field, "/messages/search")
+    params = {"query": "tea", field: value}
+    r = client.get(f"/v1/animas/ana{route}", params=params)
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["field"] == field and reason in err["message"], err
+    if field == "conversation_id":  # the path doors too
+        for method, path, body in [
+            ("PUT", f"/v1/animas/ana/conversations/{quote(value, safe='')}", {"title": "t"}),
+            ("POST", f"/v1/animas/ana/conversations/{quote(value, safe='')}/close", None),
+        ]:
+            r = client.request(method, path, json=body)
+            assert r.status_code == 422 and r.json()["error"]["field"] == "conversation_id", r.text
+            assert reason in r.json()["error"]["message"]
+    if field == "session_id":
+        r = client.post("/v1/animas/ana/memories", json={"content": "Ana likes tea", "session_id": value})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "session_id", r.text
+
+    tool, args = {
+        "session_id": ("remember", {"content": "Ana likes tea", "session_id": value}),
+        "query": ("context", {"query": value}),
+    }.get(field, ("search_messages", {"query": "tea", field: value}))
+    server = build_server(AnimaMemory(db, "ana", settings=settings), allow_remember=True)
+
+    async def call() -> tuple[bool, str]:
+        async with Client(server) as mcp:
+            result = await mcp.call_tool(tool, args)
+            return result.is_error, "\n".join(b.text for b in result.content)
+
+    is_error, text = anyio.run(call)
+    assert is_error and field in text and reason in text, text
+    assert not [r for r in caplog.records if r.exc_info], "no traceback for a refused argument"
+    assert counts(db) == (0, 0)
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 0
+
+
+def test_http_refuses_surrogates_in_a_conversations_title_and_a_memory_with_a_named_422(served) -> None:
+    client, _ = served
+    headers = {"Content-Type": "application/json"}
+    r = client.put("/v1/animas/ana/conversations/c1", content=b'{"title": "\\ud800"}', headers=headers)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "title", r.text
+    assert "lone surrogate" in r.json()["error"]["message"]
+    r = client.post("/v1/animas/ana/memories", content=b'{"content": "tea \\udc00"}', headers=headers)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "content", r.text
+    assert client.get("/healthz").status_code == 200  # the connection was not reset
+
+
+def test_a_request_without_a_valid_key_gets_401_before_its_body_is_read(served) -> None:
+    client, _ = served
+    broken = {"Content-Type": "application/json"}
+    for auth in (None, "Bearer anima_nope", "Basic abc"):
+        headers = {**broken, "Authorization": auth} if auth else broken
+        r = httpx_post(client, "/v1/animas/ana/messages", b"{not json", headers, drop_auth=auth is None)
+        assert r.status_code == 401, r.text
+        assert r.json()["error"]["code"] == "unauthorized" and r.headers["WWW-Authenticate"] == "Bearer"
+    r = client.post("/v1/animas/other/messages", content=b"{not json", headers=broken)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    r = client.post("/v1/animas/ana/messages", content=b"{not json", headers=broken)
+    assert r.status_code == 422  # with a valid key, the body is read and named
+
+
+def httpx_post(client, path: str, body: bytes, headers: dict, *, drop_auth: bool):
+    request = client.build_request("POST", path, content=body, headers=headers)
+    if drop_auth:
+        del request.headers["Authorization"]
+    return client.send(request)
+
+
+def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Database, tmp_path: Path) -> None:
+    from anima_pipeline.memory import AnimaInputError, AnimaMemory
+    from anima_pipeline.store.api_keys import create_key
+    from anima_pipeline.store.events import Audit
+
+    for bad, words in [
+        ("a b", "may hold only letters"),
+        ("x" * 5000, "is 5,000 characters long (at most 64)"),
+        ("a\tb", "may hold only letters"),
+        ("../etc passwd", "may hold only letters"),
+        ("ana\u0000", "contains a NUL character"),
+    ]:
+        made = anima("keys", "create", "--anima", bad)
+        assert made.exit_code == 2 and words in made.output.replace("\n", ""), made.output
+        served = anima("mcp", "--anima", bad, "--allow-remember")
+        assert served.exit_code == 2 and words in served.output.replace("\n", ""), served.output
+        with pytest.raises(AnimaInputError) as refused:
+            AnimaMemory(db, bad)
+        assert refused.value.field == "anima_id" and words in refused.value.detail
+        with db.transaction() as conn, pytest.raises(AnimaInputError):
+            create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), bad)
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM api_key").fetchone()["n"] == 0
+        assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 0
+    assert anima("keys", "create", "--anima", "ana@host:1.x+y-z_w").exit_code == 0
+
+
+def test_a_changed_title_is_a_conflict_at_import_unless_update_and_a_409_over_http(
+    anima, db: Database, served, tmp_path: Path
+) -> None:
+    first = write(tmp_path / "a.jsonl", [line(n=1, title="Trip planning")])
+    assert anima("import", str(first)).exit_code == 0
+    retitled = write(tmp_path / "b.jsonl", [line(n=1, title="Something else")])
+    refused = anima("import", str(retitled))
+    assert refused.exit_code == 1
+    said = refused.output.replace("\n", "")
+    assert f"{retitled}:1: field 'title': conversation 'c1' is stored with title='Trip planning'" in said
+    assert "re-run with --update" in said
+    applied = anima("import", "--update", str(retitled))
+    assert applied.exit_code == 0 and "1 conversation field(s)" in applied.output, applied.output
+    with db.transaction() as conn:
+        assert conn.execute("SELECT title FROM conversation").fetchone()["title"] == "Something else"
+        event = conn.execute(
+            "SELECT before, after FROM memory_event WHERE table_name = 'conversation' AND op = 'update'"
+        ).fetchone()
+    assert event == {"before": {"title": "Trip planning"}, "after": {"title": "Something else"}}
+
+    client, _ = served  # the API: a 409 with the API's way out, not the CLI's
+    message = {k: v for k, v in line(n=1, title="Third title").items() if k != "anima_id"}
+    r = client.post("/v1/animas/ana/messages", json={"messages": [message]})
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["code"] == "conflict" and err["field"] == "messages[0].title"
+    assert "PUT /v1/animas/{anima}/conversations/{conversation_id}" in err["message"]
+    assert "--update" not in err["message"]
+    edited = {**message, "title": None, "content": "edited afterwards"}
+    r = client.post("/v1/animas/ana/messages", json={"messages": [edited]})
+    assert r.status_code == 409 and r.json()["error"]["field"] == "messages[0].content"
+    assert "new message_id" in r.json()["error"]["message"] and "--update" not in r.text
+    r = client.put("/v1/animas/ana/conversations/c1", json={"title": "Third title"})  # the API's update
+    assert r.status_code == 200 and r.json()["title"] == "Third title"

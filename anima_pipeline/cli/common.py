@@ -68,7 +68,7 @@ def require_animas(animas) -> None:
 def require_anima_or_new(anima: str, new: bool) -> None:
     """`anima keys create` / `anima mcp`: an unknown anima exits 2 naming the known ones (a
     typo would hand an agent an empty memory), unless --new says it has nothing stored yet."""
-    from anima_pipeline.store.archive import anima_id_problem
+    from anima_pipeline.validation import anima_id_problem
 
     if not new:
         require_animas([anima])

@@ -38,10 +38,16 @@ def create(
     """Create a key and print it on its own line. It is shown only now: only its hash is stored.
     An anima the store does not know is refused (exit 2, naming the known ones) unless --new."""
     from anima_pipeline.store.api_keys import create_key
+    from anima_pipeline.validation import AnimaInputError, Name, check
 
     if not anima.strip():
         fail("--anima must not be blank", 2)
     require_anima_or_new(anima, new)
+    if name is not None:
+        try:
+            check(Name, name, "--name")
+        except AnimaInputError as exc:
+            fail(str(exc), 2)
     db = open_store()
     try:
         with db.transaction() as conn:

@@ -55,7 +55,7 @@ def import_(
         False,
         "--update",
         help="Apply lines that change a stored message (content, role, speaker, created_at) or a "
-        "conversation's debug flag, as audited updates, instead of refusing them as conflicts.",
+        "conversation's title or debug flag, as audited updates, instead of refusing them as conflicts.",
     ),
 ) -> None:
     """Import conversation archives (JSONL, one message a line). All files in one transaction:
@@ -88,7 +88,7 @@ def import_(
         f"imported {stats.files} file(s), {stats.lines} line(s): {stats.messages_added} new message(s), "
         f"{stats.conversations_added} new conversation(s), {len(stats.animas)} anima(s)"
         + (
-            f"; updated {stats.messages_updated} message(s), {stats.conversations_updated} debug flag(s)"
+            f"; updated {stats.messages_updated} message(s), {stats.conversations_updated} conversation field(s)"
             if stats.messages_updated or stats.conversations_updated
             else ""
         )

@@ -4,15 +4,18 @@ Every route lives under ``/v1/animas/{anima_id}`` and needs ``Authorization: Bea
 with a key made by ``anima keys create --anima A``. A key opens its own anima only: any
 other anima in the path gets 403 with the same words whether that anima exists or not.
 Errors are JSON: ``{"error": {"status", "code", "message", "field", "errors": [...]}}``,
-``field`` naming the request field (``messages[3].created_at``). Bodies over
-``max_body_bytes`` get 413 before they are read; batches over MAX_BATCH messages get 422.
+``field`` naming the request field (``messages[3].created_at``). The key is checked before
+anything reads the body (a request without a valid key gets 401 even with a broken body);
+bodies over ``max_body_bytes`` get 413 before they are read; batches over MAX_BATCH messages
+get 422. Ids, text, offsets and sizes follow the rules of every door (anima_pipeline.validation):
+a refusal is a named 422, a conflict with what is stored a 409, never a 500.
 Handlers only translate: the behaviour is AnimaMemory's.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import re
 from typing import Annotated, Any
 
 import psycopg
@@ -21,7 +24,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,6 +35,7 @@ from anima_pipeline.memory import (
     MAX_BATCH,
     MAX_SEARCH_LIMIT,
     MIN_BUDGET,
+    AnimaConflictError,
     AnimaInputError,
     AnimaMemory,
     AppendResult,
@@ -43,7 +49,17 @@ from anima_pipeline.store.api_keys import anima_of_key
 from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.memories import MemoryType
-from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS
+from anima_pipeline.validation import (
+    MEMORY_MAX,
+    AnimaId,
+    ExternalId,
+    Instant,
+    MemoryText,
+    Name,
+    QueryText,
+    Text,
+    Title,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +106,11 @@ _ERROR_WHEN = {
     401: "missing, unknown or revoked key",
     403: "the key is not valid for this anima",
     404: "not found",
+    409: "conflicts with what is stored (a message or conversation field); nothing was written",
     413: "request body too large",
     422: "invalid request: `field` names the place",
     500: "the store refused the request; nothing was written",
+    503: "the store could not be reached to check the key",
 }
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": when} for status, when in _ERROR_WHEN.items()
@@ -119,45 +137,79 @@ def _field(loc: tuple | list) -> str:
 
 
 class AppendBody(BaseModel):
-    messages: list[MessageRecord] = Field(
+    # The schema is MessageRecord's; the messages themselves are validated by AnimaMemory.append,
+    # with the configured limits (ANIMA_MAX_MESSAGE_CHARS, the timestamp years) and its field names.
+    messages: list[SkipValidation[MessageRecord]] = Field(
         min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} messages, stored all or nothing"
     )
 
 
 class ConversationBody(BaseModel):
-    title: str | None = Field(None, min_length=1)
-    platform: str | None = Field(
-        None, min_length=1, description="e.g. chat, telegram; 'cron' = scheduled job"
-    )
+    title: Title | None = None
+    platform: Name | None = Field(None, description="e.g. chat, telegram; 'cron' = scheduled job")
     debug: bool | None = Field(None, description="debug conversations are never consolidated")
 
 
 class RememberBody(BaseModel):
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="one self-contained fact")
+    content: MemoryText = Field(description="one self-contained fact")
     type: MemoryType = "world"
-    session_id: str | None = Field(None, min_length=1, description="the conversation it comes from")
+    session_id: ExternalId | None = Field(None, description="the conversation it comes from")
 
 
 # --- auth -------------------------------------------------------------------------------------
 
 _bearer = HTTPBearer(auto_error=False, description="a key from `anima keys create --anima A`")
+_ANIMA_ROUTE = re.compile(r"^/v1/animas/([^/]+)(?:/|$)")
+
+
+class KeyAuth:
+    """The key of every /v1/animas/{anima_id}/… request, checked before any route reads the
+    body: 401 without a live key, 403 when the key is another anima's (the same words whether
+    that anima exists or not). The anima the key opens goes on to the route in scope state."""
+
+    def __init__(self, app: ASGIApp, db: Database) -> None:
+        self.app, self.db = app, db
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = _ANIMA_ROUTE.match(scope["path"]) if scope["type"] == "http" else None
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        scheme, _, key = Headers(scope=scope).get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            refusal = _error(
+                401, "unauthorized", "send Authorization: Bearer <key> (anima keys create --anima A)"
+            )
+        else:
+            try:
+                owner = await run_in_threadpool(self._owner, key.strip())
+            except psycopg.Error as exc:
+                log.error("store error while checking an API key: %s", exc, exc_info=exc)
+                refusal = _error(503, "store_unavailable", "the store could not check the API key; retry")
+            else:
+                if owner is None:
+                    refusal = _error(401, "unauthorized", "unknown or revoked API key")
+                elif owner != route.group(1):
+                    refusal = _error(403, "forbidden", "this API key is not valid for the requested anima")
+                else:
+                    scope.setdefault("state", {})["anima_id"] = owner
+                    await self.app(scope, receive, send)
+                    return
+        await refusal(scope, receive, send)
+
+    def _owner(self, key: str) -> str | None:
+        with self.db.transaction() as conn:
+            return anima_of_key(conn, key)
 
 
 def _memory(
     request: Request,
-    anima_id: Annotated[str, Path(min_length=1, max_length=200)],
-    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    anima_id: Annotated[AnimaId, Path()],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],  # for the OpenAPI security scheme
 ) -> AnimaMemory:
-    db: Database = request.app.state.db
-    if cred is None or cred.scheme.lower() != "bearer" or not cred.credentials:
-        raise ApiError(401, "unauthorized", "send Authorization: Bearer <key> (anima keys create --anima A)")
-    with db.transaction() as conn:
-        owner = anima_of_key(conn, cred.credentials)
-    if owner is None:
-        raise ApiError(401, "unauthorized", "unknown or revoked API key")
-    if owner != anima_id:
+    if getattr(request.state, "anima_id", None) != anima_id:  # KeyAuth let it through only for its anima
         raise ApiError(403, "forbidden", "this API key is not valid for the requested anima")
-    return AnimaMemory(db, anima_id, settings=request.app.state.settings)
+    return AnimaMemory(request.app.state.db, anima_id, settings=request.app.state.settings)
 
 
 Memory = Annotated[AnimaMemory, Depends(_memory)]
@@ -179,7 +231,7 @@ def append_messages(body: AppendBody, memory: Memory) -> AppendResult:
     "/conversations/{conversation_id}", response_model=ConversationInfo, summary="Open a conversation"
 )
 def open_conversation(
-    conversation_id: Annotated[str, Path(min_length=1)], body: ConversationBody, memory: Memory
+    conversation_id: Annotated[ExternalId, Path()], body: ConversationBody, memory: Memory
 ) -> ConversationInfo:
     return memory.open_conversation(
         conversation_id, title=body.title, platform=body.platform, debug=body.debug
@@ -189,9 +241,7 @@ def open_conversation(
 @router.post(
     "/conversations/{conversation_id}/close", response_model=ConversationInfo, summary="Close a conversation"
 )
-def close_conversation(
-    conversation_id: Annotated[str, Path(min_length=1)], memory: Memory
-) -> ConversationInfo:
+def close_conversation(conversation_id: Annotated[ExternalId, Path()], memory: Memory) -> ConversationInfo:
     try:
         return memory.close_conversation(conversation_id)
     except LookupError as exc:
@@ -201,15 +251,15 @@ def close_conversation(
 @router.get("/context", response_model=AssembledContext, summary="Chat-time context for a query")
 def context(
     memory: Memory,
-    query: Annotated[str, Query(min_length=1, max_length=4000, description="what the user just said")],
-    session_id: Annotated[str | None, Query(min_length=1, description="the current conversation")] = None,
+    query: Annotated[QueryText, Query(description="what the user just said")],
+    session_id: Annotated[ExternalId | None, Query(description="the current conversation")] = None,
 ) -> AssembledContext:
     return memory.context(query, session_id)
 
 
 class WorkingContextBody(BaseModel):
-    session_id: str = Field(min_length=1, description="the current conversation")
-    message: str = Field(max_length=MAX_CONTENT_CHARS * 4, description="what the user just said (not stored)")
+    session_id: ExternalId = Field(description="the current conversation")
+    message: Text = Field(max_length=MEMORY_MAX * 4, description="what the user just said (not stored)")
     budget: int | None = Field(
         None, ge=MIN_BUDGET, description="tokens for the whole context; default: the window less the reserve"
     )
@@ -227,10 +277,10 @@ def working_context(body: WorkingContextBody, memory: Memory) -> WorkingContext:
 @router.get("/search", response_model=SearchPage, summary="Active search over memories")
 def search(
     memory: Memory,
-    query: Annotated[str, Query(min_length=1, max_length=4000)],
+    query: Annotated[QueryText, Query()],
     type: Annotated[list[MemoryType] | None, Query(description="repeat to allow several types")] = None,
-    since: Annotated[datetime | None, Query(description="observed at or after (ISO-8601)")] = None,
-    until: Annotated[datetime | None, Query(description="observed before (ISO-8601)")] = None,
+    since: Annotated[Instant | None, Query(description="observed at or after (ISO-8601)")] = None,
+    until: Annotated[Instant | None, Query(description="observed before (ISO-8601)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_LIMIT)] = 20,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> SearchPage:
@@ -240,10 +290,10 @@ def search(
 @router.get("/messages/search", response_model=SearchPage, summary="Active search over past messages")
 def search_messages(
     memory: Memory,
-    query: Annotated[str, Query(min_length=1, max_length=4000)],
-    conversation_id: Annotated[str | None, Query(min_length=1, description="only this conversation")] = None,
-    since: Annotated[datetime | None, Query(description="sent at or after (ISO-8601)")] = None,
-    until: Annotated[datetime | None, Query(description="sent before (ISO-8601)")] = None,
+    query: Annotated[QueryText, Query()],
+    conversation_id: Annotated[ExternalId | None, Query(description="only this conversation")] = None,
+    since: Annotated[Instant | None, Query(description="sent at or after (ISO-8601)")] = None,
+    until: Annotated[Instant | None, Query(description="sent before (ISO-8601)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_LIMIT)] = 20,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> SearchPage:
@@ -345,6 +395,8 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
     async def _refused(_: Request, exc: AnimaInputError) -> JSONResponse:
         field = exc.field
         errors = [{"field": field, "message": exc.detail}]
+        if isinstance(exc, AnimaConflictError):
+            return _error(409, "conflict", str(exc), field, errors)
         return _error(422, "invalid_request", str(exc), field, errors)
 
     @app.exception_handler(WrongAnimaError)
@@ -360,5 +412,12 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return _error(exc.status_code, "http_error", str(exc.detail))
 
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, exc: Exception) -> JSONResponse:
+        # a bug, not the caller's fault: the traceback goes to the log, JSON to the caller
+        log.error("unexpected error, request rolled back", exc_info=exc)
+        return _error(500, "internal_error", "the service failed on this request; nothing was written")
+
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(KeyAuth, db=db)  # outermost: no body is read for a request without a key
     return app

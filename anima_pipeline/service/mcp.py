@@ -5,23 +5,27 @@ One server serves one anima, chosen by configuration (``--anima``), never by the
 It is read-only (``context``, ``search``, ``search_messages``) unless started with ``--allow-remember``, which
 adds the tools that write: ``remember`` and ``working_context`` (which may store the session's
 summary and flush its facts). The self layer (``anima://self``) and the resident set
-(``anima://resident``) are resources. The tools are thin over AnimaMemory.
+(``anima://resident``) are resources. The tools are thin over AnimaMemory. Arguments follow the
+rules of every door (anima_pipeline.validation); a refusal is a tool error naming the field,
+never a crash with a traceback.
 """
 
 # no `from __future__ import annotations`: the SDK reads the tool signatures at runtime
 
+import functools
 import logging
-from datetime import datetime
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from anima_pipeline.memory import MAX_SEARCH_LIMIT, MIN_BUDGET, AnimaMemory, Remembered
+from anima_pipeline.memory import MAX_SEARCH_LIMIT, MIN_BUDGET, AnimaInputError, AnimaMemory, Remembered
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
-from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS
+from anima_pipeline.validation import MEMORY_MAX, ExternalId, Instant, MemoryText, QueryText, Text
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,19 @@ user's message. When the conversation outgrows the budget it writes its rolling 
 first stores the durable facts of the turns it summarizes (once per compaction)."""
 
 
+def _refusals_named(tool: Callable[..., Any]) -> Callable[..., Any]:
+    """The facade's refusal as the tool's error, naming the field (`field: reason`)."""
+
+    @functools.wraps(tool)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return tool(*args, **kwargs)
+        except AnimaInputError as exc:
+            raise ToolError(str(exc)) from None
+
+    return call
+
+
 def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPServer:
     """The MCP server over one anima's memory; `remember` only when `allow_remember`."""
     server = MCPServer(
@@ -79,31 +96,32 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
         ),
     )
 
+    @_refusals_named
     def context(
-        query: Annotated[
-            str, Field(min_length=1, max_length=4000, description="the user's message or topic")
-        ],
+        query: Annotated[QueryText, Field(description="the user's message or topic")],
         session_id: Annotated[
-            str | None, Field(description="the current conversation's id, if the host has one")
+            ExternalId | None, Field(description="the current conversation's id, if the host has one")
         ] = None,
     ) -> str:
         return memory.context(query, session_id).rendered
 
+    @_refusals_named
     def search(
-        query: Annotated[str, Field(min_length=1, max_length=4000, description="what to look for")],
+        query: Annotated[QueryText, Field(description="what to look for")],
         types: Annotated[list[MemoryKind] | None, Field(description="only these memory types")] = None,
-        since: Annotated[datetime | None, Field(description="observed at or after (ISO-8601)")] = None,
-        until: Annotated[datetime | None, Field(description="observed before (ISO-8601)")] = None,
+        since: Annotated[Instant | None, Field(description="observed at or after (ISO-8601)")] = None,
+        until: Annotated[Instant | None, Field(description="observed before (ISO-8601)")] = None,
         limit: Limit = 10,
         offset: Offset = 0,
     ) -> SearchPage:
         return memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
 
+    @_refusals_named
     def search_messages(
-        query: Annotated[str, Field(min_length=1, max_length=4000, description="what was said")],
-        conversation_id: Annotated[str | None, Field(description="only this conversation")] = None,
-        since: Annotated[datetime | None, Field(description="sent at or after (ISO-8601)")] = None,
-        until: Annotated[datetime | None, Field(description="sent before (ISO-8601)")] = None,
+        query: Annotated[QueryText, Field(description="what was said")],
+        conversation_id: Annotated[ExternalId | None, Field(description="only this conversation")] = None,
+        since: Annotated[Instant | None, Field(description="sent at or after (ISO-8601)")] = None,
+        until: Annotated[Instant | None, Field(description="sent before (ISO-8601)")] = None,
         limit: Limit = 10,
         offset: Offset = 0,
     ) -> SearchPage:
@@ -111,23 +129,25 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
             query, conversation_id=conversation_id, since=since, until=until, limit=limit, offset=offset
         )
 
+    @_refusals_named
     def remember(
-        content: Annotated[
-            str, Field(min_length=1, max_length=MAX_CONTENT_CHARS, description="one self-contained fact")
-        ],
+        content: Annotated[MemoryText, Field(description="one self-contained fact")],
         type: Annotated[
             MemoryKind,
             Field(
                 description="world (facts about people and things), experience, preference, opinion, imprint"
             ),
         ] = "world",
-        session_id: Annotated[str | None, Field(description="the conversation the fact comes from")] = None,
+        session_id: Annotated[
+            ExternalId | None, Field(description="the conversation the fact comes from")
+        ] = None,
     ) -> Remembered:
         return memory.remember(content, type, session_id)
 
+    @_refusals_named
     def working_context(
-        session_id: Annotated[str, Field(min_length=1, description="the current conversation's id")],
-        message: Annotated[str, Field(max_length=MAX_CONTENT_CHARS * 4, description="the user's message")],
+        session_id: Annotated[ExternalId, Field(description="the current conversation's id")],
+        message: Annotated[Text, Field(max_length=MEMORY_MAX * 4, description="the user's message")],
         budget: Annotated[
             int | None,
             Field(

@@ -12,14 +12,15 @@ from pydantic import BaseModel, Field
 from anima_pipeline.replay import review
 from anima_pipeline.service.http import ApiError, Memory
 from anima_pipeline.sleep.guards import LossGuardTripped
+from anima_pipeline.validation import Name, Text
 
 router = APIRouter(prefix="/v1/animas/{anima_id}/review", tags=["review"])
 ProposalRef = Annotated[str, Path(pattern=r"^r-\d{1,18}$", description="a proposal id, r-N")]
 
 
 class DecisionBody(BaseModel):
-    by: str = Field("api", min_length=1, max_length=200, description="who decides (kept in the audit log)")
-    reason: str | None = Field(None, max_length=2000, description="why (kept with a rejection)")
+    by: Name = Field("api", description="who decides (kept in the audit log)")
+    reason: Text | None = Field(None, max_length=2000, description="why (kept with a rejection)")
 
 
 @router.get("", response_model=list[review.ProposalView], summary="Proposals of review mode")

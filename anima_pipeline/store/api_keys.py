@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
+from anima_pipeline.validation import AnimaId, Name, check
 
 KEY_PREFIX = "anima_"
 _SHOWN = 12  # characters of the key kept in clear for `anima keys list`
@@ -34,9 +35,11 @@ def hash_key(key: str) -> str:
 
 
 def create_key(conn: Connection, audit: Audit, anima_id: str, name: str | None = None) -> tuple[str, ApiKey]:
-    """A new key for `anima_id`: (the key, shown to the caller once; its stored row)."""
-    if not anima_id.strip():
-        raise ValueError("anima must not be blank")
+    """A new key for `anima_id`: (the key, shown to the caller once; its stored row). An id the
+    other doors would refuse (validation.AnimaId) is refused here too: AnimaInputError."""
+    check(AnimaId, anima_id, "anima_id")
+    if name is not None:
+        check(Name, name, "name")
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     row = conn.execute(
         """INSERT INTO api_key (anima_id, name, prefix, key_hash) VALUES (%s, %s, %s, %s)

@@ -8,210 +8,57 @@ file, line and field, so the store is never half-imported. Re-importing is a no-
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
-
-NonEmpty = Field(min_length=1)
-# Ids end up in file names (export), run tags and logs: bounded, no whitespace or path separators
-# for animas; conversation and message ids may carry a host's separators (":", "/", "#").
-ANIMA_ID_MAX = 64
-EXTERNAL_ID_MAX = 200
-ANIMA_ID_PATTERN = re.compile(r"[^\W_][\w.:@+-]*")
-EXTERNAL_ID_PATTERN = re.compile(r"[^\s\x00-\x1f\x7f]+")
-METADATA_MAX_DEPTH = 16
-
-
-def anima_id_problem(value: str) -> str | None:
-    """Why `value` cannot be an anima id, or None when it can."""
-    if len(value) > ANIMA_ID_MAX:
-        return f"is {len(value):,} characters long (at most {ANIMA_ID_MAX})"
-    if not ANIMA_ID_PATTERN.fullmatch(value):
-        return (
-            "may hold only letters, digits and . : @ + - _ (starting with a letter or digit), "
-            "no spaces or path characters"
-        )
-    return None
-
-
-@dataclass(frozen=True)
-class InputLimits:
-    """The Settings fields that bound an archive line; the fields' defaults unless given."""
-
-    max_message_chars: int = Settings.model_fields["max_message_chars"].default
-    timestamp_min_year: int = Settings.model_fields["timestamp_min_year"].default
-    timestamp_max_year: int = Settings.model_fields["timestamp_max_year"].default
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> InputLimits:
-        return cls(s.max_message_chars, s.timestamp_min_year, s.timestamp_max_year)
-
-
-def _settings(info: ValidationInfo) -> InputLimits:
-    return (info.context or {}).get("limits") or InputLimits()
+from anima_pipeline.validation import (
+    AnimaId,
+    ExternalId,
+    JsonObject,
+    MessageText,
+    Name,
+    Timestamp,
+    Title,
+    anima_id_problem,
+    context_of,
+)
 
 
 class MessageRecord(BaseModel):
     """One message as an agent hands it in: the archive line without its anima, which the
     caller (the API key, the facade) supplies. The archive format and the live API share
-    these fields and their validation, so a message refused by one is refused by the other."""
+    these fields and their validation (anima_pipeline.validation: the rules of every door),
+    so a message refused by one is refused by the other. The configured limits come in the
+    validation context (`validation.context_of(settings)`)."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
 
-    anima_id: str | None = Field(None, description="optional; when given it must be the anima addressed")
-    conversation_id: str = NonEmpty
-    message_id: str = NonEmpty
+    anima_id: AnimaId | None = Field(None, description="optional; when given it must be the anima addressed")
+    conversation_id: ExternalId
+    message_id: ExternalId
     role: Literal["user", "assistant", "tool", "system"]
-    speaker: str | None = None
-    content: str = NonEmpty
-    created_at: datetime
-    platform: str | None = None
-    title: str | None = None
+    speaker: Name | None = None
+    content: MessageText
+    created_at: Timestamp = Field(description="ISO-8601 with its UTC offset, e.g. 2023-05-08T13:56:00+08:00")
+    platform: Name | None = None
+    title: Title | None = None
     debug: bool | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
 
     _where: str = PrivateAttr(default="")  # "file:line" of the archive line, for later errors
-
-    @field_validator("conversation_id", "message_id", "content")
-    @classmethod
-    def _not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be blank")
-        return v
-
-    @field_validator("conversation_id", "message_id")
-    @classmethod
-    def _external_id(cls, v: str) -> str:
-        if len(v) > EXTERNAL_ID_MAX:
-            raise ValueError(f"is {len(v):,} characters long (at most {EXTERNAL_ID_MAX})")
-        if not EXTERNAL_ID_PATTERN.fullmatch(v):
-            raise ValueError("must not contain whitespace or control characters")
-        return v
-
-    @field_validator("content")
-    @classmethod
-    def _bounded(cls, v: str, info: ValidationInfo) -> str:
-        limit = _settings(info).max_message_chars
-        if len(v) > limit:
-            raise ValueError(
-                f"is {len(v):,} characters long, above the limit of {limit:,} "
-                "(ANIMA_MAX_MESSAGE_CHARS); split the message or raise the limit"
-            )
-        return v
-
-    @field_validator("metadata")
-    @classmethod
-    def _shallow(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None and _depth(v) > METADATA_MAX_DEPTH:
-            raise ValueError(f"is nested more than {METADATA_MAX_DEPTH} levels deep")
-        return v
-
-    @field_validator("created_at", mode="after")
-    @classmethod
-    def _sane_time(cls, v: datetime, info: ValidationInfo) -> datetime:
-        s = _settings(info)
-        # compared as instants: 0001-01-01T00:00:00+14:00 is in year 0 (1 BC) in UTC, which
-        # PostgreSQL stores but later date arithmetic refuses ("timestamp too small")
-        try:
-            inside = (
-                datetime(s.timestamp_min_year, 1, 1, tzinfo=UTC)
-                <= v
-                < datetime(s.timestamp_max_year + 1, 1, 1, tzinfo=UTC)
-            )
-        except OverflowError:  # the instant is outside what Python's datetime can hold in UTC
-            inside = False
-        if not inside:
-            raise ValueError(
-                f"{v.isoformat()} is outside the years {s.timestamp_min_year}-{s.timestamp_max_year} "
-                "(ANIMA_TIMESTAMP_MIN_YEAR / ANIMA_TIMESTAMP_MAX_YEAR)"
-            )
-        return v
-
-    @field_validator("anima_id", "conversation_id", "message_id", "speaker", "content", "platform", "title")
-    @classmethod
-    def _storable(cls, v: str | None) -> str | None:
-        # JSON allows \u0000, PostgreSQL text does not: name the field here, not in a DataError.
-        if v is not None and "\x00" in v:
-            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
-        return v
-
-    @field_validator("metadata")
-    @classmethod
-    def _storable_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None and _has_nul(v):
-            raise ValueError("contains a NUL character (\\u0000), which PostgreSQL cannot store")
-        return v
-
-    @field_validator("created_at", mode="before")
-    @classmethod
-    def _offset_required(cls, v: Any) -> Any:
-        if isinstance(v, datetime):
-            parsed = v
-        elif isinstance(v, str):
-            try:
-                parsed = datetime.fromisoformat(v)
-            except ValueError as exc:
-                raise ValueError(f"not an ISO-8601 timestamp: {v!r}") from exc
-        else:  # a number would be a guess between epoch seconds and milliseconds
-            raise ValueError("must be an ISO-8601 string with a UTC offset, e.g. 2023-05-08T13:56:00+08:00")
-        if parsed.tzinfo is None:
-            raise ValueError(f"timestamp {v!r} has no UTC offset (write e.g. {v}+08:00)")
-        return parsed
 
 
 class ArchiveRecord(MessageRecord):
     """One line of the archive format (shared/data/README.md): a message and its anima."""
 
-    anima_id: str = NonEmpty
-
-    @field_validator("anima_id")
-    @classmethod
-    def _anima_not_blank(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be blank")
-        problem = anima_id_problem(v)
-        if problem:
-            raise ValueError(problem)
-        return v
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a JSON value, without recursion (a hostile line may nest thousands deep)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict | list):
-            deepest = max(deepest, d)
-            if d > METADATA_MAX_DEPTH:
-                return d
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return deepest
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(x) for k, x in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(x) for x in value)
-    return False
+    anima_id: AnimaId
 
 
 class ArchiveError(ValueError):
@@ -219,12 +66,15 @@ class ArchiveError(ValueError):
 
 
 class ImportConflict(ArchiveError):
-    """A line that contradicts what is stored (a message's content, a conversation's debug flag)."""
+    """A line that contradicts what is stored (a message's role, speaker, content or time; a
+    conversation's title or debug flag). Its text is the CLI's (place, field, and --update);
+    `detail` is the conflict alone, for a door that gives its own advice (the HTTP API)."""
 
-    def __init__(self, message: str, *, message_id: str, field: str) -> None:
-        super().__init__(message)
-        self.message_id = message_id
+    def __init__(self, where: str, *, field: str, detail: str, message_id: str) -> None:
+        super().__init__(f"{where}: field '{field}': {detail}; re-run with --update to apply it")
         self.field = field
+        self.detail = detail
+        self.message_id = message_id
 
 
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
@@ -250,7 +100,7 @@ def parse_lines(
 ) -> Iterator[ArchiveRecord]:
     """Validate every line; raise ArchiveError naming `source:line` on the first bad one.
     `settings` gives the limits (message size, timestamp window); the defaults otherwise."""
-    context = {"limits": InputLimits.from_settings(settings) if settings else InputLimits()}
+    context = context_of(settings)
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -280,7 +130,7 @@ class ImportStats:
     conversations_added: int = 0
     skipped_cleaned: int = 0  # lines of conversations the night's cleanup deleted (tombstoned)
     messages_updated: int = 0  # with update=True: stored messages whose line changed them
-    conversations_updated: int = 0  # with update=True: debug flag flipped
+    conversations_updated: int = 0  # with update=True: a title or debug flag changed
     animas: set[str] = field(default_factory=set)
 
 
@@ -324,8 +174,9 @@ def import_records(
     messages, so a 10,000-message batch is a handful of statements, not 20,000.
 
     A line whose message_id is stored with other content (role, speaker, content, created_at)
-    or whose `debug` flag differs from its stored conversation is a conflict: ArchiveError
-    naming the line and field, unless `update`, which applies the line as an audited update."""
+    or whose `title` or `debug` differs from its stored conversation is a conflict
+    (ImportConflict naming the line and field), unless `update`, which applies the line as an
+    audited update."""
     chunk: list[ArchiveRecord] = []
     for rec in records:
         chunk.append(rec)
@@ -351,7 +202,7 @@ def _import_chunk(
     by_conversation: dict[tuple[str, str], list[ArchiveRecord]] = {}
     for rec in kept:
         by_conversation.setdefault((rec.anima_id, rec.conversation_id), []).append(rec)
-    _check_debug(conn, by_conversation, audit, stats, update)
+    _check_conversations(conn, by_conversation, audit, stats, update)
     for (anima_id, conversation_id), recs in by_conversation.items():
         _upsert_conversation(conn, anima_id, conversation_id, recs, audit, stats)
     if kept:
@@ -379,46 +230,60 @@ def _where(rec: ArchiveRecord) -> str:
     return rec._where or f"message {rec.message_id!r}"
 
 
-def _check_debug(
+CONVERSATION_FIELDS = ("title", "debug")  # what a line may not change silently (platform defaults)
+
+
+def _check_conversations(
     conn: Connection,
     by_conversation: dict[tuple[str, str], list[ArchiveRecord]],
     audit: Audit,
     stats: ImportStats,
     update: bool,
 ) -> None:
-    """A line's explicit `debug` flag that differs from its stored conversation: a conflict,
-    or with `update` an audited flip (the upsert then writes the line's flag)."""
-    flagged = [key for key, recs in by_conversation.items() if any(r.debug is not None for r in recs)]
-    if not flagged:
+    """A line's `title` or `debug` that differs from its stored conversation's (a title never
+    set is no conflict: the line gives the first one): a conflict, or with `update` an audited
+    update (the upsert then writes the line's value)."""
+    given = [
+        key
+        for key, recs in by_conversation.items()
+        if any(getattr(r, f) is not None for r in recs for f in CONVERSATION_FIELDS)
+    ]
+    if not given:
         return
     stored = {
-        (r["anima_id"], r["id"]): r["debug"]
+        (r["anima_id"], r["id"]): r
         for r in conn.execute(
-            """SELECT c.anima_id, c.id, c.debug FROM conversation c
+            """SELECT c.anima_id, c.id, c.title, c.debug FROM conversation c
                JOIN unnest(%s::text[], %s::text[]) AS k(a, i) ON c.anima_id = k.a AND c.id = k.i""",
-            ([a for a, _ in flagged], [i for _, i in flagged]),
+            ([a for a, _ in given], [i for _, i in given]),
         ).fetchall()
     }
-    for key in flagged:
+    for key in given:
         if key not in stored:
-            continue  # a new conversation takes the flag its lines give
-        was = stored[key]
+            continue  # a new conversation takes what its lines give
+        was = {f: stored[key][f] for f in CONVERSATION_FIELDS}
         for rec in by_conversation[key]:
-            if rec.debug is None or rec.debug == was:
-                continue
-            if not update:
-                raise ImportConflict(
-                    f"{_where(rec)}: field 'debug': conversation {rec.conversation_id!r} is stored with "
-                    f"debug={str(was).lower()}, this line says {str(rec.debug).lower()}; "
-                    "re-run with --update to apply it",
-                    message_id=rec.message_id,
-                    field="debug",
+            for f in CONVERSATION_FIELDS:
+                new = getattr(rec, f)
+                if new is None or was[f] is None or new == was[f]:
+                    continue
+                if not update:
+                    raise ImportConflict(
+                        _where(rec),
+                        field=f,
+                        detail=f"conversation {rec.conversation_id!r} is stored with {f}={_shown(was[f])}, "
+                        f"this line says {_shown(new)}",
+                        message_id=rec.message_id,
+                    )
+                audit.for_anima(rec.anima_id).record(
+                    "conversation", rec.conversation_id, "update", {f: was[f]}, {f: new}
                 )
-            audit.for_anima(rec.anima_id).record(
-                "conversation", rec.conversation_id, "update", {"debug": was}, {"debug": rec.debug}
-            )
-            stats.conversations_updated += 1
-            was = rec.debug
+                stats.conversations_updated += 1
+                was[f] = new
+
+
+def _shown(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value)
 
 
 def _check_messages(
@@ -449,10 +314,10 @@ def _check_messages(
             continue
         if not update:
             raise ImportConflict(
-                f"{_where(rec)}: field '{changed[0]}': message_id {rec.message_id!r} is already stored "
-                f"with a different {', '.join(changed)}; re-run with --update to apply the new line",
-                message_id=rec.message_id,
+                _where(rec),
                 field=changed[0],
+                detail=f"message_id {rec.message_id!r} is already stored with a different {', '.join(changed)}",
+                message_id=rec.message_id,
             )
         after = conn.execute(
             """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s

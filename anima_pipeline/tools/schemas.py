@@ -14,7 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
-MAX_CONTENT_CHARS = 2000
+from anima_pipeline.validation import MEMORY_MAX
+
+MAX_CONTENT_CHARS = MEMORY_MAX
 
 MemoryType = Literal["world", "experience", "preference", "opinion", "imprint"]
 Significance = Literal["routine", "notable", "milestone", "turning_point"]
