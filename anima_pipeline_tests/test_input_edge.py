@@ -429,10 +429,11 @@ def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Databas
         ("../etc passwd", "may hold only letters"),
         ("ana\u0000", "contains a NUL character"),
     ]:
-        made = anima("keys", "create", "--anima", bad)
-        assert made.exit_code == 2 and words in made.output.replace("\n", ""), made.output
-        served = anima("mcp", "--anima", bad, "--allow-remember")
-        assert served.exit_code == 2 and words in served.output.replace("\n", ""), served.output
+        for new in ((), ("--new",)):  # a format refusal even for an anima with nothing stored yet
+            made = anima("keys", "create", "--anima", bad, *new)
+            assert made.exit_code == 2 and words in made.output.replace("\n", ""), made.output
+            served = anima("mcp", "--anima", bad, "--allow-remember", *new)
+            assert served.exit_code == 2 and words in served.output.replace("\n", ""), served.output
         with pytest.raises(AnimaInputError) as refused:
             AnimaMemory(db, bad)
         assert refused.value.field == "anima_id" and words in refused.value.detail
@@ -441,7 +442,7 @@ def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Databas
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM api_key").fetchone()["n"] == 0
         assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 0
-    assert anima("keys", "create", "--anima", "ana@host:1.x+y-z_w").exit_code == 0
+    assert anima("keys", "create", "--anima", "ana@host:1.x+y-z_w", "--new").exit_code == 0
 
 
 def test_a_changed_title_is_a_conflict_at_import_unless_update_and_a_409_over_http(
