@@ -6,12 +6,21 @@ under ANIMA_HOME) so what works in the demo works against a real server.
 
 from __future__ import annotations
 
+import os
 import sys
+from functools import cache
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from anima_pipeline.config import Settings, get_settings
 
@@ -79,15 +88,43 @@ def require_anima_or_new(anima: str, new: bool) -> None:
 NEW_ANIMA_HELP = "The anima has nothing in the store yet (a new agent): skip the unknown-anima refusal."
 
 
+@cache
+def progress_console() -> Console:
+    """A console on a duplicate of the terminal's stderr, taken before any Dagster run: while a
+    step executes, Dagster's compute-log capture points fd 2 at a file (and `tail`s it back),
+    so a console on sys.stderr sees no terminal there and Rich draws nothing until the step
+    ends: a range run is one step, hence the bar frozen at 0 (clock included) and then a jump
+    to the end. The duplicate keeps pointing at the terminal (and keeps the bar out of the
+    run's captured logs)."""
+    try:
+        stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8")
+    except (AttributeError, OSError, ValueError):  # no real stderr (embedded, tests in-process)
+        return err_console
+    return Console(file=stream, emoji=False, soft_wrap=True)
+
+
 def progress_bar() -> Progress:
+    """Description, bar, n/N, elapsed and ETA, drawn on the terminal (see progress_console)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err_console,
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=progress_console(),
         transient=True,
     )
+
+
+def progress_line(progress: Progress, task) -> None:
+    """Where no terminal is drawn on (a pipe, a CI log), one line per step forward instead."""
+    if progress.console.is_terminal:
+        return
+    t = progress.tasks[task]
+    left = t.time_remaining
+    eta = f", eta {left:.0f} s" if left is not None else ""
+    progress.console.print(f"{t.description}: {t.completed:.0f}/{t.total:.0f}, {t.elapsed or 0:.0f} s{eta}")
 
 
 def advancing(records, progress: Progress, task):

@@ -15,6 +15,7 @@ from anima_pipeline.cli.common import (
     fail,
     open_store,
     progress_bar,
+    progress_line,
     require_animas,
     settings,
 )
@@ -105,6 +106,7 @@ def run_sleep(
             task = progress.add_task(f"nights {first}..{last}", total=len(days))
 
             def poll() -> None:
+                seen = None
                 while not done.wait(0.5):
                     with db.transaction() as conn:
                         row = conn.execute(
@@ -112,10 +114,12 @@ def run_sleep(
                                AND day BETWEEN %s AND %s AND finished_at >= %s""",
                             (sleep_state.NIGHT, list(sleep_state.FINISHED), first, last, t0),
                         ).fetchone()
-                    if row and row["d"]:
+                    if row and row["d"] and row["d"] != seen:
+                        seen = row["d"]  # nights end in day order: the latest one says how far
                         progress.update(
-                            task, completed=(row["d"] - first).days, description=f"night of {row['d']}"
+                            task, completed=(seen - first).days + 1, description=f"night of {seen}"
                         )
+                        progress_line(progress, task)
 
             poller = threading.Thread(target=poll, daemon=True)
             poller.start()
