@@ -147,7 +147,9 @@ class Settings(BaseSettings):
     context_soft_tokens: int = Field(4_000, ge=0)  # compaction (and its flush) this far below the budget
     # all system segments together (the seed's system_prompt_budget_chars)
     working_system_chars: int = Field(12_000, ge=0)
-    working_system_share: float = Field(0.5, gt=0, le=1)  # of the turn's token budget, at most
+    working_system_share: float = Field(
+        0.5, gt=0, le=1
+    )  # of the turn's token budget (more if the session leaves room)
     working_block_chars: int = Field(1_200, ge=0)  # values, relationships, current_state each
     working_autobiography_chars: int = Field(1_500, ge=0)
     working_block_head_chars: int = Field(200, ge=0)  # what the fold leaves of a self block, at least

@@ -114,9 +114,9 @@ def drop_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{params["dbname"]}" WITH (FORCE)')
 
 
-def load_messages(conn, lines: Lines) -> None:
+def load_messages(conn, lines: Lines, total: int = MESSAGES) -> None:
     have = conn.execute("SELECT count(*) AS n FROM message WHERE anima_id = %s", (ANIMA,)).fetchone()["n"]
-    if have >= MESSAGES:
+    if have >= total:
         print(f"messages: {have:,} already loaded, reused", flush=True)
         return
     started = time.perf_counter()
@@ -125,7 +125,7 @@ def load_messages(conn, lines: Lines) -> None:
     # index, from the migration's own definition).
     index_def = conn.execute("SELECT pg_get_indexdef('message_fts_idx'::regclass) AS d").fetchone()["d"]
     conn.execute("DROP INDEX message_fts_idx")
-    conversations = MESSAGES // PER_CONVERSATION
+    conversations = total // PER_CONVERSATION
     starts = [lines.day() for _ in range(conversations)]
     with conn.cursor().copy(
         "COPY conversation (id, anima_id, title, created_at, updated_at) FROM STDIN"
@@ -152,10 +152,10 @@ def load_messages(conn, lines: Lines) -> None:
                     )
                 )
     conn.execute(index_def)
-    print(f"messages: {MESSAGES:,} loaded in {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"messages: {total:,} loaded in {time.perf_counter() - started:.0f} s", flush=True)
 
 
-def load_memories(conn, lines: Lines, count: int, loaded: int) -> None:
+def load_memories(conn, lines: Lines, count: int, loaded: int, messages: int = MESSAGES) -> None:
     with conn.cursor().copy(
         """COPY semantic_memory (anima_id, type, content, source_sessions, observed_at, pinned,
                                  reference_count) FROM STDIN"""
@@ -169,7 +169,7 @@ def load_memories(conn, lines: Lines, count: int, loaded: int) -> None:
                     ANIMA,
                     lines.rng.choice(TYPES),
                     content[:600],
-                    [f"{ANIMA}:c{lines.rng.randrange(MESSAGES // PER_CONVERSATION)}"],
+                    [f"{ANIMA}:c{lines.rng.randrange(messages // PER_CONVERSATION)}"],
                     lines.day(),
                     loaded + n < PINS,
                     round(lines.rng.random() * 5, 2) if roll < 0.1 else 0,

@@ -232,6 +232,14 @@ def _covered(turns: Sequence[Turn], summary: dict | None) -> int:
     return sum(1 for t in turns if (t.created_at, t.id) <= mark)
 
 
+def session_need(conn: Connection, anima_id: str, session_id: str, count: Callable[[str], int]) -> int:
+    """Tokens the session's view takes uncompressed: its stored summary and every turn after it."""
+    turns = store.session_turns(conn, anima_id, session_id)
+    stored = store.latest_summary(conn, anima_id, session_id)
+    covered = _covered(turns, stored)
+    return count(stored["content"] if stored else "") + sum(count(t.content) for t in turns[covered:])
+
+
 @dataclass
 class SessionView:
     items: list[MessageItem]

@@ -22,13 +22,15 @@ System segments, in prompt order, each with its budget (settings, characters):
                                           resident memories excluded
 
 The fold: each segment is first cut to its own budget; when they still exceed the global
-system budget (ANIMA_WORKING_SYSTEM_CHARS, and at most ANIMA_WORKING_SYSTEM_SHARE of the
-turn's token budget) they give way in FOLD_ORDER, each as far as needed before the next is
-touched: recall (episodic, memories, summaries: last items first), then the temporal
-segment (month, week, then yesterday), the resident set (least cited first), then the self
-blocks from the autobiography summary up to values, each down to its head
-(ANIMA_WORKING_BLOCK_HEAD_CHARS, cut on a line or sentence) and never further. Identity and
-persona are never cut, even past the budget (the report shows it).
+system budget (ANIMA_WORKING_SYSTEM_CHARS, and ANIMA_WORKING_SYSTEM_SHARE of the turn's token
+budget, more when the session is short and leaves part of its own share unused) they give
+way in FOLD_ORDER, each as far as needed before the next is touched: first the background,
+the self blocks from the autobiography summary up to values, each down to its
+head (ANIMA_WORKING_BLOCK_HEAD_CHARS, cut on a line or sentence) and never further; then the
+temporal segment (month, week, then yesterday); then the recall sections (episodic,
+memories, summaries: last items first); the resident set last (the seed's priority:
+resident before passive recall). Identity and persona are never cut, even past the budget
+(the report shows it).
 
 The messages get what the system leaves of the budget, less the user's message itself.
 """
@@ -47,7 +49,14 @@ from anima_pipeline.config import Settings
 from anima_pipeline.recall.assemble import assemble_context, budgets_from
 from anima_pipeline.recall.render import cut, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
-from anima_pipeline.recall.session import Flusher, FlushOutcome, MessageItem, Summarizer, session_view
+from anima_pipeline.recall.session import (
+    Flusher,
+    FlushOutcome,
+    MessageItem,
+    Summarizer,
+    session_need,
+    session_view,
+)
 from anima_pipeline.store import session as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -56,15 +65,15 @@ from anima_pipeline.store.layers import SELF_BLOCKS, SelfBlockRepo
 CORE = ("identity", "persona")  # never cut
 RECALL_SECTIONS = ("summaries", "memories", "episodic")
 FOLD_ORDER = (
-    "recall.episodic",
-    "recall.memories",
-    "recall.summaries",
-    "temporal",
-    "resident",
-    "self.autobiography_summary",
+    "self.autobiography_summary",  # background first, down to its head
     "self.current_state",
     "self.relationships",
     "self.values",
+    "temporal",
+    "recall.episodic",
+    "recall.memories",
+    "recall.summaries",
+    "resident",  # the seed's priority: resident before passive recall
 )
 TITLES = {
     "resident": "Resident memories",
@@ -283,7 +292,13 @@ def working_context(
     if measure is not count and sample:  # pack by the fast estimate, scaled to what the engine counts
         scale, estimate = measured / max(1, count(sample)), count
         count = lambda text: math.ceil(estimate(text) * scale)  # noqa: E731
-    cap = min(settings.working_system_chars, int(budget * settings.working_system_share * per_token))
+    # the system gets its share of the budget, and whatever a short session leaves unused
+    message_tokens = measure(message)
+    floor = budget * (1 - settings.working_system_share)  # what the messages may claim at least
+    need = session_need(conn, anima_id, session_id, count)
+    left = (budget - message_tokens - min(need, floor)) * 0.97  # a margin: the fold's text may read denser
+    system_tokens = max(budget * settings.working_system_share, left)
+    cap = min(settings.working_system_chars, int(system_tokens * per_token))
     segs, cap = (
         system_segments(conn, anima_id, recalled, now, settings, cap) if cap < len(sample) else (draft, cap)
     )
@@ -299,7 +314,6 @@ def working_context(
         )
         for s in segs
     ]
-    message_tokens = measure(message)
     room = max(0, budget - sum(s.tokens for s in system) - message_tokens)
     view = session_view(
         conn, audit, session_id, room, settings=settings, count=count, summarizer=summarizer, flusher=flusher
