@@ -37,10 +37,12 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.embed import make_embedder
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.llm.types import Engine
 from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories, search_messages
 from anima_pipeline.recall.context import resident_set
+from anima_pipeline.recall.dense import recall_status
 from anima_pipeline.recall.render import memory_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
 from anima_pipeline.recall.session import ClaudeSummarizer, ExtractiveSummarizer, Summarizer
@@ -66,7 +68,9 @@ from anima_pipeline.store.db import Connection, Database, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MemoryType
+from anima_pipeline.store.planner_stats import keep_fresh
 from anima_pipeline.store.status import status as store_status
+from anima_pipeline.store.vectors import Backfill
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 from anima_pipeline.validation import (
@@ -160,8 +164,11 @@ class AnimaMemory:
             self.db = Database(db)
         else:
             self.db = open_database(self.settings)
+        settings = self.settings
+        self._vectors = Backfill(self.db, anima_id, lambda: make_embedder(settings), settings.embedder_batch)
 
     def close(self) -> None:
+        self._vectors.wait(self.settings.embedder_timeout_s)
         if self._owns_db:
             self.db.close()
 
@@ -245,6 +252,9 @@ class AnimaMemory:
                     message_id=exc.message_id,
                 ) from None
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
+            keep_fresh(conn, stats.written())  # a bulk append keeps recall's plans right
+        if stats.messages_added:
+            self._vectors.kick()  # embedded in the background: the append does not wait
         if stats.messages_added:
             # as `anima import` does: a message older than the store's first day moves the
             # night's first partition earlier, so its day can be slept
@@ -329,9 +339,16 @@ class AnimaMemory:
         check(QueryText, query, "query")
         if session_id is not None:
             check(ExternalId, session_id, "session_id")
+        # this facade's own appends are searchable by meaning before its next context
+        self._vectors.wait(self.settings.embedder_timeout_s)
         with self.db.transaction() as conn:
             return assemble_context(
-                conn, self.anima_id, query, session_id=session_id, budgets=budgets_from(self.settings)
+                conn,
+                self.anima_id,
+                query,
+                session_id=session_id,
+                budgets=budgets_from(self.settings),
+                settings=self.settings,
             )
 
     def search(
@@ -475,7 +492,8 @@ class AnimaMemory:
             raise AnimaInputError("must not be negative", field="offset")
 
     def status(self) -> dict[str, Any]:
-        """Counts for this anima (conversations, messages, memories, …) and its latest nights."""
+        """Counts for this anima (conversations, messages, memories, …), its latest nights, and
+        how recall runs (`recall`: hybrid or lexical and why, provider, model, dimension, backlog)."""
         with self.db.transaction() as conn:
             counts = store_status(conn, self.anima_id)["animas"][0]
             nights = conn.execute(
@@ -485,7 +503,8 @@ class AnimaMemory:
                    FROM sleep_state WHERE anima_id = %s GROUP BY day ORDER BY day DESC LIMIT 7""",
                 (self.anima_id,),
             ).fetchall()
-        return {**counts, "recent_nights": [dict(n) for n in nights]}
+            recall = recall_status(conn, self.settings, self.anima_id)
+        return {**counts, "recent_nights": [dict(n) for n in nights], "recall": recall}
 
 
 def _tool_field(message: str) -> str | None:

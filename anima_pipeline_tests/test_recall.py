@@ -126,9 +126,12 @@ def test_sections_fill_their_budgets_and_a_long_item_never_overflows(db: Databas
     recall_sections = [ctx.section(n) for n in ("summaries", "memories", "episodic")]
     used = sum(s.chars_used for s in recall_sections)
     assert 1800 < used <= 2000  # packed by characters, up to the budget, never over it
-    for s in ctx.sections:
-        assert s.chars_used == sum(i.chars for i in s.items) <= s.budget
-        assert all(i.chars == len(i.line) for i in s.items)
+    for s in (s for s in ctx.sections if s.items):
+        # the header, the blank line before it and each line's newline count: rendered, it fits
+        assert len(s.render()) + 2 <= s.chars_used == sum(i.chars + 1 for i in s.items) + len(s.title) + 4
+        assert s.chars_used <= s.budget and all(i.chars == len(i.line) for i in s.items)
+    recalled = "\n\n".join(s.render() for s in recall_sections if s.items)
+    assert len(recalled) <= 2000
     assert ctx.section("memories").items and ctx.section("episodic").items  # both sections take part
     long_ones = [i for i in ctx.items() if i.truncated]
     assert all(i.chars <= 400 and i.text.endswith(TRUNCATION_MARK) for i in long_ones)
@@ -202,6 +205,16 @@ def test_a_misspelt_word_is_found_by_trigrams(db: Database) -> None:
         ctx = _ctx(conn, "which resturant?")
     assert _ids(ctx, "memories") == [mem] and "resturant~" in ctx.section("memories").items[0].why
     assert _ids(ctx, "episodic") == [msg]
+
+
+def test_a_word_the_anima_uses_is_never_corrected(db: Database) -> None:
+    # "regards" is in no memory, but the anima wrote it: the memories are not searched as "rewards"
+    with db.transaction() as conn:
+        _add(conn, "Lin Wei collects loyalty rewards at the bakery.")
+        said = _say(conn, "Kind regards from the whole team, see you Monday.")
+        ctx = _ctx(conn, "regards")
+    assert _ids(ctx, "memories") == [] and _ids(ctx, "episodic") == [said]
+    assert not any("~" in i.why for i in ctx.items())
 
 
 def test_the_vocabulary_follows_inserts_and_updates_per_anima(db: Database) -> None:
@@ -377,3 +390,29 @@ def test_recall_writes_nothing(db: Database) -> None:
         wrote = conn.execute("SELECT pg_current_xact_id_if_assigned() AS x").fetchone()["x"]
     assert before and wrote is None  # no transaction id was ever needed: nothing was written
     assert ctx.section("memories").items and ctx.section("episodic").items
+
+
+def test_a_cut_ends_on_a_sentence_and_a_date_shows_once() -> None:
+    from anima_pipeline.recall.render import cut, memory_item, message_item
+
+    at = datetime(2026, 11, 16, 12, tzinfo=UTC)
+    row = {"id": 1, "type": "experience", "source_sessions": [], "pinned": False, "observed_at": at}
+    dated = memory_item(
+        {**row, "content": "Lin slept badly and felt restless (2026-11-16)."}, score=0, why="", tz=UTC
+    )
+    assert dated.line.count("2026-11-16") == 1
+    plain = memory_item({**row, "content": "Lin slept badly."}, score=0, why="", tz=UTC)
+    assert plain.line.endswith("(2026-11-16)")
+    text = (
+        "The ferry left at dawn and the sea was calm. " * 3 + "Then the wind rose and " + "waves grew " * 20
+    )
+    msg = {
+        "id": 2,
+        "content": text,
+        "created_at": at,
+        "speaker": "Lin",
+        "role": "user",
+        "conversation_id": "c",
+    }
+    fitted = cut(message_item(msg, score=0, why="", tz=UTC), 160, ["ferry"])
+    assert fitted is not None and fitted.chars <= 160 and fitted.text.removesuffix(" …").endswith("calm.")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import statistics
 import sys
@@ -51,9 +52,10 @@ import pandas as pd
 import psycopg
 from psycopg.rows import dict_row
 
-from anima_pipeline.config import get_settings
+from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.recall.assemble import Packer, assemble_context, budgets_from
-from anima_pipeline.recall.passive import rank_memories
+from anima_pipeline.recall.episodic import MessageSearch
+from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import plan_query
 from anima_pipeline.recall.render import message_item
 from anima_pipeline.recall.sections import Budgets
@@ -160,7 +162,29 @@ def _pack(name, ranked, words: list[str], budget: int, item_max: int):
     return packer.section.items
 
 
-def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
+LEXICAL = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": "none"})
+DENSE = Settings.from_env(os.environ)
+
+
+def _mode(share: float, weights: tuple[float, float] | None) -> str:
+    return f"assembled@{share}" + (f"+dense{weights[0]}/{weights[1]}" if weights else "")
+
+
+def _assemble(conn, anima, question, budgets, now, weights: tuple[float, float] | None):
+    """assemble_context lexical-only (weights None), or fusing each section's nearest items
+    with these (memories, messages) dense weights."""
+    if weights is None:
+        return assemble_context(conn, anima, question, budgets=budgets, now=now, settings=LEXICAL)
+    MemorySearch.dense_weight, MessageSearch.dense_weight = weights
+    return assemble_context(conn, anima, question, budgets=budgets, now=now, settings=DENSE)
+
+
+def _recalled(ctx) -> str:
+    """The recall sections as rendered (headers and newlines included), resident set left out."""
+    return "\n\n".join(s.render() for s in ctx.sections if s.name != "resident" and s.items)
+
+
+def locomo(conn, questions, names, budget: int, shares: list[float], dense_weights) -> dict:
     judge = Judge(names)
     out: dict = defaultdict(lambda: defaultdict(int))
     seconds: list[float] = []
@@ -195,18 +219,18 @@ def locomo(conn, questions, names, budget: int, shares: list[float]) -> dict:
             ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now)
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:
-                started = time.perf_counter()
-                ctx = assemble_context(conn, anima, q["question"], budgets=_budgets(budget, share), now=now)
-                seconds.append(time.perf_counter() - started)
-                used = sum(s.chars_used for s in ctx.sections if s.name != "resident")
-                assert used <= budget, (q["qa_id"], used)
-                contexts[f"assembled@{share}"] = "\n".join(
-                    _text(s.items) for s in ctx.sections if s.name != "resident"
-                )
+                for weights in dense_weights:
+                    started = time.perf_counter()
+                    ctx = _assemble(conn, anima, q["question"], _budgets(budget, share), now, weights)
+                    seconds.append(time.perf_counter() - started)
+                    contexts[_mode(share, weights)] = text = _recalled(ctx)
+                    assert len(text) <= budget, (q["qa_id"], len(text))  # headers and newlines counted
+            tokens_of = {mode: memory_tokens(text) for mode, text in contexts.items()}
             for mode, text in contexts.items():
-                if _has_all(answer, memory_tokens(text)):
-                    out[key][mode] += 1
-                out[key][f"{mode}:chars"] += len(text) - text.count("\n")  # the lines, not their joins
+                found = answer & tokens_of[mode]
+                out[key][mode] += found == answer
+                out[key][f"{mode}:share"] += len(found) / len(answer)
+                out[key][f"{mode}:chars"] += len(text)
     return {"counts": out, "seconds": seconds}
 
 
@@ -278,13 +302,13 @@ def _pct(a: int, b: int) -> str:
     return f"{a / b:.1%}" if b else "-"
 
 
-def locomo_table(counts, modes: list[str]) -> pd.DataFrame:
+def locomo_table(counts, modes: list[str], store: bool = True) -> pd.DataFrame:
     rows = {}
     for label, cats in [*((CATEGORIES[c], (c,)) for c in CATEGORIES), ("all", tuple(CATEGORIES))]:
         row = {}
         for split in ("tuned", "unseen"):
             n = sum(counts[(split, c)]["n"] for c in cats)
-            for mode in [*modes, "store"]:
+            for mode in [*modes, *(["store"] if store else [])]:
                 row[(split, mode)] = sum(counts[(split, c)][mode] for c in cats) / n if n else float("nan")
             row[(split, "n")] = n
         rows[label] = row
@@ -299,6 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=data_dir(), help="the shared data directory")
     parser.add_argument("--budget", type=int, default=2000, help="characters of the recall sections")
     parser.add_argument("--share", type=float, nargs="+", default=None, help="memory shares to try")
+    parser.add_argument(
+        "--dense",
+        nargs="*",
+        default=None,
+        metavar="MEM:MSG",
+        help="dense weights (memories:messages) to try beside lexical-only; bare --dense: the defaults",
+    )
+    parser.add_argument("--only", choices=("tuned", "unseen"), help="one split only (tuning runs)")
     args = parser.parse_args(argv)
     qa = args.data / "locomo" / "dev.qa.jsonl"
     archive = args.data / "locomo" / "dev.archive.jsonl"
@@ -307,17 +339,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     shares = args.share or [get_settings().recall_memory_share]
     questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
+    if args.only:
+        questions = [q for q in questions if group_of(q["anima_id"]) == args.only]
+    dense_weights: list = [None]
+    if args.dense is not None:
+        pairs = args.dense or [f"{MemorySearch.dense_weight}:{MessageSearch.dense_weight}"]
+        dense_weights += [tuple(float(x) for x in p.split(":")) for p in pairs]
     names = speaker_names(read_jsonl(archive))
     started = time.perf_counter()
     with psycopg.connect(args.from_store, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
-        result = locomo(conn, questions, names, args.budget, shares)
-        modes = ["bm25", "memories", "episodic", *(f"assembled@{s}" for s in shares)]
+        result = locomo(conn, questions, names, args.budget, shares, dense_weights)
+        modes = ["bm25", "memories", "episodic", *(_mode(s, w) for s in shares for w in dense_weights)]
         pd.set_option("display.width", 200)
         pd.set_option("display.max_columns", 30)
         table = locomo_table(result["counts"], modes)
         print(f"LoCoMo, share of questions whose context ({args.budget} chars) holds every answer key word")
         print(table.to_string(float_format=lambda v: f"{v:.3f}"))
+        print(
+            f"LoCoMo, answer-word share: the part of the answer's key words in the context ({args.budget} chars)"
+        )
+        shares_table = locomo_table(result["counts"], [f"{m}:share" for m in modes], store=False)
+        print(shares_table.to_string(float_format=lambda v: f"{v:.3f}"))
         for split in ("tuned", "unseen"):
             for mode in modes:
                 total = sum(result["counts"][(split, c)]["n"] for c in CATEGORIES)

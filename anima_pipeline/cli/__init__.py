@@ -1,6 +1,7 @@
 """The `anima` command line, one module per command group:
 
 - `store`: db migrate / stop, import, status
+- `embed`: embed (backfill of vectors for recall by meaning)
 - `sleep`: sleep, revert
 - `recall`: recall
 - `export`: export --markdown
@@ -12,7 +13,7 @@
 Each module registers its commands on the shared `app` (cli/app.py) when imported here.
 """
 
-from anima_pipeline.cli import demo, eval, export, keys, recall, replay, review, serve, sleep, store  # noqa: F401  (registers commands)
+from anima_pipeline.cli import demo, embed, eval, export, keys, recall, replay, review, serve, sleep, store  # noqa: F401  (registers commands)
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.demo import SAMPLE
 

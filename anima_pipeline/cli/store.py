@@ -64,6 +64,7 @@ def import_(
     from anima_pipeline.store.archive import ArchiveError, ImportStats, import_records, parse_lines
     from anima_pipeline.store.calendar import note_first_day
     from anima_pipeline.store.events import Audit
+    from anima_pipeline.store.planner_stats import keep_fresh
 
     limits = settings()
     db = open_store()
@@ -79,6 +80,7 @@ def import_(
                 stats.files += 1
         with db.transaction() as conn:  # where the Dagster partitions start (store/calendar.py)
             note_first_day(conn, limits.home, limits.timezone)
+            keep_fresh(conn, stats.written())  # recall's plans need statistics (store/planner_stats.py)
     except ArchiveError as exc:
         err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
@@ -125,18 +127,31 @@ def _archive_lines(name: str) -> tuple[list[str], str]:
 @app.command("status")
 def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
     """Counts per anima and in total: conversations, messages, memories, anchors, narratives, summaries."""
+    from anima_pipeline.recall.dense import recall_status
     from anima_pipeline.store.status import status
 
     db = open_store()
     try:
         with db.transaction() as conn:
             data = status(conn)
+            data["recall"] = recall_status(conn, settings())
     finally:
         db.close()
     if as_json:
         print(json.dumps(data, indent=2))
         return
     console.print(status_table(data))
+    console.print(recall_line(data["recall"]))
+
+
+def recall_line(r: dict) -> str:
+    """One line on how recall runs: hybrid with its model and backlog, or lexical and why."""
+    if r["mode"] == "lexical" and not r["model"]:
+        return f"recall: lexical only ({escape(r['lexical_reason'] or '')})"
+    waiting = ", ".join(f"{n} {kind}(s)" for kind, n in (r["backlog"] or {}).items())
+    head = f"recall: {r['mode']} · {r['provider']} {r['model']} · {r['dimension']} dimensions"
+    tail = f" ({escape(r['lexical_reason'])})" if r["lexical_reason"] else ""
+    return f"{head} · waiting for a vector: {waiting or 'none'}{tail}"
 
 
 _SHORT = ("conv", "msgs", "facts", "deprec", "anchors", "narr", "summ", "refs", "dreams")

@@ -17,6 +17,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from anima_pipeline.embed import WHEEL_MODULE, EmbedderError
 from anima_pipeline.embed.bert import Bert, BertConfig
@@ -89,6 +90,12 @@ class LocalEmbedder:
         self.model_id = f"local:{name or path.stem}@{digest[:12]}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        # One BLAS thread: the products are small, and OpenBLAS's spinning threads on a shared
+        # machine made a batch ten times slower (measured: 30.4 s against 2.8 s for 64 texts).
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out

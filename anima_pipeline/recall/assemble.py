@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.recall.context import send_resident
+from anima_pipeline.recall.dense import query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import plan_query
@@ -67,16 +68,21 @@ class Packer:
         self.queue, self.words, self.item_max = list(ranked), words, item_max
 
     def fill(self, room: int) -> int:
-        """Take items into `room` more characters; returns the characters taken."""
+        """Take items into `room` more characters; returns the characters taken. What the
+        section renders counts: each line's newline, and with its first item its header and
+        the blank line that separates it from the section before (so the block as rendered
+        stays within the budgets)."""
         self.section.budget += room
+        header = len(self.section.title) + 2 + 2  # "# " + title, and the "\n\n" before it
         taken, rest = 0, []
         for item in self.queue:
-            fitted = cut(item, min(self.item_max, room - taken), self.words)
+            extra = 1 + (0 if self.section.items else header)
+            fitted = cut(item, min(self.item_max, room - taken - extra), self.words)
             if fitted is None:
                 rest.append(item)
                 continue
             self.section.items.append(fitted)
-            taken += fitted.chars
+            taken += fitted.chars + extra
         self.queue = rest
         self.section.chars_used += taken
         self.section.budget -= room - taken  # the unused part goes back to the shared budget
@@ -91,19 +97,24 @@ def assemble_context(
     session_id: str | None = None,
     budgets: Budgets | None = None,
     now: datetime | None = None,
+    settings: Settings | None = None,
 ) -> AssembledContext:
     """The context an agent gets for `query`, in sections; `session_id` is the current
-    conversation (its messages, and memories sourced only from it, are already in the window)."""
-    settings = get_settings()
+    conversation (its messages, and memories sourced only from it, are already in the window).
+    The question is embedded once (when vectors are available) for both sections."""
+    settings = settings or get_settings()
     budgets = budgets or budgets_from(settings)
     tz: ZoneInfo = settings.tz
     now = now or datetime.now(tz)
     plan = plan_query(query, now.astimezone(tz).date())
     words = plan.terms
     sessions = [session_id] if session_id else []
+    dense, lexical_why = query_vector(conn, settings, query) if query.strip() else (None, "empty question")
 
-    memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED)
-    message_search = MessageSearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED)
+    memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense)
+    message_search = MessageSearch(
+        anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense
+    )
     resident: list = []
     overflow = 0
 
@@ -146,6 +157,10 @@ def assemble_context(
         resident_overflow=overflow,
         asks_time=plan.about_time,
         periods=[p.iso for p in plan.periods],
+        recall_mode="hybrid" if dense else "lexical",
+        lexical_reason=lexical_why,
+        dense_model=dense.model_id if dense else None,
+        embed_ms=round(dense.seconds * 1000, 1) if dense else None,
     )
 
 

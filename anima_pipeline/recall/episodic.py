@@ -15,6 +15,7 @@ from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
+DENSE_WEIGHT = 0.3  # the nearest messages' weight against the lexical ranking's (tuned: docs/benchmarks.md)
 
 _WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant')
     AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
@@ -44,9 +45,25 @@ LIMIT %(limit)s OFFSET %(offset)s
 """
 
 
+_DENSE_SQL = f"""
+SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
+       '{{{{}}}}'::text[] AS matched, false AS in_period,
+       1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS sim, 1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS score
+FROM embedding e
+JOIN message x ON x.id = e.item_id
+JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+WHERE e.anima_id = %(anima)s AND e.kind = 'message' AND e.model_id = %(model)s
+  AND {_WHERE} AND c.platform <> 'cron' AND NOT c.debug
+ORDER BY e.v::vector({{d}}) <=> %(qv)s::vector({{d}})
+LIMIT %(k)s
+"""
+
+
 class MessageSearch(Search):
     table = "message"
     where = _WHERE
+    dense_sql = _DENSE_SQL
+    dense_weight = DENSE_WEIGHT
     time_column = "created_at"  # indexed with anima_id: the rows of a period the question names
     score_sql = _SCORE_SQL
 

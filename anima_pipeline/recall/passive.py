@@ -14,6 +14,7 @@ from anima_pipeline.store.db import Connection
 
 DATE_BONUS = 0.2  # a memory carrying a date, when the question asks when
 PERIOD_BONUS = 0.3  # a memory observed in the period the question names
+DENSE_WEIGHT = 0.5  # the nearest memories' weight against the lexical ranking's (tuned: docs/benchmarks.md)
 
 # The resident set is left out when candidates are scored (it is read in the same round trip).
 _WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
@@ -43,10 +44,27 @@ LIMIT %(limit)s OFFSET %(offset)s
 """
 
 
+# The nearest memories under the same filters (the resident set left out here too); the
+# columns of _SCORE_SQL, the similarity as score.
+_DENSE_SQL = f"""
+SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned,
+       '{{{{}}}}'::text[] AS matched, false AS dated, false AS in_period,
+       1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS sim, 1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS score
+FROM embedding e
+JOIN semantic_memory x ON x.id = e.item_id
+WHERE e.anima_id = %(anima)s AND e.kind = 'memory' AND e.model_id = %(model)s
+  AND {_WHERE} AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
+ORDER BY e.v::vector({{d}}) <=> %(qv)s::vector({{d}})
+LIMIT %(k)s
+"""
+
+
 class MemorySearch(Search):
     table = "semantic_memory"
     where = _WHERE
     score_sql = _SCORE_SQL
+    dense_sql = _DENSE_SQL
+    dense_weight = DENSE_WEIGHT
 
     def filter_params(  # type: ignore[override]
         self,

@@ -12,15 +12,22 @@ costs two round trips (two more when a word is misspelt), not one per statement:
    cap, saturated at it. A term that ANALYZE's statistics of the `fts` column (``pg_stats``,
    kept by autovacuum, read every `STATS_TTL_S`) show in `COMMON_ROWS` rows or more brings
    no candidates and weighs as saturated. No statistics are counted over all rows per query.
-2. *Spelling.* A word of four letters or more found nowhere is looked up by trigram
-   similarity in the anima's vocabulary (``recall_word``, kept by triggers) and searched as
-   the word it most resembles ("resturant" -> "restaurant").
+2. *Spelling.* A word of four letters or more that a source lacks and that the anima's
+   vocabulary (``recall_word``, kept by triggers, memories and messages together) lacks too is
+   looked up there by trigram similarity and searched as the word it most resembles
+   ("resturant" -> "restaurant"); a word the anima uses stays as it is ("regards").
 3. *Score.* Candidates are first ordered by the weights of the terms their id lists show
    (exact for the rarer terms, whose lists are complete); only the best `SCORED` (fetched by
    primary key) are scored in full: the IDF-weighted share of the query's terms each one
    holds, IDF ``ln(1 + IDF_REF / (df + 0.5))``; plus a small ``ts_rank_cd`` for proximity;
    plus the source's own bonuses (a dated memory for a "when" question, a message of the
    period named).
+
+4. *Meaning* (when the question has a vector, `recall.dense`): in the scoring round trip, the
+   source's `DENSE_K` nearest items by cosine (pgvector, `store.vectors`), under the same
+   filters; dense neighbours that share no word are candidates too. The two lists of one
+   source are fused by weighted reciprocal rank (`fuse`); a source's lists never mix with
+   another's (one fused list per section, as the context-management seed asks).
 
 Every term is a constant of its statement, so the planner estimates it from the column's
 statistics: a rare term reads the GIN index, a frequent one may stop early on a plain scan,
@@ -37,6 +44,7 @@ from time import monotonic as time_now
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from anima_pipeline.recall.dense import QueryVector
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
@@ -48,6 +56,8 @@ COMMON_ROWS = 10 * CAP  # a term this frequent (ANALYZE's statistics) brings no 
 STATS_TTL_S = 300.0  # how long the table statistics read from pg_stats are reused
 SPELLING_MIN = 0.45  # pg_trgm similarity a vocabulary word needs to stand for a misspelt one
 RANK_CD_WEIGHT = 0.1
+DENSE_K = 30  # nearest neighbours read per source
+RRF_K = 60  # reciprocal rank fusion's constant: 1 / (RRF_K + rank)
 
 
 @dataclass
@@ -91,7 +101,9 @@ FROM unnest(%(typos)s::text[]) AS t(word)
 CROSS JOIN LATERAL (
     SELECT v.word FROM recall_word v
     WHERE v.anima_id = %(anima)s AND v.word %% t.word AND similarity(v.word, t.word) >= %(min)s
-    ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best"""
+    ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best
+-- a word the anima itself uses is no typo, even where one source lacks it ("regards")
+WHERE NOT EXISTS (SELECT 1 FROM recall_word k WHERE k.anima_id = %(anima)s AND k.word = lower(t.word))"""
 
 
 _STATS_SQL = """
@@ -134,6 +146,9 @@ class Search:
     where: str
     time_column: str | None = None
     score_sql: str  # the source's scoring statement over the probed candidates
+    # the source's nearest-neighbour statement over `embedding e` joined to `x`; {d} is the dimension
+    dense_sql: str
+    dense_weight: float  # its dense list's weight in the fusion (the lexical list has 1 - it)
 
     def __init__(
         self,
@@ -143,9 +158,14 @@ class Search:
         tz: ZoneInfo,
         limit: int = 60,
         offset: int = 0,
+        dense: QueryVector | None = None,
+        dense_weight: float | None = None,
         **filters: Any,
     ) -> None:
         self.plan, self.tz, self.limit, self.offset = plan, tz, limit, offset
+        self.dense = dense
+        if dense_weight is not None:
+            self.dense_weight = dense_weight
         self.params: dict[str, Any] = {"anima": anima_id, **self.filter_params(**filters)}
         self.terms: list[Term] = []
         self.found: list[list[int]] = []
@@ -245,10 +265,37 @@ class Search:
                 if id_ in estimate:
                     estimate[id_] += math.log(1 + IDF_REF)
         self.probe = Probe(self.terms, sorted(estimate, key=lambda i: (-estimate[i], -i))[:SCORED])
-        if not self.probe.candidates or self.limit <= 0:
+        if self.limit <= 0:
             return None
-        cur = conn.execute(self.score_sql, self.score_args())
-        return lambda: self.items(cur.fetchall())
+        cur = conn.execute(self.score_sql, self.score_args()) if self.probe.candidates else None
+        near = self._send_dense(conn)
+        if near is None:
+            return (lambda: self.items(cur.fetchall())) if cur is not None else None
+
+        def fused() -> list[ContextItem]:
+            lexical = self.items(cur.fetchall()) if cur is not None else []
+            found = fuse(lexical, near(), self.dense_weight)
+            return found[self.offset : self.offset + self.limit]
+
+        return fused
+
+    def _send_dense(self, conn: Connection) -> Callable[[], list[tuple[ContextItem, float]]] | None:
+        if self.dense is None or self.dense_weight <= 0:
+            return None
+        # pgvector 0.8: the HNSW scan goes on past ef_search while the anima filter drops rows
+        conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
+        args = dict(self.params, qv=self.dense.text, model=self.dense.model_id, k=DENSE_K + self.offset)
+        args.setdefault("exclude_ids", [])
+        cur = conn.execute(self.dense_sql.format(d=int(self.dense.dimension)), args)
+
+        def take() -> list[tuple[ContextItem, float]]:
+            rows = sorted(cur.fetchall(), key=lambda r: -r["sim"])  # relaxed order: sorted here
+            items = self.items(rows)
+            return [
+                (item.model_copy(update={"why": ""}), r["sim"]) for item, r in zip(items, rows, strict=True)
+            ]
+
+        return take
 
     def _send_lookup(
         self, conn: Connection, args: dict[str, Any], queries: list[str], extra: list[str]
@@ -281,6 +328,27 @@ class Search:
 
     def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
         raise NotImplementedError
+
+
+def fuse(
+    lexical: list[ContextItem], near: list[tuple[ContextItem, float]], w_dense: float
+) -> list[ContextItem]:
+    """One source's lexical and dense lists as one: weighted reciprocal rank fusion, scaled so
+    that first in both lists scores 1. An item in both keeps its lexical reasons."""
+    score: dict[str, float] = {}
+    items: dict[str, ContextItem] = {}
+    for rank, item in enumerate(lexical):
+        score[item.ref] = (1 - w_dense) / (RRF_K + rank + 1)
+        items[item.ref] = item
+    for rank, (item, sim) in enumerate(near):
+        score[item.ref] = score.get(item.ref, 0.0) + w_dense / (RRF_K + rank + 1)
+        known = items.get(item.ref)
+        why = f"similar {sim:.2f}"
+        items[item.ref] = (known or item).model_copy(
+            update={"why": f"{known.why}; {why}" if known and known.why else why}
+        )
+    order = sorted(items, key=lambda ref: -score[ref])
+    return [items[ref].model_copy(update={"score": round(score[ref] * (RRF_K + 1), 4)}) for ref in order]
 
 
 def send_corrections(

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
 
 
 def _local_day(value: datetime | date | None, tz: ZoneInfo) -> date | None:
@@ -27,12 +28,15 @@ def _prefix(item: ContextItem) -> str:
     return f"- [{item.type} {item.date}] "
 
 
-def _suffix(item: ContextItem) -> str:
-    return f" ({item.date})" if item.kind == "memory" and item.date else ""
+def _suffix(item: ContextItem, text: str) -> str:
+    """A memory's date, unless its text already shows it (a date once per line)."""
+    if item.kind != "memory" or not item.date or str(item.date) in text:
+        return ""
+    return f" ({item.date})"
 
 
 def with_text(item: ContextItem, text: str, truncated: bool = False) -> ContextItem:
-    line = _prefix(item) + text + _suffix(item)
+    line = _prefix(item) + text + _suffix(item, text)
     return item.model_copy(update={"text": text, "line": line, "chars": len(line), "truncated": truncated})
 
 
@@ -85,7 +89,7 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
     around the first query word it holds, marked; None when even a cut would say nothing."""
     if item.chars <= max_chars:
         return item
-    room = max_chars - len(_prefix(item)) - len(_suffix(item)) - 2 * len(TRUNCATION_MARK)
+    room = max_chars - len(_prefix(item)) - len(_suffix(item, "")) - 2 * len(TRUNCATION_MARK)
     if room < MIN_CUT:
         return None
     text = item.text
@@ -98,7 +102,9 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
         start = space + 1 if 0 <= space < start + 20 else start
     window = text[start : start + room]
     if start + room < len(text):
-        window = re.sub(r"\s+\S*$", "", window) or window
+        # end on a sentence when one ends in the window's second half, else on a word
+        ends = [m.end() for m in _SENTENCE_END.finditer(window) if m.end() >= len(window) // 2]
+        window = window[: ends[-1]] if ends else (re.sub(r"\s+\S*$", "", window) or window)
     out = (TRUNCATION_MARK.strip() + " " if start > 0 else "") + window.strip()
     out += TRUNCATION_MARK if start + len(window) < len(text) else ""
     result = with_text(item, out, truncated=True)

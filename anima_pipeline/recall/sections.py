@@ -75,6 +75,12 @@ class AssembledContext(BaseModel):
     resident_overflow: int = 0
     asks_time: bool = False
     periods: list[str] = Field(default_factory=list)  # the periods the question names, as ISO ranges
+    # recall by meaning: "hybrid" (each section fuses its lexical and dense lists) or "lexical",
+    # with the reason (no embedder, no pgvector, no vectors yet, the embedder failed)
+    recall_mode: Literal["hybrid", "lexical"] = "lexical"
+    lexical_reason: str | None = None
+    dense_model: str | None = None
+    embed_ms: float | None = None  # the question's embedding alone
 
     def section(self, name: SectionName) -> ContextSection:
         return next(s for s in self.sections if s.name == name)

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.llm.types import Usage
 from anima_pipeline.sleep import faults
+from anima_pipeline.sleep.embedding import embed_night
 from anima_pipeline.sleep.night import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
@@ -124,6 +126,7 @@ def run_anima_night(
     *,
     lease_s: float,
     whole_night: Sequence[str] | None = None,
+    settings: Settings | None = None,
 ) -> AnimaOutcome:
     """Run `keys` (registry order) for one anima, stopping at its first failing step.
 
@@ -150,6 +153,12 @@ def run_anima_night(
             if prev is not None:
                 _interrupted(db, night, anima_id, key, exc)
             raise
+    if failed is None and results:
+        made = embed_night(
+            db, anima_id, settings or get_settings()
+        )  # never raises: a failing embedder leaves a backlog
+        stats.update(made)
+        results[-1].stats.update(made)
     if failed is None:
         try:
             faults.point("night_end", day=night.day, anima_id=anima_id)

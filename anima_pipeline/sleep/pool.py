@@ -96,7 +96,14 @@ class AnimaPool:
         collector = getattr(self.engine, "collector", None)
         with collector.member() if collector is not None else contextlib.nullcontext():
             return run_anima_night(
-                self.db, night, t.anima_id, t.keys, self.fns, lease_s=self.lease_s, whole_night=t.whole_night
+                self.db,
+                night,
+                t.anima_id,
+                t.keys,
+                self.fns,
+                lease_s=self.lease_s,
+                whole_night=t.whole_night,
+                settings=self.settings,
             )
 
     def _executor(self, kind: str) -> Executor:
@@ -167,6 +174,7 @@ def _init_worker(url: str, settings: Settings, parent: int) -> None:
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
     _worker["db"] = Database(url, max_size=2)
     _worker["engine"] = make_engine(settings, Budget.from_settings(settings))
+    _worker["settings"] = settings
 
 
 def _exit_with(parent: int) -> None:
@@ -189,4 +197,5 @@ def _work(spec: dict[str, Any], t: Task, lease_s: float) -> AnimaOutcome:
         step_functions(t.keys),
         lease_s=lease_s,
         whole_night=t.whole_night,
+        settings=_worker["settings"],
     )

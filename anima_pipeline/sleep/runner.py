@@ -32,6 +32,7 @@ from anima_pipeline.sleep.night import Mode, Night, StepResult, scheduled_mode
 from anima_pipeline.sleep.pool import AnimaPool, Task, default_workers
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
+from anima_pipeline.store.planner_stats import NIGHT_TABLES, VECTOR_TABLES, keep_fresh
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +174,9 @@ def run_night(
         len(blocked),
     )
     outcomes = pool.run(night, tasks)
+    if tasks:  # the night's writes: recall's plans need fresh statistics (autovacuum may be off)
+        with db.transaction() as conn:
+            keep_fresh(conn, dict.fromkeys((*NIGHT_TABLES, *VECTOR_TABLES), 0))
     failures += [o.failure for o in outcomes if o.failure is not None]
     end_unrecorded(db, night, failures)
     results = [r for o in outcomes for r in o.results]

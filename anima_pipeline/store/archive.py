@@ -133,6 +133,11 @@ class ImportStats:
     conversations_updated: int = 0  # with update=True: a title or debug flag changed
     animas: set[str] = field(default_factory=set)
 
+    def written(self) -> dict[str, int]:
+        """Rows changed per table, for store.planner_stats.keep_fresh."""
+        messages = self.messages_added + self.messages_updated
+        return {"message": messages, "conversation": self.conversations_added, "recall_word": messages}
+
 
 def cleaned_conversations(
     conn: Connection, among: Iterable[tuple[str, str]] | None = None

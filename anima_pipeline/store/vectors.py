@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -62,6 +63,12 @@ def unavailable_reason(conn: Connection) -> str | None:
         )
     version = conn.info.server_version // 10000
     return f"this PostgreSQL ({version}) has no pgvector extension"
+
+
+def model_dimension(conn: Connection, model_id: str) -> int | None:
+    """The dimension stored for `model_id`, None when it has no vectors here."""
+    row = conn.execute("SELECT dimension FROM embedding_model WHERE model_id = %s", (model_id,)).fetchone()
+    return row["dimension"] if row else None
 
 
 def to_text(vector: np.ndarray | Sequence[float]) -> str:
@@ -211,3 +218,61 @@ def embed_pending(
         if error:
             break
     return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), error)
+
+
+class Backfill:
+    """Embeds one anima's new messages in a background thread, so that an append returns at
+    once; `wait` lets the next context call see them (bounded by `timeout`). `make` builds the
+    embedder on first use (None: no embedder); a failure is logged and left pending."""
+
+    def __init__(self, db, anima_id: str, make: Callable[[], object | None], batch: int = 64) -> None:
+        self.db, self.anima_id, self.make, self.batch = db, anima_id, make, batch
+        self._lock = threading.Lock()
+        self._again = False
+        self._thread: threading.Thread | None = None
+        self._usable: bool | None = None  # vectors here and an embedder: known after the first kick
+
+    def kick(self) -> None:
+        if self._usable is False:
+            return
+        with self._lock:
+            self._again = True
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"embed-{self.anima_id}", daemon=True)
+                self._thread.start()
+
+    def wait(self, timeout: float) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._again:
+                    self._thread = None
+                    return
+                self._again = False
+            try:
+                self._once()
+            except Exception as exc:  # noqa: BLE001 - left pending for the night or `anima embed`
+                log.warning(
+                    "background embedding of %s stopped: %s: %s", self.anima_id, type(exc).__name__, exc
+                )
+
+    def _once(self) -> None:
+        with self.db.pool.connection() as conn:
+            if self._usable is None:
+                self._usable = available(conn) and self.make() is not None
+                conn.rollback()
+            if not self._usable:
+                return
+            embed_pending(
+                conn,
+                self.make(),
+                anima_id=self.anima_id,
+                kinds=["message"],
+                batch=self.batch,
+                commit=conn.commit,
+            )
+            conn.commit()
