@@ -251,7 +251,9 @@ _DAY_ZH = re.compile(r"(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]")
 _MON = "jan feb mar apr may jun jul aug sep oct nov dec".split()
 
 
-def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
+def memorybank(
+    conn, data: Path, budget: int, share: float, dense: tuple[float, float] | None
+) -> pd.DataFrame:
     rows = []
     for lang in ("en", "cn"):
         archive = read_jsonl(data / "memorybank" / f"memorybank_{lang}.archive.jsonl")
@@ -268,9 +270,12 @@ def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
                     counts["dated"] += 1
                     now = datetime(2023, 5, 7, 21, tzinfo=TZ)
                     conv = f"{anima}:{day.isoformat()}"
-                    ctx = assemble_context(conn, anima, question, budgets=_budgets(budget, share), now=now)
-                    items = [i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items]
-                    counts["assembled"] += any(i.conversation_id == conv or conv in i.sources for i in items)
+                    for mode, weights in (("assembled", None), ("hybrid", dense)):
+                        ctx = _assemble(conn, anima, question, _budgets(budget, share), now, weights)
+                        items = [
+                            i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items
+                        ]
+                        counts[mode] += any(i.conversation_id == conv or conv in i.sources for i in items)
                     bm = Bm25(conn, anima)
                     ranked = [
                         message_item(r, score=r["score"], why="", tz=TZ) for r in bm.rank(conn, question)
@@ -284,6 +289,7 @@ def memorybank(conn, data: Path, budget: int, share: float) -> pd.DataFrame:
                 "naming a day": counts["dated"],
                 "bm25: holds that day": _pct(counts["bm25"], counts["dated"]),
                 "assembled: holds that day": _pct(counts["assembled"], counts["dated"]),
+                **({"hybrid: holds that day": _pct(counts["hybrid"], counts["dated"])} if dense else {}),
                 "answer hit": "not measurable (no gold answers)",
             }
         )
@@ -365,11 +371,20 @@ def main(argv: list[str] | None = None) -> int:
             for mode in modes:
                 total = sum(result["counts"][(split, c)]["n"] for c in CATEGORIES)
                 chars = sum(result["counts"][(split, c)][f"{mode}:chars"] for c in CATEGORIES)
-                print(f"  {split:6} {mode:16} avg chars {chars / total:7.0f}")
+                if total:
+                    print(f"  {split:6} {mode:16} avg chars {chars / total:7.0f}")
         best = f"assembled@{get_settings().recall_memory_share}"
         best = best if best in modes else modes[-1]
         gain = table.loc["all", ("unseen", best)] - table.loc["all", ("unseen", "bm25")]
         print(f"unseen: {best} - bm25 = {gain:+.3f}")
+        for share in shares:
+            for weights in dense_weights[1:]:
+                lexical, hybrid = f"assembled@{share}:share", f"{_mode(share, weights)}:share"
+                diffs = [
+                    f"{split} {shares_table.loc['all', (split, hybrid)] - shares_table.loc['all', (split, lexical)]:+.3f}"
+                    for split in ("tuned", "unseen")
+                ]
+                print(f"answer-word share, {_mode(share, weights)} - lexical: {', '.join(diffs)}")
         secs = sorted(result["seconds"])
         print(
             f"assemble_context latency: median {statistics.median(secs) * 1e3:.1f} ms,"
@@ -377,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print()
         print("MemoryBank probing questions (unseen; no gold answers)")
-        print(memorybank(conn, args.data, args.budget, shares[-1]).to_string())
+        print(memorybank(conn, args.data, args.budget, shares[-1], dense_weights[-1]).to_string())
     print(f"elapsed {time.perf_counter() - started:.1f} s")
     return 0
 

@@ -36,6 +36,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
+from anima_pipeline.config import Settings
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.store.migrations import migrate
 from benchmarks.data import data_dir, read_jsonl
@@ -83,6 +84,7 @@ class Lines:
         self.texts = [r["content"] for r in rows]
         self.rng = rng
         self.names = made_up_names(3000, rng)
+        self.picked: list[int] = []  # the base text of every line drawn, in order
 
     def vary(self, text: str) -> tuple[str, str]:
         """The text with every speaker name replaced (one made-up name per original), and a name."""
@@ -91,7 +93,10 @@ class Lines:
         return out, next(iter(chosen.values()), self.rng.choice(self.names))
 
     def line(self) -> tuple[str, str]:
-        return self.vary(self.rng.choice(self.texts))
+        # randrange draws what rng.choice would (same data as before); the index is kept for --vectors
+        self.last = self.rng.randrange(len(self.texts))
+        self.picked.append(self.last)
+        return self.vary(self.texts[self.last])
 
     def day(self) -> datetime:
         return START + timedelta(days=self.rng.randrange(DAYS), minutes=self.rng.randrange(24 * 60))
@@ -177,6 +182,86 @@ def load_memories(conn, lines: Lines, count: int, loaded: int, messages: int = M
             )
 
 
+# --- --vectors: one vector per message and memory -------------------------------------
+# Embedding a million texts here would take days (6-25 texts/s on these 2 shared cores), so
+# every text gets the vector of the shared-data line it was made from (its made-up names
+# aside), embedded once, plus a little noise (HNSW handles exact duplicates badly); the
+# question is embedded for real on every call, and its time is shown on its own.
+NOISE = 0.02
+
+
+def base_vectors(lines: Lines, embedder, source: str | None):
+    """The vector of each base line: read from a store that embedded these lines (`source`,
+    e.g. the recall_at_k store) where it can, embedded here otherwise."""
+    import numpy as np
+
+    known: dict[str, str] = {}
+    if source:
+        with psycopg.connect(source) as conn:
+            rows = conn.execute(
+                """SELECT m.content, e.v::text FROM embedding e JOIN message m ON m.id = e.item_id
+                   WHERE e.kind = 'message' AND e.model_id = %s""",
+                (embedder.model_id,),
+            ).fetchall()
+        known = dict(rows)
+    out = np.zeros((len(lines.texts), embedder.dimension), dtype=np.float32)
+    missing = [i for i, t in enumerate(lines.texts) if t not in known]
+    for i, t in enumerate(lines.texts):
+        if t in known:
+            out[i] = np.array(known[t].strip("[]").split(","), dtype=np.float32)
+    started = time.perf_counter()
+    for k in range(0, len(missing), 256):
+        chunk = missing[k : k + 256]
+        out[chunk] = embedder.embed([lines.texts[i] for i in chunk])
+    print(
+        f"base vectors: {len(lines.texts) - len(missing):,} read, {len(missing):,} embedded"
+        f" in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    return out
+
+
+def load_vectors(conn, kind: str, table: str, picked: list[int], base, embedder) -> None:
+    """COPY the base vectors of `picked` (in insertion order) for the rows of `table` not yet
+    embedded, the noise added server-side; then the model's HNSW index (store.vectors)."""
+    from anima_pipeline.store import vectors
+
+    started = time.perf_counter()
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS scale_base (i int PRIMARY KEY, v vector)")
+    conn.execute("TRUNCATE scale_base")
+    with conn.cursor().copy("COPY scale_base (i, v) FROM STDIN") as copy:
+        for i in sorted(set(picked)):
+            copy.write_row((i, vectors.to_text(base[i])))
+    ids = [
+        r["id"]
+        for r in conn.execute(
+            f"""SELECT x.id FROM {table} x WHERE x.anima_id = %s AND NOT EXISTS (SELECT 1 FROM embedding e
+                WHERE e.anima_id = x.anima_id AND e.kind = %s AND e.item_id = x.id) ORDER BY x.id""",
+            (ANIMA, kind),
+        ).fetchall()
+    ]
+    picked = picked[len(picked) - len(ids) :]  # the rows not embedded yet are the last ones drawn
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS scale_pick (id bigint, i int)")
+    conn.execute("TRUNCATE scale_pick")
+    with conn.cursor().copy("COPY scale_pick (id, i) FROM STDIN") as copy:
+        for id_, i in zip(ids, picked, strict=True):
+            copy.write_row((id_, i))
+    d = embedder.dimension
+    conn.execute(
+        f"""INSERT INTO embedding (anima_id, kind, item_id, model_id, v)
+            SELECT %s, %s, p.id, %s, l2_normalize(b.v + n.v)
+            FROM scale_pick p JOIN scale_base b ON b.i = p.i
+            CROSS JOIN LATERAL (SELECT array_agg((random() - 0.5) * %s)::vector AS v
+                                FROM generate_series(1, {d}) WHERE p.id IS NOT NULL) n""",  # p.id: drawn per row
+        (ANIMA, kind, embedder.model_id, 2 * NOISE),
+    )
+    vectors.ensure_model(conn, embedder.model_id, d)
+    print(
+        f"{kind} vectors: {len(ids):,} loaded and indexed in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+
+
 def questions(lines: Lines, n: int) -> list[str]:
     asked = [q["question"] for q in read_jsonl(data_dir() / "locomo" / "dev.qa.jsonl")]
     for lang in ("en", "cn"):
@@ -186,25 +271,32 @@ def questions(lines: Lines, n: int) -> list[str]:
     return [lines.vary(q)[0] for q in lines.rng.sample(asked, n)]
 
 
-def vacuum(url: str) -> None:
+def vacuum(url: str, with_vectors: bool = False) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE message")
         conn.execute("VACUUM ANALYZE semantic_memory")
         conn.execute("VACUUM ANALYZE recall_word")
+        if with_vectors:
+            conn.execute("VACUUM ANALYZE embedding")
 
 
-def measure(url: str, asked: list[str]) -> list[float]:
+def measure(url: str, asked: list[str], settings: Settings) -> tuple[list[float], list[float], list[float]]:
+    """Seconds per call, the question's embedding in each, and each call without it; each sorted."""
     now = START + timedelta(days=DAYS + 1)
-    seconds = []
+    seconds, embedding = [], []
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
         for i, q in enumerate([*asked[:20], *asked]):
             started = time.perf_counter()
             with conn.transaction():
-                assemble_context(conn, ANIMA, q, now=now)
+                ctx = assemble_context(conn, ANIMA, q, now=now, settings=settings)
             if i >= 20:
                 seconds.append(time.perf_counter() - started)
-    return sorted(seconds)
+                embedding.append((ctx.embed_ms or 0.0) / 1e3)
+                if settings.embedder != "none" and ctx.recall_mode != "hybrid":
+                    raise SystemExit(f"recall is lexical: {ctx.lexical_reason}")
+    rest = [a - b for a, b in zip(seconds, embedding, strict=True)]
+    return sorted(seconds), sorted(embedding), sorted(rest)
 
 
 def _p(values: list[float], q: float) -> float:
@@ -212,42 +304,89 @@ def _p(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global MESSAGES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=DEFAULT_URL, help="scratch database (created when missing)")
     parser.add_argument("--queries", type=int, default=200, help="questions asked at every size")
     parser.add_argument("--drop", action="store_true", help="drop the scratch database at the end")
+    parser.add_argument("--messages", type=int, default=MESSAGES, help="messages of the anima")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="memory counts measured")
+    parser.add_argument(
+        "--vectors",
+        action="store_true",
+        help="every message and memory with a vector (needs pgvector at --url)",
+    )
+    parser.add_argument(
+        "--vectors-from", metavar="URL", help="a store whose message vectors of the base lines to reuse"
+    )
     args = parser.parse_args(argv)
+    MESSAGES = args.messages
     rng = random.Random(9)
     lines = Lines(rng)
     ensure_database(args.url)
+    lexical = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": "none"})
+    dense = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": os.environ.get("ANIMA_EMBEDDER", "local")})
+    embedder = base = None
+    if args.vectors:
+        from anima_pipeline.embed import make_embedder
+
+        embedder = make_embedder(dense)
+        base = base_vectors(lines, embedder, args.vectors_from)
     with psycopg.connect(args.url, row_factory=dict_row, autocommit=True) as conn:
-        conn.execute("SET maintenance_work_mem = '512MB'")
+        conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("SET synchronous_commit = off")
         with conn.transaction():
+            drawn = len(lines.picked)
             load_messages(conn, lines)
+        if args.vectors:
+            have = conn.execute("SELECT count(*) AS n FROM embedding WHERE kind = 'message'").fetchone()["n"]
+            if have < MESSAGES:
+                if len(lines.picked) == drawn:
+                    raise SystemExit(
+                        "--vectors needs the messages loaded in this run: use a new --url or --drop"
+                    )
+                load_vectors(conn, "message", "message", lines.picked[drawn:], base, embedder)
+            conn.execute("DELETE FROM embedding WHERE kind = 'memory'")
         conn.execute("TRUNCATE semantic_memory CASCADE")
     asked = questions(lines, args.queries)
     results: dict[int, list[float]] = {}
     loaded = 0
-    for size in SIZES:
+    for size in args.sizes:
         started = time.perf_counter()
-        with psycopg.connect(args.url, autocommit=True) as conn, conn.transaction():
-            load_memories(conn, lines, size - loaded, loaded)
+        drawn = len(lines.picked)
+        with psycopg.connect(args.url, row_factory=dict_row, autocommit=True) as conn:
+            conn.execute("SET maintenance_work_mem = '1GB'")
+            with conn.transaction():
+                load_memories(conn, lines, size - loaded, loaded)
+            if args.vectors:
+                load_vectors(conn, "memory", "semantic_memory", lines.picked[drawn:], base, embedder)
         loaded = size
-        vacuum(args.url)
+        vacuum(args.url, args.vectors)
         print(
             f"memories: {size:,} active (loaded and analyzed in {time.perf_counter() - started:.0f} s)",
             flush=True,
         )
-        results[size] = secs = measure(args.url, asked)
-        print(
-            f"  {size:>7,} memories, {MESSAGES:,} messages: p50 {_p(secs, 0.5):6.1f} ms   p95 {_p(secs, 0.95):6.1f} ms"
-            f"   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms  ({len(secs)} questions,"
-            f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
-            flush=True,
-        )
-    ratio = _p(results[SIZES[-1]], 0.95) / _p(results[SIZES[0]], 0.95)
-    print(f"p95 ratio {SIZES[-1]:,} / {SIZES[0]:,} memories: {ratio:.2f}")
+        modes = [("lexical", lexical), *([("hybrid", dense)] if args.vectors else [])]
+        for name, settings in modes:
+            secs, embedding, rest = measure(args.url, asked, settings)
+            results[size] = secs
+            line = (
+                f"  {size:>7,} memories, {MESSAGES:,} messages, {name:7}: p50 {_p(secs, 0.5):6.1f} ms"
+                f"   p95 {_p(secs, 0.95):6.1f} ms   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms"
+            )
+            if name == "hybrid":
+                line += (
+                    f"   | query embedding p50 {_p(embedding, 0.5):5.1f} ms p95 {_p(embedding, 0.95):5.1f} ms"
+                    f" | without it p50 {_p(rest, 0.5):6.1f} p95 {_p(rest, 0.95):6.1f} ms"
+                )
+            print(
+                line
+                + f"  ({len(secs)} questions, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+                flush=True,
+            )
+    if len(args.sizes) > 1:
+        ratio = _p(results[args.sizes[-1]], 0.95) / _p(results[args.sizes[0]], 0.95)
+        print(f"p95 ratio {args.sizes[-1]:,} / {args.sizes[0]:,} memories: {ratio:.2f}")
     if args.drop:
         drop_database(args.url)
         print(f"dropped {conninfo_to_dict(args.url)['dbname']}")

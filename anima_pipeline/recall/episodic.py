@@ -15,7 +15,7 @@ from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
-DENSE_WEIGHT = 0.3  # the nearest messages' weight against the lexical ranking's (tuned: docs/benchmarks.md)
+DENSE_WEIGHT = 0.1  # the nearest messages: a fallback where the words find little (tuned: docs/benchmarks.md)
 
 _WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant')
     AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))

@@ -281,7 +281,13 @@ def working_context(
     measure = measure or count
     anima_id = audit.anima_id
     recalled = assemble_context(
-        conn, anima_id, message, session_id=session_id, budgets=budgets_from(settings), now=now
+        conn,
+        anima_id,
+        message,
+        session_id=session_id,
+        budgets=budgets_from(settings),
+        now=now,
+        settings=settings,
     )
     # the system's cap in characters: its setting, and at most its share of the budget in
     # tokens, converted at the ratio of the segments' own text (English and Chinese differ)
