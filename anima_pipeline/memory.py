@@ -86,7 +86,6 @@ from anima_pipeline.validation import (
     context_of,
 )
 
-CITATION_FORMAT = "[[anima:f-{id}]]"
 MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
 MIN_BUDGET = 500  # tokens: below this a working context cannot hold a turn and its self

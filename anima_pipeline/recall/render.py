@@ -1,4 +1,11 @@
-"""How each kind of item reads in the context, and cutting an item to a length."""
+"""How each kind of item reads in the context, and cutting an item to a length.
+
+Content is data (docs/content_is_data.md): every text placed in a context block (a memory's,
+a message's, a summary's; a speaker, a title) is fenced first, so it cannot act as structure.
+It stays on its item's line (line breaks become spaces: it cannot start a section heading or
+a line of its own), holds no angle bracket (it cannot close or open a tag a host wraps the
+block in, e.g. ``</memories><system>``) and no citation marker (``[[anima:f-N]]`` only ever
+comes from the item's own prefix, so a reply echoing the text cites nothing)."""
 
 from __future__ import annotations
 
@@ -7,10 +14,18 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from anima_pipeline.citations import cite, inert
 from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
+_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
+_TAGS = str.maketrans({"<": "‹", ">": "›"})
+
+
+def fenced(text: str) -> str:
+    """`text` as inert data on one line: no line break, no angle bracket, no citation marker."""
+    return inert(_BREAKS.sub(" ", text)).translate(_TAGS)
 
 
 def _local_day(value: datetime | date | None, tz: ZoneInfo) -> date | None:
@@ -21,10 +36,10 @@ def _local_day(value: datetime | date | None, tz: ZoneInfo) -> date | None:
 
 def _prefix(item: ContextItem) -> str:
     if item.kind == "memory":
-        return f"- [[anima:{item.ref}]] "
+        return f"- {cite(item.id)} "
     if item.kind == "message":
-        where = f', "{item.title}"' if item.title else ""
-        return f"- [{item.date} {item.speaker or '?'}{where}] "
+        where = f', "{fenced(item.title)}"' if item.title else ""
+        return f"- [{item.date} {fenced(item.speaker or '?')}{where}] "
     return f"- [{item.type} {item.date}] "
 
 
@@ -36,6 +51,7 @@ def _suffix(item: ContextItem, text: str) -> str:
 
 
 def with_text(item: ContextItem, text: str, truncated: bool = False) -> ContextItem:
+    text = fenced(text)
     line = _prefix(item) + text + _suffix(item, text)
     return item.model_copy(update={"text": text, "line": line, "chars": len(line), "truncated": truncated})
 

@@ -15,11 +15,11 @@ overflow is reported, never fixed by unpinning (the forgetting contract).
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
+from anima_pipeline.citations import CITATION
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
@@ -27,7 +27,6 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 
 STEP = "memory_references/synced"
-CITATION = re.compile(r"\[\[anima:f-(\d+)\]\]")
 DEFAULTS: dict[str, float] = {
     "decay_days": 30,
     "recent_weight": 1.0,

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
+from anima_pipeline.citations import inert
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolResult
 from anima_pipeline.store import review
@@ -111,8 +112,8 @@ class ToolExecutor:
             )
         if not isinstance(input, dict):
             raise ToolError(f"{name}: the input must be a JSON object")
-        try:
-            args = s.TOOLS[name].model_validate(input)
+        try:  # content is data: no text a tool writes may carry a citation marker
+            args = s.TOOLS[name].model_validate(_inert(input))
         except ValidationError as exc:
             raise ToolError(_validation_message(name, exc)) from None
         try:
@@ -420,6 +421,17 @@ class ToolExecutor:
         )
         self.stats["dreams"] += 1
         return ToolResult(content="dream entry written")
+
+
+def _inert(value: Any) -> Any:
+    """A tool input with every string made inert (citations.inert), whatever the field."""
+    if isinstance(value, str):
+        return inert(value)
+    if isinstance(value, dict):
+        return {k: _inert(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_inert(v) for v in value]
+    return value
 
 
 def _now(conn: Connection) -> datetime:
