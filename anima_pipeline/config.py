@@ -36,6 +36,23 @@ from pydantic_settings import (
 )
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+# The model of the steps that allow a small one (docs/cost.md: chosen by measurement).
+DEFAULT_SMALL_MODEL = "claude-haiku-5-5"
+# Which steps run on the small model by default; every other step runs on ANIMA_MODEL (the
+# main model): light sleep stage 1 and deep sleep round 1, where judgement matters. Measured
+# in benchmarks/night_cost.py (docs/cost.md has the table and the prices).
+SMALL_MODEL_STEPS: tuple[str, ...] = (
+    "emotional_anchors/marked",
+    "autobiographical_memory/narrated",
+    "self_blocks/autobiography_summary",
+    "semantic_memory/split",
+    "semantic_memory/merged",
+    "semantic_memory/pins_reviewed",
+    "temporal_summaries/day",
+    "temporal_summaries/cascade",
+    "dreams/journal",
+    "self_blocks/refreshed",
+)
 # What a "day" is when ANIMA_TIMEZONE is unset; the one place this default is written.
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 ENV_PREFIX = "ANIMA_"
@@ -108,6 +125,11 @@ class Settings(BaseSettings):
     llm_effort: Effort | None = None  # None: send no output_config.effort
     # Per step (the step key, e.g. "semantic_memory/extracted"), JSON in ANIMA_LLM_STEP_LIMITS.
     llm_step_limits: Annotated[dict[str, StepLimits], NoDecode] = Field(default_factory=dict)
+    # A model per step (docs/cost.md): ANIMA_LLM_STEP_MODELS is JSON of step -> a model id, or
+    # "main" (ANIMA_MODEL) or "small" (ANIMA_SMALL_MODEL); a step not named keeps its default
+    # (SMALL_MODEL_STEPS on the small model, the others on the main one).
+    small_model: str = DEFAULT_SMALL_MODEL
+    llm_step_models: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     # Request timeout per attempt; None derives it from the output ceiling (a non-streaming
     # request must be allowed to produce its largest answer).
     llm_timeout_s: float | None = Field(None, gt=0)
@@ -206,16 +228,16 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown time zone {v!r} (an IANA name such as {DEFAULT_TIMEZONE})") from None
         return v
 
-    @field_validator("llm_step_limits", mode="before")
+    @field_validator("llm_step_limits", "llm_step_models", mode="before")
     @classmethod
-    def _step_limits(cls, v: Any) -> Any:
+    def _per_step(cls, v: Any) -> Any:
         if isinstance(v, str):
             import json
 
             try:
                 v = json.loads(v)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"must be a JSON object of step -> limits: {exc}") from None
+                raise ValueError(f"must be a JSON object of step -> value: {exc}") from None
         if isinstance(v, dict):
             from anima_pipeline.sleep.cycle import STEP_KEYS
 
@@ -223,6 +245,26 @@ class Settings(BaseSettings):
             if unknown:
                 raise ValueError(f"unknown step(s) {unknown}; the steps are: {', '.join(STEP_KEYS)}")
         return v
+
+    @model_validator(mode="after")
+    def _models_priced(self) -> Settings:
+        from anima_pipeline.llm.pricing import price_for
+
+        for step, model in {"ANIMA_SMALL_MODEL": self.small_model, **self.llm_step_models}.items():
+            if model not in ("main", "small"):
+                try:
+                    price_for(model)
+                except ValueError as exc:
+                    raise ValueError(f"{step}: {exc}") from None
+        return self
+
+    def step_model(self, step: str, main: str | None = None) -> str:
+        """The model a step runs on: its ANIMA_LLM_STEP_MODELS entry, else its default role;
+        "main" is `main` (the engine's model) or ANIMA_MODEL."""
+        role = self.llm_step_models.get(step) or ("small" if step in SMALL_MODEL_STEPS else "main")
+        if role == "main":
+            return main or self.model
+        return self.small_model if role == "small" else role
 
     def step_limits(self, step: str) -> tuple[int, Thinking, Effort | None]:
         """max_tokens, thinking and effort for one step: its override, else the global."""

@@ -159,7 +159,7 @@ def sleep_autopilot(body: dict[str, Any]) -> Action | None:
                 },
             )
         )
-    if tools == {"write_dream_entry"}:
+    if "write_dream_entry" in tools and "Message 3 — the dream" in prompt:  # deep sleep's tools, shared
         return reply(tool_use("write_dream_entry", {"next_session_actions": ["Ask how the week went."]}))
     if tools == {"write_self_block"} and "autobiography_summary" in prompt and "phase B" in prompt:
         return reply(

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from anima_pipeline.config import Settings
 from anima_pipeline.llm.anthropic_engine import AnthropicEngine
-from anima_pipeline.sleep.deep_sleep import read_log
+from anima_pipeline.sleep.deep_sleep import DEEP_STEPS, read_log
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -25,7 +26,11 @@ def test_rounds_share_one_cached_prefix_while_dream_and_self_refresh_write(
     big_store(db, 60, 300)
     with FakeMessagesAPI(min_cache_tokens=None) as fake:
         engine = AnthropicEngine(
-            "claude-sonnet-5-5", SecretStr("sk-ant-test"), base_url=fake.url, max_retries=0
+            "claude-sonnet-5-5",
+            SecretStr("sk-ant-test"),
+            base_url=fake.url,
+            max_retries=0,
+            settings=Settings(llm_step_models=dict.fromkeys(DEEP_STEPS, "main")),  # caches are per model
         )
         try:
             n = night(tmp_path, engine=engine, mode="full")

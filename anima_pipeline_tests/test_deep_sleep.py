@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import SecretStr
 
+from anima_pipeline import config
 from anima_pipeline.llm.anthropic_engine import AnthropicEngine
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.sleep import deep_sleep
@@ -395,9 +396,15 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
         ),
         reply(text("Done.")),
     ]  # rounds 2-4 get the fake's default end_turn reply: the model changes nothing more
+    one_model = config.Settings(llm_step_models=dict.fromkeys(deep_sleep.DEEP_STEPS, "main"))  # caches are per model
     with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
         engine = AnthropicEngine(
-            "claude-haiku-4-5", SecretStr("sk-ant-test"), base_url=fake.url, max_retries=0, timeout=10
+            "claude-haiku-4-5",
+            SecretStr("sk-ant-test"),
+            base_url=fake.url,
+            max_retries=0,
+            timeout=10,
+            settings=one_model,
         )
         try:
             n = night(tmp_path, engine=engine)
@@ -524,8 +531,8 @@ def test_a_store_between_100k_and_300k_is_sent_in_batches_by_type(
         "# Message 1: active semantic memories (preference)",
     ]
     for b, t in zip(requests, ("world", "preference"), strict=True):
-        listed = json.loads(b["messages"][0]["content"][0]["text"].split("\n")[2])
-        assert len(listed) == 7 and {m["type"] for m in listed} == {t}
+        listed = b["messages"][0]["content"][0]["text"].split("\n")[2:-1]  # one memory a line
+        assert len(listed) == 7 and {line.split()[1] for line in listed} == {t}
     assert any("batched" in r.getMessage() and "2 batches" in r.getMessage() for r in caplog.records)
 
 

@@ -183,6 +183,7 @@ class AnthropicEngine:
         from anima_pipeline.config import Settings
 
         price_for(model)  # an unpriced model would make the budget meaningless: fail now
+        # (the per-step models of the settings were priced when the settings were built)
         if not 0 <= max_retries <= 10:
             raise ValueError(f"max_retries must be between 0 and 10, got {max_retries}")
         if max_retry_wait < 0:
@@ -237,13 +238,18 @@ class AnthropicEngine:
             err.usage = total
             raise
 
+    def model_for(self, step: str) -> str:
+        """The step's model (ANIMA_LLM_STEP_MODELS, docs/cost.md); "main" is this engine's model.
+        Caches are per model: steps meant to share a cached prefix run on the same one."""
+        return self.settings.step_model(step, self.model)
+
     def limits(self, request: StepRequest) -> tuple[int, Thinking, Effort | None]:
         max_tokens, thinking, effort = self.settings.step_limits(request.step)
         return request.max_tokens or max_tokens, thinking, effort
 
     def _params(self, request: StepRequest, system: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
         _, thinking, effort = self.limits(request)
-        params: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
+        params: dict[str, Any] = {"model": self.model_for(request.step), "max_tokens": max_tokens}
         if system:
             params["system"] = system
         if request.tools:
@@ -288,7 +294,7 @@ class AnthropicEngine:
         if self.settings.llm_effort is not None:
             params["output_config"] = {"effort": self.settings.llm_effort}
         response = self._create(step, params)
-        usage = self._usage(response, first=True)
+        usage = self._usage(response, self.model, first=True)
         if self.budget is not None:
             self.budget.charge(usage)
         said = _texts(response)
@@ -350,7 +356,7 @@ class AnthropicEngine:
                 self.budget.check(step)
             params["messages"] = _with_turn_breakpoints(messages) if request.cache_turns else messages
             response = self._create(step, params)
-            usage = self._usage(response, first=first)
+            usage = self._usage(response, params["model"], first=first)
             first = False
             if self.budget is not None:
                 self.budget.charge(usage)
@@ -512,7 +518,7 @@ class AnthropicEngine:
             f"step {step!r}: Anthropic SDK error {type(err).__name__}: {self._scrub(str(err))}", step=step
         )
 
-    def _usage(self, response: Any, *, first: bool = False, batch: bool = False) -> Usage:
+    def _usage(self, response: Any, model: str, *, first: bool = False, batch: bool = False) -> Usage:
         u = response.usage
         inp, out = u.input_tokens or 0, u.output_tokens or 0
         read, write = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
@@ -523,7 +529,7 @@ class AnthropicEngine:
             output_tokens=out,
             cache_read_tokens=read,
             cache_write_tokens=write,
-            cost_usd=cost_usd(self.model, inp, out, read, write, batch=batch),
+            cost_usd=cost_usd(model, inp, out, read, write, batch=batch),
             one_pass_tokens=inp + read + write if first else 0,
             batched_calls=1 if batch else 0,
         )

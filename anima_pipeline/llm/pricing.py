@@ -9,9 +9,12 @@ the 4.x models follow the usual 1.25x input (5-minute cache write) and 0.1x inpu
 The Message Batches API bills every token class at half these prices (BATCH_DISCOUNT);
 prompt caching still applies inside a batch. Not modelled: 1-hour cache writes (we only
 send the default 5-minute `ephemeral`), `inference_geo` surcharges, fast mode, and
-prompt-length tiers.
-Models whose price depends on the prompt length (e.g. claude-haiku-5-5) are left out on
-purpose: an unknown model raises, which is better than a silently wrong cost.
+prompt-length tiers other than Haiku 5.5's (below).
+
+claude-haiku-5-5 (the project's small model, docs/cost.md) is priced by prompt length: a call
+whose prompt (input + cache reads + cache writes) is over 100,000 tokens pays its `long` row
+on every token of that call, output included (the pricing page, October 2026). An unknown
+model raises, which is better than a silently wrong cost.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ class ModelPrice:
     output: float
     cache_write: float  # 5-minute ephemeral cache write
     cache_read: float  # cache hit / refresh
+    # A prompt-length tier: a call whose prompt is over `long_above` tokens pays `long`.
+    long: ModelPrice | None = None
+    long_above: int = 0
+
+    def for_prompt(self, prompt_tokens: int) -> ModelPrice:
+        return self.long if self.long is not None and prompt_tokens > self.long_above else self
 
 
 _OPUS_45 = ModelPrice(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50)
@@ -49,6 +58,14 @@ PRICES: dict[str, ModelPrice] = {
     "claude-sonnet-4-5": _SONNET_4,
     "claude-sonnet-4-6": _SONNET_4,
     "claude-haiku-4-5": ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
+    "claude-haiku-5-5": ModelPrice(
+        input=0.10,
+        output=0.50,
+        cache_write=0.125,
+        cache_read=0.01,
+        long=ModelPrice(input=0.50, output=2.50, cache_write=0.625, cache_read=0.05),
+        long_above=100_000,
+    ),
     "claude-opus-5": _OPUS_45,
     "claude-opus-5-5": ModelPrice(input=4.0, output=20.0, cache_write=5.0, cache_read=0.20),
     "claude-sonnet-5": _SONNET_5,
@@ -73,6 +90,9 @@ MIN_CACHE_TOKENS: dict[str, int] = {
     "claude-opus-4-8": 1024,
     "claude-sonnet-4": 1024,
     "claude-haiku-4-5": 4096,
+    # not published for Haiku 5.5 when this row was written: assume Haiku 4.5's (a shorter
+    # real minimum only makes the small model's steps cheaper than estimated)
+    "claude-haiku-5-5": 4096,
     "claude-opus-5": 512,
     "claude-sonnet-5": 1024,
     "claude-fable-5": 512,
@@ -106,7 +126,7 @@ def cost_usd(
 ) -> float:
     """Cost of one call. `input` is the uncached input (the API's `input_tokens`, which
     already excludes cache reads and writes); `batch` applies the batch discount."""
-    p = price_for(model)
+    p = price_for(model).for_prompt(input + cache_read + cache_write)
     total = input * p.input + output * p.output + cache_read * p.cache_read + cache_write * p.cache_write
     if batch:
         total *= BATCH_DISCOUNT

@@ -22,11 +22,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
-from anima_pipeline.llm.types import StepRequest, TextBlock, Usage
+from anima_pipeline.config import DEFAULT_TIMEZONE
+from anima_pipeline.llm.types import StepRequest, TextBlock, ToolSpec, Usage
 from anima_pipeline.offline.deep import is_split_candidate
 from anima_pipeline.offline.deep_plans import attribute_pairs, merge_candidates, round_plan
-from anima_pipeline.sleep import guards, prompts
+from anima_pipeline.sleep import guards, prefix, prompts
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
@@ -60,6 +62,17 @@ ROUND_TOOLS = {
 # per-round list would invalidate the cached system + message 1 in each round. What a round
 # may call is still limited by its executor scope (ROUND_TOOLS); its instruction names it.
 DEEP_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(t for tools in ROUND_TOOLS.values() for t in tools))
+# The dream and the self refresh read the same store after the rounds: they send the rounds'
+# prefix (tools, system, message 1) byte for byte and read it from the cache (docs/cost.md).
+# Caches are per model: the members on one model send the union of their tools and rules
+# (sleep/prefix.py); each step's scope still allows only its own tools.
+DREAM_STEP, SELF_STEP = "dreams/journal", "self_blocks/refreshed"
+FAMILY: tuple[str, ...] = (*DEEP_STEPS, DREAM_STEP, SELF_STEP)
+FAMILY_TOOLS: dict[str, tuple[str, ...]] = {
+    **{step: ROUND_TOOLS[name] for step, name in ROUNDS},
+    DREAM_STEP: ("write_dream_entry",),
+    SELF_STEP: ("write_self_block",),
+}
 ROUND_PROMPTS = prompts.DEEP_ROUND_TASK  # short: every round's rules are in the shared system prompt
 
 # Size thresholds on message 1 (the seeds' table), in characters.
@@ -69,6 +82,9 @@ REFUSE_CHARS = 300_000
 RESIDENT_CAP = 40
 MAX_PREFILTER_LINES = 30  # message 2 stays small beside message 1 (the cached prefix)
 MAX_PREFILTER_IDS = 40
+
+
+_TZ = ZoneInfo(DEFAULT_TIMEZONE)
 
 
 class DeepSleepTooLarge(RuntimeError):
@@ -141,19 +157,29 @@ def snapshot(conn: Connection, anima_id: str, events: list[dict]) -> list[Semant
     return [SemanticMemory.model_validate(v) for k, v in sorted(state.items()) if v["status"] == "active"]
 
 
-def compact(m: SemanticMemory) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": m.ref, "type": m.type, "content": m.content, "sources": m.source_sessions}
+MESSAGE_ONE_FORMAT = (
+    "one memory a line: id, type, observed date (local), [pinned] and c=<confidence> when it is not "
+    "0.8, then the content"
+)
+
+
+def compact(m: SemanticMemory, tz: ZoneInfo | None = None) -> str:
+    """One memory as one line of message 1. Sources are left out (the program stitches them on
+    split and merge) and the observed time is a date: message 1 is most of every deep-sleep
+    prompt, and JSON keys, quotes and full timestamps on every memory cost as many tokens as
+    the contents themselves (docs/cost.md)."""
+    parts = [m.ref, m.type]
     if m.observed_at:
-        out["observed"] = m.observed_at.isoformat()
+        parts.append(m.observed_at.astimezone(tz or _TZ).date().isoformat())
     if m.pinned:
-        out["pinned"] = True
+        parts.append("[pinned]")
     if m.confidence != 0.8:
-        out["confidence"] = round(m.confidence, 2)
-    return out
+        parts.append(f"c={m.confidence:.2f}")
+    return " ".join(parts) + " " + " ".join(m.content.split())
 
 
-def message_one(memories: list[SemanticMemory]) -> str:
-    return json.dumps([compact(m) for m in memories], ensure_ascii=False, separators=(",", ":"))
+def message_one(memories: list[SemanticMemory], tz: ZoneInfo | None = None) -> str:
+    return "\n".join(compact(m, tz) for m in memories)
 
 
 def size_band(chars: int) -> str:
@@ -346,15 +372,68 @@ def _changed_today(conn: Connection, anima_id: str, night: Night) -> set[int]:
     return {r["id"] for r in rows}
 
 
+@dataclass
+class Prefix:
+    """What every deep-sleep round, the dream and the self refresh of a night send first, byte
+    for byte (one cached prefix per model): the system blocks over the identity snapshot, then
+    message 1 per slice of the store as deep sleep found it. `events` are the rounds' writes
+    so far (message 1.5 is made from them)."""
+
+    system: list[TextBlock]
+    tools: list[ToolSpec]
+    slices: list[tuple[str, list[SemanticMemory], TextBlock]]
+    base: list[SemanticMemory]
+    events: list[dict]
+    chars: int  # of the whole message 1 (the size thresholds are defined on it)
+
+
+def night_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Prefix:
+    """The prefix `step` sends (shared with the family members on its model); raises
+    DeepSleepTooLarge (before anything is written) past the size limit."""
+    members = prefix.sharing(prefix.engine_models(night.engine), step, FAMILY)
+    rounds = tuple(name for s, name in ROUNDS if s in members)
+    base = snapshot(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
+    system = identity_context(
+        conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
+    )
+    slices = [
+        (
+            label,
+            batch,
+            TextBlock(
+                text=prompts.tagged(
+                    "memories",
+                    f"# Message 1: active semantic memories ({label})\n{message_one(batch, night.tz)}",
+                ),
+                cache=True,
+            ),
+        )
+        for label, batch in batches(base)
+    ]
+    framing = prompts.deep_system(rounds, after=DREAM_STEP in members or SELF_STEP in members)
+    return Prefix(
+        system=prompts.system_blocks(framing, night.day, night.tz, system),
+        tools=tool_specs(prefix.tools_of(members, FAMILY_TOOLS)),
+        slices=slices,
+        base=base,
+        events=_events(conn, anima_id, night),
+        chars=len(message_one(base, night.tz)),
+    )
+
+
+def store_changed(conn: Connection, anima_id: str, night: Night) -> bool:
+    """Whether the anima's store changed that day: a write by any step (or the agent) other than
+    deep sleep, the rule deep sleep's incremental mode skips rounds 1 and 3 by, or a deep-sleep
+    write that night. The dream and the self refresh cannot change anything otherwise."""
+    return bool(_changed_today(conn, anima_id, night) or _events(conn, anima_id, night))
+
+
 def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> StepResult:
     step, round_name = ROUNDS[round_index - 1]
     cfg = Settings.from_night(night)
 
     def body(conn: Connection, audit: Audit) -> StepOutcome:
-        events = _events(conn, anima_id, night)
         watermark = _last_event_id(conn)
-        earlier = [e for e in events if e["step"] != step]
-        base = snapshot(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
         current = MemoryRepo(conn).active(anima_id)
         changed = _changed_today(conn, anima_id, night)
         stats: dict[str, Any] = {
@@ -362,10 +441,11 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             "round_index": round_index,
             "mode": night.mode,
             "active_count": len(current),
-            "earlier_changes": len(earlier),
             "skipped_rounds": 0,
         }
         if night.mode == "incremental" and round_name in ("contradiction", "merge") and not changed:
+            earlier = [e for e in _events(conn, anima_id, night) if e["step"] != step]
+            stats["earlier_changes"] = len(earlier)
             stats["skipped_rounds"] = 1
             _write_log(
                 night,
@@ -378,16 +458,16 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             )
             return StepOutcome(stats=stats)
         if not current:
-            return StepOutcome(stats=stats)
+            return StepOutcome(stats={**stats, "earlier_changes": 0})
+        shared = night_prefix(conn, anima_id, night, step)  # refuses (DeepSleepTooLarge) before any write
+        earlier = [e for e in shared.events if e["step"] != step]
+        stats["earlier_changes"] = len(earlier)
         msg15 = message_one_five(earlier)
-        system = identity_context(
-            conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
-        )
         usage, calls, msg1_chars = Usage(), [], 0
         totals: dict[str, int] = {}
         full_split = night.mode == "full"
-        planned = batches(base)  # refuses (DeepSleepTooLarge) before anything is written
-        whole_chars = len(message_one(base))
+        planned = shared.slices
+        whole_chars = shared.chars
         band = size_band(whole_chars)  # of the whole message 1, as the thresholds are defined
         if band != "normal":
             log.warning(
@@ -400,9 +480,8 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                 band,
                 f", {len(planned)} batches by type" if band == "batched" else "",
             )
-        for label, batch in planned:
-            msg1 = message_one(batch)
-            msg1_chars += len(msg1)
+        for _label, batch, msg1 in planned:
+            msg1_chars += len(message_one(batch, night.tz))
             batch_ids = {m.id for m in batch} | {int(e["memory_id"]) for e in earlier if e["before"] is None}
             live = [m for m in current if m.id in batch_ids]
             scoped_changed = None if night.mode == "full" else changed
@@ -413,19 +492,14 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             # with every round's rules, the identity snapshot, message 1): one cached prefix.
             request = StepRequest(
                 step=step,
-                system=prompts.system_blocks(prompts.DEEP_SYSTEM, night.day, night.tz, system),
+                system=shared.system,
                 user=[
-                    TextBlock(
-                        text=prompts.tagged(
-                            "memories", f"# Message 1: active semantic memories ({label})\n{msg1}"
-                        ),
-                        cache=True,
-                    ),
+                    msg1,
                     TextBlock(text=prompts.tagged("changes", msg15)),
                     TextBlock(text=pre.text),
                     TextBlock(text=ROUND_PROMPTS[round_name]),
                 ],
-                tools=tool_specs(DEEP_TOOLS),
+                tools=shared.tools,
             )
             usage += night.engine.run(
                 request,

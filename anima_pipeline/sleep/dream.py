@@ -7,7 +7,9 @@ a person, pet, place or a rare word (creative connections), entities that keep c
 actions from today's plans, and bank page suggestions for topics that recurred 3+ times.
 
 Offline this is a deterministic baseline of exactly those cues (offline/dream.py); with an
-LLM, the same two messages go to prompts.DREAM. Either way the entry is one write_dream_entry
+LLM, the request is deep sleep's prefix (the store as message 1, read from the prompt cache),
+the rounds' changes, today's memories and prompts.DREAM. A store that did not change that day
+is not dreamt over again: the step is skipped and says so (`skipped_unchanged`). Either way the entry is one write_dream_entry
 call: the executor applies the confidence updates (audited, op 'confidence') and upserts the
 entry. This module gathers the inputs and runs the step.
 """
@@ -19,20 +21,17 @@ from datetime import date
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
 from anima_pipeline.offline.dream import DayMemories, synthesize
-from anima_pipeline.sleep import prompts
+from anima_pipeline.sleep import deep_sleep, prompts
 from anima_pipeline.sleep.day_input import render_memories
-from anima_pipeline.sleep.identity import identity_context
-from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
+from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
-from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
 STEP = "dreams/journal"
 TOOLS = ("write_dream_entry",)
-LONG_TERM_CHARS = 60_000
 _ENTRY_KEYS = ("creative_connections", "aha_moments", "next_session_actions", "bank_suggestions")
 
 
@@ -88,32 +87,28 @@ def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
 
 def dream(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
+        if not night.force and not deep_sleep.store_changed(conn, anima_id, night):
+            return unchanged(today_memories=0, dreams=0, input_chars=0)
         dm = day_memories(conn, anima_id, night.day)
         if not dm.today:
             return StepOutcome(stats={"today_memories": 0, "dreams": 0, "input_chars": 0})
         store = MemoryRepo(conn).active(anima_id)
         today_ids = {m.id for m in dm.today}
-        older = sorted((m for m in store if m.id not in today_ids), key=lambda m: (-m.reference_count, -m.id))
-        shown, size = [], 0
-        for m in older:  # the most cited first when the store is larger than one message
-            size += len(m.content) + 60
-            if size > LONG_TERM_CHARS:
-                break
-            shown.append(m)
-        system = identity_context(conn, anima_id)
-        msg1 = render_memories(dm.today, f"# Today's new and changed memories ({night.day})")
-        msg2 = render_memories(
-            sorted(shown, key=lambda m: m.id),
-            f"# Long-term store: {len(shown)} of {len(older)} other active memories",
-        )
+        # deep sleep's prefix, byte for byte (one cached prefix): the store as deep sleep found
+        # it, then what the rounds changed, then today's memories and the task
+        prefix = deep_sleep.night_prefix(conn, anima_id, night, STEP)
+        _, shown, msg1 = prefix.slices[0]
+        msg15 = prompts.tagged("changes", deep_sleep.message_one_five(prefix.events))
+        msg2 = render_memories(dm.today, f"# Message 2: today's new and changed memories ({night.day})")
         entry = synthesize(night.day, dm, store, anima_id)
-        scope = Scope(anima_id=anima_id, tools=TOOLS, memory_ids=frozenset(today_ids | {m.id for m in shown}))
+        visible = today_ids | {m.id for m in shown} | {int(e["memory_id"]) for e in prefix.events}
+        scope = Scope(anima_id=anima_id, tools=TOOLS, memory_ids=frozenset(visible))
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(
             step=STEP,
-            system=prompts.system_blocks(prompts.DREAM_SYSTEM, night.day, night.tz, system),
-            user=[TextBlock(text=msg1), TextBlock(text=msg2, cache=True), TextBlock(text=prompts.DREAM)],
-            tools=tool_specs(TOOLS),
+            system=prefix.system,
+            user=[msg1, TextBlock(text=msg15), TextBlock(text=msg2), TextBlock(text=prompts.DREAM)],
+            tools=prefix.tools,
             must_write=True,
         )
         usage = night.engine.run(request, executor, plan_of(ToolCall(name="write_dream_entry", input=entry)))
@@ -124,7 +119,7 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
         return StepOutcome(
             stats={
                 "today_memories": len(dm.today),
-                "input_chars": len(system) + len(msg1) + len(msg2),
+                "input_chars": sum(len(b.text) for b in [*request.system, *request.user]),
                 **written,
                 "dreams": 0,
                 "confidence_updates": 0,

@@ -86,6 +86,13 @@ class StepFailed(RuntimeError):
     """A step stopped; its writes were rolled back. The message names the step, anima and day."""
 
 
+def unchanged(**zeros: int) -> StepOutcome:
+    """The outcome of a step that cannot change anything tonight (the anima's store did not
+    change that day): nothing is sent, and the skip is recorded in the step's stats, so the
+    Dagster metadata and `anima sleep --estimate` see it (docs/cost.md)."""
+    return StepOutcome(stats={**zeros, "skipped_unchanged": 1, "skip_reason": "store unchanged that day"})
+
+
 def plan_of(*calls: ToolCall) -> OfflinePlan:
     """An offline plan that makes fixed calls (for steps whose heuristic is computed up front)."""
 

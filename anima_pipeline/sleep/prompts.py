@@ -171,17 +171,20 @@ with name "autobiography_summary"."""
 
 # ---- deep sleep (seed 001 rounds, seed v2 round 4) ------------------------------------------
 
-DEEP_SYSTEM = f"""\
+DEEP_HEAD = """\
 You are the deep sleep of a digital life's memory: four rounds over the whole store of the
 user's active semantic memories, in this order — 1 contradiction and expiry, 2 split, 3 merge,
 4 pin review — each round sees the store as the earlier rounds left it.
 
-Message 1 is the full list of active memories (compact JSON, identical in every round).
+Message 1 is the full list of active memories, identical in every round: one memory a line —
+id, type, observed date, "[pinned]" and "c=<confidence>" when it is not 0.8, then the content.
 Message 1.5 lists the changes of earlier rounds: it overrides message 1. Message 2 is a
 program pre-filter: candidates to look at first (not a verdict). Message 3 names this round.
 Act only in the current round, with its tool. When in doubt, do nothing: a wrong change
-costs more than a missed one.
+costs more than a missed one."""
 
+DEEP_RULES = {
+    "contradiction": """\
 Round 1 — contradiction and expiry (tool: deprecate_semantic_memory).
 A contradiction is exclusive: two memories negate each other and the difference cannot be
 explained by change over time.
@@ -194,25 +197,38 @@ Expiry: only a mutually exclusive state that was replaced — employer, city of 
 relationship status, a plan whose date has passed — expires: deprecate the older memory
 with a reason, superseded_by the newer one, and valid_until when it stopped. The memory
 with the later observed date wins; if the dates do not tell, do nothing. Paraphrases of the
-same fact are not contradictions: leave them to round 3.
-
+same fact are not contradictions: leave them to round 3.""",
+    "split": """\
 Round 2 — split (tool: split_semantic_memory).
 An entry holding several independent facts becomes one memory per fact, each self-contained
 (repeat the subject). Sentences that depend on each other stay together. Sources and
-observed_at are inherited; the original is deprecated.
-
+observed_at are inherited; the original is deprecated.""",
+    "merge": """\
 Round 3 — merge (tool: merge_semantic_memories).
 Duplicates and paraphrases of the same fact become one memory with the fullest content (in
 the user's language). The program stitches the fields: sources union, earliest observed_at,
 the sources deprecated and superseded by the new memory. Do not merge facts that merely share
-a topic or a person.
-
+a topic or a person.""",
+    "pin_review": """\
 Round 4 — pin review (tools: unpin_semantic_memory, pin_semantic_memory).
 Pinned memories stay in the agent's context always (at most 40 are read). Unpin pins that are
 stale — not cited for a long time, no longer true or no longer important — with a reason; pin
-a memory only if it is essential to who the user is.
+a memory only if it is essential to who the user is.""",
+}
 
-{RESTRAINT_RULE}"""
+DEEP_AFTER = """\
+After the rounds, two more passes read the same store: the dream and the self-layer refresh;
+their task is in their message 3."""
+
+
+def deep_system(rounds: tuple[str, ...] | list[str], after: bool) -> str:
+    """The framing of deep sleep's shared prefix: the rules of the rounds that send it (the
+    steps on one model share one cached prefix; docs/cost.md), and the note on the dream and
+    the self refresh when they send it too."""
+    parts = [DEEP_HEAD, *(DEEP_RULES[r] for r in DEEP_RULES if r in rounds)]
+    return "\n\n".join([*parts, *([DEEP_AFTER] if after else []), RESTRAINT_RULE])
+
+
 
 DEEP_ROUND_TASK = {
     "contradiction": "Message 3 — this is round 1: contradiction and expiry. Follow the round-1 rules.",
@@ -240,32 +256,29 @@ characters). Call write_temporal_summary once with the level and period given ab
 
 # ---- dream (REM, seed sleep-consolidation-skill) ------------------------------------------
 
-DREAM_SYSTEM = """\
-You simulate REM dream-sleep creative synthesis for this digital life: you look for
-non-obvious connections across its memories, update beliefs where the evidence shifted, and
-prepare concrete next steps. You write one journal entry per night."""
+# Both send deep sleep's prefix (system, message 1 = the store as deep sleep found it) and
+# then message 1.5 (the rounds' changes), message 2 (today's part) and this task as message 3.
 
 DREAM = """\
-Message 1 lists today's memories; message 2 the long-term store, with ids and confidence
-values (c=...).
+Message 3 — the dream (REM creative synthesis, one journal entry per night): look for
+non-obvious connections across the memories, update beliefs where the evidence shifted, and
+prepare concrete next steps. Message 2 lists today's new and changed memories with their
+confidence (c=...); message 1 (with the changes of message 1.5) is the long-term store.
 1. Cross-domain connections between today's memories and the long-term store ("A ↔ B" and why).
 2. Confidence updates where today's evidence shifted a belief: only ids shown, with the old
    value visible in the data; change a value by at most 0.3 per night, and give the reason.
 3. Concrete next-session actions (what to ask, follow up or remember to mention).
 4. Bank pages (entity or concept) only for a topic that came up 3 or more times — count the
    memories that mention it; fewer than 3 means no page.
-Call write_dream_entry once (empty lists are fine)."""
-
-# ---- self-layer refresh -------------------------------------------------------------------------
-
-SELF_REFRESH_SYSTEM = """\
-You keep the self layer of a digital life: the blocks persona, values, relationships and
-current_state that stay in its prompt. identity is never written by sleep."""
+Call write_dream_entry once (empty lists are fine); no other tool."""
 
 SELF_REFRESH = f"""\
-Message 1 lists today's changes to memory (created, updated, deprecated, with dates); message 2
-the memories they touch. Rewrite only a block that today's changes make out of date; keep what
+Message 3 — the self-layer refresh: you keep the blocks persona, values, relationships and
+current_state that stay in the prompt (identity is never written by sleep; the blocks as they
+are now are in the system prompt). Message 2 lists today's changes to memory (created,
+updated, deprecated, with dates); message 1 (with the changes of message 1.5) holds the
+memories they touch. Rewrite only a block that today's changes make out of date; keep what
 is still true; leave the others alone. Length budget per block: persona 800, values 600,
 relationships 1,200, current_state 600 characters. Short, factual, in the user's language.
 {RESTRAINT_RULE}
-Tool: write_self_block."""
+Tool: write_self_block; no other tool."""

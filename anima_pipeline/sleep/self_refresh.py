@@ -8,54 +8,49 @@ pets with what is known about them, current_state the experiences and plans of t
 days, values the most confident and most cited opinions, persona the imprints and
 preferences. A block without material keeps its current text, and writing unchanged text
 creates no new version (SelfBlockRepo), so a quiet re-run leaves history untouched.
+
+With an LLM the request is deep sleep's prefix (the store as message 1 and the self-block
+snapshot, read from the prompt cache), the rounds' changes, today's changes and the task. A
+store that did not change that day is skipped and says so (`skipped_unchanged`).
 """
 
 from __future__ import annotations
 
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall
-from anima_pipeline.offline.self_blocks import strength, templates
+from anima_pipeline.offline.self_blocks import templates
 from anima_pipeline.offline.temporal import bullets
-from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.day_input import render_memories
-from anima_pipeline.sleep.identity import identity_context
-from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
+from anima_pipeline.sleep import deep_sleep, prompts
+from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
 from anima_pipeline.sleep.temporal import memory_changes, render_changes
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
-from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
 STEP = "self_blocks/refreshed"
 TOOLS = ("write_self_block",)
 BLOCKS = ("persona", "values", "relationships", "current_state")
-INPUT_CHARS = 60_000
 
 
 def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
+        if not night.force and not deep_sleep.store_changed(conn, anima_id, night):
+            return unchanged(memories=0, self_blocks=0, input_chars=0)
         mems = MemoryRepo(conn).active(anima_id)
         if not mems:
             return StepOutcome(stats={"memories": 0, "self_blocks": 0, "input_chars": 0})
-        shown, size = [], 0
-        for m in sorted(mems, key=strength):
-            size += len(m.content) + 60
-            if size > INPUT_CHARS:
-                break
-            shown.append(m)
-        system = identity_context(conn, anima_id)
         learned, changed = render_changes(conn, memory_changes(conn, anima_id, night.day))
-        msg1 = prompts.tagged(
+        msg2 = prompts.tagged(
             "changes",
             "\n".join(
-                [f"# Today's changes to memory ({night.day})", "Learned:", *bullets(learned)]
+                [f"# Message 2: today's changes to memory ({night.day})", "Learned:", *bullets(learned)]
                 + ["Changed:", *bullets(changed)]
             ),
         )
-        msg2 = render_memories(
-            sorted(shown, key=lambda m: m.id), f"# Consolidated active memories ({len(shown)} of {len(mems)})"
-        )
+        # deep sleep's prefix, byte for byte (read from the prompt cache), then the rounds' changes
+        prefix = deep_sleep.night_prefix(conn, anima_id, night, STEP)
+        msg15 = prompts.tagged("changes", deep_sleep.message_one_five(prefix.events))
         blocks = templates(mems, night.end, night.tz, anima_id)
         calls = [
             ToolCall(name="write_self_block", input={"name": n, "content": blocks[n]})
@@ -66,15 +61,20 @@ def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
         executor = ToolExecutor(conn, scope, audit)
         request = StepRequest(
             step=STEP,
-            system=prompts.system_blocks(prompts.SELF_REFRESH_SYSTEM, night.day, night.tz, system),
-            user=[TextBlock(text=msg1), TextBlock(text=msg2), TextBlock(text=prompts.SELF_REFRESH)],
-            tools=tool_specs(TOOLS),
+            system=prefix.system,
+            user=[
+                prefix.slices[0][2],
+                TextBlock(text=msg15),
+                TextBlock(text=msg2),
+                TextBlock(text=prompts.SELF_REFRESH),
+            ],
+            tools=prefix.tools,
         )
         usage = night.engine.run(request, executor, plan_of(*calls))
         return StepOutcome(
             stats={
                 "memories": len(mems),
-                "input_chars": len(system) + len(msg1) + len(msg2),
+                "input_chars": sum(len(b.text) for b in [*request.system, *request.user]),
                 "blocks_planned": len(calls),
                 "self_blocks": 0,
                 **executor.stats,

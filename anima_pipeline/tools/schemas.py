@@ -258,8 +258,30 @@ def _spec(name: str):
     from anima_pipeline.llm.types import ToolSpec
 
     model = TOOLS[name]
-    schema = model.model_json_schema()
-    schema.pop("title", None)
+    schema = _slim(model.model_json_schema())
     schema.pop("description", None)  # already the tool's description
     description = " ".join((model.__doc__ or name).split())
     return ToolSpec(name=name, description=description, input_schema=schema)
+
+
+def _slim(node: object, *, names: bool = False) -> object:
+    """The JSON schema without what only costs tokens: pydantic's generated titles (the field
+    name again) and the `anyOf [X, null]` + `default: null` of an optional field, written as
+    `type: [X, "null"]` (null still clears where it means that). The tool schemas precede every
+    prompt of a night (docs/cost.md); validation is still the pydantic model's."""
+    if isinstance(node, list):
+        return [_slim(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    if names:  # a `properties` / `$defs` mapping: the keys are names, not schema keywords
+        return {k: _slim(v) for k, v in node.items()}
+    out = {k: _slim(v, names=k in ("properties", "$defs")) for k, v in node.items() if k != "title"}
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        (kept,) = [o for o in options if o != {"type": "null"}]
+        if isinstance(kept, dict) and isinstance(kept.get("type"), str):
+            del out["anyOf"]
+            if out.get("default", 0) is None:
+                del out["default"]
+            out = {**kept, **out, "type": [kept["type"], "null"]}
+    return out

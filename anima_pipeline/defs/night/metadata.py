@@ -66,6 +66,9 @@ STEP_TABLE: dict[str, str] = {step: next(iter(changes.values()))[0] for step, ch
 NO_REQUEST = frozenset({"conversations/cleaned", "memory_references/synced"})
 
 LLM_KEYS = ("llm_calls", "tokens_in", "tokens_out", "cache_read", "cache_write", "cost_usd")
+# steps that send nothing for an anima whose store did not change that day (docs/cost.md):
+# how many animas they skipped so, on every partition (0 included)
+SKIP_UNCHANGED = frozenset({"dreams/journal", "self_blocks/refreshed"})
 
 
 def _esc(text: str) -> str:
@@ -175,6 +178,8 @@ def step_metadata(
                 for r in declined[:PREVIEW_ROWS]
             )
         )
+    if step in SKIP_UNCHANGED:
+        md["skipped_unchanged"] = dg.MetadataValue.int(int(summary.get("skipped_unchanged", 0)))
     md["mode"] = dg.MetadataValue.text(mode)
     md["dagster/row_count"] = dg.MetadataValue.int(night_report.row_count(conn, STEP_TABLE[step], animas))
     if step in PREVIEWS:

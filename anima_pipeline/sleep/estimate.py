@@ -1,0 +1,221 @@
+"""What a night will cost, from the stores' sizes, before anything is sent: `anima sleep
+--estimate` prints it and the budget guard refuses a run whose estimate is over
+ANIMA_BUDGET_USD (docs/cost.md).
+
+Each step that would run for an anima (`cycle.plan_day`, the same plan the runner follows)
+becomes one planned conversation: its cached prefix (tools, framing, identity, message 1) and
+its uncached tail, in tokens from the characters the store holds (store/sizes.py) and the
+real prompt texts, on the model the step runs on, sharing a prefix with the steps that send
+the same one (sleep/prefix.py). llm/estimate.py prices the plan with the price table and the
+cache rules. What is assumed, not read: how many turns a step takes (TURNS), what a model
+answers (llm/estimate.OUT_*), and how large the pre-filter and the day's changes are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import date
+from functools import cache
+
+from pydantic import BaseModel
+
+from anima_pipeline.config import Settings
+from anima_pipeline.llm.estimate import Conversation, price, tokens
+from anima_pipeline.llm.types import Usage
+from anima_pipeline.sleep import deep_sleep, prefix, prompts
+from anima_pipeline.sleep.cycle import STEPS, plan_day
+from anima_pipeline.sleep.light_sleep import PROMPTS as LIGHT_PROMPTS
+from anima_pipeline.sleep.light_sleep import SEMANTIC_TOOLS
+from anima_pipeline.sleep.night import Mode, Night
+from anima_pipeline.sleep.temporal import closed_periods
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.sizes import NightSizes, night_sizes
+from anima_pipeline.tools.schemas import tool_specs
+
+# API calls per conversation: light sleep stage 1 records over two tool turns then ends; a
+# step that must write writes then ends; the others answer once (most nights change little).
+TURNS = {
+    "semantic_memory/extracted": 3,
+    "self_blocks/autobiography_summary": 2,
+    "temporal_summaries/day": 2,
+    "temporal_summaries/cascade": 2,
+    "dreams/journal": 2,
+}
+BLOCK_CHARS = 40  # what the request's JSON adds around each text block
+LINE_CHARS = 28  # message 1 per memory beside its content: id, type, date, spaces, newline
+MESSAGE_CHARS = 24  # the transcript per message beside its text: time, role, speaker marks
+CONVERSATION_CHARS = 80  # the transcript's header per conversation
+NEW_MEMORIES = 2  # what light sleep adds on an active day (message 2 of the dream, changes)
+MEMORY_LINE_CHARS = 150  # a rendered memory with its id, type, confidence, sources and dates
+CHANGES_CHARS = 400  # the day's changes to memory as the day summary and self refresh read them
+PREFILTER_CHARS = 600  # deep sleep's message 2 (pairs, candidates, pins)
+SUMMARY_CHARS = 1_200  # a day / week summary the cascade reads
+
+
+class StepEstimate(BaseModel):
+    step: str
+    model: str
+    animas: int = 0
+    usage: Usage = Usage()
+
+
+class NightEstimate(BaseModel):
+    day: date
+    mode: str
+    batch: bool
+    animas: int
+    steps: list[StepEstimate]
+
+    @property
+    def total(self) -> Usage:
+        return sum((s.usage for s in self.steps), Usage())
+
+
+@cache
+def _tools_chars(names: tuple[str, ...]) -> int:
+    return len(json.dumps([t.model_dump() for t in tool_specs(names)], ensure_ascii=False))
+
+
+def _framing_chars(framing: str, night: Night) -> int:
+    return len(prompts.system_blocks(framing, night.day, night.tz, "")[0].text) + 2 * BLOCK_CHARS
+
+
+def _identity_chars(anima_id: str, s: NightSizes) -> int:
+    blocks = 6 * 25 + (s.self_block_chars or 6 * 7)
+    return 100 + len(anima_id) + blocks + s.resident * 22 + s.resident_chars
+
+
+def _transcript_chars(s: NightSizes) -> int:
+    return (
+        120
+        + s.conversations * CONVERSATION_CHARS
+        + s.messages * MESSAGE_CHARS
+        + s.speaker_chars
+        + s.message_chars
+        + BLOCK_CHARS
+    )
+
+
+def _message_one_chars(s: NightSizes) -> int:
+    memories = s.memories + NEW_MEMORIES
+    chars = s.memory_chars + NEW_MEMORIES * 60 + memories * LINE_CHARS
+    return chars + 100 + BLOCK_CHARS
+
+
+def _block(text: str | int) -> int:
+    return (text if isinstance(text, int) else len(text)) + BLOCK_CHARS
+
+
+def conversations(
+    settings: Settings, night: Night, anima_id: str, steps: Sequence[str], s: NightSizes
+) -> list[Conversation]:
+    """The planned conversations of one anima's night, in run order."""
+    model_of = settings.step_model
+    identity = _identity_chars(anima_id, s)
+    transcript = _transcript_chars(s)
+    out: list[Conversation] = []
+
+    def add(step: str, key: str | None, prefix_chars: int, tail_chars: int) -> None:
+        out.append(
+            Conversation(
+                step=step,
+                model=model_of(step),
+                key=f"{anima_id}/{key}" if key else None,
+                prefix=tokens(prefix_chars),
+                tail=tokens(tail_chars),
+                turns=TURNS.get(step, 1),
+            )
+        )
+
+    def light(step: str, tools: tuple[str, ...], msg1: int, tail: int) -> None:
+        framing, task = LIGHT_PROMPTS[step]
+        add(
+            step,
+            None,
+            _tools_chars(tools) + _framing_chars(framing, night) + identity + msg1,
+            tail + _block(task),
+        )
+
+    deep_members = {
+        step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY
+    }
+    msg1 = _message_one_chars(s)
+    for step in (d.key for d in STEPS if d.key in steps):
+        if step == "semantic_memory/extracted" and s.conversations:
+            light(step, SEMANTIC_TOOLS, transcript, _block(100))
+        elif step == "emotional_anchors/marked" and s.conversations:
+            light(step, ("create_emotional_anchor",), transcript, _block(60))
+        elif step == "autobiographical_memory/narrated" and (s.conversations or s.recent_experiences):
+            recent = s.recent_experience_chars + (s.recent_experiences + NEW_MEMORIES) * MEMORY_LINE_CHARS
+            tools = ("create_autobiographical_memory", "deprecate_autobiographical_memory")
+            light(step, tools, _block(recent), _block(100 + s.narratives * 80))
+        elif step == "self_blocks/autobiography_summary" and s.narratives:
+            light(step, ("write_self_block",), _block(60 + s.narratives * 80), 0)
+        elif step in deep_sleep.FAMILY and s.memories + NEW_MEMORIES:
+            members = deep_members[step]
+            rounds = tuple(name for key, name in deep_sleep.ROUNDS if key in members)
+            after = deep_sleep.DREAM_STEP in members or deep_sleep.SELF_STEP in members
+            framing = _framing_chars(prompts.deep_system(rounds, after), night)
+            head = _tools_chars(prefix.tools_of(members, deep_sleep.FAMILY_TOOLS)) + framing + identity + msg1
+            if step == deep_sleep.DREAM_STEP:
+                tail = _block(200) + _block(NEW_MEMORIES * MEMORY_LINE_CHARS) + _block(prompts.DREAM)
+            elif step == deep_sleep.SELF_STEP:
+                tail = _block(200) + _block(CHANGES_CHARS) + _block(prompts.SELF_REFRESH)
+            else:
+                tail = _block(200) + _block(PREFILTER_CHARS) + _block(120)
+            add(step, f"deep/{members}", head, tail)
+        elif step == "temporal_summaries/day" and s.conversations:
+            head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
+            tail = _block(CHANGES_CHARS) + _block(70) + _block(prompts.TEMPORAL_DAY)
+            add(step, None, head + identity + transcript, tail)
+        elif step == "temporal_summaries/cascade":
+            head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
+            for level, start, end in closed_periods(night.day):
+                parts = min((end - start).days + 1, 7 if level == "week" else 5)
+                tail = _block(70) + _block(prompts.TEMPORAL_CASCADE)
+                add(step, None, head + identity + _block(parts * SUMMARY_CHARS), tail)
+    return out
+
+
+def estimate_night(
+    db: Database,
+    settings: Settings,
+    day: date,
+    mode: Mode,
+    animas: Sequence[str] | None = None,
+    steps: Sequence[str] | None = None,
+) -> NightEstimate:
+    """The expected tokens and dollars per step of one night, from the stores as they are."""
+    night = Night(day=day, engine=_NoEngine(), tz=settings.tz, mode=mode)
+    with db.transaction() as conn:
+        plan = plan_day(conn, night)
+        if animas:
+            plan = {a: k for a, k in plan.items() if a in set(animas)}
+        sizes = night_sizes(conn, list(plan), night.start, night.end)
+    batch = settings.llm_mode == "batch"
+    per_step: dict[str, StepEstimate] = {}
+    for anima_id, keys in plan.items():
+        chosen = [k for k in keys if steps is None or k in steps]
+        priced = price(conversations(settings, night, anima_id, chosen, sizes[anima_id]), batch=batch)
+        for step, usage in priced.items():
+            row = per_step.setdefault(step, StepEstimate(step=step, model=settings.step_model(step)))
+            row.animas += 1
+            row.usage = row.usage + usage
+    order = [d.key for d in STEPS]
+    return NightEstimate(
+        day=day,
+        mode=mode,
+        batch=batch,
+        animas=len(plan),
+        steps=sorted(per_step.values(), key=lambda r: order.index(r.step)),
+    )
+
+
+class _NoEngine:
+    """The night's engine slot while estimating: nothing is sent."""
+
+    name = "estimate"
+
+    def run(self, request, runner, offline_plan):  # pragma: no cover - never called
+        raise RuntimeError("an estimate sends nothing")
