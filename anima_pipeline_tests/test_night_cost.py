@@ -29,7 +29,13 @@ DEEP_FAMILY = (*DEEP_STEPS, "dreams/journal", "self_blocks/refreshed")
 
 
 def night(
-    db: Database, settings: Settings, answer=None, *, memories: int = 250, seeded: bool = True, force: bool = False
+    db: Database,
+    settings: Settings,
+    answer=None,
+    *,
+    memories: int = 250,
+    seeded: bool = True,
+    force: bool = False,
 ) -> tuple[list[StepResult], list[dict], list[dict]]:
     """One full night of the benchmark's anima (250 memories: deep sleep's prefix is over the
     small model's minimum cacheable length); (results, request bodies, responses)."""
@@ -123,7 +129,9 @@ def test_the_small_model_is_priced_by_prompt_length() -> None:
     short = cost_usd(SMALL, 60_000, 1_000, cache_read=40_000)  # a 100,000-token prompt: the low tier
     assert short == pytest.approx((60_000 * 0.10 + 1_000 * 0.50 + 40_000 * 0.01) / 1e6)
     long = cost_usd(SMALL, 60_001, 1_000, cache_read=40_000)  # one token over: every token at the high tier
-    assert long == pytest.approx((60_001 * 0.50 + 1_000 * 2.50 + 40_000 * 0.05) / 1e6, abs=1e-6)  # rounded to $1e-6
+    assert long == pytest.approx(
+        (60_001 * 0.50 + 1_000 * 2.50 + 40_000 * 0.05) / 1e6, abs=1e-6
+    )  # rounded to $1e-6
 
 
 def test_dream_and_self_refresh_read_deep_sleeps_prefix_written_once_per_model(
@@ -148,9 +156,9 @@ def test_dream_and_self_refresh_read_deep_sleeps_prefix_written_once_per_model(
     # round 1 is alone on the main model: its own, smaller prefix (only its tool and rules), written once
     r1, u1 = by_step[DEEP_STEPS[0]]
     assert [t["name"] for t in r1["tools"]] == ["deprecate_semantic_memory"]
-    assert "Round 2 — split" not in json.dumps(r1["system"], ensure_ascii=False) and "Round 2 — split" in json.dumps(
-        small[0][0]["system"], ensure_ascii=False
-    )
+    assert "Round 2 — split" not in json.dumps(
+        r1["system"], ensure_ascii=False
+    ) and "Round 2 — split" in json.dumps(small[0][0]["system"], ensure_ascii=False)
     assert r1["messages"][0]["content"][0]["text"] == small[0][0]["messages"][0]["content"][0]["text"]
     assert 0 < u1["cache_creation_input_tokens"] < prefix
     # one write of the family's prefix per model over the whole night

@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--memories", type=int, nargs="+", default=[200, 400, 550])
     parser.add_argument("--database-url", default=None, help="an empty scratch database (default: embedded)")
-    parser.add_argument("--splits", nargs="*", default=["all-main", "deep-main", "all-small"], choices=list(SPLITS))
+    parser.add_argument(
+        "--splits", nargs="*", default=["all-main", "deep-main", "all-small"], choices=list(SPLITS)
+    )
     args = parser.parse_args(argv)
     rows, split_rows = [], []
     with tempfile.TemporaryDirectory() as home:

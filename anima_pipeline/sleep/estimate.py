@@ -137,9 +137,7 @@ def conversations(
             tail + _block(task),
         )
 
-    deep_members = {
-        step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY
-    }
+    deep_members = {step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY}
     msg1 = _message_one_chars(s)
     for step in (d.key for d in STEPS if d.key in steps):
         if step == "semantic_memory/extracted" and s.conversations:

@@ -229,7 +229,6 @@ def deep_system(rounds: tuple[str, ...] | list[str], after: bool) -> str:
     return "\n\n".join([*parts, *([DEEP_AFTER] if after else []), RESTRAINT_RULE])
 
 
-
 DEEP_ROUND_TASK = {
     "contradiction": "Message 3 — this is round 1: contradiction and expiry. Follow the round-1 rules.",
     "split": "Message 3 — this is round 2: split. Follow the round-2 rules.",

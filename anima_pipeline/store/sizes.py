@@ -30,7 +30,9 @@ class NightSizes(BaseModel):
     resident_chars: int = 0
 
 
-def night_sizes(conn: Connection, animas: Sequence[str], start: datetime, end: datetime) -> dict[str, NightSizes]:
+def night_sizes(
+    conn: Connection, animas: Sequence[str], start: datetime, end: datetime
+) -> dict[str, NightSizes]:
     """Per anima of `animas`, the sizes of the night [start, end)."""
     out = {a: NightSizes(anima_id=a) for a in animas}
     if not out:
@@ -46,7 +48,9 @@ def night_sizes(conn: Connection, animas: Sequence[str], start: datetime, end: d
            GROUP BY m.anima_id""",
         (ids, start, end),
     ).fetchall():
-        out[r["anima_id"]] = out[r["anima_id"]].model_copy(update={k: int(v) for k, v in r.items() if k != "anima_id"})
+        out[r["anima_id"]] = out[r["anima_id"]].model_copy(
+            update={k: int(v) for k, v in r.items() if k != "anima_id"}
+        )
     since = start - timedelta(days=6)
     for r in conn.execute(
         """SELECT anima_id, count(*) AS memories, coalesce(sum(length(content)), 0) AS memory_chars,
@@ -57,7 +61,9 @@ def night_sizes(conn: Connection, animas: Sequence[str], start: datetime, end: d
            FROM semantic_memory WHERE anima_id = ANY(%s) AND status = 'active' GROUP BY anima_id""",
         (since, end, since, end, ids),
     ).fetchall():
-        out[r["anima_id"]] = out[r["anima_id"]].model_copy(update={k: int(v) for k, v in r.items() if k != "anima_id"})
+        out[r["anima_id"]] = out[r["anima_id"]].model_copy(
+            update={k: int(v) for k, v in r.items() if k != "anima_id"}
+        )
     for r in conn.execute(
         """SELECT anima_id, count(*) AS narratives FROM autobiographical_memory
            WHERE anima_id = ANY(%s) AND status = 'active' GROUP BY anima_id""",
