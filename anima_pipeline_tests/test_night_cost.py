@@ -15,12 +15,14 @@ from anima_pipeline.config import Settings
 from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.llm.anthropic_engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
+from anima_pipeline.llm.errors import BudgetExceeded
 from anima_pipeline.llm.pricing import cost_usd, price_for
 from anima_pipeline.sleep.deep_sleep import DEEP_STEPS
 from anima_pipeline.sleep.estimate import estimate_night
 from anima_pipeline.sleep.night import StepResult
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.db import Database
+from anima_pipeline_tests.conftest import cli_env, run_cli
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text
 from benchmarks.claude_cache import DAY, KEY, responder, seed
 
@@ -216,3 +218,65 @@ def test_the_estimate_is_within_20_percent_of_the_measured_night(
     assert abs(estimate.total.cost_usd - measured) <= 0.2 * measured, (estimate.total.cost_usd, measured)
     steps = {s.step: s for s in estimate.steps}
     assert steps["semantic_memory/deconflicted"].model == MAIN and steps["dreams/journal"].model == SMALL
+
+
+def test_the_budget_guard_refuses_a_run_whose_estimate_is_over_it_before_sending_anything(
+    db: Database, settings: Settings
+) -> None:
+    seed(db, 250)
+    expected = estimate_night(db, settings, DAY, "full").total.cost_usd
+    with FakeMessagesAPI(min_cache_tokens=None, responder=responder(False)) as fake:
+        engine = AnthropicEngine(
+            settings.model,
+            SecretStr(KEY),
+            base_url=fake.url,
+            budget=Budget(max_usd=expected * 0.5),
+            settings=settings,
+        )
+        try:
+            with pytest.raises(BudgetExceeded) as exc:
+                run_days(db, settings, [DAY], mode="full", engine=engine)
+        finally:
+            engine.close()
+        assert fake.requests == []
+    assert f"estimated at ${expected:.4f}" in str(exc.value) and "nothing was sent" in str(exc.value)
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM sleep_state").fetchone()["n"] == 0
+    # within the budget the same run goes ahead
+    with FakeMessagesAPI(min_cache_tokens=None, responder=responder(False)) as fake:
+        engine = AnthropicEngine(
+            settings.model,
+            SecretStr(KEY),
+            base_url=fake.url,
+            budget=Budget(max_usd=expected * 2),
+            settings=settings,
+        )
+        try:
+            results = run_days(db, settings, [DAY], mode="full", engine=engine)
+        finally:
+            engine.close()
+    assert sum(r.usage.cost_usd for r in results) > 0
+
+
+def test_anima_sleep_estimate_prints_the_steps_and_sends_nothing(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    seed(db, 250)
+    with FakeMessagesAPI(min_cache_tokens=None) as fake:
+        env = cli_env(
+            tmp_path / "home",
+            db_url,
+            ANIMA_ENGINE="anthropic",
+            ANTHROPIC_API_KEY=KEY,
+            ANTHROPIC_BASE_URL=fake.url,
+            ANIMA_BUDGET_USD="0.001",
+        )
+        result = run_cli(["sleep", "--day", str(DAY), "--mode", "full", "--estimate"], env)
+        assert fake.requests == []
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    for step in ("semantic_memory/extracted", "semantic_memory/deconflicted", "dreams/journal"):
+        assert step in out
+    assert MAIN in out and SMALL in out and "nothing was sent" in out and "refused" in out
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM sleep_state").fetchone()["n"] == 0

@@ -213,12 +213,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _clear(db: Database) -> None:
-    """A scratch store: the benchmark's anima starts empty at each size."""
+    """A scratch store: the benchmark's anima starts empty at each size (CASCADE: and every
+    table that refers to these, as later migrations add them)."""
     with db.transaction() as conn:
         conn.execute(
             """TRUNCATE conversation, message, semantic_memory, memory_event, emotional_anchor,
                    autobiographical_memory, self_block, self_block_history, temporal_summary,
-                   memory_reference, dream_journal, sleep_state"""
+                   memory_reference, dream_journal, sleep_state CASCADE"""
         )
 
 

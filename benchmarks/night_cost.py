@@ -19,6 +19,7 @@ an embedded PostgreSQL under a temporary ANIMA_HOME (a URL must name an empty sc
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 from pathlib import Path
 
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         "--splits", nargs="*", default=["all-main", "deep-main", "all-small"], choices=list(SPLITS)
     )
     args = parser.parse_args(argv)
+    logging.getLogger("anima_pipeline").setLevel(logging.ERROR)  # the quiet steps' "declined" notes
     rows, split_rows = [], []
     with tempfile.TemporaryDirectory() as home:
         base = Settings(home=Path(home), database_url=args.database_url, engine="anthropic")

@@ -42,6 +42,12 @@ def sleep_(
     shard: str = typer.Option(
         "", "--shard", help="Only the animas of shard i of N, as i/N (e.g. 0/4); see docs/deploy.md."
     ),
+    estimate: bool = typer.Option(
+        False,
+        "--estimate",
+        help="Print the expected tokens and dollars per step from the stores' sizes and send nothing "
+        "(the estimate the ANIMA_BUDGET_USD guard refuses a run by; docs/cost.md).",
+    ),
 ) -> None:
     """Run nights through Dagster, one day after another, recorded in the run history under
     DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."""
@@ -49,6 +55,9 @@ def sleep_(
     if mode not in (None, "full", "incremental"):
         fail(f"--mode must be full or incremental, got {mode!r}", 2)
     require_animas(anima)
+    if estimate:
+        _print_estimate(days, animas=anima or (), mode=mode, force=force, steps=step or None, shard=shard)
+        return
     try:
         rows = run_sleep(
             days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
@@ -61,6 +70,69 @@ def sleep_(
     failed = [r for r in rows if r["status"] != "done"]
     if failed:
         raise typer.Exit(1)
+
+
+def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps, shard: str) -> None:
+    """`anima sleep --estimate`: one table per night and the run's total, nothing sent."""
+    from anima_pipeline.defs.night.assets import parse_shard
+    from anima_pipeline.sleep.estimate import estimate_run
+    from anima_pipeline.sleep.runner import select_steps
+
+    s = settings()
+    try:
+        keys = [d.key for d in select_steps(steps)]
+        estimates = estimate_run(
+            open_store(),
+            s,
+            days,
+            mode,
+            animas or None,
+            keys,
+            force=force,
+            shard=parse_shard(shard) if shard else None,
+        )
+    except ValueError as exc:
+        fail(str(exc), 2)
+    total = 0.0
+    for e in estimates:
+        table = Table(
+            title=f"estimate: night of {e.day} ({e.mode}, {'batch' if e.batch else 'sync'}), {e.animas} anima(s)"
+        )
+        for col in ("step", "model", "animas", "calls", "input", "cache write", "cache read", "output", "$"):
+            table.add_column(col, justify="left" if col in ("step", "model") else "right")
+        for row in e.steps:
+            u = row.usage
+            table.add_row(
+                row.step,
+                row.model,
+                str(row.animas),
+                str(u.calls),
+                f"{u.input_tokens:,}",
+                f"{u.cache_write_tokens:,}",
+                f"{u.cache_read_tokens:,}",
+                f"{u.output_tokens:,}",
+                f"{u.cost_usd:.4f}",
+            )
+        t = e.total
+        table.add_row(
+            "the night",
+            "",
+            str(e.animas),
+            str(t.calls),
+            f"{t.input_tokens:,}",
+            f"{t.cache_write_tokens:,}",
+            f"{t.cache_read_tokens:,}",
+            f"{t.output_tokens:,}",
+            f"{t.cost_usd:.4f}",
+        )
+        console.print(table)
+        total += t.cost_usd
+    budget = (
+        f" (ANIMA_BUDGET_USD {s.budget_usd:.4f}: {'refused' if total > s.budget_usd else 'within'})"
+        if s.budget_usd is not None
+        else ""
+    )
+    console.print(f"estimated cost of the run: ${total:.4f}{budget}; nothing was sent")
 
 
 def _days(day: str | None, first: str | None, last: str | None) -> list:

@@ -21,14 +21,16 @@ from functools import cache
 from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
+from anima_pipeline.llm.errors import BudgetExceeded
 from anima_pipeline.llm.estimate import Conversation, price, tokens
 from anima_pipeline.llm.types import Usage
 from anima_pipeline.sleep import deep_sleep, prefix, prompts
 from anima_pipeline.sleep.cycle import STEPS, plan_day
 from anima_pipeline.sleep.light_sleep import PROMPTS as LIGHT_PROMPTS
 from anima_pipeline.sleep.light_sleep import SEMANTIC_TOOLS
-from anima_pipeline.sleep.night import Mode, Night
+from anima_pipeline.sleep.night import Mode, Night, scheduled_mode
 from anima_pipeline.sleep.temporal import closed_periods
+from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.sizes import NightSizes, night_sizes
 from anima_pipeline.tools.schemas import tool_specs
@@ -183,18 +185,27 @@ def estimate_night(
     mode: Mode,
     animas: Sequence[str] | None = None,
     steps: Sequence[str] | None = None,
+    *,
+    force: bool = True,
+    shard: tuple[int, int] | None = None,
 ) -> NightEstimate:
-    """The expected tokens and dollars per step of one night, from the stores as they are."""
+    """The expected tokens and dollars per step of one night, from the stores as they are.
+    Without `force`, steps already done that day cost nothing (the runner skips them)."""
+    from anima_pipeline.sleep.runner import in_shard
+
     night = Night(day=day, engine=_NoEngine(), tz=settings.tz, mode=mode)
     with db.transaction() as conn:
         plan = plan_day(conn, night)
         if animas:
             plan = {a: k for a, k in plan.items() if a in set(animas)}
+        if shard is not None:
+            plan = {a: k for a, k in plan.items() if in_shard(a, shard)}
         sizes = night_sizes(conn, list(plan), night.start, night.end)
+        done = {} if force else sleep_state.steps_done_of(conn, list(plan), day)
     batch = settings.llm_mode == "batch"
     per_step: dict[str, StepEstimate] = {}
     for anima_id, keys in plan.items():
-        chosen = [k for k in keys if steps is None or k in steps]
+        chosen = [k for k in keys if (steps is None or k in steps) and k not in done.get(anima_id, ())]
         priced = price(conversations(settings, night, anima_id, chosen, sizes[anima_id]), batch=batch)
         for step, usage in priced.items():
             row = per_step.setdefault(step, StepEstimate(step=step, model=settings.step_model(step)))
@@ -208,6 +219,39 @@ def estimate_night(
         animas=len(plan),
         steps=sorted(per_step.values(), key=lambda r: order.index(r.step)),
     )
+
+
+def estimate_run(
+    db: Database,
+    settings: Settings,
+    days: Sequence[date],
+    mode: Mode | None = None,
+    animas: Sequence[str] | None = None,
+    steps: Sequence[str] | None = None,
+    *,
+    force: bool = False,
+    shard: tuple[int, int] | None = None,
+) -> list[NightEstimate]:
+    """One estimate per night of a run (`mode` None: the schedule's rule per day)."""
+    return [
+        estimate_night(db, settings, d, mode or scheduled_mode(d), animas, steps, force=force, shard=shard)
+        for d in sorted(set(days))
+    ]
+
+
+def refuse_over_budget(estimates: Sequence[NightEstimate], budget_usd: float) -> None:
+    """The per-run budget guard: raise BudgetExceeded, before anything is sent, when the run's
+    estimate is over what the budget has left."""
+    total = sum(e.total.cost_usd for e in estimates)
+    if total > budget_usd:
+        nights = ", ".join(f"{e.day} ${e.total.cost_usd:.4f}" for e in estimates if e.total.calls)
+        raise BudgetExceeded(
+            f"the run is estimated at ${total:.4f}, over the budget of ${budget_usd:.4f} "
+            f"(ANIMA_BUDGET_USD); nothing was sent. Per night: {nights}. See `anima sleep --estimate` "
+            "for the steps; raise the budget, move steps to the small model (ANIMA_LLM_STEP_MODELS) or "
+            "use batch mode (docs/cost.md)",
+            step="estimate",
+        )
 
 
 class _NoEngine:

@@ -190,6 +190,28 @@ def run_night(
     return results
 
 
+def _budget_guard(
+    db: Database,
+    settings: Settings,
+    engine: Engine,
+    days: list[date],
+    mode: Mode | None,
+    animas: Sequence[str] | None,
+    steps: list[str],
+    force: bool,
+    shard: tuple[int, int] | None,
+) -> None:
+    """Refuse, before anything is sent, a run whose estimate is over the budget's remainder
+    (the same estimate `anima sleep --estimate` prints; sleep/estimate.py)."""
+    budget = getattr(engine, "budget", None)
+    if budget is None or budget.max_usd is None or getattr(engine, "name", "") == "offline":
+        return
+    from anima_pipeline.sleep.estimate import estimate_run, refuse_over_budget
+
+    estimates = estimate_run(db, settings, days, mode, animas, steps, force=force, shard=shard)
+    refuse_over_budget(estimates, budget.max_usd - budget.spent.cost_usd)
+
+
 def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
     """Whether `anima_id` belongs to shard (index, count): crc32 of its id mod count, stable
     across processes and machines (unlike hash())."""
@@ -235,6 +257,7 @@ def run_days(
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     if engine is None:
         engine = make_engine(settings, Budget.from_settings(settings))
+    _budget_guard(db, settings, engine, ordered, mode, animas, keys, force, shard)
     all_results: list[StepResult] = []
     with (
         Heartbeat(db.url, run_id, settings.night_lease_s),
