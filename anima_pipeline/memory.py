@@ -446,7 +446,7 @@ class AnimaMemory:
                 measure=counter.count,
                 counter_name=counter.name,
                 summarizer=summarizer,
-                flusher=partial(flush_turns, engine=engine, session_id=session_id, now=now),
+                flusher=partial(flush_turns, engine=engine, session_id=session_id, tz=self.settings.tz),
                 now=now,
             )
 

@@ -215,7 +215,7 @@ def test_a_flush_writes_each_fact_once_also_when_retried_and_the_night_keeps_the
             settings=settings,
             count=RatioCounter().count,
             summarizer=Failing(TZ),
-            flusher=partial(flush_turns, engine=OfflineEngine(), session_id="s1", now=datetime.now(TZ)),
+            flusher=partial(flush_turns, engine=OfflineEngine(), session_id="s1", tz=TZ),
             now=datetime.now(TZ),
         )
     assert _flushed(db, "s1") == [] and _count(db, "SELECT count(*) AS n FROM session_flush") == 0
@@ -397,3 +397,12 @@ def test_mcp_serves_the_self_layer_and_the_resident_set_and_the_working_context(
             assert next(s for s in ctx["system"] if s["name"] == "self.identity")["text"].endswith(IDENTITY)
 
     anyio.run(main)
+
+
+def test_a_debug_session_is_compacted_but_never_flushed(db, db_url, tmp_path) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.open_conversation("dbg", debug=True)
+    memory.append(_session(300, conv="dbg"))
+    ctx = memory.working_context("dbg", "hi", budget=6000)
+    assert ctx.compacted and ctx.flushed == [] and _flushed(db, "dbg") == []
+    assert _count(db, "SELECT count(*) AS n FROM session_flush WHERE conversation_id = 'dbg'") == 1

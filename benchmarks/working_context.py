@@ -2,7 +2,7 @@
 within a token budget, and how long a working-context call takes on a store of 100,000 memories.
 
 Run:  .venv/bin/python -m benchmarks.working_context [--store URL] [--scale-url URL]
-      [--budgets 2000 4000] [--queries 200] [--skip-scale] [--drop]
+      [--budgets 2000 4000] [--queries 200] [--skip-scale | --skip-answers] [--drop]
       (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
 
 *Answers.* The store (a scratch database, default ``anima_working_bench`` on the local server,
@@ -138,7 +138,7 @@ def measure_answers(url: str, questions: list[dict], budgets: list[int]) -> dict
         for budget in budgets:
             with psycopg.connect(url, row_factory=dict_row) as conn, conn.transaction(force_rollback=True):
                 audit = Audit(conn=conn, anima_id=anima, run_id="bench", step="agent/working_context")
-                flusher = partial(flush_turns, engine=OfflineEngine(), session_id=session, now=now)
+                flusher = partial(flush_turns, engine=OfflineEngine(), session_id=session, tz=TZ)
                 for q in qs:
                     ctx = working_context(
                         conn,
@@ -218,7 +218,7 @@ def build_scale(url: str, lines: recall_scale.Lines) -> tuple[str, datetime]:
     recall_scale.ensure_database(url)
     anima = recall_scale.ANIMA
     session = f"{anima}:current"
-    now = recall_scale.START + timedelta(days=recall_scale.DAYS + 1)
+    now = (recall_scale.START + timedelta(days=recall_scale.DAYS + 1)).astimezone(TZ)
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '512MB'")
         conn.execute("SET synchronous_commit = off")
@@ -269,7 +269,7 @@ def measure_latency(url: str, session: str, now: datetime, asked: list[str], bud
     seconds, first = [], 0.0
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
         audit = Audit(conn=conn, anima_id=recall_scale.ANIMA, run_id="bench", step="agent/working_context")
-        flusher = partial(flush_turns, engine=OfflineEngine(), session_id=session, now=now)
+        flusher = partial(flush_turns, engine=OfflineEngine(), session_id=session, tz=TZ)
         with conn.transaction(force_rollback=True):  # the scale store stays as built
             for i, q in enumerate([asked[0], *asked[:20], *asked]):
                 started = time.perf_counter()
@@ -306,21 +306,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=int, nargs="+", default=[2000, 4000], help="total budgets, tokens")
     parser.add_argument("--queries", type=int, default=200, help="questions timed on the large store")
     parser.add_argument("--skip-scale", action="store_true", help="answers only, no latency run")
+    parser.add_argument("--skip-answers", action="store_true", help="latency only")
     parser.add_argument("--drop", action="store_true", help="drop both scratch databases at the end")
     args = parser.parse_args(argv)
     qa = data_dir() / "locomo" / "dev.qa.jsonl"
     if not qa.exists():
         print(f"LoCoMo dev data not found under {data_dir()}; nothing to measure.", file=sys.stderr)
         return 2
-    build_store(args.store)
-    questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
-    started = time.perf_counter()
-    out = measure_answers(args.store, questions, args.budgets)
-    report_answers(out, args.budgets)
-    report_segments(out, args.budgets)
-    print(
-        f"({len(questions)} questions x {len(args.budgets)} budgets in {time.perf_counter() - started:.0f} s)"
-    )
+    if not args.skip_answers:
+        build_store(args.store)
+        questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
+        started = time.perf_counter()
+        out = measure_answers(args.store, questions, args.budgets)
+        report_answers(out, args.budgets)
+        report_segments(out, args.budgets)
+        took = time.perf_counter() - started
+        print(f"({len(questions)} questions x {len(args.budgets)} budgets in {took:.0f} s)")
     if not args.skip_scale:
         rng = random.Random(9)
         lines = recall_scale.Lines(rng)

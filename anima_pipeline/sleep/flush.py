@@ -14,8 +14,8 @@ not write them again. Which memories a flush wrote is recorded per compaction cy
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from anima_pipeline.llm.types import Engine, ToolResult
 from anima_pipeline.offline.light_plans import semantic_plan
@@ -29,7 +29,7 @@ from anima_pipeline.store.archive import DayConversation, DayMessage
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryRepo
-from anima_pipeline.store.session import Turn
+from anima_pipeline.store.session import Turn, consolidated
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
@@ -60,16 +60,17 @@ class _Written:
 
 
 def flush_turns(
-    conn: Connection, audit: Audit, turns: Sequence[Turn], *, engine: Engine, session_id: str, now: datetime
+    conn: Connection, audit: Audit, turns: Sequence[Turn], *, engine: Engine, session_id: str, tz: ZoneInfo
 ) -> FlushOutcome:
-    """Light sleep stage 1 over `turns` of `session_id` (tool messages and blocks removed)."""
-    tz = now.tzinfo
+    """Light sleep stage 1 over `turns` of `session_id` (tool messages and blocks removed);
+    `tz` is what a day is (the night's ANIMA_TIMEZONE)."""
     messages = tuple(
         DayMessage(t.id, session_id, t.external_id, t.role, t.speaker, text, t.created_at)
         for t in turns
         if t.role in ("user", "assistant") and (text := strip_tool_blocks(t.content))
     )
-    if not messages:
+    if not messages or not consolidated(conn, audit.anima_id, session_id):
+        # nothing said, or a debug / cron conversation: the night would not learn from it either
         return FlushOutcome(stats={"turns": len(turns), "created": 0, "updated": 0})
     conv = DayConversation(id=session_id, title=None, platform="chat", messages=messages)
     repo = MemoryRepo(conn)
@@ -80,7 +81,7 @@ def flush_turns(
         if not (m.deprecated_reason or "").startswith(REVERTED_REASON)
     ]
     day = conv.ended_at.astimezone(tz).date()
-    night = Night(day=day, engine=engine, tz=tz)  # type: ignore[arg-type]
+    night = Night(day=day, engine=engine, tz=tz)
     flush_audit = audit.model_copy(update={"step": FLUSH_STEP})
     scope = Scope(
         anima_id=audit.anima_id,

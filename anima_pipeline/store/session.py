@@ -35,13 +35,14 @@ def session_turns(conn: Connection, anima_id: str, conversation_id: str) -> list
     return [Turn(**r) for r in rows]
 
 
-def conversation_exists(conn: Connection, anima_id: str, conversation_id: str) -> bool:
-    return (
-        conn.execute(
-            "SELECT 1 FROM conversation WHERE anima_id = %s AND id = %s", (anima_id, conversation_id)
-        ).fetchone()
-        is not None
-    )
+def consolidated(conn: Connection, anima_id: str, conversation_id: str) -> bool:
+    """Whether the night consolidates this conversation (not debug, not a cron job): only
+    then may a flush write memories from it."""
+    row = conn.execute(
+        "SELECT platform, debug FROM conversation WHERE anima_id = %s AND id = %s",
+        (anima_id, conversation_id),
+    ).fetchone()
+    return row is not None and row["platform"] != "cron" and not row["debug"]
 
 
 def latest_summary(conn: Connection, anima_id: str, conversation_id: str) -> dict[str, Any] | None:
