@@ -22,6 +22,7 @@ The configured limits reach a validator through pydantic's validation context
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -262,6 +263,10 @@ def check_json_object(value: dict[str, Any], info: ValidationInfo) -> dict[str, 
                 stack.append((x, inner, depth + 1))
         elif isinstance(v, str) and (problem := text_problem(v)):
             raise _refuse(problem.type, "{path} " + problem.message(), path=path or "a value")
+        elif isinstance(v, float) and not math.isfinite(v):  # JSON's NaN / Infinity: not JSON to PostgreSQL
+            raise _refuse(
+                "not_finite", "{path} is {v}, which is not a JSON number", path=path or "a value", v=v
+            )
     size = len(json.dumps(value, ensure_ascii=False))
     limit = _limits(info).max_message_chars
     if size > limit:

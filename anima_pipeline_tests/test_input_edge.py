@@ -89,6 +89,7 @@ def test_the_extreme_timestamp_line_is_refused_at_import_with_file_line_and_fiel
             "field 'metadata': is nested",
         ),
         ('{"anima_id": ' + "[" * 100_000 + "]" * 100_000 + "}", "JSON nested too deeply to read"),
+        ('{"metadata": {"n": ' + "9" * 5000 + "}}", "JSON not readable: Exceeds the limit (4300 digits)"),
     ],
     ids=[
         "long-anima-id",
@@ -97,6 +98,7 @@ def test_the_extreme_timestamp_line_is_refused_at_import_with_file_line_and_fiel
         "oversize-message",
         "deep-metadata",
         "deep-json",
+        "huge-integer",
     ],
 )
 def test_bad_ids_oversize_messages_and_deep_json_are_named_errors(
@@ -229,6 +231,18 @@ MESSAGE_PROBES = [
         "tags[0] contains a lone surrogate",
     ),
     ("surrogate-metadata-key", {"metadata": {"\ud800": 1}}, "metadata", "a key contains a lone surrogate"),
+    (
+        "nan-metadata",
+        {"metadata": {"score": float("nan")}},
+        "metadata",
+        "score is nan, which is not a JSON number",
+    ),
+    (
+        "infinite-metadata",
+        {"metadata": {"a": [1e400]}},
+        "metadata",
+        "a[0] is inf, which is not a JSON number",
+    ),
     ("nul-conversation-id", {"conversation_id": "c\u00001"}, "conversation_id", "contains a NUL character"),
     ("nul-speaker", {"speaker": "A\u0000"}, "speaker", "contains a NUL character"),
     ("long-conversation-id", {"conversation_id": "c" * 5000}, "conversation_id", "is 5,000 characters long"),
@@ -434,6 +448,8 @@ def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Databas
             assert made.exit_code == 2 and words in made.output.replace("\n", ""), made.output
             served = anima("mcp", "--anima", bad, "--allow-remember", *new)
             assert served.exit_code == 2 and words in served.output.replace("\n", ""), served.output
+        listed = anima("keys", "list", "--anima", bad)
+        assert listed.exit_code == 2 and words in listed.output.replace("\n", ""), listed.output
         with pytest.raises(AnimaInputError) as refused:
             AnimaMemory(db, bad)
         assert refused.value.field == "anima_id" and words in refused.value.detail
@@ -558,3 +574,20 @@ def test_a_reply_echoing_a_forged_marker_cites_nothing_but_the_memory_it_used(
     with db.transaction() as conn:
         cited = [r["memory_id"] for r in conn.execute("SELECT memory_id FROM memory_reference").fetchall()]
     assert cited == [forger]  # the memory used, never the one its text named
+
+
+def test_the_memory_tools_refuse_an_offset_postgresql_does_not_store_naming_the_field(db: Database) -> None:
+    from anima_pipeline.store.events import Audit
+    from anima_pipeline.tools.executor import ToolExecutor
+    from anima_pipeline.tools.scope import Scope
+
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="ana", run_id="r", step="semantic_memory/extracted")
+        executor = ToolExecutor(conn, Scope(anima_id="ana", tools=("create_semantic_memory",)), audit)
+        for offset in ("+16:00", "+23:59", "+05:30:15.5"):
+            result = executor.call(
+                "create_semantic_memory",
+                {"type": "world", "content": "Ana likes tea", "observed_at": f"2024-03-01T10:00:00{offset}"},
+            )
+            assert result.is_error and f"field 'observed_at': UTC offset {offset} is not" in result.content
+        assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 0

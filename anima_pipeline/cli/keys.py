@@ -64,6 +64,13 @@ def create(
 def list_(anima: str | None = typer.Option(None, "--anima", help="Only this anima's keys.")) -> None:
     """Keys by id, anima, name, first characters, created and revoked times (never the key)."""
     from anima_pipeline.store.api_keys import list_keys
+    from anima_pipeline.validation import AnimaId, AnimaInputError, check
+
+    if anima is not None:
+        try:
+            check(AnimaId, anima, "--anima")
+        except AnimaInputError as exc:
+            fail(str(exc), 2)
 
     db = open_store()
     try:

@@ -110,6 +110,8 @@ def parse_lines(
             raise ArchiveError(f"{source}:{lineno}: broken JSON: {exc.msg} (column {exc.colno})") from None
         except RecursionError:
             raise ArchiveError(f"{source}:{lineno}: JSON nested too deeply to read") from None
+        except ValueError as exc:  # e.g. an integer of more digits than Python converts
+            raise ArchiveError(f"{source}:{lineno}: JSON not readable: {exc}") from None
         if not isinstance(obj, dict):
             raise ArchiveError(f"{source}:{lineno}: a line must be a JSON object, got {type(obj).__name__}")
         try:

@@ -3,6 +3,7 @@
 Ids cross this boundary as short strings ("f-12" semantic, "a-3" narrative) and never as
 internal keys, so the model can only name what it was shown (Mem0's lesson).
 Unknown fields are refused (extra="forbid") so a typo is answered instead of ignored.
+Times are `validation.Instant`: an explicit UTC offset that PostgreSQL stores, as at every door.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from datetime import date
 from functools import cache
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from anima_pipeline.validation import MEMORY_MAX
+from anima_pipeline.validation import MEMORY_MAX, Instant
 
 MAX_CONTENT_CHARS = MEMORY_MAX
 
@@ -84,9 +85,9 @@ class CreateSemanticMemory(_Tool):
     content: Content = Field(description="one self-contained sentence in the user's language")
     confidence: float = Field(0.8, ge=0, le=1, description=CONFIDENCE_HELP)
     source_sessions: list[str] | None = Field(None, description=SOURCES_HELP)
-    observed_at: AwareDatetime | None = Field(None, description=OBSERVED_HELP)
-    valid_from: AwareDatetime | None = Field(None, description=VALID_FROM_HELP)
-    valid_until: AwareDatetime | None = Field(None, description=VALID_UNTIL_HELP)
+    observed_at: Instant | None = Field(None, description=OBSERVED_HELP)
+    valid_from: Instant | None = Field(None, description=VALID_FROM_HELP)
+    valid_until: Instant | None = Field(None, description=VALID_UNTIL_HELP)
 
 
 class UpdateSemanticMemory(_Tool):
@@ -99,9 +100,9 @@ class UpdateSemanticMemory(_Tool):
     content: Content | None = None
     confidence: float | None = Field(None, ge=0, le=1, description=CONFIDENCE_HELP)
     source_sessions: list[str] | None = Field(None, description="today's conversation ids to add; [] clears")
-    observed_at: AwareDatetime | None = Field(None, description=OBSERVED_HELP)
-    valid_from: AwareDatetime | None = Field(None, description=VALID_FROM_HELP)
-    valid_until: AwareDatetime | None = Field(None, description=VALID_UNTIL_HELP)
+    observed_at: Instant | None = Field(None, description=OBSERVED_HELP)
+    valid_from: Instant | None = Field(None, description=VALID_FROM_HELP)
+    valid_until: Instant | None = Field(None, description=VALID_UNTIL_HELP)
 
 
 class DeprecateSemanticMemory(_Tool):
@@ -112,9 +113,7 @@ class DeprecateSemanticMemory(_Tool):
     superseded_by: str | None = Field(
         None, description="the id of the memory that replaces it, if any, e.g. f-12"
     )
-    valid_until: AwareDatetime | None = Field(
-        None, description="when it stopped being true (ISO-8601 with offset)"
-    )
+    valid_until: Instant | None = Field(None, description="when it stopped being true (ISO-8601 with offset)")
 
 
 class MergeSemanticMemories(_Tool):
@@ -154,7 +153,7 @@ class CreateEmotionalAnchor(_Tool):
     """Record the mood of a conversation or an emotional turning point."""
 
     conversation_id: str
-    occurred_at: AwareDatetime
+    occurred_at: Instant
     emotion: str = Field(min_length=1, max_length=60)
     valence: float = Field(ge=-1, le=1)
     arousal: float = Field(ge=0, le=1)
@@ -169,8 +168,8 @@ class CreateAutobiographicalMemory(_Tool):
     title: str = Field(min_length=1, max_length=200)
     narrative: Content
     significance: Significance
-    occurred_from: AwareDatetime | None = None
-    occurred_until: AwareDatetime | None = None
+    occurred_from: Instant | None = None
+    occurred_until: Instant | None = None
     source_memory_ids: list[str] = Field(default_factory=list, description="memory ids, e.g. ['f-3']")
     source_sessions: list[str] | None = None
 
