@@ -232,12 +232,29 @@ def _covered(turns: Sequence[Turn], summary: dict | None) -> int:
     return sum(1 for t in turns if (t.created_at, t.id) <= mark)
 
 
-def session_need(conn: Connection, anima_id: str, session_id: str, count: Callable[[str], int]) -> int:
-    """Tokens the session's view takes uncompressed: its stored summary and every turn after it."""
+@dataclass
+class Session:
+    """A session as read under its lock: its turns in order and its latest stored summary."""
+
+    id: str
+    turns: list[Turn]
+    stored: dict | None
+
+    @property
+    def covered(self) -> int:
+        return _covered(self.turns, self.stored)
+
+    def need(self, count: Callable[[str], int]) -> int:
+        """Tokens the view takes uncompressed: the stored summary and every turn after it."""
+        summary = self.stored["content"] if self.stored else ""
+        return count(summary) + sum(count(t.content) for t in self.turns[self.covered :])
+
+
+def open_session(conn: Connection, anima_id: str, session_id: str) -> Session:
+    """Lock the session (until the transaction ends: one compaction at a time) and read it."""
+    store.lock_session(conn, anima_id, session_id)
     turns = store.session_turns(conn, anima_id, session_id)
-    stored = store.latest_summary(conn, anima_id, session_id)
-    covered = _covered(turns, stored)
-    return count(stored["content"] if stored else "") + sum(count(t.content) for t in turns[covered:])
+    return Session(session_id, turns, store.latest_summary(conn, anima_id, session_id))
 
 
 @dataclass
@@ -253,7 +270,7 @@ class SessionView:
 def session_view(
     conn: Connection,
     audit: Audit,
-    session_id: str,
+    session: Session,
     budget: int,
     *,
     settings: Settings,
@@ -262,12 +279,9 @@ def session_view(
     flusher: Flusher | None,
 ) -> SessionView:
     """The session's messages within `budget` tokens, compacting (flush, then summary) when
-    the view needs a new cycle. Runs in the caller's transaction, the session locked."""
-    anima_id = audit.anima_id
-    store.lock_session(conn, anima_id, session_id)
-    turns = store.session_turns(conn, anima_id, session_id)
-    stored = store.latest_summary(conn, anima_id, session_id)
-    covered = _covered(turns, stored)
+    the view needs a new cycle. Runs in the caller's transaction, `session` opened (locked) in it."""
+    anima_id, session_id = audit.anima_id, session.id
+    turns, stored, covered = session.turns, session.stored, session.covered
     summary = stored["content"] if stored else ""
     plan = plan_view(turns, covered, count(summary), budget, settings, count)
     flushed = None

@@ -54,7 +54,7 @@ from anima_pipeline.recall.session import (
     FlushOutcome,
     MessageItem,
     Summarizer,
-    session_need,
+    open_session,
     session_view,
 )
 from anima_pipeline.store import session as store
@@ -301,7 +301,8 @@ def working_context(
     # the system gets its share of the budget, and whatever a short session leaves unused
     message_tokens = measure(message)
     floor = budget * (1 - settings.working_system_share)  # what the messages may claim at least
-    need = session_need(conn, anima_id, session_id, count)
+    session = open_session(conn, anima_id, session_id)
+    need = session.need(count)
     left = (budget - message_tokens - min(need, floor)) * 0.97  # a margin: the fold's text may read denser
     system_tokens = max(budget * settings.working_system_share, left)
     cap = min(settings.working_system_chars, int(system_tokens * per_token))
@@ -322,7 +323,7 @@ def working_context(
     ]
     room = max(0, budget - sum(s.tokens for s in system) - message_tokens)
     view = session_view(
-        conn, audit, session_id, room, settings=settings, count=count, summarizer=summarizer, flusher=flusher
+        conn, audit, session, room, settings=settings, count=count, summarizer=summarizer, flusher=flusher
     )
     reports = [
         SegmentReport(
