@@ -9,6 +9,8 @@ One anima exports into DIR itself; several go to DIR/<folder>/, where the folder
 anima id when it is already lower-case and file-name safe, else a slug of it plus a short hash
 of the exact id: injective and safe on case-insensitive file systems ("Kai" and "kai" get two
 folders). A collision is refused before anything is written. Read-only on the store.
+Pages of an earlier export that this one no longer has (a day or a bank page whose rows were
+forgotten) are removed, so exporting again over a folder leaves nothing a purge erased.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
             )
         lines.append("")
     (out / "MEMORY.md").write_text("\n".join(lines), encoding="utf-8")
+    written = {out / "MEMORY.md"}
 
     days: dict[date, dict] = defaultdict(lambda: {"summary": None, "events": []})
     for row in conn.execute(
@@ -109,6 +112,7 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
                 body.append(f"- `{e['step']}` {e['op']} f-{e['memory_id']}{extra}: {text}")
             body.append("")
         (out / "memory" / f"{d.isoformat()}.md").write_text("\n".join(body), encoding="utf-8")
+        written.add(out / "memory" / f"{d.isoformat()}.md")
 
     pages = 0
     suggestions: dict[tuple[str, str], str] = {}
@@ -126,8 +130,24 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
         if related:
             page += ["## Memories", ""] + [f"- **{m.ref}** {m.content}" for m in related] + [""]
         (folder / f"{slug}.md").write_text("\n".join(page), encoding="utf-8")
+        written.add(folder / f"{slug}.md")
         pages += 1
+    remove_pages(out, keep=written)
     return {"memories": len(mems), "day_files": len(days), "bank_pages": pages}
+
+
+def remove_pages(out: Path, keep: set[Path]) -> int:
+    """Delete the export's own pages (MEMORY.md, memory/*.md, bank/*/*.md) not in `keep`."""
+    pages = [
+        out / "MEMORY.md",
+        *out.glob("memory/*.md"),
+        *out.glob("bank/entities/*.md"),
+        *out.glob("bank/concepts/*.md"),
+    ]
+    stale = [p for p in pages if p.exists() and p not in keep]
+    for path in stale:
+        path.unlink()
+    return len(stale)
 
 
 _SAFE_FOLDER = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

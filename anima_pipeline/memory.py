@@ -36,8 +36,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from anima_pipeline import forget as forgetting
 from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.embed import make_embedder
+from anima_pipeline.forget import ForgetReport, MemoryInfo, TargetKind
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.llm.types import Engine
 from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories, search_messages
@@ -325,6 +327,54 @@ class AnimaMemory:
                 raise AnimaInputError(_tool_field_error(result.content), field=_tool_field(result.content))
             mem = executor.memories.get(executor.created_ids[-1])
         return Remembered(id=mem.ref, content=mem.content, type=mem.type, source_sessions=mem.source_sessions)
+
+    # --- corrections and forgetting (anima_pipeline/forget.py) ---------------------------
+
+    def memory(self, ref: str) -> MemoryInfo:
+        """One memory by id (f-N). NotFound when this anima has no such memory, or it was erased."""
+        with self.db.transaction() as conn:
+            return MemoryInfo.of(forgetting.get_memory(conn, self.anima_id, ref))
+
+    def deprecate(self, ref: str, reason: str, *, superseded_by: str | None = None) -> MemoryInfo:
+        """Retire a memory (soft: it stays in the store, out of recall), with a reason."""
+        args = {"id": ref, "reason": reason} | ({"superseded_by": superseded_by} if superseded_by else {})
+        return self._correct("deprecate_semantic_memory", args)
+
+    def update(self, ref: str, **fields: Any) -> MemoryInfo:
+        """Correct a memory: only the fields given change (content, type, confidence,
+        source_sessions, observed_at, valid_from, valid_until; `source_sessions=[]` clears).
+        The memory is settled: the nights leave the correction as it is."""
+        return self._correct("update_semantic_memory", {"id": ref, **fields})
+
+    def pin(self, ref: str, reason: str | None = None) -> MemoryInfo:
+        """Keep a memory resident in every context."""
+        return self._correct("pin_semantic_memory", {"id": ref} | ({"reason": reason} if reason else {}))
+
+    def unpin(self, ref: str, reason: str) -> MemoryInfo:
+        """Stop keeping a memory resident (it stays active and searchable)."""
+        return self._correct("unpin_semantic_memory", {"id": ref, "reason": reason})
+
+    def delete(self, ref: str, *, requested_by: str = "agent") -> ForgetReport:
+        """Erase a memory for good (and what was merged into it): a purge, with a tombstone."""
+        return self.forget("memory", ref, purge=True, requested_by=requested_by)
+
+    def forget(
+        self, kind: TargetKind, target_id: str, *, purge: bool = False, requested_by: str = "agent"
+    ) -> ForgetReport:
+        """Forget a message (m-N), a conversation, a memory (f-N) or this anima (its id):
+        soft by default, erased with `purge`; see anima_pipeline/forget.py."""
+        try:
+            return forgetting.forget(
+                self.db, self.settings, self.anima_id, kind, target_id, purge=purge, requested_by=requested_by
+            )
+        except forgetting.ForgetError as exc:
+            raise AnimaInputError(exc.detail, field=exc.field) from None
+
+    def _correct(self, tool: str, args: dict[str, Any]) -> MemoryInfo:
+        try:
+            return forgetting.correct(self.db, self.settings, self.anima_id, tool, args)
+        except forgetting.ForgetError as exc:
+            raise AnimaInputError(exc.detail, field=exc.field) from None
 
     # --- reading ------------------------------------------------------------------------
 

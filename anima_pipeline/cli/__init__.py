@@ -5,6 +5,7 @@
 - `sleep`: sleep, revert
 - `recall`: recall
 - `export`: export --markdown
+- `forget`: forget a message, conversation, memory or anima (soft, or --purge)
 - `demo`: demo
 - `keys`: keys create / list / revoke (API keys of the HTTP service)
 - `serve`: serve (HTTP), mcp (MCP server)
@@ -13,7 +14,20 @@
 Each module registers its commands on the shared `app` (cli/app.py) when imported here.
 """
 
-from anima_pipeline.cli import demo, embed, eval, export, keys, recall, replay, review, serve, sleep, store  # noqa: F401  (registers commands)
+from anima_pipeline.cli import (  # noqa: F401  (registers commands)
+    demo,
+    embed,
+    eval,
+    export,
+    forget,
+    keys,
+    recall,
+    replay,
+    review,
+    serve,
+    sleep,
+    store,
+)
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.demo import SAMPLE
 

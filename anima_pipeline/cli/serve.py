@@ -41,6 +41,12 @@ def mcp(
         help="Add the tools that write: remember and working_context; read-only without it.",
     ),
     new: bool = typer.Option(False, "--new", help=NEW_ANIMA_HELP),
+    allow_corrections: bool = typer.Option(
+        False, "--allow-corrections", help="Add deprecate, correct, pin and unpin (writes to memories)."
+    ),
+    allow_delete: bool = typer.Option(
+        False, "--allow-delete", help="Add delete: erase a memory for good (a tombstone stays)."
+    ),
 ) -> None:
     """The MCP server over one anima: tools context and search (remember and working_context with
     --allow-remember), resources anima://self and anima://resident."""
@@ -56,6 +62,14 @@ def mcp(
         if transport != "stdio":
             err_console.print(f"anima mcp: http://{host}:{port}/mcp (anima {anima!r})")
         memory = AnimaMemory(db, anima, settings=settings())
-        run(memory, transport, host=host, port=port, allow_remember=allow_remember)  # type: ignore[arg-type]
+        run(
+            memory,
+            transport,  # type: ignore[arg-type]
+            host=host,
+            port=port,
+            allow_remember=allow_remember,
+            allow_corrections=allow_corrections,
+            allow_delete=allow_delete,
+        )
     finally:
         db.close()

@@ -17,7 +17,7 @@ from anima_pipeline.store.db import Connection
 PERIOD_BONUS = 0.3  # a message of the period the question names
 DENSE_WEIGHT = 0.1  # the nearest messages: a fallback where the words find little (tuned: docs/benchmarks.md)
 
-_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant')
+_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AND x.forgotten_at IS NULL
     AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
     AND (%(conversation)s::text IS NULL OR x.conversation_id = %(conversation)s::text)
     AND (%(speaker)s::text IS NULL OR x.speaker = %(speaker)s::text)

@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anima_pipeline.config import Settings
+from anima_pipeline.forget import ForgetReport, MemoryInfo, NotFound
 from anima_pipeline.memory import (
     MAX_BATCH,
     MAX_SEARCH_LIMIT,
@@ -154,6 +155,35 @@ class RememberBody(BaseModel):
     content: MemoryText = Field(description="one self-contained fact")
     type: MemoryType = "world"
     session_id: ExternalId | None = Field(None, description="the conversation it comes from")
+
+
+Reason = Annotated[Text, Field(min_length=1, max_length=500)]
+
+
+class DeprecateBody(BaseModel):
+    reason: Reason = Field(description="why it is no longer true")
+    superseded_by: str | None = Field(None, description="the memory that replaces it, e.g. f-12")
+
+
+class UpdateBody(BaseModel):
+    """Only the fields sent change (the seed's update rule); `source_sessions: []` clears them."""
+
+    model_config = ConfigDict(extra="forbid")
+    content: MemoryText | None = None
+    type: MemoryType | None = None
+    confidence: float | None = Field(None, ge=0, le=1)
+    source_sessions: list[ExternalId] | None = None
+    observed_at: Instant | None = None
+    valid_from: Instant | None = None
+    valid_until: Instant | None = None
+
+
+class PinBody(BaseModel):
+    reason: Reason | None = None
+
+
+class UnpinBody(BaseModel):
+    reason: Reason
 
 
 # --- auth -------------------------------------------------------------------------------------
@@ -307,6 +337,69 @@ def remember(body: RememberBody, memory: Memory) -> Remembered:
     return memory.remember(body.content, body.type, body.session_id)
 
 
+MemoryRef = Annotated[str, Path(pattern=r"^f-\d+$", description="a memory id, e.g. f-12")]
+Purge = Annotated[bool, Query(description="erase for good (a tombstone stays) instead of the soft forget")]
+
+
+@router.get("/memories/{ref}", response_model=MemoryInfo, summary="One memory (404 when erased)")
+def get_memory(ref: MemoryRef, memory: Memory) -> MemoryInfo:
+    return memory.memory(ref)
+
+
+@router.patch("/memories/{ref}", response_model=MemoryInfo, summary="Correct a memory (only the fields sent)")
+def update_memory(ref: MemoryRef, body: UpdateBody, memory: Memory) -> MemoryInfo:
+    """The correction is settled: the nights neither merge it back nor learn the old wording again."""
+    return memory.update(ref, **body.model_dump(exclude_unset=True))
+
+
+@router.post("/memories/{ref}/deprecate", response_model=MemoryInfo, summary="Retire a memory, with a reason")
+def deprecate_memory(ref: MemoryRef, body: DeprecateBody, memory: Memory) -> MemoryInfo:
+    return memory.deprecate(ref, body.reason, superseded_by=body.superseded_by)
+
+
+@router.post("/memories/{ref}/pin", response_model=MemoryInfo, summary="Keep a memory resident")
+def pin_memory(ref: MemoryRef, body: PinBody, memory: Memory) -> MemoryInfo:
+    return memory.pin(ref, body.reason)
+
+
+@router.post("/memories/{ref}/unpin", response_model=MemoryInfo, summary="Stop keeping a memory resident")
+def unpin_memory(ref: MemoryRef, body: UnpinBody, memory: Memory) -> MemoryInfo:
+    return memory.unpin(ref, body.reason)
+
+
+@router.delete("/memories/{ref}", response_model=ForgetReport, summary="Erase a memory for good")
+def delete_memory(ref: MemoryRef, memory: Memory) -> ForgetReport:
+    """Physical delete (with what was merged into it); the audit log keeps a tombstone only."""
+    return memory.delete(ref, requested_by="agent (HTTP)")
+
+
+@router.delete(
+    "/conversations/{conversation_id}", response_model=ForgetReport, summary="Forget a conversation"
+)
+def forget_conversation(
+    conversation_id: Annotated[str, Path(min_length=1)], memory: Memory, purge: Purge = False
+) -> ForgetReport:
+    """Soft: its messages are hidden and what derives only from it is deprecated; purge: erased."""
+    return memory.forget("conversation", conversation_id, purge=purge, requested_by="agent (HTTP)")
+
+
+@router.delete("/messages/{message_id}", response_model=ForgetReport, summary="Forget one message")
+def forget_message(
+    message_id: Annotated[str, Path(pattern=r"^(m-)?\d+$", description="m-N as search_messages shows it")],
+    memory: Memory,
+    purge: Purge = False,
+) -> ForgetReport:
+    return memory.forget("message", message_id, purge=purge, requested_by="agent (HTTP)")
+
+
+@router.delete("", response_model=ForgetReport, summary="Forget this whole anima")
+def forget_anima(
+    anima_id: Annotated[str, Path(min_length=1)], memory: Memory, purge: Purge = False
+) -> ForgetReport:
+    """Purge erases every row of the anima and revokes its keys; soft deprecates and hides all."""
+    return memory.forget("anima", anima_id, purge=purge, requested_by="agent (HTTP)")
+
+
 @router.get("/status", summary="Counts and recent nights of this anima")
 def status(memory: Memory) -> dict[str, Any]:
     return memory.status()
@@ -398,6 +491,10 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
         if isinstance(exc, AnimaConflictError):
             return _error(409, "conflict", str(exc), field, errors)
         return _error(422, "invalid_request", str(exc), field, errors)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, "not_found", str(exc), "id")
 
     @app.exception_handler(WrongAnimaError)
     async def _wrong_anima(_: Request, exc: WrongAnimaError) -> JSONResponse:

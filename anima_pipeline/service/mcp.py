@@ -8,6 +8,9 @@ summary and flush its facts). The self layer (``anima://self``) and the resident
 (``anima://resident``) are resources. The tools are thin over AnimaMemory. Arguments follow the
 rules of every door (anima_pipeline.validation); a refusal is a tool error naming the field,
 never a crash with a traceback.
+``--allow-corrections`` adds ``deprecate``, ``correct``, ``pin`` and ``unpin``;
+``--allow-delete`` adds ``delete`` (erase a memory for good); an unknown or erased memory id
+is a tool error naming it.
 """
 
 # no `from __future__ import annotations`: the SDK reads the tool signatures at runtime
@@ -22,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from anima_pipeline.forget import ForgetReport, MemoryInfo, NotFound
 from anima_pipeline.memory import MAX_SEARCH_LIMIT, MIN_BUDGET, AnimaInputError, AnimaMemory, Remembered
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
@@ -80,14 +84,37 @@ def _refusals_named(tool: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return tool(*args, **kwargs)
-        except AnimaInputError as exc:
+        except (AnimaInputError, NotFound) as exc:  # an unknown or erased id too
             raise ToolError(str(exc)) from None
 
     return call
 
 
-def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPServer:
-    """The MCP server over one anima's memory; `remember` only when `allow_remember`."""
+CORRECTION_DESCRIPTIONS = {
+    "deprecate": """\
+Retire a memory that is wrong or no longer true (the user said so): it leaves recall but stays
+in the store. Give the reason in the user's terms. Use `correct` instead when the user gave
+the right version of the same fact.""",
+    "correct": """\
+Correct a memory the user said is wrong: pass only the fields that change (usually content,
+one self-contained sentence). The correction is settled: tonight's consolidation neither merges
+it back nor learns the old version again from the same messages.""",
+    "pin": "Keep a memory resident: shown in every context from the next turn on.",
+    "unpin": "Stop keeping a memory resident (it stays active and searchable). Give the reason.",
+    "delete": """\
+Erase a memory for good, when the user asks you to forget it entirely (not merely that it
+changed: then use `correct` or `deprecate`). Nothing of its text stays; it cannot be undone.""",
+}
+
+
+def build_server(
+    memory: AnimaMemory,
+    *,
+    allow_remember: bool = False,
+    allow_corrections: bool = False,
+    allow_delete: bool = False,
+) -> MCPServer:
+    """The MCP server over one anima's memory; the writing tools only when allowed."""
     server = MCPServer(
         name="anima-memory",
         instructions=(
@@ -180,6 +207,32 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
     def resident() -> str:
         return "\n".join(i.line for i in memory.resident()) or "(none yet)"
 
+    Ref = Annotated[str, Field(pattern=r"^f-\d+$", description="the memory's id as shown, e.g. f-12")]
+    Reason = Annotated[Text, Field(min_length=1, max_length=500, description="why, in the user's terms")]
+
+    def deprecate(id: Ref, reason: Reason) -> MemoryInfo:
+        return memory.deprecate(id, reason)
+
+    def correct(
+        id: Ref,
+        content: Annotated[MemoryText | None, Field(description="the corrected fact")] = None,
+        type: Annotated[MemoryKind | None, Field(description="a new type, if it changes")] = None,
+        valid_until: Annotated[
+            Instant | None, Field(description="when it stopped being true (ISO-8601)")
+        ] = None,
+    ) -> MemoryInfo:
+        fields = {"content": content, "type": type, "valid_until": valid_until}
+        return memory.update(id, **{k: v for k, v in fields.items() if v is not None})
+
+    def pin(id: Ref) -> MemoryInfo:
+        return memory.pin(id)
+
+    def unpin(id: Ref, reason: Reason) -> MemoryInfo:
+        return memory.unpin(id, reason)
+
+    def delete(id: Ref) -> ForgetReport:
+        return memory.delete(id, requested_by="agent (MCP)")
+
     read_only = ToolAnnotations(
         readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
     )
@@ -219,11 +272,37 @@ def build_server(memory: AnimaMemory, *, allow_remember: bool = False) -> MCPSer
                 readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
             ),
         )
+    writes = ToolAnnotations(
+        readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
+    )
+    allowed = {"deprecate": allow_corrections, "correct": allow_corrections, "pin": allow_corrections}
+    allowed |= {"unpin": allow_corrections, "delete": allow_delete}
+    tools = {"deprecate": deprecate, "correct": correct, "pin": pin, "unpin": unpin, "delete": delete}
+    for name, fn in tools.items():
+        if allowed[name]:
+            server.add_tool(
+                _refusals_named(fn),
+                name=name,
+                title=f"{name.capitalize()} a memory",
+                description=CORRECTION_DESCRIPTIONS[name],
+                annotations=writes,
+            )
     return server
 
 
-def run(memory: AnimaMemory, transport: Transport, *, host: str, port: int, allow_remember: bool) -> None:
-    server = build_server(memory, allow_remember=allow_remember)
+def run(
+    memory: AnimaMemory,
+    transport: Transport,
+    *,
+    host: str,
+    port: int,
+    allow_remember: bool,
+    allow_corrections: bool = False,
+    allow_delete: bool = False,
+) -> None:
+    server = build_server(
+        memory, allow_remember=allow_remember, allow_corrections=allow_corrections, allow_delete=allow_delete
+    )
     if transport == "stdio":
         server.run("stdio")
     else:

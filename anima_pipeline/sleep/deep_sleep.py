@@ -113,6 +113,7 @@ def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
     return conn.execute(
         """SELECT id, memory_id, op, before, after, step FROM memory_event
            WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND step = ANY(%s)
+             AND erased_at IS NULL
            ORDER BY id""",
         (anima_id, night.day, list(DEEP_STEPS)),
     ).fetchall()
@@ -173,6 +174,8 @@ def compact(m: SemanticMemory, tz: ZoneInfo | None = None) -> str:
         parts.append(m.observed_at.astimezone(tz or _TZ).date().isoformat())
     if m.pinned:
         parts.append("[pinned]")
+    if m.settled_at is not None:
+        parts.append("[settled]")  # corrected by the user: leave it as it is
     if m.confidence != 0.8:
         parts.append(f"c={m.confidence:.2f}")
     return " ".join(parts) + " " + " ".join(m.content.split())
@@ -505,7 +508,14 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                 request,
                 executor,
                 lambda live=live, pre=pre: round_plan(
-                    round_name, live, pre.ids, night.end, cfg.merge_threshold, cfg.stale_pin_days, full_split
+                    round_name,
+                    # a settled memory is no candidate (only a newer fact may retire it)
+                    live if round_name == "contradiction" else [m for m in live if m.settled_at is None],
+                    pre.ids,
+                    night.end,
+                    cfg.merge_threshold,
+                    cfg.stale_pin_days,
+                    full_split,
                 ),
             )
             calls += executor.log

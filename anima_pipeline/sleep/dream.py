@@ -48,7 +48,7 @@ def _memory_steps() -> list[str]:
 def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
     events = conn.execute(
         """SELECT memory_id, op, step, before, after FROM memory_event
-           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory'
+           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND erased_at IS NULL
              AND (step = ANY(%s) OR (step = %s AND op = 'confidence')) ORDER BY id""",
         (anima_id, day, _memory_steps(), STEP),
     ).fetchall()

@@ -24,6 +24,7 @@ from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, 
 from anima_pipeline.sleep.revert import REVERTED_REASON
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
+from anima_pipeline.store.forget import corrected_wordings
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
@@ -131,12 +132,17 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
             system = identity_context(conn, anima_id)
             for chunk in chunk_conversations(convs, night.tz):
                 ids = sorted({c.id for c in chunk})
-                existing = MemoryRepo(conn).by_source_sessions(anima_id, ids)
+                meeting = MemoryRepo(conn).by_source_sessions(anima_id, ids)
+                # a memory the user corrected is settled: known (never learned again, nor its
+                # old wording) but not the night's to update
+                existing = [m for m in meeting if m.settled_at is None]
+                settled = [m for m in meeting if m.settled_at is not None]
                 retired = [  # consolidated or retired facts; a reverted run's facts may be learned again
                     m
                     for m in MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
                     if not (m.deprecated_reason or "").startswith(REVERTED_REASON)
                 ]
+                retired += settled + corrected_wordings(conn, [m.id for m in settled])
                 msg1 = render_day(chunk, night.tz, night.day.isoformat())
                 msg2 = render_memories(
                     existing, "# Existing memories from these conversations (ids you may update or deprecate)"

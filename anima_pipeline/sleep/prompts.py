@@ -177,11 +177,13 @@ user's active semantic memories, in this order — 1 contradiction and expiry, 2
 4 pin review — each round sees the store as the earlier rounds left it.
 
 Message 1 is the full list of active memories, identical in every round: one memory a line —
-id, type, observed date, "[pinned]" and "c=<confidence>" when it is not 0.8, then the content.
+id, type, observed date, "[pinned]", "[settled]" and "c=<confidence>" when it is not 0.8, then the content.
 Message 1.5 lists the changes of earlier rounds: it overrides message 1. Message 2 is a
 program pre-filter: candidates to look at first (not a verdict). Message 3 names this round.
 Act only in the current round, with its tool. When in doubt, do nothing: a wrong change
-costs more than a missed one."""
+costs more than a missed one. A memory marked "[settled]" was corrected by the user: leave
+it as it is (no merge, split, rewrite or pin change); only a memory learned after it may
+supersede it."""
 
 DEEP_RULES = {
     "contradiction": """\

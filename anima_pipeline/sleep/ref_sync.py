@@ -128,7 +128,7 @@ def _collect(conn: Connection, audit: Audit, night: Night, anima_id: str, chains
     messages = conn.execute(
         """SELECT id, conversation_id, content, created_at FROM message
            WHERE anima_id = %s AND role = 'assistant' AND created_at >= %s AND created_at < %s
-             AND content LIKE '%%[[anima:f-%%'
+             AND content LIKE '%%[[anima:f-%%' AND forgotten_at IS NULL
            ORDER BY created_at, id""",
         (anima_id, night.start, night.end),
     ).fetchall()

@@ -122,6 +122,9 @@ def revert_events(
         )
     stats: Counter[str] = Counter()
     for e in events:
+        if e["erased_at"] is not None:  # scrubbed by a purge: what it held is gone for good
+            stats["skipped_erased"] += 1
+            continue
         if (e["anima_id"], e["table_name"], e["memory_id"]) in later:
             stats["kept_newer_rows"] += 1
             continue
@@ -181,6 +184,13 @@ def _undo(conn: Connection, e: dict, audit: Audit, run_id: str) -> str:
             conn.execute(f"UPDATE {table} SET {sets} WHERE id = %s", [*values, int(e["memory_id"])])
         audit.record(table, e["memory_id"], "revert", after, before)
         return f"{table}_restored"
+    if table == "message" and e["op"] == "hide":  # a soft forget: the messages come back
+        conn.execute(
+            "UPDATE message SET forgotten_at = NULL WHERE anima_id = %s AND id = ANY(%s)",
+            (e["anima_id"], after["ids"]),
+        )
+        audit.record("message", e["memory_id"], "revert", after, None)
+        return "messages_unhidden"
     if table == "conversation" and e["op"] == "delete":
         from anima_pipeline.sleep.cleanup import restore_conversation
 

@@ -55,6 +55,7 @@ def memory_changes(conn: Connection, anima_id: str, day: date) -> list[dict]:
     """The day's semantic-memory events written by light and deep sleep, in order."""
     return conn.execute(
         """SELECT * FROM memory_event WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory'
+             AND erased_at IS NULL
              AND step = ANY(%s) ORDER BY id""",
         (anima_id, day, _memory_steps()),
     ).fetchall()

@@ -450,6 +450,7 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
         """SELECT DISTINCT m.anima_id FROM message m
            JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
            WHERE m.created_at >= %s AND m.created_at < %s AND c.platform <> 'cron' AND NOT c.debug
+             AND m.forgotten_at IS NULL
            ORDER BY m.anima_id""",
         (start, end),
     ).fetchall()
@@ -481,7 +482,7 @@ def day_conversations(
                   c.title, c.platform
            FROM message m JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
            WHERE m.anima_id = %s AND m.created_at >= %s AND m.created_at < %s
-             AND c.platform <> 'cron' AND NOT c.debug AND m.role = ANY(%s)
+             AND c.platform <> 'cron' AND NOT c.debug AND m.role = ANY(%s) AND m.forgotten_at IS NULL
            ORDER BY m.created_at, m.id""",
         (anima_id, start, end, list(roles)),
     ).fetchall()

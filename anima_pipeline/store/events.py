@@ -99,6 +99,7 @@ def events_of_steps(conn: Connection, anima_id: str, day: date, table: str, step
     return conn.execute(
         """SELECT e.id, e.memory_id, e.op, e.before, e.after, e.step FROM memory_event e
            WHERE e.anima_id = %s AND e.day = %s AND e.table_name = %s AND e.step = ANY(%s)
+             AND e.erased_at IS NULL  -- scrubbed by a purge: its row is gone, or stays as it is now
              AND NOT EXISTS (
                  SELECT 1 FROM memory_event r
                  WHERE r.table_name = 'run' AND r.op = 'revert' AND r.memory_id = e.run_id

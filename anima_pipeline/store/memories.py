@@ -16,7 +16,7 @@ MEMORY_TYPES: tuple[str, ...] = ("world", "experience", "preference", "opinion",
 _COLUMNS = (
     "id, anima_id, type, content, confidence, source_sessions, observed_at, valid_from, valid_until, "
     "status, deprecated_reason, superseded_by, pinned, pinned_at, reference_count, last_referenced_at, "
-    "created_at, updated_at"
+    "created_at, updated_at, settled_at"
 )
 # Columns a tool may change through update; everything else is owned by the program.
 UPDATABLE = ("type", "content", "confidence", "source_sessions", "observed_at", "valid_from", "valid_until")
@@ -30,6 +30,7 @@ PROGRAM_OWNED = (
     "pinned_at",
     "reference_count",
     "last_referenced_at",
+    "settled_at",  # set by an agent's correction (anima_pipeline/forget.py): the night leaves it be
 )
 WRITABLE = (*UPDATABLE, *PROGRAM_OWNED)
 
@@ -53,6 +54,7 @@ class SemanticMemory(BaseModel):
     last_referenced_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    settled_at: datetime | None = None
 
     @property
     def ref(self) -> str:

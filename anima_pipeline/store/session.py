@@ -29,7 +29,7 @@ class Turn:
 def session_turns(conn: Connection, anima_id: str, conversation_id: str) -> list[Turn]:
     rows = conn.execute(
         """SELECT id, external_id, role, speaker, content, created_at FROM message
-           WHERE anima_id = %s AND conversation_id = %s ORDER BY created_at, id""",
+           WHERE anima_id = %s AND conversation_id = %s AND forgotten_at IS NULL ORDER BY created_at, id""",
         (anima_id, conversation_id),
     ).fetchall()
     return [Turn(**r) for r in rows]

@@ -118,7 +118,7 @@ def rewind(conn: Connection, day: date) -> dict[str, int]:
     if first is not None:
         events = conn.execute(
             """SELECT id, anima_id, table_name, memory_id, op, before FROM memory_event
-               WHERE id >= %s AND day IS NOT NULL ORDER BY id DESC""",
+               WHERE id >= %s AND day IS NOT NULL AND erased_at IS NULL ORDER BY id DESC""",
             (first,),
         ).fetchall()
         shapes: dict[str, tuple[list[str], list[str]]] = {}

@@ -42,6 +42,7 @@ _PENDING: dict[str, str] = {
     "message": """SELECT x.id, x.anima_id, x.content FROM message x
         JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
         WHERE x.role IN ('user', 'assistant') AND c.platform <> 'cron' AND NOT c.debug AND {anima}
+          AND x.forgotten_at IS NULL
           AND NOT EXISTS (SELECT 1 FROM embedding e WHERE e.anima_id = x.anima_id AND e.kind = 'message'
                           AND e.model_id = %(model)s AND e.item_id = x.id)""",
 }

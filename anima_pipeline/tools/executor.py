@@ -173,6 +173,15 @@ class ToolExecutor:
             raise ToolError(f"{ref} is deprecated{hint}; act on an active memory")
         return mem
 
+    def _changeable(self, ref: str) -> SemanticMemory:
+        """An active memory this step may rewrite: never one the user corrected (settled)."""
+        mem = self._memory(ref)
+        if mem.settled_at is not None and not self.scope.may_change_settled:
+            raise ToolError(
+                f"{ref} was corrected by the user on {mem.settled_at:%Y-%m-%d}; it is settled: leave it as it is"
+            )
+        return mem
+
     def _check_sources(self, sources: list[str], also_allowed: list[str] = ()) -> list[str]:
         if any(not isinstance(x, str) or not x.strip() for x in sources):
             raise ToolError("source_sessions must be non-empty conversation ids")
@@ -224,7 +233,7 @@ class ToolExecutor:
         return ToolResult(content=f"created {mem.ref}", data={"id": mem.ref})
 
     def _update(self, a: s.UpdateSemanticMemory) -> ToolResult:
-        mem = self._memory(a.id)
+        mem = self._changeable(a.id)
         changes = a.model_dump(exclude_unset=True, exclude={"id"})
         if "content" in changes:
             changes["content"] = self._content(changes["content"])
@@ -250,6 +259,11 @@ class ToolExecutor:
             if succ.id == mem.id:
                 raise ToolError(f"{a.id} cannot supersede itself")
             successor = succ.id
+        if mem.settled_at is not None and not self.scope.may_change_settled:
+            # only newer evidence retires a user's correction: a fact learned after it
+            newer = a.superseded_by is not None and succ.created_at > mem.settled_at
+            if not newer:
+                self._changeable(a.id)  # raises: settled
         self.memories.deprecate(
             mem.id, a.reason, superseded_by=successor, valid_until=a.valid_until or _now(self.conn)
         )
@@ -262,7 +276,7 @@ class ToolExecutor:
                 "merge_semantic_memories needs at least two source ids; to change a single memory "
                 "use update_semantic_memory"
             )
-        sources = [self._memory(ref) for ref in a.source_ids]
+        sources = [self._changeable(ref) for ref in a.source_ids]
         # compare the resolved ids, not the strings: "f-3" and "f-03" are the same memory
         if len({m.id for m in sources}) != len(sources):
             raise ToolError(f"merge_semantic_memories: source_ids repeat an id: {a.source_ids}")
@@ -296,7 +310,7 @@ class ToolExecutor:
         )
 
     def _split(self, a: s.SplitSemanticMemory) -> ToolResult:
-        mem = self._memory(a.id)
+        mem = self._changeable(a.id)
         parts = [self._content(p) for p in a.parts]
         if len(set(parts)) != len(parts):
             raise ToolError("split_semantic_memory: two parts are the same; give each independent fact once")
@@ -328,7 +342,7 @@ class ToolExecutor:
         )
 
     def _pin(self, a: s.PinSemanticMemory) -> ToolResult:
-        mem = self._memory(a.id)
+        mem = self._changeable(a.id)
         if mem.pinned:
             return ToolResult(content=f"{a.id} is already pinned", data={"id": a.id})
         self.memories.update(mem.id, {"pinned": True, "pinned_at": _now(self.conn)}, op="pin")
@@ -336,7 +350,7 @@ class ToolExecutor:
         return ToolResult(content=f"pinned {a.id}", data={"id": a.id})
 
     def _unpin(self, a: s.UnpinSemanticMemory) -> ToolResult:
-        mem = self._memory(a.id)
+        mem = self._changeable(a.id)
         if not mem.pinned:
             return ToolResult(content=f"{a.id} is not pinned", data={"id": a.id})
         self.memories.update(mem.id, {"pinned": False, "pinned_at": None}, op="unpin")
@@ -413,6 +427,8 @@ class ToolExecutor:
             raise ToolError("write_dream_entry needs a night (day) to file the entry under")
         for upd in a.confidence_updates:
             mem = self._memory(upd.id)
+            if mem.settled_at is not None and not self.scope.may_change_settled:
+                continue  # the user's correction keeps its confidence; the entry itself is kept
             if abs(mem.confidence - upd.new_confidence) > 1e-6:
                 self.memories.update(mem.id, {"confidence": upd.new_confidence}, op="confidence")
                 self.stats["confidence_updates"] += 1

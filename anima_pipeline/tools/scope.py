@@ -27,6 +27,9 @@ class Scope:
     self_blocks: frozenset[str] = field(default_factory=frozenset)
     # Temporal summary levels this step may write.
     summary_levels: frozenset[str] = field(default_factory=frozenset)
+    # A night leaves a memory the user corrected (settled_at) as it is; the agent's own
+    # corrections (anima_pipeline/forget.py) may change it again.
+    may_change_settled: bool = False
 
     def describe_memories(self, limit: int = 12) -> str:
         if self.memory_ids is None:

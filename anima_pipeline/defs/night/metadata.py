@@ -6,8 +6,13 @@
 - `animas`, `duration_s`, and `input_chars` for the steps that build a model request.
 - tokens / cache / cost / calls only when an LLM engine ran (offline they are always 0).
 - `dagster/row_count`: rows of the table the step writes, for the animas that ran it.
-- A Markdown `preview` where reading beats counting: the day summary, the memories the step
-  created / changed / deprecated (first 20 with ids), the dream entry, the self blocks written.
+- A Markdown `preview` of what the step wrote: the memories it created / changed / deprecated
+  (first 20, ids and ops), the day summary, the dream entry, the self blocks — by id, size and
+  count, never their text. Dagster keeps every materialization's metadata in its event log,
+  and Dagster 1.13 cannot remove it selectively (`wipe_assets` only hides an asset's events,
+  `wipe_asset_partitions` is not implemented by the SQL storages, `delete_run` drops a whole
+  run, every anima's): text kept here would outlive a `forget --purge`. The text is one
+  command away: `anima export --markdown`, `anima recall`.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from anima_pipeline.store import night_report
 from anima_pipeline.store.db import Connection
 
 PREVIEW_ROWS = 20
-PREVIEW_CHARS = 400  # per row of a preview; the full text is in the store and in `anima export`
+PREVIEW_CHARS = 400  # per name in a preview; the text itself is in the store and in `anima export`
 
 
 def _ops(table: str, **ops: str) -> dict[str, tuple[str, str]]:
@@ -72,7 +77,7 @@ SKIP_UNCHANGED = frozenset({"dreams/journal", "self_blocks/refreshed"})
 
 
 def _esc(text: str) -> str:
-    """One line of Markdown: no line breaks, no table pipes, clipped."""
+    """One line of Markdown: no line breaks, no table pipes, clipped (ids and names, not text)."""
     line = " ".join(str(text).split()).replace("|", "\\|")
     return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
 
@@ -81,9 +86,9 @@ def _memories_md(conn: Connection, day: date, step: str, animas: Sequence[str]) 
     rows = night_report.changed_memories(conn, day, [step], animas, PREVIEW_ROWS)
     if not rows:
         return "_no memory changed_"
-    lines = ["| anima | memory | change | content |", "|---|---|---|---|"]
+    lines = ["| anima | memory | change | chars |", "|---|---|---|---|"]
     lines += [
-        f"| {_esc(r['anima_id'])} | f-{r['memory_id']} | {r['op']} | {_esc(r['content'])} |" for r in rows
+        f"| {_esc(r['anima_id'])} | f-{r['memory_id']} | {r['op']} | {len(r['content'])} |" for r in rows
     ]
     return "\n".join(lines)
 
@@ -92,7 +97,7 @@ def _day_summary_md(conn: Connection, day: date, step: str, animas: Sequence[str
     rows = night_report.day_summaries(conn, day, animas)
     if not rows:
         return "_no day summary_"
-    return "\n\n".join(f"### {r['anima_id']}\n\n{r['content'].strip()}" for r in rows)
+    return "\n".join(f"- {_esc(r['anima_id'])}: day summary, {len(r['content'])} chars" for r in rows)
 
 
 def _written_md(table: str, empty: str) -> Callable[[Connection, date, str, Sequence[str]], str]:
@@ -100,8 +105,8 @@ def _written_md(table: str, empty: str) -> Callable[[Connection, date, str, Sequ
         rows = night_report.written_rows(conn, day, step, table, animas, PREVIEW_ROWS)
         if not rows:
             return empty
-        return "\n\n".join(
-            f"### {r['anima_id']}: {r['level'] or r['memory_id']}\n\n{r['content'].strip()[:4000]}"
+        return "\n".join(
+            f"- {_esc(r['anima_id'])}: {_esc(r['level'] or r['memory_id'])}, {len(r['content'])} chars"
             for r in rows
         )
 
@@ -112,23 +117,17 @@ def _dream_md(conn: Connection, day: date, step: str, animas: Sequence[str]) -> 
     rows = night_report.dream_entries(conn, day, animas)
     if not rows:
         return "_no dream_"
-    parts = []
-    for r in rows:
-        parts.append(f"### {r['anima_id']}")
-        for field in (
-            "aha_moments",
-            "creative_connections",
-            "confidence_updates",
-            "next_session_actions",
-            "bank_suggestions",
-        ):
-            items = r[field] or []
-            if items:
-                parts.append(
-                    f"**{field.replace('_', ' ')}**\n"
-                    + "\n".join(f"- {_esc(i)}" for i in items[:PREVIEW_ROWS])
-                )
-    return "\n\n".join(parts)
+    fields = (
+        "aha_moments",
+        "creative_connections",
+        "confidence_updates",
+        "next_session_actions",
+        "bank_suggestions",
+    )
+    return "\n".join(
+        f"- {_esc(r['anima_id'])}: " + ", ".join(f"{len(r[f] or [])} {f.replace('_', ' ')}" for f in fields)
+        for r in rows
+    )
 
 
 PREVIEWS: dict[str, Callable[[Connection, date, str, Sequence[str]], str]] = {

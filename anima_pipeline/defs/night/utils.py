@@ -135,6 +135,7 @@ class MemoryInvariants:
             f"""WITH ev AS (
                     SELECT id, anima_id, day, step, table_name, op, memory_id, before, after
                     FROM memory_event WHERE step = ANY(%(steps)s) AND day IS NOT NULL AND {_ANIMA_FILTER}
+                      AND erased_at IS NULL  -- scrubbed by a purge: nothing left to check
                       AND (%(days)s::date[] IS NULL OR day = ANY(%(days)s))
                 ),
                 {_DAY_CONVERSATIONS}
