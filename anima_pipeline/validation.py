@@ -134,34 +134,33 @@ def check_message_size(value: str, info: ValidationInfo) -> str:
 # --- ids --------------------------------------------------------------------------------------
 
 
-def check_anima_id(value: str) -> str:
+def _check_id(value: str, longest: int, pattern: re.Pattern[str], kind: str, words: str) -> str:
     check_text(value)
-    if not value.strip():
-        raise _refuse("blank", "must not be blank")
-    if len(value) > ANIMA_ID_MAX:
+    check_not_blank(value)
+    if len(value) > longest:
         raise _refuse(
-            "id_too_long", "is {n} characters long (at most {max})", n=f"{len(value):,}", max=ANIMA_ID_MAX
+            "id_too_long", "is {n} characters long (at most {max})", n=f"{len(value):,}", max=longest
         )
-    if not _ANIMA_ID.fullmatch(value):
-        raise _refuse(
-            "anima_id_format",
-            "may hold only letters, digits and . : @ + - _ (starting with a letter or digit), "
-            "no spaces or path characters",
-        )
+    if not pattern.fullmatch(value):
+        raise _refuse(kind, words)
     return value
+
+
+def check_anima_id(value: str) -> str:
+    return _check_id(
+        value,
+        ANIMA_ID_MAX,
+        _ANIMA_ID,
+        "anima_id_format",
+        "may hold only letters, digits and . : @ + - _ (starting with a letter or digit), "
+        "no spaces or path characters",
+    )
 
 
 def check_external_id(value: str) -> str:
-    check_text(value)
-    if not value.strip():
-        raise _refuse("blank", "must not be blank")
-    if len(value) > EXTERNAL_ID_MAX:
-        raise _refuse(
-            "id_too_long", "is {n} characters long (at most {max})", n=f"{len(value):,}", max=EXTERNAL_ID_MAX
-        )
-    if not _EXTERNAL_ID.fullmatch(value):
-        raise _refuse("id_format", "must not contain whitespace or control characters")
-    return value
+    return _check_id(
+        value, EXTERNAL_ID_MAX, _EXTERNAL_ID, "id_format", "must not contain whitespace or control characters"
+    )
 
 
 def anima_id_problem(value: str) -> str | None:
