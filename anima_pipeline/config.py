@@ -149,6 +149,8 @@ class Settings(BaseSettings):
     recall_summary_chars: int = 500  # at most this much of it for summaries, on a question about a time
     recall_resident_chars: int = 2000
     recall_item_max_chars: int = 400  # a longer item is cut around the words asked about
+    # of recall_budget_chars, kept for the nearest items (by meaning) the fused lists did not place
+    recall_dense_chars: int = 300
     recall_resident_top_n: int = 20
     recall_pinned_max: int = 40
     # Review mode (docs/review.md): a night's deprecations, merges, splits and unpins become

@@ -253,8 +253,9 @@ class AnimaMemory:
                     message_id=exc.message_id,
                 ) from None
             stale = sleep_state.days_with_steps(conn, [self.anima_id], days) if stats.messages_added else []
-            keep_fresh(conn, stats.written())  # a bulk append keeps recall's plans right
         if stats.messages_added:
+            with self.db.transaction() as conn:  # after the commit: ANALYZE sees the rows as others will
+                keep_fresh(conn, stats.written())  # a bulk append keeps recall's plans right
             self._vectors.kick()  # embedded in the background: the append does not wait
         if stats.messages_added:
             # as `anima import` does: a message older than the store's first day moves the

@@ -166,16 +166,18 @@ LEXICAL = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": "none"})
 DENSE = Settings.from_env(os.environ)
 
 
-def _mode(share: float, weights: tuple[float, float] | None) -> str:
-    return f"assembled@{share}" + (f"+dense{weights[0]}/{weights[1]}" if weights else "")
+def _mode(share: float, weights: tuple[float, ...] | None) -> str:
+    return f"assembled@{share}" + ("+dense" + "/".join(f"{w:g}" for w in weights) if weights else "")
 
 
-def _assemble(conn, anima, question, budgets, now, weights: tuple[float, float] | None):
+def _assemble(conn, anima, question, budgets, now, weights: tuple[float, ...] | None):
     """assemble_context lexical-only (weights None), or fusing each section's nearest items
-    with these (memories, messages) dense weights."""
+    with these (memories, messages[, reserved characters]) dense weights."""
     if weights is None:
         return assemble_context(conn, anima, question, budgets=budgets, now=now, settings=LEXICAL)
-    MemorySearch.dense_weight, MessageSearch.dense_weight = weights
+    MemorySearch.dense_weight, MessageSearch.dense_weight = weights[:2]
+    if len(weights) > 2:
+        budgets = budgets.model_copy(update={"dense": int(weights[2])})
     return assemble_context(conn, anima, question, budgets=budgets, now=now, settings=DENSE)
 
 
@@ -216,7 +218,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float], dense_weigh
             mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
             contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
             only_msgs = _budgets(budget, 0.0).model_copy(update={"summaries": 0})
-            ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now)
+            ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now, settings=LEXICAL)
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:
                 for weights in dense_weights:
@@ -333,8 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         "--dense",
         nargs="*",
         default=None,
-        metavar="MEM:MSG",
-        help="dense weights (memories:messages) to try beside lexical-only; bare --dense: the defaults",
+        metavar="MEM:MSG[:CHARS]",
+        help="dense weights (memories:messages, and the reserve in characters) to try beside"
+        " lexical-only; bare --dense: the defaults",
     )
     parser.add_argument("--only", choices=("tuned", "unseen"), help="one split only (tuning runs)")
     args = parser.parse_args(argv)
@@ -349,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         questions = [q for q in questions if group_of(q["anima_id"]) == args.only]
     dense_weights: list = [None]
     if args.dense is not None:
-        pairs = args.dense or [f"{MemorySearch.dense_weight}:{MessageSearch.dense_weight}"]
+        pairs = args.dense or [
+            f"{MemorySearch.dense_weight}:{MessageSearch.dense_weight}"
+        ]  # reserve: settings
         dense_weights += [tuple(float(x) for x in p.split(":")) for p in pairs]
     names = speaker_names(read_jsonl(archive))
     started = time.perf_counter()

@@ -12,7 +12,10 @@ search, each its own bucket; no cross-type fused list):
 
 Sections 2-4 share one character budget (`Budgets.recall`, default 2,000): summaries take at
 most `Budgets.summaries` of it first, memories up to `memory_share` of what is left, messages
-the rest, then memories whatever messages left. Items are packed by characters, best first: an
+the rest, then memories whatever messages left. With vectors (recall by meaning), `Budgets.dense`
+(300) of the budget is kept for the nearest items by meaning that the lexical lists did not
+place: memories first, then messages, each in its own section. Items are packed by characters,
+best first (a section's header and newlines count): an
 item longer than `item_max` is cut around the words asked about (marked " …"), one that does
 not fit what is left is skipped, so a section never overflows. Nothing here writes.
 
@@ -57,6 +60,7 @@ def budgets_from(settings: Settings) -> Budgets:
         memory_share=settings.recall_memory_share,
         summaries=settings.recall_summary_chars,
         item_max=settings.recall_item_max_chars,
+        dense=settings.recall_dense_chars,
     )
 
 
@@ -66,6 +70,12 @@ class Packer:
     def __init__(self, name: SectionName, ranked: list[ContextItem], words: list[str], item_max: int) -> None:
         self.section = ContextSection(name=name, title=SECTION_TITLES[name])
         self.queue, self.words, self.item_max = list(ranked), words, item_max
+
+    def fill_from(self, items: list[ContextItem], room: int) -> int:
+        """Take the `items` not placed yet, best first, into `room` more characters."""
+        placed = {i.ref for i in self.section.items}
+        self.queue = [i for i in items if i.ref not in placed]
+        return self.fill(room)
 
     def fill(self, room: int) -> int:
         """Take items into `room` more characters; returns the characters taken. What the
@@ -138,12 +148,18 @@ def assemble_context(
     resident_pack.fill(budgets.resident)
 
     summaries = Packer("summaries", summaries_ranked, words, budgets.item_max)
-    left = budgets.recall - summaries.fill(min(budgets.summaries, budgets.recall))
+    reserve = min(budgets.dense, budgets.recall) if dense else 0
+    left = budgets.recall - reserve - summaries.fill(min(budgets.summaries, budgets.recall - reserve))
     memories = Packer("memories", memories_ranked, words, budgets.item_max)
     episodic = Packer("episodic", messages_ranked, words, budgets.item_max)
     left -= memories.fill(round(left * budgets.memory_share))
     left -= episodic.fill(left)
-    memories.fill(left)
+    left -= memories.fill(left)
+    if dense:  # the nearest items not placed yet get the reserve, memories first, in their sections
+        left += reserve
+        left -= memories.fill_from(memory_search.nearest, left)
+        left -= episodic.fill_from(message_search.nearest, left)
+        memories.fill(left)
 
     sections = [resident_pack.section, summaries.section, memories.section, episodic.section]
     rendered = "\n\n".join(s.render() for s in sections if s.items)

@@ -15,7 +15,7 @@ from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
-DENSE_WEIGHT = 0.1  # the nearest messages: a fallback where the words find little (tuned: docs/benchmarks.md)
+DENSE_WEIGHT = 0.0  # as for memories: the nearest come after the lexical list and get the reserve
 
 _WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AND x.forgotten_at IS NULL
     AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))

@@ -26,8 +26,10 @@ costs two round trips (two more when a word is misspelt), not one per statement:
 4. *Meaning* (when the question has a vector, `recall.dense`): in the scoring round trip, the
    source's `DENSE_K` nearest items by cosine (pgvector, `store.vectors`), under the same
    filters; dense neighbours that share no word are candidates too. The two lists of one
-   source are fused by weighted reciprocal rank (`fuse`); a source's lists never mix with
-   another's (one fused list per section, as the context-management seed asks).
+   source are fused (`fuse`, weighted reciprocal rank; at the tuned weight 0 the lexical order
+   stands and the nearest items it lacks follow it), and `Search.nearest` keeps the dense list
+   for the section's reserve (`recall.assemble`). A source's lists never mix with another's
+   (one list per section, as the context-management seed asks).
 
 Every term is a constant of its statement, so the planner estimates it from the column's
 statistics: a rare term reads the GIN index, a frequent one may stop early on a plain scan,
@@ -164,6 +166,7 @@ class Search:
     ) -> None:
         self.plan, self.tz, self.limit, self.offset = plan, tz, limit, offset
         self.dense = dense
+        self.nearest: list[ContextItem] = []  # the dense list alone, best first
         if dense_weight is not None:
             self.dense_weight = dense_weight
         self.params: dict[str, Any] = {"anima": anima_id, **self.filter_params(**filters)}
@@ -274,13 +277,15 @@ class Search:
 
         def fused() -> list[ContextItem]:
             lexical = self.items(cur.fetchall()) if cur is not None else []
-            found = fuse(lexical, near(), self.dense_weight)
+            nearest = near()
+            self.nearest = [item for item, _ in nearest]  # for the dense reserve (recall.assemble)
+            found = fuse(lexical, nearest, self.dense_weight)
             return found[self.offset : self.offset + self.limit]
 
         return fused
 
     def _send_dense(self, conn: Connection) -> Callable[[], list[tuple[ContextItem, float]]] | None:
-        if self.dense is None or self.dense_weight <= 0:
+        if self.dense is None:
             return None
         # pgvector 0.8: the HNSW scan goes on past ef_search while the anima filter drops rows
         conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")

@@ -104,6 +104,7 @@ class Budgets(BaseModel):
     memory_share: float = Field(default=_default("recall_memory_share"), ge=0, le=1)
     summaries: int = Field(default=_default("recall_summary_chars"), ge=0)
     item_max: int = Field(default=_default("recall_item_max_chars"), ge=40)
+    dense: int = Field(default=_default("recall_dense_chars"), ge=0)  # kept for the nearest items not placed
 
 
 class SearchPage(BaseModel):
