@@ -14,7 +14,7 @@ from anima_pipeline.store.db import Connection
 
 DATE_BONUS = 0.2  # a memory carrying a date, when the question asks when
 PERIOD_BONUS = 0.3  # a memory observed in the period the question names
-DENSE_WEIGHT = 0.0  # RRF weight of the nearest memories: any above 0 lowered the tuned figures (docs/benchmarks.md)
+DENSE_WEIGHT = 0.0  # RRF weight of the nearest memories: above 0 lowered the tuned figures
 
 # The resident set is left out when candidates are scored (it is read in the same round trip).
 _WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
