@@ -92,3 +92,36 @@ def test_text_form_round_trips(vector_db_url) -> None:
     with psycopg.connect(vector_db_url) as conn:
         back = conn.execute("SELECT %s::vector::text", (vectors.to_text(v),)).fetchone()[0]
     assert np.allclose(np.array(back.strip("[]").split(","), dtype=float), v)
+
+
+def test_anima_embed_backfills_and_status_shows_the_backlog(vector_db_url, tmp_path, monkeypatch) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from anima_pipeline import cli
+    from anima_pipeline.config import get_settings
+
+    _seed(vector_db_url, tmp_path).close()
+    with fake_embeddings() as server:
+        for name, value in {
+            "ANIMA_HOME": str(tmp_path / "home"),
+            "ANIMA_DATABASE_URL": vector_db_url,
+            "ANIMA_EMBEDDER": "http",
+            "ANIMA_EMBEDDER_URL": server.url,
+            "ANIMA_EMBEDDER_MODEL": "bag",
+        }.items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+        runner = CliRunner()
+        before = json.loads(runner.invoke(cli.app, ["status", "--json"]).stdout)["recall"]
+        assert before["backlog"] == {"memory": 1, "message": 3} and before["mode"] == "lexical"
+        assert "no vectors stored yet" in before["lexical_reason"]
+        result = runner.invoke(cli.app, ["embed", "--kind", "message"])
+        assert result.exit_code == 0, result.output
+        assert "embedded 3 message(s)" in result.stdout and "waiting: 0 message(s)" in result.stdout
+        after = json.loads(runner.invoke(cli.app, ["status", "--json"]).stdout)["recall"]
+        assert after["mode"] == "hybrid" and after["model"] == "http:bag" and after["dimension"] == DIM
+        assert after["backlog"] == {"memory": 1, "message": 0}
+        assert runner.invoke(cli.app, ["embed", "--kind", "nothing"]).exit_code == 2
+    get_settings.cache_clear()
