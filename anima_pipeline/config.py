@@ -1,17 +1,16 @@
 """Configuration from environment variables, with safe defaults (see README, "Configuration").
 
-Read once per process through `get_settings()` (or `Settings.from_env(mapping)` in tests);
-`Settings(...)` built directly holds only its arguments and the defaults, never the
-environment. Each field is read from ANIMA_<FIELD> (pydantic-settings, by prefix), except the
-Anthropic ones, which keep the SDK's own names. The Anthropic key is a SecretStr so that it
-never renders in a repr, a log or an error.
+One way to build settings: `Settings()` reads the environment (arguments override it), and a
+bad value raises ConfigError naming the variable, never showing a secret's value. The CLI and
+the Dagster definitions read them once per process through `get_settings()`; everything below
+them receives the Settings object its caller built. Tests that need a given environment set it
+with `monkeypatch.setenv` and build `Settings()`. Each field is read from ANIMA_<FIELD>
+(pydantic-settings, by prefix), except the Anthropic ones, which keep the SDK's own names. The
+Anthropic key is a SecretStr so that it never renders in a repr, a log or an error.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from contextvars import ContextVar
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
@@ -27,13 +26,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    NoDecode,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from anima_pipeline.errors import ConfigError
+from anima_pipeline.steps import parse_steps
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 # The model of the steps that allow a small one (docs/cost.md: chosen by measurement).
@@ -67,10 +63,6 @@ class StepLimits(BaseModel):
     max_tokens: int | None = Field(None, ge=256)
     thinking: Thinking | None = None
     effort: Effort | None = None
-
-
-# The mapping `from_env` reads instead of os.environ; None = environment not consulted.
-_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("anima_environ", default=None)
 
 
 class Settings(BaseSettings):
@@ -186,6 +178,12 @@ class Settings(BaseSettings):
     chars_per_token: float = Field(4.0, gt=0)  # non-CJK characters per token
     tokens_per_cjk_char: float = Field(1.1, gt=0)
 
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
     @field_validator("home")
     @classmethod
     def _home(cls, v: Path) -> Path:
@@ -241,11 +239,7 @@ class Settings(BaseSettings):
             except json.JSONDecodeError as exc:
                 raise ValueError(f"must be a JSON object of step -> value: {exc}") from None
         if isinstance(v, dict):
-            from anima_pipeline.sleep.cycle import STEP_KEYS
-
-            unknown = sorted(set(v) - set(STEP_KEYS))
-            if unknown:
-                raise ValueError(f"unknown step(s) {unknown}; the steps are: {', '.join(STEP_KEYS)}")
+            parse_steps(v)  # an UnknownStepError (a ValueError) names the steps
         return v
 
     @model_validator(mode="after")
@@ -293,41 +287,6 @@ class Settings(BaseSettings):
     def log_dir(self) -> Path:
         return self.home / "logs"
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        environ = _ENVIRON.get()
-        if environ is None:
-            return (init_settings,)
-        return (init_settings, _MappingEnvSource(settings_cls, environ))
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Settings from the environment (or `env`); a bad value raises ValueError naming the
-        variable, and never showing a secret's value."""
-        token = _ENVIRON.set(os.environ if env is None else env)
-        try:
-            return cls()
-        except ValidationError as exc:
-            raise ValueError(_describe(exc)) from None
-        finally:
-            _ENVIRON.reset(token)
-
-
-class _MappingEnvSource(EnvSettingsSource):
-    """The environment source of pydantic-settings, over a given mapping."""
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        super().__init__(settings_cls)
-        # case-insensitive names, empty values ignored: what the source does with os.environ
-        self.env_vars = {k.lower(): v for k, v in environ.items() if v != ""}
-
 
 def env_name(field: str) -> str:
     """The environment variable a Settings field is read from."""
@@ -351,4 +310,6 @@ def _describe(exc: ValidationError) -> str:
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings.from_env()
+    """The process's settings, read once: for the CLI and the Dagster definitions, which hand
+    them down; code that was given a Settings object uses that one."""
+    return Settings()

@@ -39,10 +39,11 @@ from pydantic import BaseModel, Field, ValidationError
 from anima_pipeline import forget as forgetting
 from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.embed import make_embedder
+from anima_pipeline.errors import AccessError
 from anima_pipeline.forget import ForgetReport, MemoryInfo, TargetKind
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.llm.types import Engine
-from anima_pipeline.recall.assemble import assemble_context, budgets_from, search_memories, search_messages
+from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
 from anima_pipeline.recall.context import resident_set
 from anima_pipeline.recall.dense import recall_status
 from anima_pipeline.recall.render import memory_item
@@ -104,7 +105,7 @@ class AnimaConflictError(AnimaInputError):
     was written. The message gives the API's way out, not the CLI's --update."""
 
 
-class WrongAnimaError(PermissionError):
+class WrongAnimaError(AccessError):
     """A message addressed to an anima other than the one this facade is bound to."""
 
 
@@ -392,14 +393,7 @@ class AnimaMemory:
         # this facade's own appends are searchable by meaning before its next context
         self._vectors.wait(self.settings.embedder_timeout_s)
         with self.db.transaction() as conn:
-            return assemble_context(
-                conn,
-                self.anima_id,
-                query,
-                session_id=session_id,
-                budgets=budgets_from(self.settings),
-                settings=self.settings,
-            )
+            return assemble_context(conn, self.anima_id, query, settings=self.settings, session_id=session_id)
 
     def search(
         self,
@@ -419,7 +413,15 @@ class AnimaMemory:
         self._check_search(query, since, until)
         with self.db.transaction() as conn:
             return search_memories(
-                conn, self.anima_id, query, types=types, since=since, until=until, limit=limit, offset=offset
+                conn,
+                self.anima_id,
+                query,
+                settings=self.settings,
+                types=types,
+                since=since,
+                until=until,
+                limit=limit,
+                offset=offset,
             )
 
     def search_messages(
@@ -445,6 +447,7 @@ class AnimaMemory:
                 conn,
                 self.anima_id,
                 query,
+                settings=self.settings,
                 conversation_id=conversation_id,
                 since=since,
                 until=until,

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from anima_pipeline.config import get_settings
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.migrations import load_migrations, migrate
 from benchmarks.data import data_dir
@@ -164,6 +165,17 @@ AMBIENT = (
     "ANIMA_FAULT",
     "ANIMA_FAULT_READY",
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Settings() reads the environment: a test in this process sees none of AMBIENT from the
+    caller's shell (as an `anima` under test, cli_env) and reads get_settings() afresh."""
+    for var in AMBIENT:
+        monkeypatch.delenv(var, raising=False)
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
 
 
 def cli_env(home: Path, db_url: str | None = None, **extra: str) -> dict[str, str]:

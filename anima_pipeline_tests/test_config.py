@@ -7,15 +7,24 @@ from pathlib import Path
 import pytest
 
 from anima_pipeline.config import DEFAULT_TIMEZONE, Settings, env_name, get_settings
+from anima_pipeline.errors import ConfigError, InputError
+from anima_pipeline.steps import MEMORY_STEPS, STEP_ORDER, StepKey, UnknownStepError, parse_steps
 
 
-def test_every_field_is_read_from_its_prefixed_variable_except_the_sdk_names() -> None:
+def setenv(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_every_field_is_read_from_its_prefixed_variable_except_the_sdk_names(monkeypatch) -> None:
     names = {field: env_name(field) for field in Settings.model_fields}
     assert names["anthropic_api_key"] == "ANTHROPIC_API_KEY"
     assert names["anthropic_base_url"] == "ANTHROPIC_BASE_URL"
     others = {f: n for f, n in names.items() if not f.startswith("anthropic_")}
     assert others == {f: "ANIMA_" + f.upper() for f in others}
-    s = Settings.from_env(
+    monkeypatch.delenv("ANIMA_TIMEZONE", raising=False)
+    setenv(
+        monkeypatch,
         {
             "ANIMA_DATABASE_URL": "postgresql://x@h/db",
             "ANIMA_HOME": "~/anima-test-home",
@@ -24,34 +33,50 @@ def test_every_field_is_read_from_its_prefixed_variable_except_the_sdk_names() -
             "ANIMA_BUDGET_TOKENS": "1000",
             "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
             "ANIMA_BUDGET_USD": "",  # empty = unset, as before
-        }
+        },
     )
+    s = Settings()
     assert s.database_url == "postgresql://x@h/db" and s.model == "m-1" and s.budget_tokens == 1000
     assert s.home == Path("~/anima-test-home").expanduser() and str(s.start_date) == "2024-02-29"
     assert s.anthropic_base_url == "http://127.0.0.1:9" and s.budget_usd is None
     assert s.timezone == DEFAULT_TIMEZONE
 
 
-def test_direct_construction_ignores_the_environment_and_from_env_reads_it(monkeypatch) -> None:
-    monkeypatch.setenv("ANIMA_ENGINE", "anthropic")
-    monkeypatch.setenv("ANIMA_TIMEZONE", "Europe/Paris")
-    assert Settings().engine == "offline" and Settings().timezone == DEFAULT_TIMEZONE
-    s = Settings.from_env()
-    assert (s.engine, s.timezone) == ("anthropic", "Europe/Paris")
-    assert Settings.from_env({}).engine == "offline"  # a given mapping replaces os.environ
+def test_settings_and_the_environment_agree(monkeypatch) -> None:
+    """One way to build settings: Settings() reads the environment, arguments override it, and
+    the process's cached settings (the CLI's) are the same reading."""
+    setenv(
+        monkeypatch,
+        {"ANIMA_ENGINE": "anthropic", "ANIMA_TIMEZONE": "UTC", "ANIMA_RECALL_RESIDENT_TOP_N": "7"},
+    )
+    s = Settings()
+    assert (s.engine, s.timezone, s.recall_resident_top_n) == ("anthropic", "UTC", 7)
+    assert Settings(timezone="Europe/Paris").timezone == "Europe/Paris"  # an argument wins
+    assert Settings(timezone="Europe/Paris").engine == "anthropic"  # the rest still from the environment
     get_settings.cache_clear()
     try:
-        assert get_settings().timezone == "Europe/Paris"
+        assert get_settings().model_dump() == s.model_dump()
     finally:
         get_settings.cache_clear()
+    monkeypatch.delenv("ANIMA_TIMEZONE")
+    assert Settings().timezone == DEFAULT_TIMEZONE
 
 
-def test_a_bad_value_names_its_variable_and_never_shows_a_key() -> None:
-    with pytest.raises(ValueError, match=r"^ANIMA_BUDGET_TOKENS='many': "):
-        Settings.from_env({"ANIMA_BUDGET_TOKENS": "many", "ANTHROPIC_API_KEY": "sk-ant-never-shown"})
+def test_a_bad_value_names_its_variable_and_never_shows_a_key(monkeypatch) -> None:
+    setenv(monkeypatch, {"ANIMA_BUDGET_TOKENS": "many", "ANTHROPIC_API_KEY": "sk-ant-never-shown"})
+    with pytest.raises(ConfigError, match=r"^ANIMA_BUDGET_TOKENS='many': "):
+        Settings()
+    setenv(monkeypatch, {"ANIMA_BUDGET_TOKENS": "1", "ANIMA_ENGINE": "gpt"})
     with pytest.raises(ValueError) as err:
-        Settings.from_env({"ANIMA_ENGINE": "gpt", "ANTHROPIC_API_KEY": "sk-ant-never-shown"})
+        Settings()
     assert "ANIMA_ENGINE" in str(err.value) and "sk-ant-never-shown" not in str(err.value)
+    setenv(
+        monkeypatch, {"ANIMA_ENGINE": "offline", "ANIMA_LLM_STEP_LIMITS": '{"semantic_memory/extractd": {}}'}
+    )
+    with pytest.raises(
+        ConfigError, match=r"ANIMA_LLM_STEP_LIMITS=.*unknown step\(s\) \['semantic_memory/extractd'\]"
+    ):
+        Settings()
 
 
 def test_the_step_registry_holds_the_step_functions_themselves() -> None:
@@ -60,9 +85,16 @@ def test_the_step_registry_holds_the_step_functions_themselves() -> None:
     for step in cycle.STEPS:
         assert callable(step.run) and step.run.__module__ == f"anima_pipeline.sleep.{step.module}"
         assert getattr(__import__(step.run.__module__, fromlist=[step.fn]), step.fn) is step.run
-    keys = cycle.memory_step_keys()
-    assert (
-        len(keys) == 8
-        and keys[0] == "semantic_memory/extracted"
-        and keys[-1] == "semantic_memory/pins_reviewed"
-    )
+    # the registry runs in the one DAG order of steps.py, and its groups agree with steps.py's
+    assert tuple(s.key for s in cycle.STEPS) == STEP_ORDER
+    assert MEMORY_STEPS == tuple(s.key for s in cycle.STEPS if s.group in ("light_sleep", "deep_sleep"))
+    assert len(MEMORY_STEPS) == 8 and MEMORY_STEPS[0] == "semantic_memory/extracted"
+
+
+def test_unknown_steps_are_refused_once_naming_every_step() -> None:
+    assert parse_steps(["dreams/journal", "conversations/cleaned"]) == [StepKey.CLEANED, StepKey.DREAM]
+    with pytest.raises(
+        UnknownStepError, match=r"unknown step\(s\) \['nope'\]; the steps are: conversations/cleaned, "
+    ):
+        parse_steps(["nope", "dreams/journal"])
+    assert issubclass(UnknownStepError, InputError) and issubclass(UnknownStepError, ValueError)

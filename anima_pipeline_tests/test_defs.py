@@ -22,8 +22,9 @@ from anima_pipeline.defs.night.resources import EngineResource, build_resources
 from anima_pipeline.llm.errors import BudgetExceeded, RetriesExhausted
 from anima_pipeline.llm.types import Usage
 from anima_pipeline.sleep import runner
-from anima_pipeline.sleep.cycle import STEP_KEYS, STEPS
+from anima_pipeline.sleep.cycle import STEPS
 from anima_pipeline.sleep.night import StepResult
+from anima_pipeline.steps import STEP_ORDER
 
 REPO = Path(__file__).resolve().parents[1]
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -71,7 +72,7 @@ def night_repo(settings: Settings):
 def test_definitions_load_and_validate(repo_def) -> None:
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in repo_def.asset_graph.get_all_asset_keys()}
-    assert keys == EXPECTED_KEYS == set(STEP_KEYS)
+    assert keys == EXPECTED_KEYS == set(STEP_ORDER)
     assert set(defs.resources) == {"memory_store", "anima_engine"}
     assert sorted(s.name for s in repo_def.schedule_defs) == [
         "last_night_check_schedule",
@@ -350,7 +351,7 @@ def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
 def test_select_steps_keeps_registry_order() -> None:
     picked = runner.select_steps(["dreams/journal", "conversations/cleaned", "semantic_memory/merged"])
     assert [s.key for s in picked] == ["conversations/cleaned", "semantic_memory/merged", "dreams/journal"]
-    assert [s.key for s in runner.select_steps(None)] == list(STEP_KEYS)
+    assert [s.key for s in runner.select_steps(None)] == list(STEP_ORDER)
     with pytest.raises(ValueError, match="unknown step"):
         runner.select_steps(["semantic_memory/typo"])
 

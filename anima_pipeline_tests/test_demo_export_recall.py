@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from anima_pipeline.config import Settings
 from anima_pipeline.export import export_markdown
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.context import resident_set
@@ -58,7 +59,7 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
 
     # recall: the resident set first, then memories matching the query, never a deprecated one
     with db.transaction() as conn:
-        res = assemble_context(conn, "aria", "Mochi cat")
+        res = assemble_context(conn, "aria", "Mochi cat", settings=Settings())
         recalled = res.section("memories").items
         assert any("Mochi" in i.text for i in [*res.section("resident").items, *recalled])
         statuses = conn.execute(

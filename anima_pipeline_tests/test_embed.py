@@ -140,14 +140,18 @@ def test_http_provider_batches_and_retries() -> None:
         assert server.fail_next == 0 and len(server.requests) == before
 
 
-def test_settings_choose_the_provider() -> None:
+def test_settings_choose_the_provider(monkeypatch) -> None:
     assert make_embedder(Settings(embedder="none")) is None
     with pytest.raises(EmbedderError, match="ANIMA_EMBEDDER_URL"):
         make_embedder(Settings(embedder="http"))
     with fake_embeddings() as server:
         emb = make_embedder(Settings(embedder="http", embedder_url=server.url + "/v1", embedder_model="m"))
         assert emb is not None and emb.embed(["hello"]).shape == (1, DIM)
-    env = Settings.from_env(
-        {"ANIMA_EMBEDDER": "http", "ANIMA_EMBEDDER_URL": "http://x", "ANIMA_EMBEDDER_MODEL": "m"}
-    )
+    for name, value in {
+        "ANIMA_EMBEDDER": "http",
+        "ANIMA_EMBEDDER_URL": "http://x",
+        "ANIMA_EMBEDDER_MODEL": "m",
+    }.items():
+        monkeypatch.setenv(name, value)
+    env = Settings()
     assert (env.embedder, env.embedder_url, env.embedder_model) == ("http", "http://x", "m")

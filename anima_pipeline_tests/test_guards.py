@@ -188,12 +188,11 @@ def test_the_night_guard_rolls_back_the_step_and_undoes_the_nights_earlier_steps
     assert failed["status"] == "failed" and "loss guard per night" in failed["error"]
 
 
-def test_limits_come_from_settings_and_a_small_store_is_never_wiped() -> None:
-    limits = LossLimits.from_settings(
-        Settings.from_env(
-            {"ANIMA_GUARD_STEP_SHARE": "0.5", "ANIMA_GUARD_NIGHT_SHARE": "0.6", "ANIMA_GUARD_MIN": "1"}
-        )
-    )
+def test_limits_come_from_settings_and_a_small_store_is_never_wiped(monkeypatch) -> None:
+    monkeypatch.setenv("ANIMA_GUARD_STEP_SHARE", "0.5")
+    monkeypatch.setenv("ANIMA_GUARD_NIGHT_SHARE", "0.6")
+    monkeypatch.setenv("ANIMA_GUARD_MIN", "1")
+    limits = LossLimits.from_settings(Settings())
     assert (limits.step_share, limits.night_share, limits.minimum) == (0.5, 0.6, 1)
     assert LossLimits().allowed("step", 17) == 4 and LossLimits().allowed("night", 17) == 6
     assert LossLimits().allowed("step", 4) == 3  # the minimum lets a tiny store merge and deconflict

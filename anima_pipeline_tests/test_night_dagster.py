@@ -32,8 +32,9 @@ from anima_pipeline.defs.night.metadata import LLM_KEYS, STEP_CHANGES
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.llm.errors import BudgetExceeded
 from anima_pipeline.sleep import runner
-from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS
+from anima_pipeline.sleep.cycle import NIGHT_MARKER
 from anima_pipeline.sleep.night import StepOutcome, run_step
+from anima_pipeline.steps import STEP_ORDER
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
@@ -47,7 +48,7 @@ from .conftest import DATA_DIR
 D_BOTH = date(2026, 12, 2)
 COMMON_KEYS = {"animas", "duration_s", "mode", "dagster/row_count"}
 SECRET = "sk-ant-test-must-never-appear-0xDEADBEEF"
-LIGHT_AND_DEEP = STEP_KEYS[: STEP_KEYS.index("memory_references/synced") + 1]
+LIGHT_AND_DEEP = STEP_ORDER[: STEP_ORDER.index("memory_references/synced") + 1]
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +98,7 @@ def materialize_night(
     """The night asset materialized in-process on `instance` with explicit `resources` (a
     throwaway database): the asset and checks of the code location, with the run config
     (`config`: mode, force, animas, shard) and partition tags `anima sleep` gives it."""
-    settings = Settings.from_env()
+    settings = Settings()
     last = last or first
     [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
     check_days(night.partitions_def, first, last, settings.timezone)
@@ -144,7 +145,7 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     result = materialize_night(D_BOTH, instance=instance, resources=resources)
     assert result.success
     day = D_BOTH.isoformat()
-    for step in STEP_KEYS:  # planned day by day: every step materialized, with work or not
+    for step in STEP_ORDER:  # planned day by day: every step materialized, with work or not
         [mat] = materializations(instance, step, day)
         # only what the step can change, plus the common keys; no tokens or cost offline
         assert COMMON_KEYS | set(STEP_CHANGES[step]) <= set(mat.metadata), step
@@ -219,7 +220,7 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     assert result.success
     assert len(instance.get_runs()) == 1
     days = ["2026-12-05", "2026-12-06", "2026-12-07"]
-    for step in STEP_KEYS:
+    for step in STEP_ORDER:
         assert set(days) <= partitions_of(instance, step), step
     per_day = {d: materializations(instance, "semantic_memory/extracted", d)[0].metadata for d in days}
     assert [per_day[d]["animas"].value for d in days] == [1, 1, 0]  # each day its own metadata
@@ -260,11 +261,11 @@ def test_a_range_planned_as_one_event_materializes_only_what_had_work(
     planned = instance.get_records_for_run(
         result.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
     ).records
-    assert len(planned) == len(STEP_KEYS)  # one per asset for the whole range
+    assert len(planned) == len(STEP_ORDER)  # one per asset for the whole range
     days = ["2026-12-05", "2026-12-06", "2026-12-07"]
-    assert set(days) <= partitions_of(instance, STEP_KEYS[-1])
+    assert set(days) <= partitions_of(instance, STEP_ORDER[-1])
     assert partitions_of(instance, "semantic_memory/extracted") == {"2026-12-05", "2026-12-06"}
-    last_step = {d: materializations(instance, STEP_KEYS[-1], d)[0].metadata for d in days}
+    last_step = {d: materializations(instance, STEP_ORDER[-1], d)[0].metadata for d in days}
     assert [last_step[d]["animas"].value for d in days] == [1, 1, 0]
     assert last_step["2026-12-07"]["mode"].value == "full"  # the quiet Monday's night, done
     with store.transaction() as conn:
@@ -274,7 +275,7 @@ def test_a_range_planned_as_one_event_materializes_only_what_had_work(
                 "SELECT day, step FROM sleep_state WHERE status = 'done' AND step <> 'night'"
             )
         }
-    for step in STEP_KEYS[:-1]:  # materialized exactly where an anima ran the step
+    for step in STEP_ORDER[:-1]:  # materialized exactly where an anima ran the step
         assert partitions_of(instance, step) == {d for d, s in ran if s == step}, step
 
 
@@ -362,8 +363,8 @@ def test_failing_day_mid_range_keeps_finished_days(
         and failure.metadata["cause"].value == "BudgetExceeded"
     )
     assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]  # budget: no retry
-    before_dream = STEP_KEYS[: STEP_KEYS.index("dreams/journal")]
-    for step in STEP_KEYS:
+    before_dream = STEP_ORDER[: STEP_ORDER.index("dreams/journal")]
+    for step in STEP_ORDER:
         expected = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
         assert partitions_of(instance, step) == expected, step
     assert [(m["day"], m["status"]) for m in markers(store)] == [

@@ -8,6 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from anima_pipeline.config import Settings
 from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
 from anima_pipeline.recall.context import resident_set
 from anima_pipeline.recall.query import plan_query
@@ -70,7 +71,7 @@ def _texts(ctx, section: str) -> list[str]:
 
 
 def _ctx(conn, query: str, **kw):
-    return assemble_context(conn, A, query, now=NOW, **kw)
+    return assemble_context(conn, A, query, settings=Settings(), now=NOW, **kw)
 
 
 # --- resident set -----------------------------------------------------------------------
@@ -292,20 +293,22 @@ def test_active_search_pages_and_filters(db: Database) -> None:
             for i in range(30)
         ]
         conn.execute("UPDATE semantic_memory SET type = 'preference' WHERE id = %s", (ids[3],))
-        first = search_memories(conn, A, "tomatoes", limit=20)
-        second = search_memories(conn, A, "tomatoes", limit=20, offset=20)
-        prefs = search_memories(conn, A, "tomatoes", types=["preference"])
-        early = search_memories(conn, A, "tomatoes", until=datetime(2024, 1, 3, tzinfo=UTC))
+        first = search_memories(conn, A, "tomatoes", settings=Settings(), limit=20)
+        second = search_memories(conn, A, "tomatoes", settings=Settings(), limit=20, offset=20)
+        prefs = search_memories(conn, A, "tomatoes", settings=Settings(), types=["preference"])
+        early = search_memories(
+            conn, A, "tomatoes", settings=Settings(), until=datetime(2024, 1, 3, tzinfo=UTC)
+        )
         for i in range(5):
             _say(conn, f"tomatoes again {i}", speaker="Ana" if i % 2 else "Lin Wei")
-        ana = search_messages(conn, A, "tomatoes", speaker="Ana")
+        ana = search_messages(conn, A, "tomatoes", settings=Settings(), speaker="Ana")
     assert len(first.items) == 20 and first.has_more and len(second.items) == 10 and not second.has_more
     assert {i.id for i in first.items} | {i.id for i in second.items} == set(ids)
     assert [i.id for i in prefs.items] == [ids[3]]
     assert {i.id for i in early.items} == set(ids[:2])
     assert len(ana.items) == 2 and {i.speaker for i in ana.items} == {"Ana"}
     with pytest.raises(ValueError, match="limit"):
-        search_memories(conn, A, "x", limit=0)
+        search_memories(conn, A, "x", settings=Settings(), limit=0)
 
 
 # --- indexes and read-only ---------------------------------------------------------------
@@ -357,7 +360,7 @@ def test_recall_reads_indexes_not_the_table(db: Database) -> None:
         conn.execute("ANALYZE message")
     with db.transaction() as conn:
         rec = _Recording(conn)
-        ctx = assemble_context(rec, A, "What is the name of Lin Wei's axolotl?", now=NOW)
+        ctx = assemble_context(rec, A, "What is the name of Lin Wei's axolotl?", settings=Settings(), now=NOW)
         plans = [
             "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + sql, params).fetchall())
             for sql, params in rec.statements
@@ -372,7 +375,7 @@ def test_recall_reads_indexes_not_the_table(db: Database) -> None:
     with db.transaction() as conn:
         assert "'river'" in common_lexemes(conn, "semantic_memory")
         assert "'axolotl'" not in common_lexemes(conn, "semantic_memory")
-        both = assemble_context(conn, A, "the axolotl by the river", now=NOW)
+        both = assemble_context(conn, A, "the axolotl by the river", settings=Settings(), now=NOW)
     assert _ids(both, "memories")[0] == rare
 
 
@@ -385,8 +388,8 @@ def test_recall_writes_nothing(db: Database) -> None:
         conn.execute("SET TRANSACTION READ ONLY")  # any write would raise here
         before = conn.execute("SELECT pg_current_snapshot()::text AS s").fetchone()
         ctx = _ctx(conn, "When do you drink tea, last week?")
-        search_memories(conn, A, "tea")
-        search_messages(conn, A, "tea")
+        search_memories(conn, A, "tea", settings=Settings())
+        search_messages(conn, A, "tea", settings=Settings())
         wrote = conn.execute("SELECT pg_current_xact_id_if_assigned() AS x").fetchone()["x"]
     assert before and wrote is None  # no transaction id was ever needed: nothing was written
     assert ctx.section("memories").items and ctx.section("episodic").items

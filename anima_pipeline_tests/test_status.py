@@ -167,7 +167,11 @@ def test_bad_configuration_names_the_variable():
         ({"ANIMA_ENGINE": "gpt"}, "ANIMA_ENGINE"),
         ({"ANIMA_BUDGET_USD": "lots"}, "ANIMA_BUDGET_USD"),
     ):
-        with pytest.raises(ValueError, match=var):
-            Settings.from_env(env)
-    settings = Settings.from_env({"ANTHROPIC_API_KEY": "sk-ant-hidden-1", "ANIMA_TIMEZONE": "Europe/Paris"})
+        with pytest.MonkeyPatch.context() as mp, pytest.raises(ValueError, match=var):
+            mp.setenv(var, env[var])
+            Settings()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ANTHROPIC_API_KEY", "sk-ant-hidden-1")
+        mp.setenv("ANIMA_TIMEZONE", "Europe/Paris")
+        settings = Settings()
     assert settings.tz.key == "Europe/Paris" and "sk-ant-hidden-1" not in repr(settings)

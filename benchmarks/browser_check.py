@@ -87,7 +87,7 @@ def demo_facts(env: dict[str, str]) -> tuple[str, str]:
 
     with get_instance() as instance:
         [run] = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"), limit=1)
-    db = open_database(Settings.from_env())
+    db = open_database(Settings())
     try:
         with db.transaction() as conn:
             row = conn.execute(

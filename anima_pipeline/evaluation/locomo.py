@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import InputError
 from anima_pipeline.llm.types import Engine, Usage
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
@@ -69,7 +70,7 @@ _STOP = set(
 )
 
 
-class LocomoError(ValueError):
+class LocomoError(InputError):
     """The input is not LoCoMo-shaped; the message names the sample and the key."""
 
 
@@ -357,7 +358,7 @@ def evaluate_locomo(
         questions = [q for q in d.qa if q.category in JUDGED and q.answer]
         for q in questions[:max_questions]:
             with db.transaction() as conn:
-                ctx = assemble_context(conn, d.anima_id, q.question, now=asked_at)
+                ctx = assemble_context(conn, d.anima_id, q.question, settings=settings, now=asked_at)
             row = QuestionResult(
                 sample_id=d.sample_id,
                 category=q.category,

@@ -8,11 +8,14 @@ already spent when it failed, so a failed step still reports its cost.
 
 from __future__ import annotations
 
+from anima_pipeline.errors import AnimaError
 from anima_pipeline.llm.types import Usage
 
 
-class EngineError(RuntimeError):
-    """A step's engine could not finish the step."""
+class EngineError(AnimaError, RuntimeError):
+    """A step's engine could not finish the step: the engine area of anima_pipeline.errors."""
+
+    http_status = 502
 
     def __init__(self, message: str, *, step: str | None = None, usage: Usage | None = None) -> None:
         super().__init__(message)

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.config import Settings
 from anima_pipeline.recall.context import send_resident
 from anima_pipeline.recall.dense import query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
@@ -104,15 +104,15 @@ def assemble_context(
     anima_id: str,
     query: str,
     *,
+    settings: Settings,
     session_id: str | None = None,
     budgets: Budgets | None = None,
     now: datetime | None = None,
-    settings: Settings | None = None,
 ) -> AssembledContext:
     """The context an agent gets for `query`, in sections; `session_id` is the current
     conversation (its messages, and memories sourced only from it, are already in the window).
-    The question is embedded once (when vectors are available) for both sections."""
-    settings = settings or get_settings()
+    The question is embedded once (when vectors are available) for both sections.
+    `settings` gives the time zone, the resident limits and (unless `budgets`) the budgets."""
     budgets = budgets or budgets_from(settings)
     tz: ZoneInfo = settings.tz
     now = now or datetime.now(tz)
@@ -185,6 +185,7 @@ def search_memories(
     anima_id: str,
     query: str,
     *,
+    settings: Settings,
     types: list[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
@@ -196,7 +197,17 @@ def search_memories(
     `since`/`until` bound when a memory was observed (else created). Paging reaches as deep
     as the candidates the index gives (`recall.ranking.CAP` per word)."""
     return _page(
-        rank_memories, conn, anima_id, query, limit, offset, now, types=types, since=since, until=until
+        rank_memories,
+        conn,
+        anima_id,
+        query,
+        settings,
+        limit,
+        offset,
+        now,
+        types=types,
+        since=since,
+        until=until,
     )
 
 
@@ -205,6 +216,7 @@ def search_messages(
     anima_id: str,
     query: str,
     *,
+    settings: Settings,
     conversation_id: str | None = None,
     speaker: str | None = None,
     since: datetime | None = None,
@@ -220,6 +232,7 @@ def search_messages(
         conn,
         anima_id,
         query,
+        settings,
         limit,
         offset,
         now,
@@ -236,6 +249,7 @@ def _page(
     conn: Connection,
     anima_id: str,
     query: str,
+    settings: Settings,
     limit: int,
     offset: int,
     now: datetime | None,
@@ -244,7 +258,7 @@ def _page(
     """One page of what `rank` finds for `query`: one item more than the page is ranked, to
     know whether another page exists."""
     _check_page(limit, offset)
-    tz = get_settings().tz
+    tz = settings.tz
     plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
     items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, **filters)
     return SearchPage(

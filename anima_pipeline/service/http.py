@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import ServiceError
 from anima_pipeline.forget import ForgetReport, MemoryInfo, NotFound
 from anima_pipeline.memory import (
     MAX_BATCH,
@@ -69,7 +70,7 @@ DEFAULT_PORT = 8765
 MAX_BODY_BYTES = 32 * 1024 * 1024  # a full batch of 10,000 chat messages fits with room to spare
 
 
-class ApiError(Exception):
+class ApiError(ServiceError):
     def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import psycopg
 
 from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.errors import NightError
 from anima_pipeline.llm.types import Usage
 from anima_pipeline.sleep import faults
 from anima_pipeline.sleep.embedding import embed_night
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 NIGHT = sleep_state.NIGHT
 
 
-class NightBusy(RuntimeError):
+class NightBusy(NightError):
     """Another run, still alive (its lease is being renewed), is working on this night."""
 
 

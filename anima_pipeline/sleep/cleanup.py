@@ -19,10 +19,11 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 
-STEP = "conversations/cleaned"
+STEP = StepKey.CLEANED
 RESTORE_STEP = "conversations/restored"
 STALE_HOURS = 24
 DETAIL_IDS = 200  # how many deleted ids the step result lists (the audit has all of them)

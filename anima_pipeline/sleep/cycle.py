@@ -15,6 +15,7 @@ from datetime import date, timedelta
 
 from anima_pipeline.sleep import cleanup, deep_sleep, dream, light_sleep, ref_sync, self_refresh, temporal
 from anima_pipeline.sleep.night import Night, StepResult
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
@@ -25,11 +26,11 @@ AnimasFn = Callable[[Connection, Night], list[str]]
 
 @dataclass
 class StepDef:
-    key: str  # the Dagster asset key path, also sleep_state.step and memory_event.step
+    key: StepKey  # the Dagster asset key path, also sleep_state.step and memory_event.step
     group: str
     description: str
     run: StepFn
-    deps: tuple[str, ...]
+    deps: tuple[StepKey, ...]
     # which animas the step processes on a day; None = those with conversations that day
     animas: AnimasFn | None = None
 
@@ -45,7 +46,7 @@ class StepDef:
 
 STEPS: tuple[StepDef, ...] = (
     StepDef(
-        "conversations/cleaned",
+        StepKey.CLEANED,
         "cleanup",
         "Stale empty, single-message and assistant-less conversations deleted (audited, recoverable from memory_event).",
         cleanup.cleanup,
@@ -53,102 +54,101 @@ STEPS: tuple[StepDef, ...] = (
         animas=cleanup.animas_for,
     ),
     StepDef(
-        "semantic_memory/extracted",
+        StepKey.SEMANTIC_EXTRACTED,
         "light_sleep",
         "Stage 1: the day's conversations into semantic memories (create / update / deprecate within message 2).",
         light_sleep.extract_semantic,
-        ("conversations/cleaned",),
+        (StepKey.CLEANED,),
     ),
     StepDef(
-        "emotional_anchors/marked",
+        StepKey.ANCHORS_MARKED,
         "light_sleep",
         "Stage 2: the day's mood and emotional turning points as anchors.",
         light_sleep.extract_anchors,
-        ("semantic_memory/extracted",),
+        (StepKey.SEMANTIC_EXTRACTED,),
     ),
     StepDef(
-        "autobiographical_memory/narrated",
+        StepKey.AUTOBIOGRAPHY_NARRATED,
         "light_sleep",
         "Stage 3 (phase A): narratives from the last 7 days' experience and imprint memories, only when worth telling.",
         light_sleep.narrate,
-        ("emotional_anchors/marked",),
+        (StepKey.ANCHORS_MARKED,),
     ),
     StepDef(
-        "self_blocks/autobiography_summary",
+        StepKey.AUTOBIOGRAPHY_SUMMARY,
         "light_sleep",
         "Stage 3b (phase B): the autobiography summary self block, a grouped outline fading with distance.",
         light_sleep.summarize_autobiography,
-        ("autobiographical_memory/narrated",),
+        (StepKey.AUTOBIOGRAPHY_NARRATED,),
     ),
     StepDef(
-        "semantic_memory/deconflicted",
+        StepKey.DECONFLICTED,
         "deep_sleep",
         "Round 1: exclusive contradictions and expired facts deprecated, superseded_by set.",
         deep_sleep.deconflict,
-        ("self_blocks/autobiography_summary",),
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
     ),
     StepDef(
-        "semantic_memory/split",
+        StepKey.SPLIT,
         "deep_sleep",
         "Round 2: entries holding several independent facts split into one memory each.",
         deep_sleep.split,
-        ("semantic_memory/deconflicted",),
+        (StepKey.DECONFLICTED,),
     ),
     StepDef(
-        "semantic_memory/merged",
+        StepKey.MERGED,
         "deep_sleep",
         "Round 3: duplicates and near-duplicates merged (sources union, earliest observed_at).",
         deep_sleep.merge,
-        ("semantic_memory/split",),
+        (StepKey.SPLIT,),
     ),
     StepDef(
-        "semantic_memory/pins_reviewed",
+        StepKey.PINS_REVIEWED,
         "deep_sleep",
         "Round 4: stale pins unpinned; the resident read stays capped at 40.",
         deep_sleep.review_pins,
-        ("semantic_memory/merged",),
+        (StepKey.MERGED,),
     ),
     StepDef(
-        "memory_references/synced",
+        StepKey.REFERENCES_SYNCED,
         "references",
         "[[anima:f-N]] citations collected, re-pointed to successors, decayed reference counts and the resident set.",
         ref_sync.sync_references,
-        ("semantic_memory/pins_reviewed",),
+        (StepKey.PINS_REVIEWED,),
         animas=ref_sync.animas_for,
     ),
     StepDef(
-        "temporal_summaries/day",
+        StepKey.DAY_SUMMARY,
         "temporal",
         "The day summary from the day's conversations and memory changes.",
         temporal.summarize_day,
-        ("self_blocks/autobiography_summary",),
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
         animas=temporal.animas_for,
     ),
     StepDef(
-        "temporal_summaries/cascade",
+        StepKey.CASCADE,
         "temporal",
         "Week (on Sunday), month (last day) and year (31 December) summaries from the level below.",
         temporal.cascade,
-        ("semantic_memory/pins_reviewed", "temporal_summaries/day"),
+        (StepKey.PINS_REVIEWED, StepKey.DAY_SUMMARY),
         animas=temporal.animas_for,
     ),
     StepDef(
-        "dreams/journal",
+        StepKey.DREAM,
         "dream",
         "REM synthesis: cross-memory connections, confidence updates, next-session actions, bank page suggestions.",
         dream.dream,
-        ("self_blocks/autobiography_summary",),
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
     ),
     StepDef(
-        "self_blocks/refreshed",
+        StepKey.SELF_REFRESHED,
         "self_layer",
         "The self blocks other than identity refreshed from the day's consolidated memories.",
         self_refresh.refresh_self,
-        ("self_blocks/autobiography_summary",),
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
     ),
 )
-STEP_KEYS: tuple[str, ...] = tuple(s.key for s in STEPS)
-BY_KEY: dict[str, StepDef] = {s.key: s for s in STEPS}
+BY_KEY: dict[StepKey, StepDef] = {s.key: s for s in STEPS}
 NIGHT_MARKER = sleep_state.NIGHT  # sleep_state.step of the row that records one anima's whole night
 
 
@@ -181,11 +181,6 @@ def plan_day(conn: Connection, night: Night) -> dict[str, list[str]]:
         for anima_id in sorted(per_hook[hook]):
             plan.setdefault(anima_id, []).append(s.key)
     return dict(sorted(plan.items()))
-
-
-def memory_step_keys() -> list[str]:
-    """The steps that write semantic memories (light and deep sleep), in order."""
-    return [s.key for s in STEPS if s.group in ("light_sleep", "deep_sleep")]
 
 
 def day_range(first: date, last: date) -> list[date]:

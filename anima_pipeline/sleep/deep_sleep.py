@@ -25,6 +25,7 @@ from urllib.parse import quote
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
+from anima_pipeline.errors import NightError
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolSpec, Usage
 from anima_pipeline.offline.deep import is_split_candidate
 from anima_pipeline.offline.deep_plans import attribute_pairs, merge_candidates, round_plan
@@ -32,6 +33,7 @@ from anima_pipeline.sleep import guards, prefix, prompts
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.steps import STEP_ORDER, StepKey
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit, events_of_steps
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -42,16 +44,16 @@ from anima_pipeline.tools.scope import Scope
 
 log = logging.getLogger(__name__)
 
-ROUNDS: tuple[tuple[str, str], ...] = (
-    ("semantic_memory/deconflicted", "contradiction"),
-    ("semantic_memory/split", "split"),
-    ("semantic_memory/merged", "merge"),
-    ("semantic_memory/pins_reviewed", "pin_review"),
+ROUNDS: tuple[tuple[StepKey, str], ...] = (
+    (StepKey.DECONFLICTED, "contradiction"),
+    (StepKey.SPLIT, "split"),
+    (StepKey.MERGED, "merge"),
+    (StepKey.PINS_REVIEWED, "pin_review"),
 )
 DEEP_STEPS = tuple(step for step, _ in ROUNDS)
 # The steps that finish before deep sleep starts (DAG order); every later write of the night
 # is undone when the rounds rebuild their shared prompt.
-BEFORE_DEEP_SLEEP = ("conversations/cleaned", *LIGHT_STEPS)
+BEFORE_DEEP_SLEEP = (StepKey.CLEANED, *LIGHT_STEPS)
 ROUND_TOOLS = {
     "contradiction": ("deprecate_semantic_memory",),
     "split": ("split_semantic_memory",),
@@ -87,7 +89,7 @@ MAX_PREFILTER_IDS = 40
 _TZ = ZoneInfo(DEFAULT_TIMEZONE)
 
 
-class DeepSleepTooLarge(RuntimeError):
+class DeepSleepTooLarge(NightError):
     pass
 
 
@@ -127,10 +129,8 @@ def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str
     nor are a revert's (`anima revert`, the night guard's undo), and the writes of a run
     that was reverted are undone already: undoing either again would bring back what the
     revert retired (a reverted flood of 5,000 memories in message 1)."""
-    from anima_pipeline.sleep.cycle import STEP_KEYS  # the registry imports this module
-
     return events_of_steps(
-        conn, anima_id, night.day, table, [k for k in STEP_KEYS if k not in BEFORE_DEEP_SLEEP]
+        conn, anima_id, night.day, table, [k for k in STEP_ORDER if k not in BEFORE_DEEP_SLEEP]
     )
 
 

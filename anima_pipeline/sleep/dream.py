@@ -24,13 +24,14 @@ from anima_pipeline.offline.dream import DayMemories, synthesize
 from anima_pipeline.sleep import deep_sleep, prompts
 from anima_pipeline.sleep.day_input import render_memories
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
+from anima_pipeline.steps import MEMORY_STEPS, StepKey
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
-STEP = "dreams/journal"
+STEP = StepKey.DREAM
 TOOLS = ("write_dream_entry",)
 _ENTRY_KEYS = ("creative_connections", "aha_moments", "next_session_actions", "bank_suggestions")
 
@@ -38,19 +39,12 @@ _ENTRY_KEYS = ("creative_connections", "aha_moments", "next_session_actions", "b
 # ---- the day's input ------------------------------------------------------------------
 
 
-def _memory_steps() -> list[str]:
-    # imported here: the step registry (cycle) imports this module
-    from anima_pipeline.sleep.cycle import memory_step_keys
-
-    return memory_step_keys()
-
-
 def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
     events = conn.execute(
         """SELECT memory_id, op, step, before, after FROM memory_event
            WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND erased_at IS NULL
              AND (step = ANY(%s) OR (step = %s AND op = 'confidence')) ORDER BY id""",
-        (anima_id, day, _memory_steps(), STEP),
+        (anima_id, day, list(MEMORY_STEPS), STEP),
     ).fetchall()
     created: set[int] = set()
     touched: list[int] = []

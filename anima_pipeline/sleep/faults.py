@@ -21,12 +21,14 @@ import time
 from datetime import date
 from pathlib import Path
 
+from anima_pipeline.errors import NightError
+
 ENV = "ANIMA_FAULT"
 READY_ENV = "ANIMA_FAULT_READY"
 POINTS = ("before_step", "in_step", "night_end")
 
 
-class FaultInjected(RuntimeError):
+class FaultInjected(NightError):
     """Raised at a fault point with action=fail."""
 
 

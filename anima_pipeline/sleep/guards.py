@@ -33,6 +33,7 @@ from datetime import date, datetime
 from typing import Literal
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import NightError
 from anima_pipeline.store.archive import day_chars
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit, step_growth
@@ -78,7 +79,7 @@ class Loss:
         return len(self.lost) - self.merges
 
 
-class LossGuardTripped(RuntimeError):
+class LossGuardTripped(NightError):
     """A step or a night would retire more of an anima's memories than its loss guard allows."""
 
     def __init__(

@@ -22,6 +22,7 @@ from anima_pipeline.sleep.day_input import chunk_conversations, load_day, render
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.sleep.revert import REVERTED_REASON
+from anima_pipeline.steps import LIGHT_SLEEP, StepKey
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.forget import corrected_wordings
@@ -31,11 +32,11 @@ from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
-STEP_SEMANTIC = "semantic_memory/extracted"
-STEP_LIMBIC = "emotional_anchors/marked"
-STEP_NARRATIVE = "autobiographical_memory/narrated"
-STEP_SUMMARY = "self_blocks/autobiography_summary"
-LIGHT_STEPS = (STEP_SEMANTIC, STEP_LIMBIC, STEP_NARRATIVE, STEP_SUMMARY)
+STEP_SEMANTIC = StepKey.SEMANTIC_EXTRACTED
+STEP_LIMBIC = StepKey.ANCHORS_MARKED
+STEP_NARRATIVE = StepKey.AUTOBIOGRAPHY_NARRATED
+STEP_SUMMARY = StepKey.AUTOBIOGRAPHY_SUMMARY
+LIGHT_STEPS = LIGHT_SLEEP
 
 SEMANTIC_TOOLS = ("create_semantic_memory", "update_semantic_memory", "deprecate_semantic_memory")
 NARRATIVE_WINDOW_DAYS = 7

@@ -22,6 +22,7 @@ import psycopg
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
+from anima_pipeline.errors import NightError
 from anima_pipeline.llm.errors import ModelAnswerError
 from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, Usage
 from anima_pipeline.sleep import faults, guards
@@ -82,7 +83,7 @@ class StepResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class StepFailed(RuntimeError):
+class StepFailed(NightError):
     """A step stopped; its writes were rolled back. The message names the step, anima and day."""
 
 

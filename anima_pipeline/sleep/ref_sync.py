@@ -21,12 +21,13 @@ from typing import Any
 
 from anima_pipeline.citations import CITATION
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 
-STEP = "memory_references/synced"
+STEP = StepKey.REFERENCES_SYNCED
 DEFAULTS: dict[str, float] = {
     "decay_days": 30,
     "recent_weight": 1.0,

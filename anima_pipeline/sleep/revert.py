@@ -23,6 +23,7 @@ from datetime import date
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.errors import InputError
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -32,7 +33,7 @@ from anima_pipeline.store.memories import WRITABLE, MemoryRepo
 REVERTED_REASON = "reverted run"  # prefix of deprecated_reason; light sleep may learn these facts again
 
 
-class RevertError(ValueError):
+class RevertError(InputError):
     pass
 
 

@@ -24,12 +24,14 @@ from datetime import date, timedelta
 from typing import Any
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import NightError
 from anima_pipeline.llm.types import Engine, Usage
 from anima_pipeline.sleep.anima_night import AnimaFailure, Heartbeat, end_unrecorded
-from anima_pipeline.sleep.cycle import NIGHT_MARKER, STEP_KEYS, STEPS, StepDef, plan_day
+from anima_pipeline.sleep.cycle import BY_KEY, NIGHT_MARKER, STEPS, StepDef, plan_day
 from anima_pipeline.sleep.guards import GrowthLimits, LossLimits
 from anima_pipeline.sleep.night import Mode, Night, StepResult, scheduled_mode
 from anima_pipeline.sleep.pool import AnimaPool, Task, default_workers
+from anima_pipeline.steps import STEP_ORDER, parse_steps
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.planner_stats import NIGHT_TABLES, VECTOR_TABLES, keep_fresh
@@ -44,7 +46,7 @@ OnStep = Callable[[Night, str, list[StepResult]], None]
 OnNight = Callable[[Night, list[StepResult]], None]
 
 
-class NightOrderError(RuntimeError):
+class NightOrderError(NightError):
     """An anima's day D was refused because its night of D-1 is failed or not over."""
 
     def __init__(self, day: date, anima_id: str, previous: dict) -> None:
@@ -66,7 +68,7 @@ class NightOrderError(RuntimeError):
         )
 
 
-class NightFailed(RuntimeError):
+class NightFailed(NightError):
     """One or more animas' nights failed on `day`. Each failed step's writes were rolled back;
     earlier steps, the other animas and earlier days stay done. `failures` has every failed
     anima, step and cause; `step`, `anima_id` and `cause` are the first's, `usage` the sum of
@@ -96,11 +98,7 @@ def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
     error naming the valid ones."""
     if steps is None:
         return list(STEPS)
-    wanted = set(steps)
-    unknown = sorted(wanted - set(STEP_KEYS))
-    if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; the steps are: {', '.join(STEP_KEYS)}")
-    return [s for s in STEPS if s.key in wanted]
+    return [BY_KEY[k] for k in parse_steps(steps)]
 
 
 def step_functions(steps: Iterable[str] | None) -> dict[str, Callable[..., StepResult]]:
@@ -115,29 +113,14 @@ def run_night(
     steps: Sequence[str] | None = None,
     animas: Sequence[str] | None = None,
     *,
+    pool: AnimaPool,
     on_step: OnStep | None = None,
-    pool: AnimaPool | None = None,
-    settings: Settings | None = None,
     shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
     """Run the selected steps of one day for every anima that has them (filtered by `animas`
-    and `shard` when given), idle animas recorded as skipped. Raises NightFailed, after every other anima
+    and `shard` when given) in `pool` (run_days opens it, with its heartbeat, from the
+    run's settings), idle animas recorded as skipped. Raises NightFailed, after every other anima
     finished, when any anima failed or was refused by the order rule."""
-    if pool is None:  # one day on its own: its own pool and heartbeat
-        settings = settings or Settings()
-        fns = step_functions(steps)
-        with (
-            Heartbeat(db.url, night.run_id, settings.night_lease_s),
-            AnimaPool(
-                db,
-                settings,
-                night.engine,
-                fns,
-                workers=default_workers(settings),
-                lease_s=settings.night_lease_s,
-            ) as own,
-        ):
-            return run_night(db, night, steps, animas, on_step=on_step, pool=own, shard=shard)
     selected = [s.key for s in select_steps(steps)]
     partial = len(selected) < len(STEPS)
     only = sorted(set(animas)) if animas else None
@@ -221,7 +204,7 @@ def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
 
 def _index(step: str) -> int:
     """A step's place in the registry; a failure of the night itself comes before them all."""
-    return STEP_KEYS.index(step) if step in STEP_KEYS else -1
+    return STEP_ORDER.index(step) if step in STEP_ORDER else -1
 
 
 def run_days(

@@ -22,13 +22,14 @@ from anima_pipeline.offline.temporal import bullets
 from anima_pipeline.sleep import deep_sleep, prompts
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
 from anima_pipeline.sleep.temporal import memory_changes, render_changes
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
-STEP = "self_blocks/refreshed"
+STEP = StepKey.SELF_REFRESHED
 TOOLS = ("write_self_block",)
 BLOCKS = ("persona", "values", "relationships", "current_state")
 

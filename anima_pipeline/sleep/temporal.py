@@ -26,6 +26,7 @@ from anima_pipeline.sleep import prompts
 from anima_pipeline.sleep.day_input import load_day, render_day
 from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
+from anima_pipeline.steps import MEMORY_STEPS, StepKey
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
@@ -35,17 +36,10 @@ from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
-STEP_DAY = "temporal_summaries/day"
-STEP_CASCADE = "temporal_summaries/cascade"
+STEP_DAY = StepKey.DAY_SUMMARY
+STEP_CASCADE = StepKey.CASCADE
 TOOLS = ("write_temporal_summary",)
 BELOW = {"week": ("day",), "month": ("week", "day"), "year": ("month", "week", "day")}
-
-
-def _memory_steps() -> list[str]:
-    # imported here: the step registry (cycle) imports this module
-    from anima_pipeline.sleep.cycle import memory_step_keys
-
-    return memory_step_keys()
 
 
 # ---- day ------------------------------------------------------------------------------
@@ -57,7 +51,7 @@ def memory_changes(conn: Connection, anima_id: str, day: date) -> list[dict]:
         """SELECT * FROM memory_event WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory'
              AND erased_at IS NULL
              AND step = ANY(%s) ORDER BY id""",
-        (anima_id, day, _memory_steps()),
+        (anima_id, day, list(MEMORY_STEPS)),
     ).fetchall()
 
 

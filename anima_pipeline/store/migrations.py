@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 
+from anima_pipeline.errors import StoreError
 from anima_pipeline.packaged import top_level
 
 SQL_DIR = top_level("sql")
@@ -20,7 +21,7 @@ _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _LOCK_KEY = 7_231_001  # one advisory lock id for "migrating", so two processes never apply twice
 
 
-class MigrationError(RuntimeError):
+class MigrationError(StoreError):
     pass
 
 

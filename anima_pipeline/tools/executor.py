@@ -17,6 +17,7 @@ import psycopg
 from pydantic import ValidationError
 
 from anima_pipeline.citations import inert
+from anima_pipeline.errors import AnimaError
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolResult
 from anima_pipeline.store import review
@@ -28,8 +29,11 @@ from anima_pipeline.tools import schemas as s
 from anima_pipeline.tools.scope import Scope
 
 
-class ToolError(ValueError):
-    """A refused call; the message goes back to the model as an is_error tool_result."""
+class ToolError(AnimaError, ValueError):
+    """A refused call; the message goes back to the model as an is_error tool_result (the tool
+    area of anima_pipeline.errors)."""
+
+    http_status = 422
 
 
 # What review mode (Audit.review, docs/review.md) turns into proposals: the operations that

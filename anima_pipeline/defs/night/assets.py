@@ -49,6 +49,7 @@ from anima_pipeline.defs.night import checks as night_checks
 from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.defs.night.partitions import partition_day
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
+from anima_pipeline.errors import NightError
 from anima_pipeline.sleep import runner
 from anima_pipeline.sleep.cycle import STEPS, StepDef
 from anima_pipeline.sleep.night import Night, StepResult
@@ -144,7 +145,7 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
     if isinstance(exc, runner.NightFailed):
         md.update(
             day=dg.MetadataValue.text(exc.day.isoformat()),
-            step=dg.MetadataValue.text(exc.step),
+            step=dg.MetadataValue.text(str(exc.step)),
             anima=dg.MetadataValue.text(exc.anima_id or "-"),
             cause=dg.MetadataValue.text(type(exc.cause).__name__),
             error=dg.MetadataValue.text(str(exc.cause)[:4000]),
@@ -177,7 +178,7 @@ def night_settings(memory_store: MemoryStoreResource, anima_engine: EngineResour
     return anima_engine.apply(memory_store.settings())
 
 
-class BlockingCheckFailed(RuntimeError):
+class BlockingCheckFailed(NightError):
     """A blocking check failed after a day: the run stops before the next day builds on it."""
 
     def __init__(self, day: date, result: dg.AssetCheckResult) -> None:

@@ -11,9 +11,9 @@ from anima_pipeline.defs.night.assets import asset_key, build_night
 from anima_pipeline.defs.night.freshness import build_freshness
 from anima_pipeline.defs.night.partitions import night_partitions, start_date
 from anima_pipeline.defs.night.schedules import build_job, build_schedule
-from anima_pipeline.sleep.cycle import STEP_KEYS
+from anima_pipeline.steps import STEP_ORDER
 
-FRESHNESS_KEY = STEP_KEYS[-1]  # the night's last step: materialized every night that ran (assets.py)
+FRESHNESS_KEY = STEP_ORDER[-1]  # the night's last step: materialized every night that ran (assets.py)
 
 
 def night_definitions(settings: Settings) -> dg.Definitions:
@@ -41,4 +41,4 @@ def night_definitions(settings: Settings) -> dg.Definitions:
 @dg.definitions
 def night() -> dg.Definitions:
     # a bad ANIMA_* value stops the code location with the variable's name
-    return night_definitions(Settings.from_env())
+    return night_definitions(Settings())

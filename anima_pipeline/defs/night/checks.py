@@ -25,6 +25,7 @@ import dagster as dg
 
 from anima_pipeline.defs.night.utils import MemoryInvariants
 from anima_pipeline.sleep.deep_sleep import BATCH_CHARS, REFUSE_CHARS
+from anima_pipeline.steps import LIGHT_SLEEP, StepKey
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
 
@@ -153,28 +154,28 @@ class NightCheck:
 CHECKS: tuple[NightCheck, ...] = (
     NightCheck(
         "no_duplicate_active_memories",
-        "semantic_memory/merged",
+        StepKey.MERGED,
         "No two active memories of an anima have the same normalized content "
         "(lowercase, NFKC, punctuation and whitespace folded). Animas the run touched.",
         no_duplicate_active_memories,
     ),
     NightCheck(
         "superseded_by_chains_end",
-        "semantic_memory/pins_reviewed",
+        StepKey.PINS_REVIEWED,
         "Every superseded_by points at an existing memory of the same anima, only deprecated memories "
         "have one, and chains end (no cycles). Animas the run touched.",
         superseded_by_chains_end,
     ),
     NightCheck(
         "deep_sleep_input_within_limits",
-        "semantic_memory/extracted",
+        StepKey.SEMANTIC_EXTRACTED,
         "Deep sleep's message 1 (all active memories as compact JSON) per anima: warns above "
         f"{DEEP_INPUT_WARN_CHARS:,} characters (batched by type), fails above {DEEP_INPUT_MAX_CHARS:,} (refused).",
         deep_sleep_input_within_limits,
     ),
     NightCheck(
         "light_sleep_within_scope",
-        "semantic_memory/extracted",
+        StepKey.SEMANTIC_EXTRACTED,
         "Blocking: light sleep wrote only inside its scope on the run's days (memory_event): each stage only "
         "its own table; semantic memories created with sources among that day's conversations only, updated "
         "or deprecated only when their sources met them; anchors on that day's conversations. Evaluated after "
@@ -184,7 +185,7 @@ CHECKS: tuple[NightCheck, ...] = (
     ),
     NightCheck(
         "memory_sources_exist",
-        "conversations/cleaned",
+        StepKey.CLEANED,
         "Every active memory's source_sessions exist as conversations, or were deleted by cleanup "
         "(recorded in memory_event, restorable). Animas the run touched.",
         memory_sources_exist,
@@ -200,12 +201,7 @@ CHECKS: tuple[NightCheck, ...] = (
 )
 CHECK_ASSET = {c.name: c.asset for c in CHECKS}
 BY_KEY = {dg.AssetCheckKey(dg.AssetKey(c.asset.split("/")), c.name): c for c in CHECKS}
-LIGHT_SLEEP_STEPS = (
-    "semantic_memory/extracted",
-    "emotional_anchors/marked",
-    "autobiographical_memory/narrated",
-    "self_blocks/autobiography_summary",
-)
+LIGHT_SLEEP_STEPS = LIGHT_SLEEP
 
 
 def check_specs() -> list[dg.AssetCheckSpec]:

@@ -47,7 +47,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
 from anima_pipeline.packaged import source_root
-from anima_pipeline.sleep.cycle import STEP_KEYS
+from anima_pipeline.steps import STEP_ORDER, parse_steps
 
 DEFINITIONS_MODULE = "anima_pipeline.definitions"
 LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
@@ -142,10 +142,8 @@ def plan_range_as_one_event(enabled: bool) -> Iterator[None]:
 
 
 def check_steps(steps: Sequence[str] | None) -> list[dg.AssetKey]:
-    unknown = sorted(set(steps or ()) - set(STEP_KEYS))
-    if unknown:
-        raise ValueError(f"unknown step(s) {unknown}; the steps are: {', '.join(STEP_KEYS)}")
-    return [night_assets.asset_key(k) for k in (steps or STEP_KEYS)]
+    """The asset keys of `steps` (all for none); unknown names raise UnknownStepError."""
+    return [night_assets.asset_key(k) for k in (parse_steps(steps) if steps else STEP_ORDER)]
 
 
 def partition_tags(first: date, last: date) -> dict[str, str]:
@@ -252,7 +250,7 @@ def launch_night(
     instance: dg.DagsterInstance,
     trigger: str = "cli",
     log_level: str | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
     resources: dict[str, dict] | None = None,
     extra_tags: dict[str, str] | None = None,
 ) -> LaunchOutcome:
@@ -260,7 +258,6 @@ def launch_night(
     nightly_sleep job; see the module docstring. ValueError before anything runs for days
     that are not partitions, unknown steps or a malformed shard. `resources` overrides the
     resources' config for this run only (a replay points memory_store at its shadow store)."""
-    settings = settings or Settings.from_env()
     last = last or first
     keys = check_steps(steps)
     job = nightly_sleep_job()

@@ -24,6 +24,7 @@ import dagster as dg
 
 from anima_pipeline.sleep import runner
 from anima_pipeline.sleep.night import StepResult
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store import night_report
 from anima_pipeline.store.db import Connection
 
@@ -38,37 +39,37 @@ def _ops(table: str, **ops: str) -> dict[str, tuple[str, str]]:
 
 # step -> {metadata key: (table, op) of the audit log}; the first table is the one the step writes
 STEP_CHANGES: dict[str, dict[str, tuple[str, str]]] = {
-    "conversations/cleaned": _ops("conversation", conversations_deleted="delete"),
-    "semantic_memory/extracted": _ops(
+    StepKey.CLEANED: _ops("conversation", conversations_deleted="delete"),
+    StepKey.SEMANTIC_EXTRACTED: _ops(
         "semantic_memory", created="create", updated="update", deprecated="deprecate"
     ),
-    "emotional_anchors/marked": _ops("emotional_anchor", anchors_created="create"),
-    "autobiographical_memory/narrated": _ops(
+    StepKey.ANCHORS_MARKED: _ops("emotional_anchor", anchors_created="create"),
+    StepKey.AUTOBIOGRAPHY_NARRATED: _ops(
         "autobiographical_memory", narratives_created="create", narratives_deprecated="deprecate"
     ),
-    "self_blocks/autobiography_summary": _ops("self_block", self_blocks_written="write"),
-    "semantic_memory/deconflicted": _ops("semantic_memory", deprecated="deprecate"),
-    "semantic_memory/split": _ops("semantic_memory", split="split", created="create"),
-    "semantic_memory/merged": _ops("semantic_memory", merged="merge", created="create"),
-    "semantic_memory/pins_reviewed": _ops("semantic_memory", pinned="pin", unpinned="unpin"),
-    "memory_references/synced": {
+    StepKey.AUTOBIOGRAPHY_SUMMARY: _ops("self_block", self_blocks_written="write"),
+    StepKey.DECONFLICTED: _ops("semantic_memory", deprecated="deprecate"),
+    StepKey.SPLIT: _ops("semantic_memory", split="split", created="create"),
+    StepKey.MERGED: _ops("semantic_memory", merged="merge", created="create"),
+    StepKey.PINS_REVIEWED: _ops("semantic_memory", pinned="pin", unpinned="unpin"),
+    StepKey.REFERENCES_SYNCED: {
         **_ops("memory_reference", references_created="create", references_repointed="repoint"),
         **_ops("semantic_memory", reference_counts_updated="reference_count"),
     },
-    "temporal_summaries/day": _ops("temporal_summary", summaries_written="upsert"),
-    "temporal_summaries/cascade": _ops("temporal_summary", summaries_written="upsert"),
-    "dreams/journal": {
+    StepKey.DAY_SUMMARY: _ops("temporal_summary", summaries_written="upsert"),
+    StepKey.CASCADE: _ops("temporal_summary", summaries_written="upsert"),
+    StepKey.DREAM: {
         **_ops("dream_journal", dreams_written="upsert"),
         **_ops("semantic_memory", confidence_updated="confidence"),
     },
-    "self_blocks/refreshed": _ops("self_block", self_blocks_written="write"),
+    StepKey.SELF_REFRESHED: _ops("self_block", self_blocks_written="write"),
 }
 
 # the table each step writes (its dagster/row_count)
 STEP_TABLE: dict[str, str] = {step: next(iter(changes.values()))[0] for step, changes in STEP_CHANGES.items()}
 
 # steps without a model request (nothing to measure as input_chars)
-NO_REQUEST = frozenset({"conversations/cleaned", "memory_references/synced"})
+NO_REQUEST = frozenset({StepKey.CLEANED, StepKey.REFERENCES_SYNCED})
 
 LLM_KEYS = ("llm_calls", "tokens_in", "tokens_out", "cache_read", "cache_write", "cost_usd")
 # steps that send nothing for an anima whose store did not change that day (docs/cost.md):
@@ -131,16 +132,16 @@ def _dream_md(conn: Connection, day: date, step: str, animas: Sequence[str]) -> 
 
 
 PREVIEWS: dict[str, Callable[[Connection, date, str, Sequence[str]], str]] = {
-    "semantic_memory/extracted": _memories_md,
-    "semantic_memory/deconflicted": _memories_md,
-    "semantic_memory/split": _memories_md,
-    "semantic_memory/merged": _memories_md,
-    "semantic_memory/pins_reviewed": _memories_md,
-    "temporal_summaries/day": _day_summary_md,
-    "temporal_summaries/cascade": _written_md("temporal_summary", "_no week, month or year closed_"),
-    "dreams/journal": _dream_md,
-    "self_blocks/autobiography_summary": _written_md("self_block", "_unchanged_"),
-    "self_blocks/refreshed": _written_md("self_block", "_no self block changed_"),
+    StepKey.SEMANTIC_EXTRACTED: _memories_md,
+    StepKey.DECONFLICTED: _memories_md,
+    StepKey.SPLIT: _memories_md,
+    StepKey.MERGED: _memories_md,
+    StepKey.PINS_REVIEWED: _memories_md,
+    StepKey.DAY_SUMMARY: _day_summary_md,
+    StepKey.CASCADE: _written_md("temporal_summary", "_no week, month or year closed_"),
+    StepKey.DREAM: _dream_md,
+    StepKey.AUTOBIOGRAPHY_SUMMARY: _written_md("self_block", "_unchanged_"),
+    StepKey.SELF_REFRESHED: _written_md("self_block", "_no self block changed_"),
 }
 
 

@@ -1,6 +1,6 @@
 """Resources of the night: the memory store and the engine.
 
-Defaults come from the environment (Settings.from_env, anima_pipeline/config.py). Values that are secret,
+Defaults come from the environment (Settings(), anima_pipeline/config.py). Values that are secret,
 or may carry a password, are passed as dg.EnvVar references, so the UI and the run config
 show the variable's name, never its value: ANTHROPIC_API_KEY always, ANIMA_DATABASE_URL
 when it is set. Pass a literal key only in tests.
@@ -30,7 +30,7 @@ class MemoryStoreResource(dg.ConfigurableResource):
     home: str | None = Field(default=None, description="ANIMA_HOME: embedded server, logs. Default ~/.anima.")
 
     def settings(self, base: Settings | None = None) -> Settings:
-        base = base or Settings.from_env()
+        base = base or Settings()
         changes: dict = {"database_url": self.database_url or None}
         if self.home:
             changes["home"] = Path(self.home).expanduser()
@@ -82,7 +82,7 @@ def _env_or_none(name: str) -> dg.EnvVar | None:
 def build_resources(settings: Settings | None = None) -> dict[str, dg.ConfigurableResource]:
     """The resources from the environment: secrets by reference (EnvVar), the rest by value.
     With explicit `settings` (tests, the CLI), its database URL is passed as is."""
-    s = settings or Settings.from_env()
+    s = settings or Settings()
     url = (_env_or_none("ANIMA_DATABASE_URL") or s.database_url) if settings is None else s.database_url
     return {
         "memory_store": MemoryStoreResource(

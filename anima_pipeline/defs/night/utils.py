@@ -12,13 +12,14 @@ from datetime import date
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.offline.deep import NORMALIZED_CONTENT_SQL
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store.db import Connection
 
 LIGHT_STEP_TABLES: dict[str, tuple[str, ...]] = {
-    "semantic_memory/extracted": ("semantic_memory",),
-    "emotional_anchors/marked": ("emotional_anchor",),
-    "autobiographical_memory/narrated": ("autobiographical_memory",),
-    "self_blocks/autobiography_summary": ("self_block",),
+    StepKey.SEMANTIC_EXTRACTED: ("semantic_memory",),
+    StepKey.ANCHORS_MARKED: ("emotional_anchor",),
+    StepKey.AUTOBIOGRAPHY_NARRATED: ("autobiographical_memory",),
+    StepKey.AUTOBIOGRAPHY_SUMMARY: ("self_block",),
 }
 
 # The conversations of (anima, day): those with a message in the day's window, and those
