@@ -46,3 +46,20 @@ def test_settings_import_neither_the_night_nor_dagster() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_step_names_are_written_once_in_steps_py() -> None:
+    """Every other module names a step by its StepKey member, never by the bare string."""
+    import ast
+
+    from anima_pipeline.steps import STEP_ORDER
+
+    names = set(STEP_ORDER)
+    found = []
+    for path in sorted((REPO / "anima_pipeline").rglob("*.py")):
+        if path.name == "steps.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value}")
+    assert found == []

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import InputError
 from anima_pipeline.sleep import guards
 from anima_pipeline.store import review
 from anima_pipeline.store.db import Database, anima_lock
@@ -32,7 +33,7 @@ APPROVE_STEP = "review/approved"
 REJECT_STEP = "review/rejected"
 
 
-class ReviewError(ValueError):
+class ReviewError(InputError):
     """A proposal that cannot be decided: unknown, already decided, or in conflict."""
 
 
