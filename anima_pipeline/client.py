@@ -23,6 +23,7 @@ import httpx2 as httpx
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from anima_pipeline.errors import ServiceError
 from anima_pipeline.memory import AppendResult, ConversationInfo, Remembered
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.recall.working import WorkingContext
@@ -30,7 +31,7 @@ from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.memories import MemoryType
 
 
-class AnimaApiError(Exception):
+class AnimaApiError(ServiceError):
     """The server refused the request: `status` (HTTP), `code` (e.g. invalid_request,
     forbidden), `field` (the request field at fault, e.g. messages[3].created_at), `errors`."""
 

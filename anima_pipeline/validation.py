@@ -33,6 +33,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, Valida
 from pydantic_core import PydanticCustomError
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import InputError
 
 ANIMA_ID_MAX = 64
 EXTERNAL_ID_MAX = 200
@@ -49,7 +50,7 @@ _EXTERNAL_ID = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class AnimaInputError(ValueError):
+class AnimaInputError(InputError):
     """Input a door refuses; nothing was written. `field` names the place, e.g.
     ``messages[3].created_at``; `message_id` the message when there is one."""
 

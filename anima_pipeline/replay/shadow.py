@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
+from anima_pipeline.errors import InputError
 from anima_pipeline.store import snapshot
 from anima_pipeline.store.migrations import migrate
 
@@ -28,7 +29,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,30}$")
 SEPARATOR = "__shadow_"
 
 
-class ShadowError(ValueError):
+class ShadowError(InputError):
     """A shadow that cannot be made, found or used: the message says which and why."""
 
 

@@ -229,7 +229,7 @@ class Growth:
     day_chars: int  # the characters of the day's messages (the step's input)
 
 
-class GrowthGuardTripped(RuntimeError):
+class GrowthGuardTripped(NightError):
     """A step would add more memories (or characters of memory) than its input can explain:
     a flood (a model looping on create, an injection asking for it)."""
 
