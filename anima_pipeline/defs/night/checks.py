@@ -192,7 +192,7 @@ CHECKS: tuple[NightCheck, ...] = (
     ),
     NightCheck(
         "model_declined",
-        "self_blocks/refreshed",
+        StepKey.SELF_REFRESHED,
         "Warning only: the steps of the run's days in which the model wrote nothing (a text-only answer, "
         "also after the reminder, or a refusal or cut answer), with its words. A declined step is a normal "
         "outcome and never fails the night; a needed row (the day summary) is then written offline.",
