@@ -46,7 +46,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import Settings
-from anima_pipeline.recall.assemble import assemble_context, budgets_from
+from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.render import cut, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
 from anima_pipeline.recall.session import (
@@ -280,15 +280,7 @@ def working_context(
     exact = None if measure is not None and measure is not count else count  # one estimate for both
     measure = measure or count
     anima_id = audit.anima_id
-    recalled = assemble_context(
-        conn,
-        anima_id,
-        message,
-        session_id=session_id,
-        budgets=budgets_from(settings),
-        now=now,
-        settings=settings,
-    )
+    recalled = assemble_context(conn, anima_id, message, settings=settings, session_id=session_id, now=now)
     # the system's cap in characters: its setting, and at most its share of the budget in
     # tokens, converted at the ratio of the segments' own text (English and Chinese differ)
     draft, _ = system_segments(conn, anima_id, recalled, now, settings, settings.working_system_chars)
