@@ -103,14 +103,19 @@ def test_each_step_runs_on_its_model_and_is_billed_at_its_price(db: Database, se
     assert by_step["dreams/journal"].usage.cost_usd == pytest.approx(expected, abs=1e-6) and expected > 0
 
 
-def test_step_models_come_from_the_environment_and_bad_ones_are_refused() -> None:
-    s = Settings.from_env(
-        {
-            "ANIMA_LLM_STEP_MODELS": json.dumps(
-                {"dreams/journal": "main", "semantic_memory/split": "claude-opus-5-5"}
-            )
-        }
+def settings_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    monkeypatch.delenv("ANIMA_LLM_STEP_MODELS", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings()
+
+
+def test_step_models_come_from_the_environment_and_bad_ones_are_refused(monkeypatch) -> None:
+    monkeypatch.setenv(
+        "ANIMA_LLM_STEP_MODELS",
+        json.dumps({"dreams/journal": "main", "semantic_memory/split": "claude-opus-5-5"}),
     )
+    s = Settings()
     assert s.step_model("dreams/journal") == s.model == MAIN
     assert s.step_model("semantic_memory/split") == "claude-opus-5-5"
     assert s.step_model("self_blocks/refreshed") == SMALL  # the default for a step not named
@@ -118,11 +123,11 @@ def test_step_models_come_from_the_environment_and_bad_ones_are_refused() -> Non
         s.step_model("semantic_memory/deconflicted", "claude-opus-5") == "claude-opus-5"
     )  # the engine's main
     with pytest.raises(ValueError, match="ANIMA_LLM_STEP_MODELS.*unknown step"):
-        Settings.from_env({"ANIMA_LLM_STEP_MODELS": '{"dreams/jounral": "small"}'})
+        settings_from({"ANIMA_LLM_STEP_MODELS": '{"dreams/jounral": "small"}'}, monkeypatch)
     with pytest.raises(ValueError, match="dreams/journal.*no price known for model 'gpt-9'"):
-        Settings.from_env({"ANIMA_LLM_STEP_MODELS": '{"dreams/journal": "gpt-9"}'})
+        settings_from({"ANIMA_LLM_STEP_MODELS": '{"dreams/journal": "gpt-9"}'}, monkeypatch)
     with pytest.raises(ValueError, match="ANIMA_SMALL_MODEL.*no price known"):
-        Settings.from_env({"ANIMA_SMALL_MODEL": "claude-haiku-9"})
+        settings_from({"ANIMA_SMALL_MODEL": "claude-haiku-9"}, monkeypatch)
 
 
 def test_the_small_model_is_priced_by_prompt_length() -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.config import Settings
 from anima_pipeline.errors import NightError
 from anima_pipeline.llm.types import Usage
 from anima_pipeline.sleep import faults
@@ -127,7 +127,7 @@ def run_anima_night(
     *,
     lease_s: float,
     whole_night: Sequence[str] | None = None,
-    settings: Settings | None = None,
+    settings: Settings,
 ) -> AnimaOutcome:
     """Run `keys` (registry order) for one anima, stopping at its first failing step.
 
@@ -155,9 +155,7 @@ def run_anima_night(
                 _interrupted(db, night, anima_id, key, exc)
             raise
     if failed is None and results:
-        made = embed_night(
-            db, anima_id, settings or get_settings()
-        )  # never raises: a failing embedder leaves a backlog
+        made = embed_night(db, anima_id, settings)  # never raises: a failing embedder leaves a backlog
         stats.update(made)
         results[-1].stats.update(made)
     if failed is None:
