@@ -68,7 +68,7 @@ DEEP_TOOLS: tuple[str, ...] = tuple(dict.fromkeys(t for tools in ROUND_TOOLS.val
 # prefix (tools, system, message 1) byte for byte and read it from the cache (docs/cost.md).
 # Caches are per model: the members on one model send the union of their tools and rules
 # (sleep/prefix.py); each step's scope still allows only its own tools.
-DREAM_STEP, SELF_STEP = "dreams/journal", "self_blocks/refreshed"
+DREAM_STEP, SELF_STEP = StepKey.DREAM, StepKey.SELF_REFRESHED
 FAMILY: tuple[str, ...] = (*DEEP_STEPS, DREAM_STEP, SELF_STEP)
 FAMILY_TOOLS: dict[str, tuple[str, ...]] = {
     **{step: ROUND_TOOLS[name] for step, name in ROUNDS},

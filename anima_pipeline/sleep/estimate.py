@@ -30,6 +30,7 @@ from anima_pipeline.sleep.light_sleep import PROMPTS as LIGHT_PROMPTS
 from anima_pipeline.sleep.light_sleep import SEMANTIC_TOOLS
 from anima_pipeline.sleep.night import Mode, Night, scheduled_mode
 from anima_pipeline.sleep.temporal import closed_periods
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.sizes import NightSizes, night_sizes
@@ -38,11 +39,11 @@ from anima_pipeline.tools.schemas import tool_specs
 # API calls per conversation: light sleep stage 1 records over two tool turns then ends; a
 # step that must write writes then ends; the others answer once (most nights change little).
 TURNS = {
-    "semantic_memory/extracted": 3,
-    "self_blocks/autobiography_summary": 2,
-    "temporal_summaries/day": 2,
-    "temporal_summaries/cascade": 2,
-    "dreams/journal": 2,
+    StepKey.SEMANTIC_EXTRACTED: 3,
+    StepKey.AUTOBIOGRAPHY_SUMMARY: 2,
+    StepKey.DAY_SUMMARY: 2,
+    StepKey.CASCADE: 2,
+    StepKey.DREAM: 2,
 }
 BLOCK_CHARS = 40  # what the request's JSON adds around each text block
 LINE_CHARS = 28  # message 1 per memory beside its content: id, type, date, spaces, newline
@@ -142,15 +143,15 @@ def conversations(
     deep_members = {step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY}
     msg1 = _message_one_chars(s)
     for step in (d.key for d in STEPS if d.key in steps):
-        if step == "semantic_memory/extracted" and s.conversations:
+        if step == StepKey.SEMANTIC_EXTRACTED and s.conversations:
             light(step, SEMANTIC_TOOLS, transcript, _block(100))
-        elif step == "emotional_anchors/marked" and s.conversations:
+        elif step == StepKey.ANCHORS_MARKED and s.conversations:
             light(step, ("create_emotional_anchor",), transcript, _block(60))
-        elif step == "autobiographical_memory/narrated" and (s.conversations or s.recent_experiences):
+        elif step == StepKey.AUTOBIOGRAPHY_NARRATED and (s.conversations or s.recent_experiences):
             recent = s.recent_experience_chars + (s.recent_experiences + NEW_MEMORIES) * MEMORY_LINE_CHARS
             tools = ("create_autobiographical_memory", "deprecate_autobiographical_memory")
             light(step, tools, _block(recent), _block(100 + s.narratives * 80))
-        elif step == "self_blocks/autobiography_summary" and s.narratives:
+        elif step == StepKey.AUTOBIOGRAPHY_SUMMARY and s.narratives:
             light(step, ("write_self_block",), _block(60 + s.narratives * 80), 0)
         elif step in deep_sleep.FAMILY and s.memories + NEW_MEMORIES:
             members = deep_members[step]
@@ -165,11 +166,11 @@ def conversations(
             else:
                 tail = _block(200) + _block(PREFILTER_CHARS) + _block(120)
             add(step, f"deep/{members}", head, tail)
-        elif step == "temporal_summaries/day" and s.conversations:
+        elif step == StepKey.DAY_SUMMARY and s.conversations:
             head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
             tail = _block(CHANGES_CHARS) + _block(70) + _block(prompts.TEMPORAL_DAY)
             add(step, None, head + identity + transcript, tail)
-        elif step == "temporal_summaries/cascade":
+        elif step == StepKey.CASCADE:
             head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
             for level, start, end in closed_periods(night.day):
                 parts = min((end - start).days + 1, 7 if level == "week" else 5)

@@ -74,7 +74,7 @@ NO_REQUEST = frozenset({StepKey.CLEANED, StepKey.REFERENCES_SYNCED})
 LLM_KEYS = ("llm_calls", "tokens_in", "tokens_out", "cache_read", "cache_write", "cost_usd")
 # steps that send nothing for an anima whose store did not change that day (docs/cost.md):
 # how many animas they skipped so, on every partition (0 included)
-SKIP_UNCHANGED = frozenset({"dreams/journal", "self_blocks/refreshed"})
+SKIP_UNCHANGED = frozenset({StepKey.DREAM, StepKey.SELF_REFRESHED})
 
 
 def _esc(text: str) -> str:
