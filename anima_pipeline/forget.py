@@ -53,6 +53,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import InputError
+from anima_pipeline.steps import StepKey
 from anima_pipeline.store import forget as q
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Connection, Database, anima_lock
@@ -72,14 +74,14 @@ CORRECTION_TOOLS = (
     "unpin_semantic_memory",
 )
 # what a forget re-runs, per day (steps of the night: sleep/cycle.py)
-DAY_STEPS = ("temporal_summaries/day", "dreams/journal", "temporal_summaries/cascade")
-CASCADE_STEP = "temporal_summaries/cascade"
-SELF_STEPS = ("self_blocks/autobiography_summary", "self_blocks/refreshed")
+DAY_STEPS = (StepKey.DAY_SUMMARY, StepKey.DREAM, StepKey.CASCADE)
+CASCADE_STEP = StepKey.CASCADE
+SELF_STEPS = (StepKey.AUTOBIOGRAPHY_SUMMARY, StepKey.SELF_REFRESHED)
 TOMBSTONE_IDS = 100_000  # ids per table in a tombstone (the counts are always whole)
 TargetKind = Literal["message", "conversation", "memory", "anima"]
 
 
-class ForgetError(ValueError):
+class ForgetError(InputError):
     """A forget or correction refused; nothing was written. `field` names the input."""
 
     def __init__(self, detail: str, *, field: str | None = None) -> None:
@@ -87,8 +89,10 @@ class ForgetError(ValueError):
         self.detail, self.field = detail, field
 
 
-class NotFound(LookupError):
+class NotFound(InputError, LookupError):
     """An id this anima does not have: never had, or erased by a purge (`erased_at`)."""
+
+    http_status = 404
 
     def __init__(self, what: str, ref: str, erased_at: datetime | None = None) -> None:
         when = (

@@ -30,9 +30,9 @@ from anima_pipeline.llm.anthropic_engine import AnthropicEngine
 from anima_pipeline.llm.batch import BatchCollector
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.types import Usage
-from anima_pipeline.sleep.cycle import STEP_KEYS
 from anima_pipeline.sleep.estimate import estimate_night
 from anima_pipeline.sleep.runner import run_days
+from anima_pipeline.steps import STEP_ORDER
 from anima_pipeline.store.db import Database, open_database
 from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI
 from benchmarks.claude_cache import DAY, KEY, _clear, responder, seed
@@ -40,14 +40,14 @@ from benchmarks.claude_cache import DAY, KEY, _clear, responder, seed
 TARGETS = {"sync": 0.04, "batch": 0.02}  # dollars per active anima-night at 400 memories
 SPLITS: dict[str, dict[str, str]] = {
     "default": {},  # config.SMALL_MODEL_STEPS on the small model, the rest on the main one
-    "all-main": dict.fromkeys(STEP_KEYS, "main"),
+    "all-main": dict.fromkeys(STEP_ORDER, "main"),
     # rounds 2-4, the dream and the self refresh on the main model: they read round 1's cache
     "deep-main": dict.fromkeys(
         ("semantic_memory/split", "semantic_memory/merged", "semantic_memory/pins_reviewed")
         + ("dreams/journal", "self_blocks/refreshed"),
         "main",
     ),
-    "all-small": dict.fromkeys(STEP_KEYS, "small"),
+    "all-small": dict.fromkeys(STEP_ORDER, "small"),
 }
 
 
@@ -83,7 +83,7 @@ def report(settings: Settings, memories: int, mode: str, measured, estimated) ->
     print(f"\n== {memories} memories, {mode} (main {settings.model}, small {settings.small_model})")
     head = f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
     print(f"{head} {'$ measured':>11} {'$ estimate':>11}")
-    for step in STEP_KEYS:
+    for step in STEP_ORDER:
         u, e = measured.get(step), estimated.get(step)
         if u is None and e is None:
             continue

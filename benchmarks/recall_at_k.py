@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import statistics
 import sys
@@ -162,8 +161,8 @@ def _pack(name, ranked, words: list[str], budget: int, item_max: int):
     return packer.section.items
 
 
-LEXICAL = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": "none"})
-DENSE = Settings.from_env(os.environ)
+LEXICAL = Settings(embedder="none")
+DENSE = Settings()
 
 
 def _mode(share: float, weights: tuple[float, ...] | None) -> str:

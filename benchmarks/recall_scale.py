@@ -324,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(9)
     lines = Lines(rng)
     ensure_database(args.url)
-    lexical = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": "none"})
-    dense = Settings.from_env({**os.environ, "ANIMA_EMBEDDER": os.environ.get("ANIMA_EMBEDDER", "local")})
+    lexical = Settings(embedder="none")
+    dense = Settings(embedder=os.environ.get("ANIMA_EMBEDDER", "local"))
     embedder = base = None
     if args.vectors:
         from anima_pipeline.embed import make_embedder
