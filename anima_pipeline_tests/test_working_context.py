@@ -406,3 +406,59 @@ def test_a_debug_session_is_compacted_but_never_flushed(db, db_url, tmp_path) ->
     ctx = memory.working_context("dbg", "hi", budget=6000)
     assert ctx.compacted and ctx.flushed == [] and _flushed(db, "dbg") == []
     assert _count(db, "SELECT count(*) AS n FROM session_flush WHERE conversation_id = 'dbg'") == 1
+
+
+def test_the_readme_agent_loop_runs_against_the_messages_api(db, db_url, tmp_path) -> None:
+    """The README's turn cycle with the real SDK (the fake answers): each request is one the
+    Messages API accepts (roles, first turn), carries the self layer and ends on the message."""
+    import anthropic
+
+    _write_self(db)
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(120))
+    with FakeMessagesAPI([reply(text(f"Answer {n} [[anima:f-1]].")) for n in range(3)]) as fake:
+        claude = anthropic.Anthropic(
+            api_key="k", base_url=fake.url, max_retries=0, default_headers={"x-api-key": "k"}
+        )
+        for n, user_text in enumerate(["Where does Ines live?", "And Tomas?", "Thanks!"]):
+            ctx = memory.working_context("s1", user_text, budget=3000)
+            answer = (
+                claude.messages.create(
+                    model="claude-sonnet-5-5",
+                    max_tokens=500,
+                    system=ctx.system_text(),
+                    messages=ctx.as_messages(then=user_text),
+                )
+                .content[0]
+                .text
+            )
+            now = datetime.now(TZ).isoformat()
+            memory.append(
+                [
+                    {
+                        "conversation_id": "s1",
+                        "message_id": f"u-{n}",
+                        "role": "user",
+                        "content": user_text,
+                        "created_at": now,
+                    },
+                    {
+                        "conversation_id": "s1",
+                        "message_id": f"a-{n}",
+                        "role": "assistant",
+                        "content": answer,
+                        "created_at": now,
+                    },
+                ]
+            )
+        sent = fake.messages
+    assert len(sent) == 3 and all(IDENTITY in m["system"] for m in sent)
+    assert [m["messages"][-1]["content"].rsplit("\n\n", 1)[-1] for m in sent] == [
+        "Where does Ines live?",
+        "And Tomas?",
+        "Thanks!",
+    ]
+    assert all(m["messages"][0]["role"] == "user" for m in sent)
+    assert (
+        "Answer 1 [[anima:f-1]]." in sent[2]["messages"][-2]["content"]
+    )  # the previous answer, stored and shown

@@ -123,6 +123,25 @@ def tail_text(conn, anima: str, session: str, budget: int, count) -> str:
     return "\n".join(reversed(kept))
 
 
+def offline_turn(conn, anima: str, session: str, question: str, budget: int, now: datetime):
+    """`working_context` on `conn` with the offline engine's summary and flush (what the facade
+    does with ANIMA_ENGINE=offline), at `now`."""
+    settings = get_settings()
+    ratio = RatioCounter(settings.chars_per_token, settings.tokens_per_cjk_char)
+    return working_context(
+        conn,
+        Audit(conn=conn, anima_id=anima, run_id="bench", step="agent/working_context"),
+        session,
+        question,
+        budget=budget,
+        settings=settings,
+        count=ratio.count,
+        summarizer=ExtractiveSummarizer(TZ),
+        flusher=partial(flush_turns, engine=OfflineEngine(), session_id=session, tz=TZ),
+        now=now,
+    )
+
+
 def measure_answers(url: str, questions: list[dict], budgets: list[int]) -> dict:
     settings = get_settings()
     ratio = RatioCounter(settings.chars_per_token, settings.tokens_per_cjk_char)
@@ -137,21 +156,8 @@ def measure_answers(url: str, questions: list[dict], budgets: list[int]) -> dict
         now = (last + timedelta(minutes=1)).astimezone(TZ)
         for budget in budgets:
             with psycopg.connect(url, row_factory=dict_row) as conn, conn.transaction(force_rollback=True):
-                audit = Audit(conn=conn, anima_id=anima, run_id="bench", step="agent/working_context")
-                flusher = partial(flush_turns, engine=OfflineEngine(), session_id=session, tz=TZ)
                 for q in qs:
-                    ctx = working_context(
-                        conn,
-                        audit,
-                        session,
-                        q["question"],
-                        budget=budget,
-                        settings=settings,
-                        count=ratio.count,
-                        summarizer=ExtractiveSummarizer(TZ),
-                        flusher=flusher,
-                        now=now,
-                    )
+                    ctx = offline_turn(conn, anima, session, q["question"], budget, now)
                     assert ctx.tokens + ctx.message_tokens <= budget, (q["qa_id"], ctx.tokens)
                     whole = ctx.system_text() + "\n\n" + "\n".join(m.content for m in ctx.messages)
                     tail = tail_text(conn, anima, session, budget - ctx.message_tokens, ratio.count)
@@ -264,28 +270,13 @@ def build_scale(url: str, lines: recall_scale.Lines) -> tuple[str, datetime]:
 
 
 def measure_latency(url: str, session: str, now: datetime, asked: list[str], budget: int = 4000) -> dict:
-    settings = get_settings()
-    ratio = RatioCounter(settings.chars_per_token, settings.tokens_per_cjk_char)
     seconds, first = [], 0.0
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
-        audit = Audit(conn=conn, anima_id=recall_scale.ANIMA, run_id="bench", step="agent/working_context")
-        flusher = partial(flush_turns, engine=OfflineEngine(), session_id=session, tz=TZ)
         with conn.transaction(force_rollback=True):  # the scale store stays as built
             for i, q in enumerate([asked[0], *asked[:20], *asked]):
                 started = time.perf_counter()
                 with conn.transaction():
-                    ctx = working_context(
-                        conn,
-                        audit,
-                        session,
-                        q,
-                        budget=budget,
-                        settings=settings,
-                        count=ratio.count,
-                        summarizer=ExtractiveSummarizer(TZ),
-                        flusher=flusher,
-                        now=now,
-                    )
+                    ctx = offline_turn(conn, recall_scale.ANIMA, session, q, budget, now)
                 took = time.perf_counter() - started
                 if i == 0:
                     first = took
