@@ -8,7 +8,7 @@
                         "content": "Where did Lena move?", "created_at": "2026-11-30T10:00:00+08:00"}])
 
 Answers are the same pydantic models the facade returns (AppendResult, AssembledContext,
-WorkingContext, SearchPage, Remembered, ConversationInfo). An error answer raises AnimaApiError carrying the
+WorkingContext, SearchPage, Remembered, ConversationInfo, MemoryInfo, ForgetReport). An error answer raises AnimaApiError carrying the
 server's `{"error": {status, code, message, field, errors}}` (service/http.py ErrorResponse).
 """
 
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from anima_pipeline.errors import ServiceError
+from anima_pipeline.forget import ForgetReport, MemoryInfo
 from anima_pipeline.memory import AppendResult, ConversationInfo, Remembered
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.recall.working import WorkingContext
@@ -179,3 +180,42 @@ class AnimaClient:
 
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status")
+
+    # --- corrections and forgetting (docs/forget.md) ---
+
+    def memory(self, ref: str) -> MemoryInfo:
+        return MemoryInfo.model_validate(self._call("GET", f"/memories/{quote(ref, safe='')}"))
+
+    def update(self, ref: str, **fields: Any) -> MemoryInfo:
+        """Only the fields given change; the memory is settled (the nights leave it as it is)."""
+        return MemoryInfo.model_validate(self._call("PATCH", f"/memories/{quote(ref, safe='')}", body=fields))
+
+    def deprecate(self, ref: str, reason: str, *, superseded_by: str | None = None) -> MemoryInfo:
+        body = {"reason": reason, "superseded_by": superseded_by}
+        return MemoryInfo.model_validate(
+            self._call("POST", f"/memories/{quote(ref, safe='')}/deprecate", body=body)
+        )
+
+    def pin(self, ref: str, reason: str | None = None) -> MemoryInfo:
+        body = {"reason": reason}
+        return MemoryInfo.model_validate(
+            self._call("POST", f"/memories/{quote(ref, safe='')}/pin", body=body)
+        )
+
+    def unpin(self, ref: str, reason: str) -> MemoryInfo:
+        body = {"reason": reason}
+        return MemoryInfo.model_validate(
+            self._call("POST", f"/memories/{quote(ref, safe='')}/unpin", body=body)
+        )
+
+    def delete(self, ref: str) -> ForgetReport:
+        return ForgetReport.model_validate(self._call("DELETE", f"/memories/{quote(ref, safe='')}"))
+
+    def forget(self, kind: str, target_id: str, *, purge: bool = False) -> ForgetReport:
+        """kind: conversation, message (m-N) or anima (this client's own)."""
+        paths = {
+            "conversation": f"/conversations/{quote(target_id, safe='')}",
+            "message": f"/messages/{quote(target_id, safe='')}",
+            "anima": "",
+        }
+        return ForgetReport.model_validate(self._call("DELETE", paths[kind], params={"purge": purge}))

@@ -330,8 +330,8 @@ def _forget_anima(
     if not any(n for t, n in counts.items() if t != "memory_event"):
         report.note = "nothing left: the anima has no rows (erased before, or never had any)"
         return
-    report.changed = True
     if report.purge:
+        report.changed = True
         for table, n in q.purge_anima(conn, anima_id).items():
             if table == "api_key":
                 report.note = f"{n} API key(s) revoked"
@@ -350,6 +350,9 @@ def _forget_anima(
         repo.deprecate(m.id, f"forgotten: anima {anima_id}", op="forget")
         report.table("semantic_memory").deprecated += 1
         report.memories_deprecated.append(m.ref)
+        report.changed = True
+    if not report.changed:
+        report.note = "already forgotten (every message hidden, every memory deprecated)"
 
 
 class _Cascade:

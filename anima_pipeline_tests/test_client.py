@@ -75,8 +75,20 @@ def test_the_client_speaks_every_route_of_anima_serve(served: tuple[str, str]) -
         assert isinstance(page, SearchPage) and [i.ref for i in page.items] == [made.id]
         said = memory.search_messages("greyhound", conversation_id="c1")
         assert [i.text for i in said.items][:1] == ["I finally adopted the greyhound, her name is Pepper."]
+        fixed = memory.update(made.id, content="The user's greyhound is called Pepper Pot")
+        assert fixed.settled_at is not None and memory.memory(made.id).content.endswith("Pepper Pot")
+        assert memory.pin(made.id).pinned and not memory.unpin(made.id, "not every turn").pinned
+        assert memory.deprecate(made.id, "the dog was renamed").status == "deprecated"
+        other_fact = memory.remember("The user's cat is called Miso", "world", session_id="c1")
+        assert memory.delete(other_fact.id).memories_erased == [other_fact.id]
+        with pytest.raises(AnimaApiError) as erased:
+            memory.memory(other_fact.id)
+        assert erased.value.status == 404 and "was erased" in erased.value.message
+        with pytest.raises(AnimaApiError) as unknown_conversation:
+            memory.forget("conversation", "c9")
+        assert unknown_conversation.value.status == 404
         assert memory.close_conversation("c1").closed_at is not None
-        assert memory.status()["semantic_active"] == 1 and memory.status()["messages"] == 2
+        assert memory.status()["semantic_active"] == 0 and memory.status()["messages"] == 2
 
         with pytest.raises(AnimaApiError) as bad:
             memory.append([{**_msg(3, "user", "x"), "created_at": "yesterday"}])

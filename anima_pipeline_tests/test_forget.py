@@ -21,6 +21,7 @@ from anima_pipeline.memory import AnimaInputError, AnimaMemory
 from anima_pipeline.replay import shadow
 from anima_pipeline.sleep.revert import revert_run
 from anima_pipeline.sleep.runner import run_days
+from anima_pipeline.store import forget as q
 from anima_pipeline.store.db import Database
 
 ANIMA = "nadia"
@@ -219,12 +220,17 @@ def test_forget_one_message_retires_only_what_it_alone_says(slept: AnimaMemory, 
         mid = conn.execute(
             "SELECT id FROM message WHERE conversation_id = 'c-ex' AND content LIKE 'Bartholomew still%'"
         ).fetchone()["id"]
+    with db.transaction() as conn:  # how `anima forget` finds the anima of an id
+        assert q.owners(conn, "message", f"m-{mid}") == q.owners(conn, "message", str(mid)) == [ANIMA]
+        assert q.owners(conn, "memory", "f-1") == [ANIMA] and q.owners(conn, "conversation", "c-nope") == []
     report = slept.forget("message", f"m-{mid}", purge=True)
     assert report.tables["message"].erased == 1
     contents = [m["content"] for m in active(db).values()]
     assert not any("Marrakesh" in c for c in contents)
     assert any("Quillfeather" in c for c in contents)  # said by another message: kept
     assert not slept.forget("message", f"m-{mid}", purge=True).changed
+    with db.transaction() as conn:  # an erased message is still found (its tombstone), to say so
+        assert q.owners(conn, "message", f"m-{mid}") == [ANIMA]
 
 
 def test_purge_of_a_memory_and_of_the_whole_anima(slept: AnimaMemory, db: Database) -> None:
@@ -291,3 +297,13 @@ def test_deep_sleep_leaves_a_correction_unmerged(db: Database, settings: Setting
     kept = memory.memory(a.id)
     assert kept.status == "active" and kept.content == "Nadia's sister Oriane has a grey cat named Pistachio."
     assert memory.memory(b.id).superseded_by in (None, a.id)
+
+
+def test_soft_forget_of_the_whole_anima_retires_everything_once(slept: AnimaMemory, db: Database) -> None:
+    report = slept.forget("anima", ANIMA)
+    assert report.changed and report.tables["message"].hidden == len(EX) + len(HOME)
+    assert active(db) == {} and slept.search_messages("Lisbon").items == []
+    assert slept.status()["messages"] == len(EX) + len(HOME)  # soft: nothing deleted
+    assert not slept.forget("anima", ANIMA).changed
+    with pytest.raises(AnimaInputError, match="anima_id"):
+        slept.forget("anima", "someone-else")

@@ -260,13 +260,17 @@ _OWNER = {
 def owners(conn: Connection, kind: str, target_id: str) -> list[str]:
     """The animas that have (or had, before a purge) this conversation, message or memory id."""
     table, col, cast = _OWNER[kind]
-    if cast != "%s" and not target_id.isdigit():
-        return []
+    if cast != "%s":  # m-N / f-N as shown, or the bare number
+        target_id = target_id.removeprefix("m-" if kind == "message" else "f-")
+        if not target_id.isdigit():
+            return []
     rows = conn.execute(
         f"""SELECT anima_id FROM {table} WHERE {col} = {cast}
             UNION SELECT anima_id FROM memory_event WHERE table_name = %s AND memory_id = %s AND erased_at IS NOT NULL
+            UNION SELECT anima_id FROM memory_event
+                  WHERE table_name = 'forget' AND op = 'purge' AND after->'ids'->%s @> to_jsonb(%s::text)
             ORDER BY 1""",
-        (target_id, table, target_id),
+        (target_id, table, target_id, table, target_id),
     ).fetchall()
     return [r["anima_id"] for r in rows]
 
