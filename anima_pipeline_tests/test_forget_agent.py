@@ -97,17 +97,33 @@ def test_http_corrections_and_delete(db: Database, db_url: str, tmp_path: Path) 
         purged = httpx.delete(f"{api}/conversations/c9", params={"purge": "true"}, headers=h).json()
         assert purged["tables"]["message"]["erased"] == 1
         assert httpx.delete(f"{api}/conversations/nope", headers=h).status_code == 404
-    assert _events(db, ref) == [
-        ("agent/remember", "create"),
-        ("agent/correct", "update"),
-        ("agent/correct", "settle"),
-        ("agent/correct", "pin"),
-        ("agent/correct", "settle"),
-        ("agent/correct", "unpin"),
-        ("agent/correct", "settle"),
-        ("agent/correct", "deprecate"),
-        ("agent/correct", "settle"),
-    ]
+        assert _events(db, ref) == [
+            ("agent/remember", "create"),
+            ("agent/correct", "update"),
+            ("agent/correct", "settle"),
+            ("agent/correct", "pin"),
+            ("agent/correct", "settle"),
+            ("agent/correct", "unpin"),
+            ("agent/correct", "settle"),
+            ("agent/correct", "deprecate"),
+            ("agent/correct", "settle"),
+        ]
+        # the whole anima, purged with its own key: every row goes, the key with it
+        whole = httpx.delete(api, params={"purge": "true"}, headers=h)
+        assert whole.status_code == 200 and whole.json()["tables"]["semantic_memory"]["erased"] == 1
+        assert httpx.get(f"{api}/status", headers=h).status_code == 401
+        assert (
+            httpx.get(
+                f"{base}/v1/animas/bruno/status", headers={"Authorization": f"Bearer {other}"}
+            ).status_code
+            == 200
+        )
+    assert _events(db, ref) == []  # purged with the anima: its events went too (the tombstone stays)
+    with db.transaction() as conn:
+        [tomb] = conn.execute(
+            "SELECT * FROM memory_event WHERE anima_id = 'aria' AND table_name = 'forget' AND op = 'purge' AND memory_id = 'anima:aria'"
+        ).fetchall()
+    assert tomb["after"]["requested_by"] == "agent (HTTP)"
 
 
 def _text(result) -> str:
