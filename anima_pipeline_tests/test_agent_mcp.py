@@ -66,7 +66,16 @@ def test_stdio_lists_read_only_tools_and_returns_a_context(db: Database, db_url:
             assert f"[[anima:{ref}]] Lena moved to Lisbon in April 2026" in _text(ctx)
             assert "bees" not in _text(ctx)  # scoped to one anima by configuration
             found = await client.call_tool("search", {"query": "Lisbon", "limit": 5})
-            assert [m["ref"] for m in found.structured_content["items"]] == [ref]
+            lines = _text(found).splitlines()  # compact: a head line, then ref | date | type | text
+            assert (
+                lines[1] == f"{ref} | {lines[1].split(' | ')[1]} | world | Lena moved to Lisbon in April 2026"
+            )
+            assert len(lines) == 2 and found.structured_content is None
+            as_json = await client.call_tool("search", {"query": "Lisbon", "limit": 5, "format": "json"})
+            assert [m["ref"] for m in as_json.structured_content["items"]] == [ref]
+            assert "format" in tools["search"].input_schema["properties"]
+            said = await client.call_tool("search_messages", {"query": "Lisbon"})
+            assert not said.is_error and _text(said).startswith("0 result(s)")
             refused = await client.call_tool("remember", {"content": "x"})
             assert refused.is_error
             bad = await client.call_tool("search", {"query": "Lisbon", "limit": 0})

@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.citations import cite, inert
-from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind
+from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind, SearchPage
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
@@ -125,3 +125,19 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
     out += TRUNCATION_MARK if start + len(window) < len(text) else ""
     result = with_text(item, out, truncated=True)
     return result if result.chars <= max_chars else None
+
+
+def page_lines(page: SearchPage) -> str:
+    """A search page as compact lines for a prompt, one result a line: `ref | date | type |
+    text` (a message: `ref | date | speaker in conversation | text`), then how to get more.
+    Texts are fenced like a context block's (one line, no markers, no angle brackets)."""
+
+    def line(i: ContextItem) -> str:
+        what = i.type or "-"
+        if i.kind == "message":
+            what = f"{fenced(i.speaker or '-')} in {fenced(i.conversation_id or '-')}"
+        return f"{i.ref} | {i.date.isoformat() if i.date else '-'} | {what} | {fenced(i.text)}"
+
+    head = f"{len(page.items)} result(s) for {page.query!r} from offset {page.offset}"
+    more = f"\n(more: call again with offset={page.offset + page.limit})" if page.has_more else ""
+    return "\n".join([head, *map(line, page.items)]) + more

@@ -22,11 +22,12 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from anima_pipeline.forget import ForgetReport, MemoryInfo, NotFound
 from anima_pipeline.memory import MAX_SEARCH_LIMIT, MIN_BUDGET, AnimaInputError, AnimaMemory, Remembered
+from anima_pipeline.recall.render import page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.validation import MEMORY_MAX, ExternalId, Instant, MemoryText, QueryText, Text
@@ -38,6 +39,22 @@ MemoryKind = Literal["world", "experience", "preference", "opinion", "imprint"]
 # the paging both search tools take
 Limit = Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")]
 Offset = Annotated[int, Field(ge=0, description="skip this many results (the previous offset + limit)")]
+Format = Annotated[
+    Literal["lines", "json"],
+    Field(description="lines: one compact line per result (ref | date | type | text); json: every field"),
+]
+
+
+def page_result(page: SearchPage, form: str) -> CallToolResult:
+    """A search page as the tool answers it: compact lines for the model (a JSON item has 17
+    fields, costly in tokens), or with format=json the page as JSON, text and structured."""
+    if form == "json":
+        return CallToolResult(
+            content=[TextContent(type="text", text=page.model_dump_json(exclude_defaults=True))],
+            structured_content=page.model_dump(mode="json"),
+        )
+    return CallToolResult(content=[TextContent(type="text", text=page_lines(page))])
+
 
 CONTEXT_DESCRIPTION = """\
 Recall what you remember that bears on the current message. Call it before answering when
@@ -51,14 +68,15 @@ SEARCH_DESCRIPTION = """\
 Search your long-term memory on purpose: more results than `context`, paged with
 limit/offset, filtered by memory type and by when the fact was observed. Use it when
 `context` was not enough or you need everything about a topic. Returns memories with their
-refs (f-N, cite as [[anima:f-N]]), type, text and date, and has_more: call again with
-offset + limit for the next page."""
+refs (f-N, cite as [[anima:f-N]]), one per line as `ref | date | type | text`, and says when
+there is more: call again with offset + limit for the next page. format=json gives every field."""
 
 SEARCH_MESSAGES_DESCRIPTION = """\
 Search past conversations for what was actually said: the messages themselves (not the
 facts distilled from them), best first, with speaker, conversation and date. Use it for
-exact wording or details no memory holds. Paged with limit/offset; optionally within one
-conversation and a time range."""
+exact wording or details no memory holds. One per line as `ref | date | speaker in
+conversation | text` (format=json: every field). Paged with limit/offset; optionally within
+one conversation and a time range."""
 
 REMEMBER_DESCRIPTION = """\
 Store one durable fact now, instead of waiting for tonight's consolidation: something the
@@ -140,8 +158,10 @@ def build_server(
         until: Annotated[Instant | None, Field(description="observed before (ISO-8601)")] = None,
         limit: Limit = 10,
         offset: Offset = 0,
-    ) -> SearchPage:
-        return memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
+        format: Format = "lines",
+    ) -> CallToolResult:
+        page = memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
+        return page_result(page, format)
 
     @_refusals_named
     def search_messages(
@@ -151,10 +171,12 @@ def build_server(
         until: Annotated[Instant | None, Field(description="sent before (ISO-8601)")] = None,
         limit: Limit = 10,
         offset: Offset = 0,
-    ) -> SearchPage:
-        return memory.search_messages(
+        format: Format = "lines",
+    ) -> CallToolResult:
+        page = memory.search_messages(
             query, conversation_id=conversation_id, since=since, until=until, limit=limit, offset=offset
         )
+        return page_result(page, format)
 
     @_refusals_named
     def remember(
