@@ -108,3 +108,83 @@ def test_eval_locomo_names_the_bad_sample(tmp_path: Path) -> None:
     result = run_cli(["eval", "locomo", str(bad)], env, timeout=120)
     assert result.returncode == 2
     assert "sample x-1" in result.stderr + result.stdout and "speaker_b" in result.stderr + result.stdout
+
+
+# ---- LongMemEval: a synthetic file in the published shape (written for this project) -------
+
+LME_FIXTURE = Path(__file__).parent / "data" / "longmemeval_tiny.json"
+LME_ANSWERS = {  # question -> (the answer model's answer, the judge's label)
+    "What breed is the dog I adopted?": ("A whippet", "CORRECT"),
+    "Which city do I work in now?": ("Utrecht", "WRONG"),
+}
+
+
+def lme_model(body: dict[str, Any]) -> dict[str, Any] | None:
+    system = body.get("system")
+    system = system if isinstance(system, str) else ""
+    prompt = json.dumps(body["messages"], ensure_ascii=False)
+    if system.startswith("You answer questions"):
+        question = re.search(r"Question about user: (.+?)\"", prompt).group(1)
+        return reply(text(LME_ANSWERS[question][0]))
+    if system.startswith("You are a grader"):
+        question = re.search(r"Question: (.+?)\\n", prompt).group(1)
+        return reply(text(json.dumps({"reasoning": "scripted", "label": LME_ANSWERS[question][1]})))
+    return sleep_autopilot(body)
+
+
+def test_eval_longmemeval_prints_j_per_question_type_against_the_fake_api(
+    db_url: str, tmp_path: Path
+) -> None:
+    report = tmp_path / "lme.json"
+    env = {**base_env(tmp_path), "ANIMA_ENGINE": "anthropic", "ANTHROPIC_API_KEY": KEY}
+    with FakeMessagesAPI(min_cache_tokens=None, responder=lme_model) as fake:
+        env["ANTHROPIC_BASE_URL"] = fake.url
+        result = run_cli(
+            ["eval", "longmemeval", str(LME_FIXTURE), "--database-url", db_url, "--report", str(report)], env
+        )
+        bodies = fake.messages
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "J per question type" in out and KEY not in out
+    data = json.loads(report.read_text())
+    assert data["benchmark"] == "longmemeval" and data["samples"] == [
+        "syn_user_01",
+        "syn_update_02",
+        "syn_abs_03_abs",
+    ]
+    j = {r["name"]: (r["questions"], r["J"]) for r in data["j_by_category"]}
+    assert j["single-session-user"] == (1, 1.0) and j["knowledge-update"] == (1, 0.0)
+    assert j["overall 1-6"] == (2, 0.5)  # the abstention question is not judged
+    # each question asked at its question_date, from its own haystack only
+    answers = [b for b in bodies if isinstance(b.get("system"), str) and b["system"].startswith("You answer")]
+    asked = {json.dumps(b["messages"], ensure_ascii=False) for b in answers}
+    assert any("as of 2024-03-20" in a and "whippet" in a and "Rotterdam" not in a for a in asked), asked
+
+
+def test_eval_longmemeval_offline_runs_end_to_end_on_the_synthetic_sample(
+    db_url: str, tmp_path: Path
+) -> None:
+    report = tmp_path / "lme-offline.json"
+    env = {**base_env(tmp_path), "ANIMA_ENGINE": "offline"}
+    result = run_cli(
+        ["eval", "longmemeval", str(LME_FIXTURE), "--database-url", db_url, "--report", str(report)], env
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "offline context measure" in out
+    data = json.loads(report.read_text())
+    overall = next(r for r in data["keyword_coverage"] if r["category"] == 0)
+    assert overall["questions"] == 2 and overall["name"] == "overall 1-6"
+    found = {q["question"]: q["keywords_found"] for q in data["questions"]}
+    assert found["What breed is the dog I adopted?"]  # "whippet" is in its haystack
+
+
+def test_eval_longmemeval_names_the_bad_question(tmp_path: Path) -> None:
+    item = json.loads(LME_FIXTURE.read_text())[0]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{**item, "haystack_dates": ["20 March 2024"] * 2}]))
+    result = run_cli(
+        ["eval", "longmemeval", str(bad)], {**base_env(tmp_path), "ANIMA_ENGINE": "offline"}, timeout=120
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 2 and "question syn_user_01" in out and "2023/05/20 (Sat) 02:21" in out, out

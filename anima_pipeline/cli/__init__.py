@@ -9,7 +9,7 @@
 - `demo`: demo
 - `keys`: keys create / list / revoke (API keys of the HTTP service)
 - `serve`: serve (HTTP), mcp (MCP server)
-- `eval`: eval locomo (LoCoMo J score, or offline context measures)
+- `eval`: eval locomo, eval longmemeval (J score, or offline context measures)
 
 Each module registers its commands on the shared `app` (cli/app.py) when imported here.
 """

@@ -1,4 +1,5 @@
-"""`anima eval locomo PATH`: the LoCoMo score of this memory system (evaluation/locomo.py)."""
+"""`anima eval locomo PATH` and `anima eval longmemeval PATH`: the LoCoMo and LongMemEval scores of
+this memory system, with one protocol (evaluation/locomo.py, evaluation/longmemeval.py)."""
 
 from __future__ import annotations
 
@@ -36,18 +37,8 @@ def locomo(
     the configured engine (ANIMA_ENGINE), then answer each question of categories 1-4 from
     the chat-time context and judge it (J, Mem0/EverMemOS protocol). With the offline engine:
     the share of questions whose context holds every key word of the answer."""
-    try:
-        import pandas as pd
-    except ImportError:
-        fail("anima eval needs pandas: pip install 'anima_pipeline[bench]'", 2)
-
     from anima_pipeline.config import get_settings
-    from anima_pipeline.evaluation.locomo import LocomoError, evaluate_locomo, load_locomo
-    from anima_pipeline.llm.budget import Budget
-    from anima_pipeline.llm.errors import EngineError
-    from anima_pipeline.llm.factory import make_engine
-    from anima_pipeline.sleep.runner import NightFailed
-    from anima_pipeline.store.db import open_database
+    from anima_pipeline.evaluation.locomo import LocomoError, load_locomo
 
     settings = get_settings()
     try:
@@ -61,6 +52,70 @@ def locomo(
                 f"unknown sample id(s) {unknown}; the file has {', '.join(d.sample_id for d in dialogues)}", 2
             )
         dialogues = [d for d in dialogues if d.sample_id in sample]
+    _evaluate(dialogues, "locomo", max_questions=max_questions, report=report, database_url=database_url)
+
+
+@eval_app.command("longmemeval")
+def longmemeval(
+    path: Path = typer.Argument(
+        ...,
+        help="LongMemEval JSON as published (longmemeval_s / _m / _oracle): a list of questions with "
+        "question_id, question_type, question, answer, question_date and their haystack_sessions.",
+    ),
+    question: list[str] = typer.Option(None, "--question", help="Only these question ids (repeatable)."),
+    max_questions: int | None = typer.Option(None, "--max-questions", help="At most the first N questions."),
+    report: Path | None = typer.Option(None, "--report", help="Where to write the JSON report."),
+    database_url: str | None = typer.Option(
+        None,
+        "--database-url",
+        help="A scratch database for the eval animas; default: an embedded store in a temporary directory "
+        "(your own store is never touched).",
+    ),
+) -> None:
+    """Import each question's haystack as a scratch anima (eval-<question_id>), sleep every
+    session day with the configured engine (ANIMA_ENGINE), then ask the question at its
+    question_date from the chat-time context and judge it with LoCoMo's J protocol, per
+    question type (abstention questions left out). With the offline engine: the share of
+    questions whose context holds every key word of the answer."""
+    from anima_pipeline.config import get_settings
+    from anima_pipeline.evaluation.longmemeval import LongMemEvalError, load_longmemeval
+
+    settings = get_settings()
+    try:
+        dialogues = load_longmemeval(path, settings.tz)
+    except LongMemEvalError as exc:
+        fail(str(exc), 2)
+    if question:
+        unknown = sorted(set(question) - {d.sample_id for d in dialogues})
+        if unknown:
+            fail(f"unknown question id(s) {unknown} in {path}", 2)
+        dialogues = [d for d in dialogues if d.sample_id in question]
+    _evaluate(
+        dialogues[:max_questions], "longmemeval", max_questions=None, report=report, database_url=database_url
+    )
+
+
+def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | None, database_url) -> None:
+    """Run the eval on scratch animas in a scratch store and print its tables (both benchmarks)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        fail("anima eval needs pandas: pip install 'anima_pipeline[bench]'", 2)
+
+    from anima_pipeline.config import get_settings
+    from anima_pipeline.evaluation.locomo import evaluate_locomo
+    from anima_pipeline.llm.budget import Budget
+    from anima_pipeline.llm.errors import EngineError
+    from anima_pipeline.llm.factory import make_engine
+    from anima_pipeline.sleep.runner import NightFailed
+    from anima_pipeline.store.db import open_database
+
+    settings = get_settings()
+    categories = {}
+    if benchmark == "longmemeval":
+        from anima_pipeline.evaluation.longmemeval import JUDGED, QUESTION_TYPES
+
+        categories = {"benchmark": benchmark, "category_names": QUESTION_TYPES, "judged_categories": JUDGED}
 
     with tempfile.TemporaryDirectory(prefix="anima_eval_") as scratch:
         home = Path(scratch)
@@ -68,7 +123,9 @@ def locomo(
         engine = make_engine(run_settings, Budget.from_settings(settings))
         db = open_database(run_settings)
         try:
-            result = evaluate_locomo(db, run_settings, engine, dialogues, max_questions=max_questions)
+            result = evaluate_locomo(
+                db, run_settings, engine, dialogues, max_questions=max_questions, **categories
+            )
         except (NightFailed, EngineError) as exc:
             err_console.print(f"[red]eval stopped:[/red] {escape(str(exc))}")
             raise typer.Exit(1) from None
@@ -80,7 +137,9 @@ def locomo(
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         if result.judged():
-            console.print(f"J per category ({result.engine}, {result.model}):")
+            console.print(
+                f"J per {'question type' if categories else 'category'} ({result.engine}, {result.model}):"
+            )
             console.print(pd.DataFrame(result.j_by_category()).to_string(index=False))
         else:
             console.print(
@@ -96,7 +155,7 @@ def locomo(
             f"\nnight cost ${result.night_cost_usd:.4f} ({result.night_usage.calls} calls); "
             f"eval cost ${result.eval_cost_usd:.4f} ({result.eval_usage.calls} calls)"
         )
-    out = report or settings.home / "eval" / f"locomo-{datetime.now():%Y%m%d-%H%M%S}.json"
+    out = report or settings.home / "eval" / f"{benchmark}-{datetime.now():%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result.to_json(), ensure_ascii=False, indent=2), encoding="utf-8")
     console.print(f"report: {out}")

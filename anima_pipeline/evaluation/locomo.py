@@ -91,6 +91,7 @@ class Question(BaseModel):
     answer: str | None = None
     category: int
     evidence: list[str] = Field(default_factory=list)
+    asked_at: datetime | None = None  # when the question is asked (LongMemEval's question_date)
 
 
 class Dialogue(BaseModel):
@@ -120,6 +121,9 @@ class QuestionResult(BaseModel):
 class Report(BaseModel):
     engine: str
     model: str | None
+    benchmark: str = "locomo"
+    category_names: dict[int, str] = Field(default_factory=lambda: dict(CATEGORIES))
+    judged_categories: list[int] = Field(default_factory=lambda: list(JUDGED))
     samples: list[str]
     questions: list[QuestionResult]
     night_cost_usd: float
@@ -132,24 +136,24 @@ class Report(BaseModel):
 
     def j_by_category(self) -> list[dict[str, Any]]:
         rows = []
-        for c in JUDGED:
+        for c in self.judged_categories:
             qs = [q for q in self.questions if q.category == c]
             correct = sum(1 for q in qs if q.label == "CORRECT")
             rows.append(
                 {
                     "category": c,
-                    "name": CATEGORIES[c],
+                    "name": self.category_names[c],
                     "questions": len(qs),
                     "correct": correct,
                     "J": round(correct / len(qs), 3) if qs else None,
                 }
             )
-        qs = [q for q in self.questions if q.category in JUDGED]
+        qs = [q for q in self.questions if q.category in self.judged_categories]
         correct = sum(1 for q in qs if q.label == "CORRECT")
         rows.append(
             {
                 "category": 0,
-                "name": "overall 1-4",
+                "name": self.overall_name,
                 "questions": len(qs),
                 "correct": correct,
                 "J": round(correct / len(qs), 3) if qs else None,
@@ -157,15 +161,21 @@ class Report(BaseModel):
         )
         return rows
 
+    @property
+    def overall_name(self) -> str:
+        c = self.judged_categories
+        return f"overall {min(c)}-{max(c)}" if c else "overall"
+
     def keyword_coverage(self) -> list[dict[str, Any]]:
         rows = []
-        for c in (*JUDGED, 0):
-            qs = [q for q in self.questions if (q.category == c if c else q.category in JUDGED)]
+        judged = self.judged_categories
+        for c in (*judged, 0):
+            qs = [q for q in self.questions if (q.category == c if c else q.category in judged)]
             hit = sum(1 for q in qs if q.keywords_found)
             rows.append(
                 {
                     "category": c,
-                    "name": CATEGORIES.get(c, "overall 1-4"),
+                    "name": self.category_names.get(c, self.overall_name),
                     "questions": len(qs),
                     "all_keywords_in_context": hit,
                     "share": round(hit / len(qs), 3) if qs else None,
@@ -346,7 +356,13 @@ def evaluate_locomo(
     dialogues: list[Dialogue],
     *,
     max_questions: int | None = None,
+    benchmark: str = "locomo",
+    category_names: dict[int, str] = CATEGORIES,
+    judged_categories: tuple[int, ...] = JUDGED,
 ) -> Report:
+    """Import, sleep, then build each judged question's context and, with a model, answer and
+    judge it (see the module docstring). LongMemEval (evaluation/longmemeval.py) passes its
+    own categories; a question with `asked_at` is asked then, else the day after the last session."""
     from anima_pipeline.recall.assemble import assemble_context
 
     import_dialogues(db, dialogues)
@@ -354,9 +370,10 @@ def evaluate_locomo(
     judged = hasattr(engine, "complete")
     spent, results = Usage(), []
     for d in dialogues:
-        asked_at = max(s.started_at for s in d.sessions) + timedelta(days=1)
-        questions = [q for q in d.qa if q.category in JUDGED and q.answer]
+        last_session = max(s.started_at for s in d.sessions) + timedelta(days=1)
+        questions = [q for q in d.qa if q.category in judged_categories and q.answer]
         for q in questions[:max_questions]:
+            asked_at = q.asked_at or last_session
             with db.transaction() as conn:
                 ctx = assemble_context(conn, d.anima_id, q.question, settings=settings, now=asked_at)
             row = QuestionResult(
@@ -376,6 +393,9 @@ def evaluate_locomo(
     return Report(
         engine=getattr(engine, "name", "?"),
         model=getattr(engine, "model", None),
+        benchmark=benchmark,
+        category_names=dict(category_names),
+        judged_categories=list(judged_categories),
         samples=[d.sample_id for d in dialogues],
         questions=results,
         night_cost_usd=night.cost_usd,
