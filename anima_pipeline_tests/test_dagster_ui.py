@@ -76,7 +76,8 @@ def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
         [run] = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"))
         assert run.status == dg.DagsterRunStatus.SUCCESS
         assert run.tags["anima/trigger"] == "cli" and run.tags["anima/engine"] == "offline"
-        assert run.tags["anima/mode"] == "scheduled"
+        assert run.tags["anima/mode"] == "weekday rule (full Mondays, else incremental)"  # Mon..Mon
+        assert run.tags["anima/command"] == "anima demo"
         assert run.tags["dagster/asset_partition_range_start"] == "2026-11-16"
         assert run.tags["dagster/asset_partition_range_end"] == "2026-11-23"
         # the day summary of a demo day, described in Markdown on temporal_summaries/day
@@ -198,7 +199,8 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
 
     # what the range run wrote to Dagster's event log: one planned event per asset for the
     # whole range, and a materialization per (day, step) only where an anima had work, but
-    # the night's last step on every day (the partition shows the night done, quiet or not)
+    # every step on every day, a quiet (day, step) with zeros: the partitions read the same
+    # however the days were run
     days = [f"2026-11-{d}" for d in range(16, 24)]
     with _instance(demo_env) as instance:
         latest = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"), limit=1)[0]
@@ -219,4 +221,70 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
                 "SELECT DISTINCT day FROM sleep_state WHERE step = 'conversations/cleaned' AND status = 'done'"
             )
         }
-    assert talk and cleaned & set(days) == talk & set(days)  # a quiet day is not materialized
+    assert talk and set(days) <= cleaned and talk < set(days)  # quiet days included
+
+
+LAUNCH_BACKFILL = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+  }
+}"""
+
+BACKFILL = """
+query($id: String!) {
+  partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { status runs(limit: 10) { runId } } }
+}"""
+
+PARTITION_STATS = """
+query($path: [String!]!) {
+  assetNodeOrError(assetKey: {path: $path}) {
+    ... on AssetNode { partitionStats { numMaterialized numFailed numMaterializing } }
+  }
+}"""
+
+
+def test_a_cli_range_and_a_ui_backfill_leave_every_step_of_every_day_materialized(
+    demo_env: dict[str, str], tmp_path: Path
+) -> None:
+    """However a day was run (a CLI range, a UI backfill over overlapping days), a processed
+    day shows every step materialized in the UI, and the backfill's run carries the anima tags."""
+    from anima_pipeline.steps import STEP_ORDER
+
+    archive = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
+    assert run_cli(["import", str(archive)], demo_env).returncode == 0
+    slept = run_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-20"], demo_env)
+    assert slept.returncode == 0, slept.stderr[-2000:]
+    env = dev_env(
+        Path(demo_env["ANIMA_HOME"]),
+        Path(demo_env["DAGSTER_HOME"]),
+        ANIMA_DATABASE_URL=demo_env["ANIMA_DATABASE_URL"],
+    )
+    backfill_days = [f"2026-11-{d}" for d in range(19, 24)]  # overlaps the CLI's 19th and 20th
+    with dagster_dev(env, tmp_path / "dg-dev.log") as url:
+        params = {
+            "assetSelection": [{"path": key.split("/")} for key in STEP_ORDER],
+            "partitionNames": backfill_days,
+            "fromFailure": False,
+        }
+        launched = graphql(url, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            state = graphql(url, BACKFILL, {"id": launched["backfillId"]})["partitionBackfillOrError"]
+            if state["status"] not in ("REQUESTED", "IN_PROGRESS"):
+                break
+            time.sleep(2)
+        assert state["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), state
+        for key in STEP_ORDER:  # what the asset's partition bar shows: 8 days, none failed
+            stats = graphql(url, PARTITION_STATS, {"path": key.split("/")})["assetNodeOrError"][
+                "partitionStats"
+            ]
+            assert stats == {"numMaterialized": 8, "numFailed": 0, "numMaterializing": 0}, (key, stats)
+    with _instance(demo_env) as instance:
+        [run_id] = [r["runId"] for r in state["runs"]]
+        tags = instance.get_run_by_id(run_id).tags
+        assert tags["anima/trigger"] == "backfill" and tags["anima/engine"] == "offline", tags
+        assert tags["anima/mode"] == "full"  # a UI launch is full unless its config says otherwise

@@ -249,11 +249,12 @@ def test_three_day_range_is_one_run_in_day_order(store: Database, resources: dic
     assert finished == sorted(finished)
 
 
-def test_a_range_planned_as_one_event_materializes_only_what_had_work(
+def test_a_range_planned_as_one_event_materializes_every_step_of_every_day(
     store: Database, resources: dict, instance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As `anima sleep --from --to` plans it (launch.plan_range_as_one_event): a quiet (day, step)
-    is not materialized, and the night's last step marks every day done."""
+    """As `anima sleep --from --to` plans it (launch.plan_range_as_one_event): every (day, step)
+    is materialized, a quiet one with zeros (in one batch per day), so the partitions read the
+    same as after a UI backfill or a single day."""
     monkeypatch.setenv(PLANNED_AS_SUBSET_ENV, "true")
     first, last = date(2026, 12, 5), date(2026, 12, 7)  # Sat (kai), Sun (yue), Mon (quiet)
     result = materialize_night(first, last, mode="scheduled", instance=instance, resources=resources)
@@ -263,8 +264,8 @@ def test_a_range_planned_as_one_event_materializes_only_what_had_work(
     ).records
     assert len(planned) == len(STEP_ORDER)  # one per asset for the whole range
     days = ["2026-12-05", "2026-12-06", "2026-12-07"]
-    assert set(days) <= partitions_of(instance, STEP_ORDER[-1])
-    assert partitions_of(instance, "semantic_memory/extracted") == {"2026-12-05", "2026-12-06"}
+    for step in STEP_ORDER:
+        assert partitions_of(instance, step) == set(days), step
     last_step = {d: materializations(instance, STEP_ORDER[-1], d)[0].metadata for d in days}
     assert [last_step[d]["animas"].value for d in days] == [1, 1, 0]
     assert last_step["2026-12-07"]["mode"].value == "full"  # the quiet Monday's night, done
@@ -275,8 +276,19 @@ def test_a_range_planned_as_one_event_materializes_only_what_had_work(
                 "SELECT day, step FROM sleep_state WHERE status = 'done' AND step <> 'night'"
             )
         }
-    for step in STEP_ORDER[:-1]:  # materialized exactly where an anima ran the step
-        assert partitions_of(instance, step) == {d for d, s in ran if s == step}, step
+    for step in STEP_ORDER[:-1]:  # an anima ran the step exactly where its materialization says so
+        for d in days:
+            animas = materializations(instance, step, d)[0].metadata["animas"].value
+            assert (animas > 0) == ((d, step) in ran), (step, d)
+    # the run's step timing: one observation with a Markdown table of every step
+    [observed] = [
+        r.event_log_entry.asset_observation
+        for r in instance.get_records_for_run(
+            result.run_id, of_type=dg.DagsterEventType.ASSET_OBSERVATION
+        ).records
+    ]
+    table = observed.metadata["step_times"].value
+    assert all(f"| {step} | 3 |" in table for step in STEP_ORDER), table
 
 
 # ---- ordering guard, one-step re-run, failure mid-range -----------------------------------

@@ -7,8 +7,8 @@ with --force to show that a second pass changes no count (--no-force-pass skips 
 sleeps the same archive in a second fresh store with `runner.run_days` alone (the loop the
 Dagster asset calls): how much of the CLI's time is the nights themselves, and how much is
 Dagster's run. Prints the timings measured in this one run, and the first pass's Dagster
-events by type (a quiet (day, step) is not materialized, and a range is planned with one
-event per asset; docs/ordering.md "Quiet days in a range").
+events by type (every (day, step) is materialized, a quiet day's quiet steps in one batch,
+and a range is planned with one event per asset; docs/ordering.md "Quiet days in a range").
 
     .venv/bin/python -m benchmarks.year_of_nights [--days 365] [--active 29] [--no-force-pass]
 """

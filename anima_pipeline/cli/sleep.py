@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import typer
@@ -162,7 +163,7 @@ def run_sleep(
     import threading
 
     from anima_pipeline.defs.instance import get_instance
-    from anima_pipeline.defs.night.launch import launch_night
+    from anima_pipeline.defs.night.launch import COMMAND_TAG, launch_night
     from anima_pipeline.store.calendar import note_first_day
 
     s = settings()
@@ -208,6 +209,7 @@ def run_sleep(
                     instance=instance,
                     log_level="ERROR",
                     settings=s,
+                    extra_tags={COMMAND_TAG: " ".join(["anima", *sys.argv[1:]])[:1000]},
                 )
                 outcome = {
                     "ok": launched.ok,

@@ -12,16 +12,16 @@ an AssetMaterialization of that key for that partition at once, with that day's 
 (metadata.py), so the UI plots per day and a night stopped later (a failure, a signal)
 keeps exactly what finished.
 
-Quiet days in a range: when the run's range was planned with one event per asset (`anima
-sleep --from --to`, see launch.plan_range_as_one_event), a (day, step) that no anima had
-anything to do for produced nothing and is not materialized (Dagster's own rule for an
-output not yielded), except the run's last selected step, materialized every night that
-ran so the partition shows the night done (the 06:05 freshness check reads it). On SQLite
-storage an event costs milliseconds; 14 per quiet day made a year of mostly quiet nights
-spend 4/5 of its time in Dagster's event log (benchmarks/year_of_nights.py). A run planned
-day by day (the schedule's day, a UI backfill) materializes every (day, step): there a
-planned partition left without a materialization is marked failed if the run fails, and
-the mark stays until something materializes it.
+Quiet (day, step) pairs: a step that no anima had anything to do for on a day is
+materialized too, with zeros, so a processed day shows every step materialized however it
+was run (a CLI range, one day, a UI backfill, the schedule). They are written in one batch
+per day (Dagster's own event batching, with the SQLite batch write of defs/instance.py): on
+SQLite storage an event costs milliseconds, and one by one 13 quiet steps a day made a year
+of mostly quiet nights spend most of its time in the event log (benchmarks/year_of_nights.py).
+
+Step timing: the run ends with an observation of its last step's asset holding a Markdown
+table of the time each step took over the run's days (with a bar per step), beside the
+per-(day, step) `duration_s` metadata the UI plots across partitions.
 
 Checks: check specs of this asset, evaluated by the body on its own connection (checks.py);
 a blocking one stops the night.
@@ -32,6 +32,7 @@ rolls back the step in progress, marks the run canceling and is never retried.
 """
 
 import inspect
+import os
 import signal
 import threading
 import time
@@ -255,8 +256,9 @@ def _night_body(
     wanted_checks = [night_checks.BY_KEY[k] for k in context.selected_asset_check_keys]
     blocking = [c for c in wanted_checks if c.blocking]
     last_light = next((k for k in reversed(night_checks.LIGHT_SLEEP_STEPS) if k in steps), None)
-    marker = steps[-1] if steps else None  # materialized every night that ran, quiet or not
-    skip_quiet = planned_as_one_event(context)
+    marker = steps[-1] if steps else None  # the night's last step: its day's quiet steps follow it
+    quiet: list[dg.AssetMaterialization] = []  # this day's quiet (day, step) pairs, written in one batch
+    step_times: dict[str, list[float]] = {k: [] for k in steps}
     ran: set[str] = set()
     check_results: dict[str, dg.AssetCheckResult] = {}
     timing = {"night_s": 0.0, "checks_s": 0.0}
@@ -268,10 +270,12 @@ def _night_body(
     def on_step(n: Night, key: str, results: list[StepResult]) -> None:
         partition = n.day.isoformat()
         ran.update(r.anima_id for r in results)
-        if skip_quiet and not results and key != marker:
-            return  # nothing to do: nothing produced, no materialization (see the module docstring)
+        step_times[key].append(sum(r.duration_s for r in results))
         with db.transaction() as conn:
             md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
+        if not results and key != marker:  # quiet: materialized with its zeros, in the day's batch
+            quiet.append(dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md))
+            return
         counts = [
             f"{k} {v.value}"
             for k, v in md.items()
@@ -288,6 +292,8 @@ def _night_body(
                 context.log.info(
                     f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
                 )
+        if key == marker:
+            log_in_one_batch(context, quiet)
         if key == last_light and blocking and results:
             t = time.monotonic()
             scope = night_checks.CheckScope([n.day], sorted({r.anima_id for r in results}), settings.timezone)
@@ -309,18 +315,22 @@ def _night_body(
         with memory_store.open(settings) as db:
             t0 = time.monotonic()
             if steps:
-                runner.run_days(
-                    db,
-                    settings,
-                    days,
-                    steps,
-                    mode=config.runner_mode(),
-                    force=config.force,
-                    animas=config.animas or None,
-                    on_step=on_step,
-                    run_id=context.run.run_id,
-                    shard=shard,
-                )
+                try:
+                    runner.run_days(
+                        db,
+                        settings,
+                        days,
+                        steps,
+                        mode=config.runner_mode(),
+                        force=config.force,
+                        animas=config.animas or None,
+                        on_step=on_step,
+                        run_id=context.run.run_id,
+                        shard=shard,
+                    )
+                finally:  # the quiet steps of a day stopped by a failure did finish
+                    log_in_one_batch(context, quiet)
+                log_step_times(context, asset_key(marker), days[-1], step_times)
             timing["night_s"] = time.monotonic() - t0 - timing["checks_s"]
             t = time.monotonic()
             scope = night_checks.CheckScope(days, _scope_animas(db, days, ran), settings.timezone)
@@ -359,19 +369,66 @@ def _night_body(
     yield from check_results.values()
 
 
-def planned_as_one_event(context: dg.AssetExecutionContext) -> bool:
-    """Whether Dagster planned this run's assets with one event for the whole partition range
-    (no per-day plan that a quiet, unmaterialized day would leave marked failed)."""
-    records = context.instance.get_records_for_run(
-        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=1
-    ).records
-    if not records or records[0].event_log_entry.dagster_event is None:
-        return False
-    planned = records[0].event_log_entry.dagster_event.event_specific_data
-    return (
-        getattr(planned, "partition", None) is None
-        and getattr(planned, "partitions_subset", None) is not None
+BATCH_SIZE_ENV = (
+    "DAGSTER_EVENT_BATCH_SIZE"  # Dagster's switch: events with batch metadata are written in batches
+)
+
+
+def log_in_one_batch(
+    context: dg.AssetExecutionContext, materializations: list[dg.AssetMaterialization]
+) -> None:
+    """Log `materializations` (emptying the list) the way Dagster logs the materializations of
+    one output over a partition range: events carrying one batch id, written together by the
+    event log's store_event_batch. Dagster batches only while DAGSTER_EVENT_BATCH_SIZE > 0
+    (read at each event), so it is set for the call."""
+    if not materializations:
+        return
+    # Dagster's step-event constructors (no public way to log a batch; checked with 1.13.27)
+    from dagster._core.events import DagsterEvent, DagsterEventBatchMetadata, generate_event_batch_id
+
+    step_context = context.op_execution_context._step_execution_context
+    batch_id, last = generate_event_batch_id(), len(materializations) - 1
+    previous = os.environ.get(BATCH_SIZE_ENV)
+    os.environ[BATCH_SIZE_ENV] = str(len(materializations) + 1)
+    try:
+        with deferred_interrupts():
+            for i, m in enumerate(materializations):
+                DagsterEvent.asset_materialization(
+                    step_context, m, DagsterEventBatchMetadata(batch_id, i == last)
+                )
+    finally:
+        if previous is None:
+            os.environ.pop(BATCH_SIZE_ENV, None)
+        else:
+            os.environ[BATCH_SIZE_ENV] = previous
+    materializations.clear()
+
+
+def step_times_markdown(step_times: dict[str, list[float]]) -> str:
+    """A table of each step's time over the run's days, with a bar scaled to the slowest step."""
+    totals = {k: sum(v) for k, v in step_times.items()}
+    top = max(totals.values(), default=0.0) or 1.0
+    rows = [
+        f"| {k} | {len(v)} | {totals[k]:.3f} | {max(v, default=0.0):.3f} | {'█' * round(24 * totals[k] / top)} |"
+        for k, v in step_times.items()
+    ]
+    return "| step | days | total s | slowest day s | |\n|---|---:|---:|---:|---|\n" + "\n".join(rows)
+
+
+def log_step_times(
+    context: dg.AssetExecutionContext, key: dg.AssetKey, day: date, step_times: dict[str, list[float]]
+) -> None:
+    """The run's step timing as an observation of its last step's asset (shown in the run's
+    event log and on the asset): the Markdown table and each step's seconds as typed values."""
+    metadata: dict[str, dg.MetadataValue] = {
+        "step_times": dg.MetadataValue.md(step_times_markdown(step_times)),
+        "steps_total_s": dg.MetadataValue.float(round(float(sum(map(sum, step_times.values()))), 3)),
+    }
+    metadata.update(
+        {f"s/{k}": dg.MetadataValue.float(round(float(sum(v)), 3)) for k, v in step_times.items()}
     )
+    with deferred_interrupts():
+        context.log_event(dg.AssetObservation(asset_key=key, partition=day.isoformat(), metadata=metadata))
 
 
 @contextmanager

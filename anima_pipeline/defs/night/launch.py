@@ -52,6 +52,7 @@ from anima_pipeline.steps import STEP_ORDER, parse_steps
 DEFINITIONS_MODULE = "anima_pipeline.definitions"
 LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
 PID_TAG = "anima/pid"
+COMMAND_TAG = "anima/command"  # the command line that launched a CLI run
 HOST_TAG = "anima/host"
 ACTIVE = (dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING)
 
@@ -119,8 +120,8 @@ def check_days(parts: dg.PartitionsDefinition | None, first: date, last: date, t
 # 1.13.27): a run over a partition range plans each asset with ONE event holding the range,
 # instead of one event per (asset, day). Over 240 days that is 14 events instead of 3,360,
 # which on SQLite storage were a third of a long `anima sleep --from --to`
-# (benchmarks/year_of_nights.py); and a run so planned need not materialize its quiet (day,
-# step) pairs (assets.py). The price, for ranges only: while the run goes the UI does not
+# (benchmarks/year_of_nights.py). (Every (day, step) is still materialized, the quiet ones
+# in one batch per day: assets.py.) The price, for ranges only: while the run goes the UI does not
 # show its days in progress, and when it fails their partitions are not marked failed (the
 # run is, and its failure metadata names the day). A single day keeps per-day planning.
 PLANNED_AS_SUBSET_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
@@ -144,6 +145,19 @@ def plan_range_as_one_event(enabled: bool) -> Iterator[None]:
 def check_steps(steps: Sequence[str] | None) -> list[dg.AssetKey]:
     """The asset keys of `steps` (all for none); unknown names raise UnknownStepError."""
     return [night_assets.asset_key(k) for k in (parse_steps(steps) if steps else STEP_ORDER)]
+
+
+def mode_tag(mode: str, first: date, last: date) -> str:
+    """The deep-sleep mode as it ran: 'scheduled' (the weekday rule) resolved to full or
+    incremental when every day of the run has the same, else named as the rule."""
+    from datetime import timedelta
+
+    from anima_pipeline.sleep.night import scheduled_mode
+
+    if mode != "scheduled":
+        return mode
+    modes = {scheduled_mode(first + timedelta(days=i)) for i in range(min((last - first).days, 7) + 1)}
+    return modes.pop() if len(modes) == 1 else "weekday rule (full Mondays, else incremental)"
 
 
 def partition_tags(first: date, last: date) -> dict[str, str]:
@@ -268,7 +282,7 @@ def launch_night(
     tags = {
         TRIGGER_TAG: trigger,
         ENGINE_TAG: settings.engine,
-        MODE_TAG: mode,
+        MODE_TAG: mode_tag(mode, first, last),
         PID_TAG: str(os.getpid()),
         HOST_TAG: socket.gethostname(),
         **partition_tags(first, last),
