@@ -29,7 +29,7 @@ PARTS = dg.DailyPartitionsDefinition(start_date="2020-01-01")
 
 def job(days: int, batch: bool) -> dg.JobDefinition:
     @dg.multi_asset(specs=[dg.AssetSpec(k) for k in KEYS], partitions_def=PARTS, can_subset=True)
-    def quiet_nights(context: dg.AssetExecutionContext):
+    def quiet_nights(context):  # (no annotation: Dagster reads it at runtime, and it is a string here)
         for d in range(days):
             day = (date(2020, 1, 1) + timedelta(days=d)).isoformat()
             quiet = [
