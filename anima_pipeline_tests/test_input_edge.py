@@ -448,8 +448,16 @@ def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Databas
             assert made.exit_code == 2 and words in made.output.replace("\n", ""), made.output
             served = anima("mcp", "--anima", bad, "--allow-remember", *new)
             assert served.exit_code == 2 and words in served.output.replace("\n", ""), served.output
-        listed = anima("keys", "list", "--anima", bad)
-        assert listed.exit_code == 2 and words in listed.output.replace("\n", ""), listed.output
+        for command in (
+            ["keys", "list"],
+            ["export", "--markdown", "out"],
+            ["embed"],
+            ["forget"],
+            ["review", "list"],
+        ):
+            refused = anima(*command, "--anima", bad)  # every other --anima: a usage error naming the id
+            said = _squash(refused.output).replace("│", "")
+            assert refused.exit_code == 2 and _squash(words) in said, (command, refused.output)
         with pytest.raises(AnimaInputError) as refused:
             AnimaMemory(db, bad)
         assert refused.value.field == "anima_id" and words in refused.value.detail

@@ -5,12 +5,14 @@ from __future__ import annotations
 import typer
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, fail, open_store, progress_bar, settings
+from anima_pipeline.cli.common import anima_ids, console, fail, open_store, progress_bar, settings
 
 
 @app.command("embed")
 def embed(
-    anima: str | None = typer.Option(None, "--anima", help="Only this anima (default: every anima)."),
+    anima: str | None = typer.Option(
+        None, "--anima", callback=anima_ids, help="Only this anima (default: every anima)."
+    ),
     kind: list[str] = typer.Option(
         ["memory", "message"], "--kind", help="memory and/or message (repeat the option)."
     ),

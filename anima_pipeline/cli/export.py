@@ -7,13 +7,15 @@ from pathlib import Path
 import typer
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, fail, open_store
+from anima_pipeline.cli.common import anima_ids, console, fail, open_store
 
 
 @app.command("export")
 def export_(
     out: Path = typer.Option(..., "--markdown", help="Folder to write MEMORY.md, memory/ and bank/ into."),
-    anima: list[str] = typer.Option(None, "--anima", help="Only these animas (repeatable)."),
+    anima: list[str] = typer.Option(
+        None, "--anima", callback=anima_ids, help="Only these animas (repeatable)."
+    ),
 ) -> None:
     """Export the store as a human-readable Markdown workspace (MEMORY.md, memory/YYYY-MM-DD.md, bank/)."""
     from anima_pipeline.export import export_markdown

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store, settings
+from anima_pipeline.cli.common import anima_ids, console, err_console, fail, open_store, settings
 
 _COLUMNS = ("erased", "deprecated", "hidden", "rewritten", "repointed", "events_scrubbed")
 
@@ -23,7 +23,9 @@ def forget_(
     ),
     conversation: str | None = typer.Option(None, "--conversation", help="A conversation id."),
     memory: str | None = typer.Option(None, "--memory", help="A memory id, f-N."),
-    anima: str | None = typer.Option(None, "--anima", help="A whole anima: every row it has."),
+    anima: str | None = typer.Option(
+        None, "--anima", callback=anima_ids, help="A whole anima: every row it has."
+    ),
     purge: bool = typer.Option(
         False,
         "--purge",
@@ -31,7 +33,10 @@ def forget_(
         "who) left. Without it the forget is soft: messages hidden, what derives only from them deprecated.",
     ),
     of: str | None = typer.Option(
-        None, "--of", help="The anima the conversation belongs to (needed when several have that id)."
+        None,
+        "--of",
+        callback=anima_ids,
+        help="The anima the conversation belongs to (needed when several have that id).",
     ),
     yes: bool = typer.Option(False, "--yes", help="Confirm --anima ID --purge (there is no undo)."),
     recompute: bool = typer.Option(

@@ -10,6 +10,7 @@ from rich.table import Table
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import (
     NEW_ANIMA_HELP,
+    anima_ids,
     console,
     err_console,
     fail,
@@ -61,16 +62,11 @@ def create(
 
 
 @keys_app.command("list")
-def list_(anima: str | None = typer.Option(None, "--anima", help="Only this anima's keys.")) -> None:
+def list_(
+    anima: str | None = typer.Option(None, "--anima", callback=anima_ids, help="Only this anima's keys."),
+) -> None:
     """Keys by id, anima, name, first characters, created and revoked times (never the key)."""
     from anima_pipeline.store.api_keys import list_keys
-    from anima_pipeline.validation import AnimaId, AnimaInputError, check
-
-    if anima is not None:
-        try:
-            check(AnimaId, anima, "--anima")
-        except AnimaInputError as exc:
-            fail(str(exc), 2)
 
     db = open_store()
     try:

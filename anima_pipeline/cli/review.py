@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, fail, open_store, settings
+from anima_pipeline.cli.common import anima_ids, console, fail, open_store, settings
 
 review_app = typer.Typer(
     help="Review mode (ANIMA_REVIEW_MODE=true): list a night's proposed deprecations, merges, splits "
@@ -19,13 +19,15 @@ review_app = typer.Typer(
 )
 app.add_typer(review_app, name="review")
 
-_ANIMA = typer.Option(..., "--anima", help="The anima whose proposals these are.")
+_ANIMA = typer.Option(..., "--anima", callback=anima_ids, help="The anima whose proposals these are.")
 _DAY = typer.Option(None, "--day", help="Every pending proposal of this night (YYYY-MM-DD).")
 
 
 @review_app.command("list")
 def list_(
-    anima: str | None = typer.Option(None, "--anima", help="Only this anima's proposals."),
+    anima: str | None = typer.Option(
+        None, "--anima", callback=anima_ids, help="Only this anima's proposals."
+    ),
     day: str | None = _DAY,
     status: str = typer.Option("pending", "--status", help="pending | approved | rejected | conflict | all."),
     as_json: bool = typer.Option(False, "--json", help="One JSON array: each proposal with its memories."),
