@@ -497,7 +497,7 @@ class AnimaMemory:
                 budget=budget or default_budget(self.settings),
                 settings=self.settings,
                 count=ratio.count,
-                measure=counter.count,
+                measure=counter.count if counter is not ratio else None,
                 counter_name=counter.name,
                 summarizer=summarizer,
                 flusher=partial(flush_turns, engine=engine, session_id=session_id, tz=self.settings.tz),

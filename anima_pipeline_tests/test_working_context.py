@@ -192,7 +192,7 @@ def test_a_flush_writes_each_fact_once_also_when_retried_and_the_night_keeps_the
 ) -> None:
     settings = _settings(db_url, tmp_path)
     memory = AnimaMemory(db, "wren", settings=settings)
-    turns = _session(300, start=datetime.combine(DAY, datetime.min.time(), tzinfo=TZ) + timedelta(hours=9))
+    turns = _session(150, start=datetime.combine(DAY, datetime.min.time(), tzinfo=TZ) + timedelta(hours=9))
     memory.append(turns)
 
     class Failing(ExtractiveSummarizer):
@@ -211,7 +211,7 @@ def test_a_flush_writes_each_fact_once_also_when_retried_and_the_night_keeps_the
             Audit(conn=conn, anima_id="wren", run_id="t", step="agent/working_context"),
             "s1",
             "hi",
-            budget=6000,
+            budget=3000,
             settings=settings,
             count=RatioCounter().count,
             summarizer=Failing(TZ),
@@ -220,11 +220,11 @@ def test_a_flush_writes_each_fact_once_also_when_retried_and_the_night_keeps_the
         )
     assert _flushed(db, "s1") == [] and _count(db, "SELECT count(*) AS n FROM session_flush") == 0
 
-    ctx = memory.working_context("s1", "hi", budget=6000)  # the retry
+    ctx = memory.working_context("s1", "hi", budget=3000)  # the retry
     facts = _flushed(db, "s1")
     assert ctx.flushed and facts and len(facts) == len(set(facts))
     assert any("Ines" in f and "Porto" in f for f in facts)
-    memory.working_context("s1", "hi", budget=6000)  # the same cycle again: nothing more
+    memory.working_context("s1", "hi", budget=3000)  # the same cycle again: nothing more
     assert _flushed(db, "s1") == facts
     with db.transaction() as conn:
         row = conn.execute("SELECT memory_ids FROM session_flush").fetchone()
@@ -462,3 +462,22 @@ def test_the_readme_agent_loop_runs_against_the_messages_api(db, db_url, tmp_pat
     assert (
         "Answer 1 [[anima:f-1]]." in sent[2]["messages"][-2]["content"]
     )  # the previous answer, stored and shown
+
+
+def test_latest_turns_larger_than_the_budget_are_slimmed_then_cut_and_the_budget_holds(
+    db, db_url, tmp_path
+) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    turns = _session(6)
+    for t in turns[-4:]:
+        t["role"], t["speaker"] = "assistant", "Wren"
+        t["content"] = "Here is the whole log you asked for. " + "entry " * 3000 + "[[anima:f-5]]"
+    memory.append(turns)
+    ctx = memory.working_context("s1", "hi", budget=2500)
+    assert ctx.tokens + ctx.message_tokens <= 2500
+    last = ctx.messages[-1]
+    assert (
+        last.segment == "raw" and last.message_id == "s1-5" and last.cut and "[[anima:f-5]]" in last.content
+    )
+    assert all("[[anima:f-5]]" in m.content for m in ctx.messages if m.message_id in ("s1-2", "s1-3", "s1-4"))
+    _adds_up(ctx)

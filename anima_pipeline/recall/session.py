@@ -325,11 +325,16 @@ def session_view(
         items.append(_item("slim", t, text, was_cut, count))
     raw = turns[plan.raw_from :]
     left = budget - sum(i.tokens for i in items)
+    costs = [count(t.content) for t in raw]
     for k, t in enumerate(raw):
-        text, was_cut = t.content, False
-        if k == len(raw) - 1 and count(text) > left > 0:  # one turn larger than everything
-            text, was_cut = _fit(text, left, count), True
-        item = _item("raw", t, text, was_cut, count)
+        text, was_cut, segment = t.content, False, "raw"
+        # the latest turns do not all fit (huge tool output): the oldest of them are slimmed
+        # (once one fits, every later one does), and the very last is cut as a last resort
+        if k < len(raw) - 1 and costs[k] + sum(costs[k + 1 :]) > left:
+            (text, was_cut), segment = slim(t, settings.working_slim_chars), "slim"
+        elif k == len(raw) - 1 and costs[k] > left:
+            text, was_cut = _fit(text, max(1, left), count), True
+        item = _item(segment, t, text, was_cut, count)
         left -= item.tokens
         items.append(item)
     return SessionView(
@@ -356,14 +361,18 @@ def _item(segment: ViewSegment, t: Turn, text: str, cut: bool, count: Callable[[
 
 
 def _fit(text: str, tokens: int, count: Callable[[str], int]) -> str:
-    """The head of `text` within `tokens` (the markers it held appended)."""
+    """The head of `text` within `tokens`, with the markers it held appended (counted too)."""
+    markers = " ".join(dict.fromkeys(MARKER.findall(text)))
+    tail = " …" + (" " + markers if markers else "")
+    room = tokens - count(tail)
     lo, hi = 0, len(text)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count(text[:mid]) <= tokens:
+        if count(text[:mid]) <= room:
             lo = mid
         else:
             hi = mid - 1
-    out = text[: max(0, lo - 2)] + " …"
-    lost = [m for m in dict.fromkeys(MARKER.findall(text)) if m not in out]
-    return out + (" " + " ".join(lost) if lost else "")
+    head = text[:lo]
+    while head and count(head + tail) > tokens:  # the join may round up
+        head = head[:-1]
+    return head + tail
