@@ -217,11 +217,8 @@ def system_segments(
 ) -> tuple[list[_Seg], int]:
     """The segments, each cut to its budget, then folded to `cap_chars` in FOLD_ORDER."""
     blocks = SelfBlockRepo(conn).all(anima_id)
-    budgets = {
-        "identity": None,
-        "persona": None,
-        "autobiography_summary": settings.working_autobiography_chars,
-    }
+    budgets: dict[str, int | None] = {name: None for name in CORE}
+    budgets["autobiography_summary"] = settings.working_autobiography_chars
     segs = [
         _Seg(f"self.{name}", budgets.get(name, settings.working_block_chars), body=blocks[name].strip())
         for name in SELF_BLOCKS
@@ -277,7 +274,7 @@ def working_context(
 
     `count` is the estimate the packing uses, item by item (fast); `measure` (default: the
     same) what the report states per segment, e.g. Anthropic's token counting."""
-    exact = None if measure is not None and measure is not count else count  # one estimate for both
+    exact = measure is None  # one estimate for the packing and the report
     measure = measure or count
     anima_id = audit.anima_id
     recalled = assemble_context(conn, anima_id, message, settings=settings, session_id=session_id, now=now)
@@ -287,7 +284,7 @@ def working_context(
     sample = "".join(s.text for s in draft)
     measured = measure(sample) if sample else 0
     per_token = len(sample) / max(1, measured) if sample else settings.chars_per_token
-    if measure is not count and sample:  # pack by the fast estimate, scaled to what the engine counts
+    if not exact and sample:  # pack by the fast estimate, scaled to what the engine counts
         scale, estimate = measured / max(1, count(sample)), count
         count = lambda text: math.ceil(estimate(text) * scale)  # noqa: E731
     # the system gets its share of the budget, and whatever a short session leaves unused
@@ -336,9 +333,9 @@ def working_context(
                 name=f"messages.{part}",
                 part="messages",
                 chars=sum(m.chars for m in items),
-                tokens=measure("\n".join(m.content for m in items))
-                if exact is None
-                else sum(m.tokens for m in items),
+                tokens=sum(m.tokens for m in items)
+                if exact
+                else measure("\n".join(m.content for m in items)),
                 items=len(items),
                 cut=any(m.cut for m in items),
             )
