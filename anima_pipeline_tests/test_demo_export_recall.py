@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,12 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
     again = run_cli(["demo"], demo_env)
     assert again.returncode == 0
     assert json.loads(run_cli(["status", "--json"], demo_env).stdout)["totals"] == totals
+    # ... and says so: the nights are "already done", not "done" by a run that had 0 animas
+    assert "already done" in again.stdout and "8 already done by an earlier run" in again.stdout
+    assert not re.search(r"│ 2026-11-\d\d │ done ", again.stdout), again.stdout
+    # status explains why it counts one conversation fewer than the import reported
+    shown = run_cli(["status"], demo_env).stdout
+    assert "1 conversation(s) deleted by the night's cleanup are not counted" in shown
 
     # export: MEMORY.md with ids and sources, one file per day with its summary, bank pages
     exported = run_cli(["export", "--markdown", str(tmp_path / "md")], demo_env)

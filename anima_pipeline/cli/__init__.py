@@ -31,4 +31,14 @@ from anima_pipeline.cli import (  # noqa: F401  (registers commands)
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.demo import SAMPLE
 
+# `anima --help` lists the commands in the order a user meets them (Typer keeps the order of
+# registration, which is the import order above); command groups (db, keys, eval, …) follow.
+ORDER_OF_USE = (
+    "demo", "import", "sleep", "status", "recall", "export", "revert", "forget", "embed",
+    "snapshot", "replay", "diff", "serve", "mcp",
+)  # fmt: skip
+app.registered_commands.sort(
+    key=lambda c: ORDER_OF_USE.index(c.name) if c.name in ORDER_OF_USE else len(ORDER_OF_USE)
+)
+
 __all__ = ["SAMPLE", "app"]

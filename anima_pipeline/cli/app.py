@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import typer
 
+# Click's own help (rich_markup_mode=None) on every app: a flag shows as a flag (`--force`,
+# not `--force <bool>`), a value by its kind (`--day TEXT`), and docstrings are re-wrapped to
+# the terminal instead of keeping their source line breaks.
+HELP = {"rich_markup_mode": None, "no_args_is_help": True, "context_settings": {"max_content_width": 110}}
 app = typer.Typer(
     help="anima: nightly sleep-style memory consolidation for long-lived LLM agents.",
-    no_args_is_help=True,
     add_completion=False,
+    **HELP,
 )
-db_app = typer.Typer(help="The memory database: migrate, stop the embedded server.", no_args_is_help=True)
+db_app = typer.Typer(help="The memory database: migrate, stop the embedded server.", **HELP)
 app.add_typer(db_app, name="db")
 
 

@@ -165,6 +165,17 @@ def only_anima(conn, anima: str | None = None) -> str:
     return animas[0]
 
 
+def parse_day(option: str, value: str):
+    """The local day an option names, or exit 2 naming the option and the format."""
+    from datetime import date
+
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        fail(f"{option}: expected a day as YYYY-MM-DD (e.g. 2026-11-28), got {value!r}", 2)
+        raise
+
+
 def fail(message: str, code: int = 1) -> None:
     err_console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)

@@ -11,10 +11,10 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from anima_pipeline.cli.app import app
+from anima_pipeline.cli.app import HELP, app
 from anima_pipeline.cli.common import console, err_console, fail
 
-eval_app = typer.Typer(help="Measure the memory system on public benchmarks.", no_args_is_help=True)
+eval_app = typer.Typer(help="Measure the memory system on public benchmarks.", **HELP)
 app.add_typer(eval_app, name="eval")
 
 

@@ -7,7 +7,7 @@ import uuid
 import typer
 from rich.table import Table
 
-from anima_pipeline.cli.app import app
+from anima_pipeline.cli.app import HELP, app
 from anima_pipeline.cli.common import (
     NEW_ANIMA_HELP,
     anima_ids,
@@ -18,9 +18,7 @@ from anima_pipeline.cli.common import (
     require_anima_or_new,
 )
 
-keys_app = typer.Typer(
-    help="API keys for `anima serve`: one anima per key, stored hashed.", no_args_is_help=True
-)
+keys_app = typer.Typer(help="API keys for `anima serve`: one anima per key, stored hashed.", **HELP)
 app.add_typer(keys_app, name="keys")
 
 

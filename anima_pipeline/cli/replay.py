@@ -12,17 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, err_console, fail, open_store, settings
+from anima_pipeline.cli.common import console, err_console, fail, open_store, parse_day, settings
 
 _NAME = typer.Option("replay", "--name", help="The shadow store's name (a-z, 0-9, _).")
 
 
 def _date(option: str, value: str) -> date:
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        fail(f"{option}: expected a day as YYYY-MM-DD, got {value!r}", 2)
-        raise
+    return parse_day(option, value)
 
 
 def _live_url() -> str:

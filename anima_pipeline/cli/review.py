@@ -9,13 +9,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import anima_ids, console, fail, open_store, settings
+from anima_pipeline.cli.app import HELP, app
+from anima_pipeline.cli.common import anima_ids, console, fail, open_store, parse_day, settings
 
 review_app = typer.Typer(
     help="Review mode (ANIMA_REVIEW_MODE=true): list a night's proposed deprecations, merges, splits "
     "and unpins, and approve or reject them; only an approval changes the store.",
-    no_args_is_help=True,
+    **HELP,
 )
 app.add_typer(review_app, name="review")
 
@@ -115,13 +115,7 @@ def _decide(action) -> None:
 
 
 def _day(value: str | None) -> date | None:
-    if value is None:
-        return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        fail(f"--day: expected a day as YYYY-MM-DD, got {value!r}", 2)
-        raise
+    return None if value is None else parse_day("--day", value)
 
 
 def _row(v) -> dict:

@@ -48,8 +48,10 @@ def mcp(
         False, "--allow-delete", help="Add delete: erase a memory for good (a tombstone stays)."
     ),
 ) -> None:
-    """The MCP server over one anima: tools context and search (remember and working_context with
-    --allow-remember), resources anima://self and anima://resident."""
+    """The MCP server over one anima. Tools: context, search and search_messages (read-only;
+    search results as compact lines, format=json for every field); with --allow-remember also
+    remember and working_context; with --allow-corrections deprecate, correct, pin and unpin;
+    with --allow-delete delete. Resources: anima://self and anima://resident."""
     from anima_pipeline.memory import AnimaMemory
     from anima_pipeline.service.mcp import run
 

@@ -15,6 +15,7 @@ from anima_pipeline.cli.common import (
     err_console,
     fail,
     open_store,
+    parse_day,
     progress_bar,
     progress_line,
     require_animas,
@@ -26,23 +27,33 @@ from anima_pipeline.store import sleep_state
 
 @app.command("sleep")
 def sleep_(
-    day: str | None = typer.Option(None, "--day", help="One night: the local day YYYY-MM-DD to consolidate."),
-    first: str | None = typer.Option(None, "--from", help="First day of a range (with --to)."),
-    last: str | None = typer.Option(None, "--to", help="Last day of a range (with --from)."),
+    day: str | None = typer.Option(
+        None, "--day", metavar="YYYY-MM-DD", help="One night: the local day to consolidate."
+    ),
+    first: str | None = typer.Option(
+        None, "--from", metavar="YYYY-MM-DD", help="First day of a range (with --to)."
+    ),
+    last: str | None = typer.Option(
+        None, "--to", metavar="YYYY-MM-DD", help="Last day of a range (with --from)."
+    ),
     anima: list[str] = typer.Option(
-        None, "--anima", help="Only these animas (repeatable); default: all active."
+        None, "--anima", metavar="ANIMA", help="Only these animas (repeatable); default: all active."
     ),
     mode: str | None = typer.Option(
         None,
         "--mode",
+        metavar="full|incremental",
         help="Deep sleep mode: full | incremental. Default: the schedule's rule (Monday full).",
     ),
     force: bool = typer.Option(False, "--force", help="Re-run steps that already finished for a day."),
     step: list[str] = typer.Option(
-        None, "--step", help="Only this step (asset key, e.g. semantic_memory/merged)."
+        None, "--step", metavar="STEP", help="Only this step (asset key, e.g. semantic_memory/merged)."
     ),
     shard: str = typer.Option(
-        "", "--shard", help="Only the animas of shard i of N, as i/N (e.g. 0/4); see docs/deploy.md."
+        "",
+        "--shard",
+        metavar="i/N",
+        help="Only the animas of shard i of N, as i/N (e.g. 0/4); see docs/deploy.md.",
     ),
     estimate: bool = typer.Option(
         False,
@@ -69,7 +80,7 @@ def sleep_(
     console.print(sleep_table(rows))
     if rows and rows[0].get("signal"):
         raise typer.Exit(128 + rows[0]["signal"])  # the shell's convention: 130 SIGINT, 143 SIGTERM
-    failed = [r for r in rows if r["status"] != "done"]
+    failed = [r for r in rows if r["status"] in ("failed", "not run")]
     if failed:
         raise typer.Exit(1)
 
@@ -138,18 +149,16 @@ def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps,
 
 
 def _days(day: str | None, first: str | None, last: str | None) -> list:
-    from datetime import date
-
     from anima_pipeline.sleep.cycle import day_range
 
-    try:
-        if day and not (first or last):
-            return [date.fromisoformat(day)]
-        if first and last and not day:
-            return day_range(date.fromisoformat(first), date.fromisoformat(last))
-    except ValueError as exc:
-        fail(str(exc), 2)
-    fail("give either --day D, or --from D1 --to D2", 2)
+    if day and not (first or last):
+        return [parse_day("--day", day)]
+    if first and last and not day:
+        start, end = parse_day("--from", first), parse_day("--to", last)
+        if end < start:
+            fail(f"--to {end} is before --from {start}", 2)
+        return day_range(start, end)
+    fail("give either --day YYYY-MM-DD, or --from YYYY-MM-DD --to YYYY-MM-DD", 2)
     return []
 
 
@@ -254,8 +263,9 @@ def _day_row(db, d, outcome: dict) -> dict:
                 (sleep_state.NIGHT, d, outcome["run_id"]),
             )
         }
+        earlier = sleep_state.nights_finished_by_others(conn, d, outcome["run_id"]) if not statuses else 0
     if outcome["ok"]:
-        status = "done"
+        status = "already done" if earlier else "done"  # "already done": an earlier run slept it
     elif sleep_state.FAILED in statuses or sleep_state.RUNNING in statuses or d == outcome["failed_day"]:
         status = "failed"
     elif statuses:
@@ -306,7 +316,7 @@ def sleep_table(rows: list[dict]) -> Table:
     for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$"):
         table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
     for r in rows:
-        if not r["animas"] and r["status"] == "done" and len(rows) > 14 and r is not rows[-1]:
+        if not r["animas"] and r["status"] != "failed" and len(rows) > 14 and r is not rows[-1]:
             continue  # a long range lists the days with activity; the count below covers the rest
         table.add_row(
             str(r["day"]),
@@ -316,10 +326,13 @@ def sleep_table(rows: list[dict]) -> Table:
             str(r["llm_calls"]),
             f"{r['cost_usd']:.2f}",
         )
-    quiet = sum(1 for r in rows if not r["animas"])
+    before = sum(1 for r in rows if r["status"] == "already done")
+    quiet = sum(1 for r in rows if not r["animas"]) - before
     run_ids = sorted({r["run_id"] for r in rows if r["run_id"]})
     table.caption = (
-        f"{len(rows)} night(s), {len(rows) - quiet} with activity; Dagster run {', '.join(run_ids) or '-'}"
+        f"{len(rows)} night(s), {len(rows) - quiet - before} with activity"
+        + (f", {before} already done by an earlier run (--force redoes them)" if before else "")
+        + f"; Dagster run {', '.join(run_ids) or '-'}"
     )
     return table
 

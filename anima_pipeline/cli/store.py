@@ -128,13 +128,14 @@ def _archive_lines(name: str) -> tuple[list[str], str]:
 def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
     """Counts per anima and in total: conversations, messages, memories, anchors, narratives, summaries."""
     from anima_pipeline.recall.dense import recall_status
-    from anima_pipeline.store.status import status
+    from anima_pipeline.store.status import cleaned_by_night, status
 
     db = open_store()
     try:
         with db.transaction() as conn:
             data = status(conn)
             data["recall"] = recall_status(conn, settings())
+            data["cleaned_by_night"] = cleaned_by_night(conn)
     finally:
         db.close()
     if as_json:
@@ -142,6 +143,12 @@ def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
         return
     console.print(status_table(data))
     console.print(recall_line(data["recall"]))
+    if cleaned := data["cleaned_by_night"]:  # why an import's counts and these differ
+        console.print(
+            f"{sum(cleaned.values())} conversation(s) deleted by the night's cleanup are not counted "
+            "(stale, with 0 or 1 message or no assistant reply; in the audit log, `anima revert --run "
+            "RUN` restores them): " + ", ".join(f"{a} {n}" for a, n in sorted(cleaned.items()))
+        )
 
 
 def recall_line(r: dict) -> str:

@@ -243,3 +243,14 @@ def declined_steps(conn: Connection, days: list[date], animas: list[str] | None)
            ORDER BY day, anima_id, step""",
         (days, NIGHT, animas, animas),
     ).fetchall()
+
+
+def nights_finished_by_others(conn: Connection, day: date, run_id: str) -> int:
+    """How many animas' nights of `day` an earlier run (not `run_id`) finished: a re-run that
+    had nothing left to do on a day says so instead of reporting an empty night."""
+    row = conn.execute(
+        """SELECT count(*) AS n FROM sleep_state
+           WHERE step = %s AND day = %s AND status = ANY(%s) AND run_id IS DISTINCT FROM %s""",
+        (NIGHT, day, list(FINISHED), run_id),
+    ).fetchone()
+    return int(row["n"])

@@ -46,3 +46,14 @@ def status(conn: Connection, anima_id: str | None = None) -> dict:
             per.setdefault(anima, dict.fromkeys(STATUS_KEYS, 0))[key] = int(n)
     totals = {k: sum(a[k] for a in per.values()) for k in STATUS_KEYS}
     return {"totals": totals, "animas": [{"anima_id": a, **per[a]} for a in sorted(per)]}
+
+
+def cleaned_by_night(conn: Connection) -> dict[str, int]:
+    """Conversations per anima that the night's cleanup deleted (and nobody restored): what an
+    import counted and `status` no longer does."""
+    from anima_pipeline.store.archive import cleaned_conversations
+
+    counts: dict[str, int] = {}
+    for anima_id, _conversation in cleaned_conversations(conn):
+        counts[anima_id] = counts.get(anima_id, 0) + 1
+    return counts
