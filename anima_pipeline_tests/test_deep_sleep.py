@@ -30,7 +30,6 @@ from anima_pipeline.sleep.deep_sleep import (
     WARN_CHARS,
     DeepSleepTooLarge,
     Settings,
-    batches,
     deconflict,
     merge,
     message_one,
@@ -39,6 +38,7 @@ from anima_pipeline.sleep.deep_sleep import (
     read_log,
     review_pins,
     size_band,
+    slices,
     split,
 )
 from anima_pipeline.sleep.guards import LossGuardTripped, LossLimits
@@ -456,7 +456,7 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
         (BATCH_CHARS, "warn"),
         (BATCH_CHARS + 1, "batched"),
         (REFUSE_CHARS, "batched"),
-        (REFUSE_CHARS + 1, "refused"),
+        (REFUSE_CHARS + 1, "sliced"),
     ],
 )
 def test_size_band_boundaries(chars: int, band: str) -> None:
@@ -477,40 +477,67 @@ def _store_of(total: int) -> list[SemanticMemory]:
     return ms
 
 
-def test_batches_one_under_the_batch_threshold_by_type_above_and_refused_past_the_limit() -> None:
+def test_slices_one_under_the_batch_threshold_by_type_above_and_refused_only_when_uncuttable() -> None:
     for total in (500, WARN_CHARS + 1, BATCH_CHARS):
         ms = _store_of(total)
-        assert batches(ms) == [("all", ms)]
+        assert slices(ms) == [("all", ms)]
     for total in (BATCH_CHARS + 1, REFUSE_CHARS):
         ms = _store_of(total)
-        assert [(label, [m.id for m in group]) for label, group in batches(ms)] == [
+        assert [(label, [m.id for m in group]) for label, group in slices(ms)] == [
             ("world", [1, 3]),
             ("preference", [2]),
         ]
-    with pytest.raises(DeepSleepTooLarge) as exc:
-        batches(_store_of(REFUSE_CHARS + 1))
-    assert "300,001 characters (limit 300,000)" in str(exc.value) and "nothing was changed" in str(exc.value)
+    assert len(slices(_store_of(REFUSE_CHARS + 1))) == 2  # over the limit: still two slices by type
+    with pytest.raises(DeepSleepTooLarge) as exc:  # one memory alone over the limit
+        slices([_memory(1, "world", "a"), _memory(2, "world", "b" * REFUSE_CHARS)])
+    assert "f-2 alone is 300,0" in str(exc.value) and "cannot be cut" in str(exc.value)
 
 
-def test_a_store_over_the_limit_fails_the_step_and_changes_nothing(db: Database, tmp_path: Path) -> None:
+def test_a_type_over_the_limit_is_cut_into_time_windows_each_under_it() -> None:
+    ms = [
+        memory_row(i, f"Note {i}: " + "lorem ipsum " * 80, anima_id=A, observed_at=at(1 + i % 12, 1 + i % 28))
+        for i in range(1, 400)
+    ] + [memory_row(900, "Lin likes tea.", anima_id=A, type="preference")]
+    assert len(message_one([m for m in ms if m.type == "world"])) > REFUSE_CHARS
+    cut = slices(ms)
+    sizes = [len(message_one(group)) for _, group in cut]
+    assert len(cut) >= 2 and max(sizes) <= REFUSE_CHARS
+    assert sorted(m.id for _, g in cut for m in g) == sorted(m.id for m in ms)  # each once
+    worlds = [g for label, g in cut if label.startswith("world, ")]
+    assert all(
+        max(m.observed_at for m in a) <= min(m.observed_at for m in b)
+        for a, b in zip(worlds, worlds[1:], strict=False)
+    )
+    assert cut == slices(list(reversed(ms)))  # a function of the memories: byte-stable per round
+
+
+def test_a_store_over_the_limit_goes_on_in_slices(db: Database, tmp_path: Path) -> None:
+    big_store(db, 31, 10_000)  # ~310k characters, world and preference
+    assert len(message_one(active(db))) > REFUSE_CHARS
+    result = deconflict(db, night(tmp_path), A)
+    assert result.status == "done" and result.stats["size_band"] == "sliced"
+    assert result.stats["slices"] == 2 and result.stats["slice_max_chars"] <= REFUSE_CHARS
+
+
+def test_a_slice_that_cannot_be_cut_skips_deep_sleep_and_changes_nothing(
+    db: Database, tmp_path: Path
+) -> None:
     plant(
         db,
         mem("Lin's daughter was born in the Year of the Tiger.", observed=at(1, 1)),
         mem("Lin's daughter was born in the Year of the Goat.", observed=at(2, 1)),
     )
-    big_store(db, 31, 10_000)
+    big_store(db, 1, 310_000)  # one memory alone over the limit
     before = [(m.id, m.status, m.updated_at) for m in active(db)]
-    assert len(message_one(active(db))) > REFUSE_CHARS
-
-    with pytest.raises(StepFailed) as exc:
-        deconflict(db, night(tmp_path), A)
-    assert isinstance(exc.value.__cause__, DeepSleepTooLarge)
-    assert STEP_DECONFLICT in str(exc.value) and "deep sleep refused" in str(exc.value)
-    assert "limit 300,000" in str(exc.value)
+    for round_ in ROUNDS:
+        result = round_(db, night(tmp_path), A)  # no StepFailed: the night goes on
+        assert (
+            result.status == "done" and result.stats["refused"] == 1 and result.stats["skipped_rounds"] == 1
+        )
+        assert "cannot be cut" in result.stats["summary"]
     assert [(m.id, m.status, m.updated_at) for m in active(db)] == before
     assert events(db, STEP_DECONFLICT) == []
-    assert state(db, STEP_DECONFLICT)["status"] == "failed"
-    assert not list(tmp_path.glob("deep_sleep_*"))
+    assert state(db, STEP_DECONFLICT)["status"] == "done"
 
 
 def test_a_store_between_100k_and_300k_is_sent_in_batches_by_type(
@@ -535,7 +562,7 @@ def test_a_store_between_100k_and_300k_is_sent_in_batches_by_type(
     for b, t in zip(requests, ("world", "preference"), strict=True):
         listed = b["messages"][0]["content"][0]["text"].split("\n")[2:-1]  # one memory a line
         assert len(listed) == 7 and {line.split()[1] for line in listed} == {t}
-    assert any("batched" in r.getMessage() and "2 batches" in r.getMessage() for r in caplog.records)
+    assert any("batched" in r.getMessage() and "2 slices" in r.getMessage() for r in caplog.records)
 
 
 def test_a_store_between_10k_and_100k_warns_and_runs_normally(
@@ -804,3 +831,64 @@ def test_prefilter_lists_each_rounds_candidates(db: Database, tmp_path: Path) ->
         pins = prefilter(conn, "pin_review", ms, n, cfg, None)
         assert pins.ids == {pinned} and f"f-{pinned}: pinned since 2024-01-01" in pins.text
         assert "capped at 40" in pins.text
+
+
+def varied_store(db: Database, chars: int) -> None:
+    """About `chars` characters of distinct memories (no two alike: nothing to merge), 60 %
+    world, 25 % experience, 15 % preference, one a minute from 2024-01-01: cheaply in SQL."""
+    per = 101  # characters of each content
+    with db.transaction() as conn:
+        conn.execute(
+            """INSERT INTO semantic_memory (anima_id, type, content, source_sessions, created_at, updated_at)
+               SELECT %s, CASE WHEN g %% 20 < 12 THEN 'world' WHEN g %% 20 < 17 THEN 'experience'
+                               ELSE 'preference' END,
+                      'Lin noted item ' || lpad(g::text, 5, '0') || ': ' || md5(g::text) || ' '
+                          || md5((g * 7)::text) || ' ' || substr(md5((g * 13)::text), 1, 12) || '.',
+                      ARRAY['s-big'], %s + g * interval '1 minute', %s + g * interval '1 minute'
+               FROM generate_series(1, %s) AS g""",
+            (A, at(1, 1), at(1, 1), chars // per),
+        )
+        total = conn.execute(
+            "SELECT sum(length(content)) AS n FROM semantic_memory WHERE anima_id = %s", (A,)
+        ).fetchone()["n"]
+    assert abs(total - chars) < per
+
+
+def test_a_store_of_600k_characters_sleeps_with_deep_sleep_in_slices(db: Database, tmp_path: Path) -> None:
+    from anima_pipeline.config import Settings as AppSettings
+    from anima_pipeline.sleep.runner import run_days
+    from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
+
+    varied_store(db, 600_000)
+    lines = [
+        json.dumps(
+            {
+                "anima_id": A,
+                "conversation_id": f"mira:{d}",
+                "message_id": f"m{n}",
+                "role": role,
+                "content": said,
+                "created_at": f"{d}T20:0{n}:00+08:00",
+            }
+        )
+        for d in (DAY, DAY + timedelta(days=1))
+        for n, (role, said) in enumerate(
+            [("user", "I moved the piano to the studio."), ("assistant", "Nice!")]
+        )
+    ]
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="", run_id="i", step="i")
+        import_records(conn, parse_lines(lines, "day"), audit, ImportStats())
+    settings = AppSettings(database_url=db.url, home=tmp_path, workers=1, timezone="Asia/Shanghai")
+    results = run_days(db, settings, [DAY], mode="full")  # no NightFailed
+    rounds = [r for r in results if r.step in DEEP_STEPS and r.day == DAY]
+    assert len(rounds) == 4
+    for r in rounds:
+        assert r.stats["size_band"] == "sliced" and r.stats["message1_chars"] > 2 * REFUSE_CHARS
+        assert r.stats["slices"] >= 4 and r.stats["slice_max_chars"] <= REFUSE_CHARS, r.stats
+    print("600k store:", {k: rounds[0].stats[k] for k in ("message1_chars", "slices", "slice_max_chars")})
+    # and the next day is not held back (its light sleep runs; the order guard lets it go)
+    run_days(db, settings, [DAY + timedelta(days=1)], steps=[LIGHT])
+    with db.transaction() as conn:
+        assert sleep_state.get(conn, A, DAY, sleep_state.NIGHT)["status"] == "done"
+        assert sleep_state.get(conn, A, DAY + timedelta(days=1), LIGHT)["status"] == "done"

@@ -457,18 +457,26 @@ def test_chain_check_fails_on_cycles_foreign_and_active_successors(slept) -> Non
     assert problems == {"points at another anima's memory", "active memory has a successor"}
 
 
-def test_deep_input_check_warns_then_fails_by_size(slept) -> None:
+def test_deep_input_check_warns_when_sliced_and_fails_only_for_a_slice_that_cannot_be_cut(slept) -> None:
     store, _ = slept
     with store.transaction() as conn:
         ids = [_memory(conn, "big", f"{i} " + "x" * 9_000, []) for i in range(36)]  # ~330k chars of message 1
-    refused = run_check(store, checks.deep_sleep_input_within_limits)
-    assert not refused.passed and refused.severity == dg.AssetCheckSeverity.ERROR
-    assert refused.metadata["max_chars"].value > checks.DEEP_INPUT_MAX_CHARS
+    sliced = run_check(store, checks.deep_sleep_input_within_limits)
+    assert not sliced.passed and sliced.severity == dg.AssetCheckSeverity.WARN  # deep sleep goes on in slices
+    assert (
+        sliced.metadata["max_chars"].value > checks.DEEP_INPUT_MAX_CHARS
+        and sliced.metadata["sliced"].value == 1
+    )
     with store.transaction() as conn:
         conn.execute("UPDATE semantic_memory SET status = 'deprecated' WHERE id = ANY(%s)", (ids[:20],))
     warned = run_check(store, checks.deep_sleep_input_within_limits)
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert checks.DEEP_INPUT_WARN_CHARS < warned.metadata["max_chars"].value <= checks.DEEP_INPUT_MAX_CHARS
+    with store.transaction() as conn:
+        _memory(conn, "big", "y" * (checks.DEEP_INPUT_MAX_CHARS + 1), [])  # one memory alone over the limit
+    refused = run_check(store, checks.deep_sleep_input_within_limits)
+    assert not refused.passed and refused.severity == dg.AssetCheckSeverity.ERROR
+    assert "skipped for ['big']" in refused.description and "cannot be cut" in refused.description
 
 
 def test_scope_check_fails_on_light_writes_outside_the_day(slept) -> None:

@@ -77,20 +77,23 @@ FAMILY_TOOLS: dict[str, tuple[str, ...]] = {
 }
 ROUND_PROMPTS = prompts.DEEP_ROUND_TASK  # short: every round's rules are in the shared system prompt
 
-# Size thresholds on message 1 (the seeds' table), in characters.
+# Size thresholds on message 1 (the seeds' table), in characters; past REFUSE_CHARS deep sleep
+# goes on in slices each under it (`slices`).
 WARN_CHARS = 10_000
 BATCH_CHARS = 100_000
 REFUSE_CHARS = 300_000
 RESIDENT_CAP = 40
 MAX_PREFILTER_LINES = 30  # message 2 stays small beside message 1 (the cached prefix)
 MAX_PREFILTER_IDS = 40
+EVERY_PAIR_IDS = 250  # past this many memories the trigram pairs come from content-order neighbours
+SORTED_NEIGHBOURS = 8
 
 
 _TZ = ZoneInfo(DEFAULT_TIMEZONE)
 
 
 class DeepSleepTooLarge(NightError):
-    pass
+    """A slice of message 1 that cannot be cut (one memory over the limit)."""
 
 
 @dataclass(frozen=True)
@@ -186,8 +189,9 @@ def message_one(memories: list[SemanticMemory], tz: ZoneInfo | None = None) -> s
 
 
 def size_band(chars: int) -> str:
+    """The seeds' ladder for the whole message 1; past the limit it goes on in slices."""
     if chars > REFUSE_CHARS:
-        return "refused"
+        return "sliced"
     if chars > BATCH_CHARS:
         return "batched"
     if chars > WARN_CHARS:
@@ -195,20 +199,51 @@ def size_band(chars: int) -> str:
     return "normal"
 
 
-def batches(memories: list[SemanticMemory]) -> list[tuple[str, list[SemanticMemory]]]:
-    """One batch normally; by type between 100k and 300k characters; refused above."""
-    chars = len(message_one(memories))
-    if chars > REFUSE_CHARS:
-        raise DeepSleepTooLarge(
-            f"deep sleep refused: message 1 would be {chars:,} characters (limit {REFUSE_CHARS:,}). "
-            "Review the store first (anima export --markdown, deprecate what is obsolete) or split the "
-            "anima's memories; nothing was changed."
-        )
-    if chars <= BATCH_CHARS:
+def slices(
+    memories: list[SemanticMemory], tz: ZoneInfo | None = None
+) -> list[tuple[str, list[SemanticMemory]]]:
+    """How message 1 goes out: one slice up to 100k characters; by type above; a type whose
+    own message 1 is over 300k is cut into consecutive time windows (observed, else created,
+    then id), each packed up to 300k. Every slice is a pure function of the memories, so each
+    round rebuilds it byte for byte (its cached prefix). Only a memory that alone is over the
+    limit cannot be cut: DeepSleepTooLarge, and deep sleep is skipped for the anima tonight."""
+    if len(message_one(memories, tz)) <= BATCH_CHARS:
         return [("all", memories)]
-    return [
-        (t, [m for m in memories if m.type == t]) for t in MEMORY_TYPES if any(m.type == t for m in memories)
-    ]
+    out: list[tuple[str, list[SemanticMemory]]] = []
+    for t in MEMORY_TYPES:
+        group = [m for m in memories if m.type == t]
+        if not group:
+            continue
+        if len(message_one(group, tz)) <= REFUSE_CHARS:
+            out.append((t, group))
+        else:
+            out += _time_windows(t, group, tz)
+    return out
+
+
+def _time_windows(
+    label: str, group: list[SemanticMemory], tz: ZoneInfo | None
+) -> list[tuple[str, list[SemanticMemory]]]:
+    windows: list[list[SemanticMemory]] = [[]]
+    size = 0
+    for m in sorted(group, key=lambda m: (m.observed_at or m.created_at, m.id)):
+        n = len(compact(m, tz))
+        if n > REFUSE_CHARS:
+            raise DeepSleepTooLarge(
+                f"deep sleep refused: memory f-{m.id} alone is {n:,} characters of message 1 (limit "
+                f"{REFUSE_CHARS:,}), a slice that cannot be cut; deep sleep is skipped for this anima "
+                "tonight and nothing was changed. Split or shorten that memory."
+            )
+        if windows[-1] and size + 1 + n > REFUSE_CHARS:
+            windows.append([])
+            size = 0
+        size += n + (1 if windows[-1] else 0)  # one line each, newline-separated
+        windows[-1].append(m)
+    return [(f"{label}, {_when(w[0])} to {_when(w[-1])}", w) for w in windows]
+
+
+def _when(m: SemanticMemory) -> str:
+    return f"{m.observed_at or m.created_at:%Y-%m-%d}"
 
 
 # ---- message 1.5: the changes of earlier rounds --------------------------------------
@@ -263,7 +298,11 @@ def similar_pairs(
     the trigram index) or at least two shared rare full-text terms (a term is rare when it
     occurs in at most 5 % of these memories, so names that are everywhere do not pair all).
     With `focus` (incremental mode: the memories that changed that day) only pairs touching
-    them are compared: an unchanged pair was already looked at on an earlier night."""
+    them are compared: an unchanged pair was already looked at on an earlier night. Trigram
+    similarity of every pair is quadratic (84 s for the 1,822 memories of one 300k slice on
+    the 2-core CI machine), so over EVERY_PAIR_IDS memories each is compared with its
+    SORTED_NEIGHBOURS next ones in content order (near-duplicates mostly start alike; the
+    rare-term pairs catch the rest): linear after the sort."""
     conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)", (str(threshold),))
     rows = conn.execute(
         """WITH lex AS (
@@ -274,16 +313,32 @@ def similar_pairs(
            fts AS (SELECT x.id AS a, y.id AS b FROM rare x JOIN rare y ON x.w = y.w AND x.id < y.id
                    WHERE %(all)s OR x.id = ANY(%(focus)s) OR y.id = ANY(%(focus)s)
                    GROUP BY x.id, y.id HAVING count(*) >= 2),
+           near AS (SELECT id, content,
+                           lead(id, k) OVER w AS nid, lead(content, k) OVER w AS ncontent
+                    FROM semantic_memory, generate_series(1, %(neighbours)s) AS k
+                    WHERE NOT %(every_pair)s AND id = ANY(%(ids)s)
+                    WINDOW w AS (PARTITION BY k ORDER BY lower(content), id)),
            trgm AS (SELECT a.id AS a, b.id AS b FROM semantic_memory a
                     JOIN semantic_memory b ON b.anima_id = a.anima_id AND b.id > a.id
-                    WHERE a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)
+                    WHERE %(every_pair)s AND a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)
                       AND (%(all)s OR a.id = ANY(%(focus)s) OR b.id = ANY(%(focus)s))
-                      AND a.content %% b.content)
+                      AND a.content %% b.content
+                    UNION
+                    SELECT least(id, nid), greatest(id, nid) FROM near
+                    WHERE nid IS NOT NULL AND (%(all)s OR id = ANY(%(focus)s) OR nid = ANY(%(focus)s))
+                      AND content %% ncontent)
            SELECT p.a, p.b, similarity(a.content, b.content) AS sim
            FROM (SELECT a, b FROM trgm UNION SELECT a, b FROM fts) p
            JOIN semantic_memory a ON a.id = p.a JOIN semantic_memory b ON b.id = p.b
            ORDER BY sim DESC, p.a, p.b LIMIT 200""",
-        {"ids": ids, "max_df": max(2, len(ids) // 20), "all": focus is None, "focus": sorted(focus or ())},
+        {
+            "ids": ids,
+            "max_df": max(2, len(ids) // 20),
+            "all": focus is None,
+            "focus": sorted(focus or ()),
+            "every_pair": len(ids) <= EVERY_PAIR_IDS,
+            "neighbours": SORTED_NEIGHBOURS,
+        },
     ).fetchall()
     return [(r["a"], r["b"], round(float(r["sim"]), 3)) for r in rows]
 
@@ -388,18 +443,27 @@ class Prefix:
     base: list[SemanticMemory]
     events: list[dict]
     chars: int  # of the whole message 1 (the size thresholds are defined on it)
+    refused: str | None = None  # why deep sleep is skipped tonight (a slice that cannot be cut)
 
 
 def night_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Prefix:
-    """The prefix `step` sends (shared with the family members on its model); raises
-    DeepSleepTooLarge (before anything is written) past the size limit."""
+    """The prefix `step` sends (shared with the family members on its model), message 1 in
+    slices each under the limit (`slices`); `refused` says why deep sleep is skipped tonight
+    when one slice cannot be cut."""
     members = prefix.sharing(prefix.engine_models(night.engine), step, FAMILY)
     rounds = tuple(name for s, name in ROUNDS if s in members)
     base = snapshot(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
     system = identity_context(
         conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
     )
-    slices = [
+    try:
+        cut, refused = slices(base, night.tz), None
+    except DeepSleepTooLarge as exc:  # the rounds skip; the dream and the self refresh read what fits
+        cut, refused = (
+            slices([m for m in base if len(compact(m, night.tz)) <= REFUSE_CHARS], night.tz),
+            str(exc),
+        )
+    sliced = [
         (
             label,
             batch,
@@ -411,13 +475,14 @@ def night_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Pr
                 cache=True,
             ),
         )
-        for label, batch in batches(base)
+        for label, batch in cut
     ]
     framing = prompts.deep_system(rounds, after=DREAM_STEP in members or SELF_STEP in members)
     return Prefix(
         system=prompts.system_blocks(framing, night.day, night.tz, system),
         tools=tool_specs(prefix.tools_of(members, FAMILY_TOOLS)),
-        slices=slices,
+        slices=sliced,
+        refused=refused,
         base=base,
         events=_events(conn, anima_id, night),
         chars=len(message_one(base, night.tz)),
@@ -462,7 +527,20 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             return StepOutcome(stats=stats)
         if not current:
             return StepOutcome(stats={**stats, "earlier_changes": 0})
-        shared = night_prefix(conn, anima_id, night, step)  # refuses (DeepSleepTooLarge) before any write
+        shared = night_prefix(conn, anima_id, night, step)
+        if shared.refused:  # a slice that cannot be cut: deep sleep skipped tonight, never a failed night
+            log.error(
+                "deep sleep round %d for anima %s on %s: %s", round_index, anima_id, night.day, shared.refused
+            )
+            stats.update(
+                skipped_rounds=1,
+                refused=1,
+                message1_chars=shared.chars,
+                size_band="refused",
+                earlier_changes=0,
+            )
+            stats["summary"] = shared.refused[:500]
+            return StepOutcome(stats=stats)
         earlier = [e for e in shared.events if e["step"] != step]
         stats["earlier_changes"] = len(earlier)
         msg15 = message_one_five(earlier)
@@ -472,6 +550,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         planned = shared.slices
         whole_chars = shared.chars
         band = size_band(whole_chars)  # of the whole message 1, as the thresholds are defined
+        stats.update(
+            slices=len(planned), slice_max_chars=max(len(message_one(b, night.tz)) for _, b, _ in planned)
+        )
         if band != "normal":
             log.warning(
                 "deep sleep round %d (%s) for anima %s on %s: message 1 is %d characters (%s%s)",
@@ -481,7 +562,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                 night.day,
                 whole_chars,
                 band,
-                f", {len(planned)} batches by type" if band == "batched" else "",
+                f", {len(planned)} slices" if len(planned) > 1 else "",
             )
         for _label, batch, msg1 in planned:
             msg1_chars += len(message_one(batch, night.tz))

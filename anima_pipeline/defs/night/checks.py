@@ -86,13 +86,18 @@ def superseded_by_chains_end(conn: Connection, scope: CheckScope) -> dg.AssetChe
 
 
 def deep_sleep_input_within_limits(conn: Connection, scope: CheckScope) -> dg.AssetCheckResult:
-    sizes = scope.invariants(conn).deep_sleep_input_chars()
+    """Warns above 100k characters of message 1 (deep sleep goes by type, past 300k in slices);
+    fails only for an anima whose message 1 has a slice that cannot be cut (deep sleep is then
+    skipped for it, the night goes on)."""
+    inputs = scope.invariants(conn).deep_sleep_input_chars()
+    sizes = {a: n for a, (n, _) in inputs.items()}
     largest = max(sizes.values(), default=0)
     over = {a: n for a, n in sizes.items() if n > DEEP_INPUT_WARN_CHARS}
-    refused = {a: n for a, n in over.items() if n > DEEP_INPUT_MAX_CHARS}
+    refused = {a: why for a, (_, why) in inputs.items() if why}
     metadata = {
         "max_chars": dg.MetadataValue.int(largest),
         "animas": dg.MetadataValue.int(len(sizes)),
+        "sliced": dg.MetadataValue.int(sum(1 for n in sizes.values() if n > DEEP_INPUT_MAX_CHARS)),
         "chars_by_anima": dg.MetadataValue.json(dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:50])),
         **scope.metadata(),
     }
@@ -105,14 +110,16 @@ def deep_sleep_input_within_limits(conn: Connection, scope: CheckScope) -> dg.As
         return dg.AssetCheckResult(
             passed=False,
             severity=dg.AssetCheckSeverity.ERROR,
-            description=f"deep sleep would refuse {sorted(refused)}: message 1 over {DEEP_INPUT_MAX_CHARS:,} chars",
+            description=f"deep sleep skipped for {sorted(refused)}: "
+            + "; ".join(sorted(refused.values()))[:1000],
             **common,
         )
     if over:
         return dg.AssetCheckResult(
             passed=False,
             severity=dg.AssetCheckSeverity.WARN,
-            description=f"message 1 over {DEEP_INPUT_WARN_CHARS:,} chars (batched by type) for {sorted(over)}",
+            description=f"message 1 over {DEEP_INPUT_WARN_CHARS:,} chars (by type; past "
+            f"{DEEP_INPUT_MAX_CHARS:,} in slices) for {sorted(over)}",
             **common,
         )
     return dg.AssetCheckResult(passed=True, **common)
@@ -170,7 +177,9 @@ CHECKS: tuple[NightCheck, ...] = (
         "deep_sleep_input_within_limits",
         StepKey.SEMANTIC_EXTRACTED,
         "Deep sleep's message 1 (all active memories as compact JSON) per anima: warns above "
-        f"{DEEP_INPUT_WARN_CHARS:,} characters (batched by type), fails above {DEEP_INPUT_MAX_CHARS:,} (refused).",
+        f"{DEEP_INPUT_WARN_CHARS:,} characters (by type; past {DEEP_INPUT_MAX_CHARS:,} in slices each under "
+        "it); fails only when a slice cannot be cut (one memory over the limit): deep sleep is then skipped "
+        "for that anima and night, and the night goes on.",
         deep_sleep_input_within_limits,
     ),
     NightCheck(

@@ -108,10 +108,11 @@ class MemoryInvariants:
         ).fetchall()
         return [*pointers, *({**c, "problem": "superseded_by cycle"} for c in cycles)]
 
-    def deep_sleep_input_chars(self) -> dict[str, int]:
+    def deep_sleep_input_chars(self) -> dict[str, tuple[int, str | None]]:
         """Per anima: the size of deep sleep's message 1 (all active memories as compact JSON),
-        built by the same function deep sleep uses."""
-        from anima_pipeline.sleep.deep_sleep import message_one
+        built by the same function deep sleep uses, and why it would be refused (a slice that
+        cannot be cut), or None."""
+        from anima_pipeline.sleep.deep_sleep import DeepSleepTooLarge, message_one, slices
         from anima_pipeline.store.memories import MemoryRepo
 
         repo = MemoryRepo(self.conn)
@@ -123,7 +124,16 @@ class MemoryInvariants:
                 {"animas": self.animas},
             ).fetchall()
         ]
-        return {a: len(message_one(repo.active(a))) for a in animas}
+        out: dict[str, tuple[int, str | None]] = {}
+        for a in animas:
+            memories = repo.active(a)
+            try:
+                slices(memories)
+                refused = None
+            except DeepSleepTooLarge as exc:
+                refused = str(exc)
+            out[a] = (len(message_one(memories)), refused)
+        return out
 
     def light_scope_violations(self, days: list[date] | None = None) -> list[dict]:
         """Light-sleep writes outside the step's scope, from memory_event:
