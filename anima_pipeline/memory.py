@@ -104,6 +104,9 @@ class AnimaConflictError(AnimaInputError):
     """A message or conversation field that contradicts what is stored (HTTP 409); nothing
     was written. The message gives the API's way out, not the CLI's --update."""
 
+    http_status = 409
+    code = "conflict"
+
 
 class WrongAnimaError(AccessError):
     """A message addressed to an anima other than the one this facade is bound to."""

@@ -54,6 +54,8 @@ class AnimaInputError(InputError):
     """Input a door refuses; nothing was written. `field` names the place, e.g.
     ``messages[3].created_at``; `message_id` the message when there is one."""
 
+    code = "invalid_request"  # the HTTP answer's error code (http_status from InputError: 422)
+
     def __init__(self, detail: str, *, field: str | None = None, message_id: str | None = None) -> None:
         where = f"{field}: " if field else ""
         super().__init__(where + detail)

@@ -37,7 +37,6 @@ from anima_pipeline.memory import (
     MAX_BATCH,
     MAX_SEARCH_LIMIT,
     MIN_BUDGET,
-    AnimaConflictError,
     AnimaInputError,
     AnimaMemory,
     AppendResult,
@@ -489,9 +488,7 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
     async def _refused(_: Request, exc: AnimaInputError) -> JSONResponse:
         field = exc.field
         errors = [{"field": field, "message": exc.detail}]
-        if isinstance(exc, AnimaConflictError):
-            return _error(409, "conflict", str(exc), field, errors)
-        return _error(422, "invalid_request", str(exc), field, errors)
+        return _error(exc.http_status, exc.code, str(exc), field, errors)  # 422, or 409 for a conflict
 
     @app.exception_handler(NotFound)
     async def _not_found(_: Request, exc: NotFound) -> JSONResponse:
