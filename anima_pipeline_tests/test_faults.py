@@ -288,3 +288,19 @@ def test_kill_9_leaves_no_worker_process_and_the_same_command_carries_on(make_st
                 per_anima.setdefault(anima_id, []).append((part, text))
     assert sorted(per_anima) == WORKERS
     assert all(sorted(v) == sorted(per_anima["w0"]) for v in per_anima.values())
+
+
+def test_a_failed_night_prints_one_line_naming_the_step_and_cause(make_store, tmp_path: Path) -> None:
+    url = make_store()
+    fault = f"action=fail,at=in_step,step=semantic_memory/merged,day={FIRST},anima=aria"
+    result = run_cli(
+        ["sleep", "--anima", "aria", "--day", str(FIRST)],
+        env_for(url, tmp_path, ANIMA_FAULT=fault),
+        timeout=300,
+    )
+    assert result.returncode == 1
+    err = result.stderr.strip()
+    assert "Traceback" not in err and "STEP_FAILURE" not in err and 'File "' not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "semantic_memory/merged" in lines[0] and "aria" in lines[0] and "FaultInjected" in lines[0], err

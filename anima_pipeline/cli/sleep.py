@@ -216,7 +216,9 @@ def run_sleep(
                     animas=animas,
                     shard=shard,
                     instance=instance,
-                    log_level="ERROR",
+                    # one line per failed night below; Dagster's STEP_FAILURE with its stack
+                    # trace stays in the run log (the UI, `dagster run logs`), not on the terminal
+                    log_level="CRITICAL",
                     settings=s,
                     extra_tags={COMMAND_TAG: " ".join(["anima", *sys.argv[1:]])[:1000]},
                 )
@@ -248,7 +250,11 @@ def run_sleep(
             f"is {outcome['status']}; run the same command again to carry on"
         )
     elif not outcome["ok"]:
-        err_console.print(f"[red]the run failed:[/red] {escape(outcome['error'])}")
+        err_console.print(
+            f"[red]the night failed:[/red] {escape(outcome['error'])} (run {outcome['run_id']}; the full "
+            "trace is in its Dagster run log)",
+            soft_wrap=True,
+        )
     return rows
 
 

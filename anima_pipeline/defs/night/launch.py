@@ -331,5 +331,11 @@ def run_failure(instance: dg.DagsterInstance, run_id: str) -> tuple[str, date | 
         if err is not None:
             user = getattr(event.event_specific_data, "user_failure_data", None)
             day = user.metadata.get("day") if user is not None else None
-            return err.message.strip().splitlines()[0], date.fromisoformat(day.value) if day else None
+            # our dg.Failure's description is the failing step, anima and cause; anything else
+            # (Dagster's own) is its exception's first line, without the class path
+            said = (user.description if user is not None and user.description else err.message).strip()
+            line = said.splitlines()[0] if said else "the run failed"
+            return line.removeprefix("dagster._core.definitions.events.Failure: "), (
+                date.fromisoformat(day.value) if day else None
+            )
     return "the run failed (see the Dagster run log)", None
