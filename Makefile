@@ -20,6 +20,7 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks
 	$(VENV)/bin/ruff format --check anima_pipeline anima_pipeline_tests benchmarks
+	$(VENV)/bin/mypy  # [tool.mypy] in pyproject.toml: the package, docs/decisions.md "Type checker"
 
 test: lint
 	$(VENV)/bin/python -m pytest -q

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from functools import partial
 from typing import Any
@@ -67,7 +67,7 @@ from anima_pipeline.store.archive import (
     open_conversation,
 )
 from anima_pipeline.store.calendar import record_first_day
-from anima_pipeline.store.db import Connection, Database, open_database
+from anima_pipeline.store.db import Connection, Database, one, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MemoryType
@@ -235,9 +235,8 @@ class AnimaMemory:
 
         Assistant messages should keep the ``[[anima:f-N]]`` markers of the memories they
         used: the night counts them (see the module docstring)."""
-        if isinstance(messages, (MessageRecord, Mapping)):
-            messages = [messages]
-        records = self.validate_messages(messages)
+        batch: Iterable[Any] = [messages] if isinstance(messages, (MessageRecord, Mapping)) else messages
+        records = self.validate_messages(batch)
         stats = ImportStats()
         tz = self.settings.tz
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
@@ -322,7 +321,7 @@ class AnimaMemory:
         if session_id is not None:
             check(ExternalId, session_id, "session_id")
         with self.db.transaction() as conn:
-            now = conn.execute("SELECT now() AS now").fetchone()["now"]
+            now = one(conn.execute("SELECT now() AS now"))["now"]
             scope = Scope(anima_id=self.anima_id, tools=("create_semantic_memory",), default_observed_at=now)
             executor = ToolExecutor(conn, scope, self._audit(conn, REMEMBER_STEP))
             args: dict[str, Any] = {"type": type, "content": content}
@@ -331,6 +330,7 @@ class AnimaMemory:
             if result.is_error:
                 raise AnimaInputError(_tool_field_error(result.content), field=_tool_field(result.content))
             mem = executor.memories.get(executor.created_ids[-1])
+            assert mem is not None  # created in this transaction
         return Remembered(id=mem.ref, content=mem.content, type=mem.type, source_sessions=mem.source_sessions)
 
     # --- corrections and forgetting (anima_pipeline/forget.py) ---------------------------
@@ -402,7 +402,7 @@ class AnimaMemory:
         self,
         query: str,
         *,
-        types: list[MemoryType] | None = None,
+        types: Sequence[MemoryType] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 20,

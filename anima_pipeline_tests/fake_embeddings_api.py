@@ -55,6 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.requests.append(texts)
         data = [{"object": "embedding", "index": i, "embedding": bag_vector(t)} for i, t in enumerate(texts)]
         self._send(200, {"object": "list", "data": list(reversed(data)), "model": body.get("model")})
+        return None
 
     def _send(self, status: int, payload: dict) -> None:
         raw = json.dumps(payload).encode()

@@ -576,6 +576,7 @@ def _handler_for(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
             if fake.latency_s and fake._stopping.wait(fake.latency_s):
                 return None
             self._answer(fake._next_action(body), body)
+            return None
 
         def _authorized(self, headers: dict[str, str]) -> bool:
             key = headers.get("x-api-key")
@@ -618,13 +619,14 @@ def _handler_for(fake: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
         def _answer(self, action: Action, body: dict[str, Any]) -> None:
             if action["type"] == "delay":
                 if fake._stopping.wait(action["seconds"]):
-                    return
+                    return None
                 return self._answer(
                     action.get("then") or reply(text("Done (late)."), stop_reason="end_turn"), body
                 )
             if action["type"] == "error":
                 return self._send_error(action["status"], action.get("message"), action.get("retry_after"))
             self._send(200, fake._message(action, body))
+            return None
 
     return Handler
 

@@ -63,3 +63,58 @@ def test_step_names_are_written_once_in_steps_py() -> None:
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.value}")
     assert found == []
+
+
+# The layers (docs/decisions.md): the chat-time and storage rooms never reach up into the
+# night, the Dagster definitions or the faces; steps.py and errors.py are the floor.
+LOWER = ("store", "offline", "recall", "embed")
+UPPER = ("sleep", "defs", "service", "cli")
+
+
+def absolute(package: str, level: int, module: str | None) -> str:
+    """The module a `from` import names, relative imports resolved against `package`."""
+    base = package.split(".")[: len(package.split(".")) - level + 1] if level else []
+    return ".".join([*base, *([module] if module else [])])
+
+
+def package_imports() -> list[tuple[str, int, str]]:
+    """(file, line, imported module or module.name) of every import in the package, at
+    module level or inside a function, relative imports resolved."""
+    import ast
+
+    out = []
+    for path in sorted((REPO / "anima_pipeline").rglob("*.py")):
+        rel = path.relative_to(REPO)
+        module = ".".join(rel.with_suffix("").parts)
+        package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out += [(str(rel), node.lineno, a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                name = absolute(package, node.level, node.module)
+                out += [(str(rel), node.lineno, f"{name}.{a.name}") for a in node.names]
+    return out
+
+
+def test_imports_follow_the_layers() -> None:
+    wrong = []
+    for file, line, name in package_imports():
+        parts = name.split(".")
+        if parts[0] != "anima_pipeline" or len(parts) < 2:
+            continue
+        room = file.split("/")[1].removesuffix(".py")
+        if room in LOWER and parts[1] in UPPER:
+            wrong.append(f"{file}:{line} imports {name}")
+        if room == "steps" and parts[1] != "errors" or room == "errors":
+            wrong.append(
+                f"{file}:{line} imports {name} (steps.py and errors.py import nothing of the package)"
+            )
+    assert wrong == []
+
+
+def test_the_layer_rule_resolves_relative_imports() -> None:
+    """`from ..sleep import cycle` in recall/ names anima_pipeline.sleep: caught like an absolute one."""
+    assert absolute("anima_pipeline.recall", 2, "sleep") == "anima_pipeline.sleep"
+    assert absolute("anima_pipeline.recall", 1, "ranking") == "anima_pipeline.recall.ranking"
+    assert absolute("anima_pipeline.recall", 1, None) == "anima_pipeline.recall"
+    assert any(name == "anima_pipeline.store.db.one" for _, _, name in package_imports())

@@ -211,7 +211,7 @@ def test_soft_forget_hides_and_deprecates_and_a_revert_brings_it_back(
     assert not again.changed
     with db.transaction() as conn:
         revert_run(conn, report.run_id, "revert-forget")
-    assert [i for i in slept.search_messages("Bartholomew postcards").items]  # the messages are back
+    assert list(slept.search_messages("Bartholomew postcards").items)  # the messages are back
     assert leftovers([m["content"] for m in active(db).values()])
 
 

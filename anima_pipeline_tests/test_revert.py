@@ -114,10 +114,10 @@ def test_reverting_an_older_run_over_later_changes_is_refused_unless_forced(
 
     with db.transaction() as conn:
         stats = revert_run(conn, "run-old", "revert-forced", force=True)
-        blocks_now = dict(
-            (r["name"], r["content"])
+        blocks_now = {
+            r["name"]: r["content"]
             for r in conn.execute("SELECT name, content FROM self_block WHERE anima_id = 'aria'").fetchall()
-        )
+        }
         reverted_rows = {
             (r["table_name"], r["memory_id"])
             for r in conn.execute(

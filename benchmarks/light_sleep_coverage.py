@@ -106,7 +106,7 @@ def normalize_dates(text: str) -> str:
         lambda m: _weekday_before(m.group("iso"), WEEKDAYS.index(m.group("wd"))),
         text,
     )
-    text = re.sub(
+    return re.sub(
         r"\b(?P<n>\d+|"
         + "|".join(NUMBERS)
         + r")\s+(?P<unit>day|week)s?\s+before\s+(?P<iso>\d{4}-\d{2}-\d{2})",
@@ -118,7 +118,6 @@ def normalize_dates(text: str) -> str:
         ).isoformat(),
         text,
     )
-    return text
 
 
 def _weekday_before(iso: str, weekday: int) -> str:

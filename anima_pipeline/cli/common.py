@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from functools import cache
+from typing import NoReturn
 
 import typer
 from rich.console import Console
@@ -173,9 +174,8 @@ def parse_day(option: str, value: str):
         return date.fromisoformat(value)
     except ValueError:
         fail(f"{option}: expected a day as YYYY-MM-DD (e.g. 2026-11-28), got {value!r}", 2)
-        raise
 
 
-def fail(message: str, code: int = 1) -> None:
+def fail(message: str, code: int = 1) -> NoReturn:
     err_console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import typer
 
 from anima_pipeline.cli.app import app
@@ -51,7 +53,7 @@ def embed(
                     conn,
                     embedder,
                     anima_id=anima,
-                    kinds=kind,
+                    kinds=cast("list[vectors.Kind]", kind),  # each checked against KINDS above
                     batch=s.embedder_batch,
                     progress=lambda n: progress.advance(task, n),
                     commit=conn.commit,

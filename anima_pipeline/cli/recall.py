@@ -6,6 +6,7 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -48,7 +49,7 @@ def recall_(
         budgets = budgets.model_copy(update={"recall": budget})
     if (query is None) == (batch is None):
         fail("give either a QUERY or --batch FILE", 2)
-    requests = (
+    requests: list[dict[str, Any]] = (
         [{"question": query, "anima": anima, "session": session}] if batch is None else _read_batch(batch)
     )
     db = open_store()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from typing import TYPE_CHECKING, cast
 
 import typer
 from rich.markup import escape
@@ -23,6 +24,9 @@ from anima_pipeline.cli.common import (
 )
 from anima_pipeline.steps import StepKey
 from anima_pipeline.store import sleep_state
+
+if TYPE_CHECKING:
+    from anima_pipeline.sleep.night import Mode
 
 
 @app.command("sleep")
@@ -98,7 +102,7 @@ def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps,
             open_store(),
             s,
             days,
-            mode,
+            cast("Mode | None", mode),  # checked by the caller: full | incremental | None
             animas or None,
             keys,
             force=force,
@@ -299,7 +303,7 @@ def _day_totals(db, d, run_id: str) -> dict:
             "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND step <> %s AND run_id = %s",
             (d, sleep_state.NIGHT, run_id),
         ).fetchall()
-    totals = dict.fromkeys(_TOTALS, 0)
+    totals: dict[str, float] = dict.fromkeys(_TOTALS, 0)
     # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)
     talked = {r["anima_id"] for r in rows if r["step"] == StepKey.SEMANTIC_EXTRACTED}
     totals.update(animas=len(talked), llm_calls=0, cost_usd=0.0)

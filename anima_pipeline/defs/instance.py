@@ -23,6 +23,7 @@ dagster.yaml of its own. Nothing is copied, so a run launched by `anima sleep` s
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _same_database(a: str, b: str) -> bool:
     return _database_key(a, "DAGSTER_PG_URL") == _database_key(b, "ANIMA_DATABASE_URL")
 
 
-def sqlite_base_dir(env: dict[str, str] | None = None) -> Path:
+def sqlite_base_dir(env: Mapping[str, str] | None = None) -> Path:
     e = os.environ if env is None else env
     if e.get("DAGSTER_HOME"):
         return Path(e["DAGSTER_HOME"]).expanduser() / "storage"
@@ -157,12 +158,14 @@ class AnimaDagsterStorage(DagsterStorage, ConfigurableClass):
         return {}
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Any) -> DagsterStorage:
+    def from_config_value(  # type: ignore[override]  # builds another class, as dagster.yaml allows
+        cls, inst_data: ConfigurableClassData, config_value: Any
+    ) -> DagsterStorage:
         kind, config = storage_choice()
         if kind == "postgres":
             from dagster_postgres import DagsterPostgresStorage
 
-            return DagsterPostgresStorage.from_config_value(inst_data, config)
+            return DagsterPostgresStorage.from_config_value(inst_data, config)  # type: ignore[arg-type]
         Path(config["base_dir"]).mkdir(parents=True, exist_ok=True)
         return batch_sqlite_storage(config["base_dir"], inst_data)
 

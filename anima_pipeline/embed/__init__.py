@@ -35,7 +35,9 @@ class EmbedderError(AnimaError, RuntimeError):
 @runtime_checkable
 class Embedder(Protocol):
     model_id: str  # what the vectors are keyed by: provider, model and (local) the weights' hash
-    dimension: int
+
+    @property
+    def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One L2-normalised float32 row per text, in order."""

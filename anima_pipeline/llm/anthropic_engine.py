@@ -210,7 +210,7 @@ class AnthropicEngine:
             timeout=timeout,
             # SDK 2.x sends `api_key` as `Authorization: Bearer`; the Messages API
             # documents `x-api-key` for API keys, so send it there and only there.
-            default_headers={"x-api-key": key, "Authorization": anthropic.omit},
+            default_headers={"x-api-key": key, "Authorization": anthropic.omit},  # type: ignore[dict-item]
         )
 
     @property

@@ -144,9 +144,9 @@ class BatchCollector:
         resent: set[int] = set()
         try:
             client = engine.client
-            created = client.messages.batches.create(
-                requests=[{"custom_id": cid, "params": slot.params} for cid, slot in ids.items()]
-            )
+            # slot.params is the Messages request as built and validated by the engine
+            sent: list[Any] = [{"custom_id": cid, "params": slot.params} for cid, slot in ids.items()]
+            created = client.messages.batches.create(requests=sent)
             self.batches_sent += 1
             self.requests_sent += len(batch)
             for slot in batch:
@@ -159,9 +159,10 @@ class BatchCollector:
             again: list[tuple[_Slot, str]] = []
             seen = set()
             for entry in client.messages.batches.results(created.id):
-                slot = ids.get(entry.custom_id)
-                if slot is None:
+                found = ids.get(entry.custom_id)
+                if found is None:
                     continue
+                slot = found
                 seen.add(entry.custom_id)
                 why = _settle(slot, entry.result)
                 if why:

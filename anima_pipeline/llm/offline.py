@@ -18,7 +18,7 @@ class OfflineEngine:
     def run(self, request: StepRequest, runner: ToolRunner, offline_plan: OfflinePlan) -> Usage:
         gen = offline_plan()
         try:
-            call = gen.send(None)
+            call = next(gen)
             while True:
                 result = runner.call(call.name, call.input)
                 call = gen.send(result)

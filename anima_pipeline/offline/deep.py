@@ -200,10 +200,10 @@ _NO_SUBJECT_EN = re.compile(r"^also\s+")
 _NO_SUBJECT_CN = re.compile(r"^[也还]")
 _GENDER = {"she": "f", "her": "f", "he": "m", "his": "m", "她": "f", "他": "m"}
 _GENDER.update(
-    {w: "f" for w in ("sister", "daughter", "mother", "mom", "mum", "wife", "girlfriend", "aunt", "niece")}
+    dict.fromkeys(("sister", "daughter", "mother", "mom", "mum", "wife", "girlfriend", "aunt", "niece"), "f")
 )
 _GENDER.update(
-    {w: "m" for w in ("brother", "son", "father", "dad", "husband", "boyfriend", "uncle", "nephew")}
+    dict.fromkeys(("brother", "son", "father", "dad", "husband", "boyfriend", "uncle", "nephew"), "m")
 )
 
 
@@ -773,8 +773,10 @@ def stale_pins(
     out = [
         (
             m.id,
-            f"stale pin: not referenced for {(now - _last_activity(m)).days} days "
-            f"(since {_last_activity(m).date().isoformat()}; threshold {stale_days} days)",
+            (
+                f"stale pin: not referenced for {(now - _last_activity(m)).days} days "
+                f"(since {_last_activity(m).date().isoformat()}; threshold {stale_days} days)"
+            ),
         )
         for m in stale
     ]
@@ -786,8 +788,10 @@ def stale_pins(
             out.append(
                 (
                     m.id,
-                    f"over the resident cap: {len(remaining)} pins for {resident_cap} resident slots, "
-                    f"and this one is among the least referenced (reference_count {m.reference_count:g})",
+                    (
+                        f"over the resident cap: {len(remaining)} pins for {resident_cap} resident slots, "
+                        f"and this one is among the least referenced (reference_count {m.reference_count:g})"
+                    ),
                 )
             )
     return out

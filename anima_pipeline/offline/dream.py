@@ -84,7 +84,8 @@ def _connections(
             score = sum(math.log(1 + n / len(index[e])) * 2 for e in shared_e)
             score += sum(math.log(1 + n / df[w]) for w in shared_w)
             pairs.append((score, t, o, shared_e, shared_w))
-    out, used_older, per_today = [], set(), defaultdict(int)
+    out, used_older = [], set()
+    per_today: defaultdict[int, int] = defaultdict(int)
     for _, t, o, shared_e, shared_w in sorted(pairs, key=lambda p: (-p[0], p[1].id, p[2].id)):
         if o.id in used_older or per_today[t.id] >= 2:
             continue
@@ -175,4 +176,9 @@ def _bank(
     for w in concepts[:MAX_CONCEPT_PAGES]:
         pages.append({"slug": slug(w), "kind": "concept", "seed_content": seed(concept_ids[w])})
     seen: set[str] = set()
-    return [p for p in pages if not (p["slug"] in seen or seen.add(p["slug"]))]
+    out = []
+    for p in pages:
+        if p["slug"] not in seen:
+            seen.add(p["slug"])
+            out.append(p)
+    return out

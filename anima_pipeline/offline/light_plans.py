@@ -5,7 +5,7 @@ the recent experience memories, the narratives). Pure: no database.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -45,7 +45,7 @@ def semantic_plan(
     chunk: list[DayConversation],
     existing: list[SemanticMemory],
     tz: ZoneInfo,
-    retired: list[SemanticMemory] = (),
+    retired: Sequence[SemanticMemory] = (),
 ) -> Generator[ToolCall, ToolResult, None]:
     utterances = day_utterances(chunk, tz)
     if is_small_talk(utterances):

@@ -56,7 +56,7 @@ def turn_lines(
     for item in scored:
         if item[1] not in best_of_turn or item[0] > best_of_turn[item[1]][0]:
             best_of_turn[item[1]] = item
-    chosen = set(id(i) for i in best_of_turn.values())
+    chosen = {id(i) for i in best_of_turn.values()}
     for item in sorted(scored, key=lambda x: (-x[0], x[2])):
         if len(chosen) >= max(keep, len(best_of_turn)):
             break

@@ -24,7 +24,7 @@ not fit what is left is skipped, so a section never overflows. Nothing here writ
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -186,7 +186,7 @@ def search_memories(
     query: str,
     *,
     settings: Settings,
-    types: list[str] | None = None,
+    types: Sequence[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int = 20,

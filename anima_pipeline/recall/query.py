@@ -10,6 +10,7 @@ into periods ("7 May 2023", "in May 2023", "last week", "上个月").
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
@@ -78,6 +79,11 @@ class QueryPlan:
         return self.asks_time or bool(self.periods)
 
 
+def _safely(safe, period, m: re.Match) -> str:
+    """A written date's period, through `safe` (a bad one leaves the text as it was)."""
+    return safe(lambda: period(m))
+
+
 def _month(name: str) -> int:
     return next(i for i, m in enumerate(MONTHS, 1) if m.startswith(name[:3]))
 
@@ -124,7 +130,7 @@ def _named_periods(text: str, today: date) -> tuple[str, list[Period]]:
         (r"\b(?P<y>\d{4})-(?P<m>\d{2})\b", full_month),
     ]  # fmt: skip
     for pattern, period in written:
-        text = re.sub(pattern, lambda m, period=period: safe(lambda: period(m)), text)
+        text = re.sub(pattern, functools.partial(_safely, safe, period), text)
 
     def day_alone(m: re.Match) -> str:  # "on May 4th", "5月4日": the latest such day not after today
         month = _month_of(m)

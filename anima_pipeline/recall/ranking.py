@@ -240,8 +240,7 @@ class Search:
 
     # stage 2 (only when a word was found nowhere) ----------------------------------------
     def send_respell(self, conn: Connection) -> Callable[[], None] | None:
-        fixes = [(t, self.plan.corrections.get(t.label)) for t in self.misspelt]
-        fixes = [(t, fix) for t, fix in fixes if fix]
+        fixes = [(t, fix) for t in self.misspelt if (fix := self.plan.corrections.get(t.label))]
         if not fixes:
             return None
         take = self._send_lookup(conn, dict(self.params, cap=CAP), [q for _, (_, q) in fixes], [])
@@ -315,7 +314,7 @@ class Search:
             )
         branches += [f"SELECT {len(branches) + k} AS i, ARRAY({sql}) AS ids" for k, sql in enumerate(extra)]
         if not branches:
-            return lambda: []
+            return list
         cur = conn.execute(" UNION ALL ".join(branches), args)
         return lambda: [r["ids"] for r in sorted(cur.fetchall(), key=lambda r: r["i"])]
 

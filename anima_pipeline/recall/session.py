@@ -121,7 +121,7 @@ class ClaudeSummarizer:
             f"[{t.created_at.astimezone(self.tz):%m-%d %H:%M}] {t.speaker or t.role}: {slim(t, 2000)[0]}"
             for t in turns
         )
-        limit = 4000
+        limit = 4000.0
         while limit > 200 and not fits("x" * int(limit)):
             limit *= 0.8
         prompt = [

@@ -217,7 +217,7 @@ def system_segments(
 ) -> tuple[list[_Seg], int]:
     """The segments, each cut to its budget, then folded to `cap_chars` in FOLD_ORDER."""
     blocks = SelfBlockRepo(conn).all(anima_id)
-    budgets: dict[str, int | None] = {name: None for name in CORE}
+    budgets: dict[str, int | None] = dict.fromkeys(CORE)
     budgets["autobiography_summary"] = settings.working_autobiography_chars
     segs = [
         _Seg(f"self.{name}", budgets.get(name, settings.working_block_chars), body=blocks[name].strip())

@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
 from anima_pipeline.store import snapshot
+from anima_pipeline.store.db import Connection, one
 
 EXAMPLES = 5
 
@@ -97,7 +98,7 @@ _COUNTED = {
 }
 
 
-def _memories(conn: psycopg.Connection) -> dict[int, dict[str, Any]]:
+def _memories(conn: Connection) -> dict[int, dict[str, Any]]:
     return {r["id"]: r for r in conn.execute(_MEMORIES).fetchall()}
 
 
@@ -125,9 +126,9 @@ def diff(live_url: str, shadow_url: str, name: str, first: date, last: date) -> 
         for table, where in _COUNTED.items():
             q = f"SELECT count(*) AS n FROM {table} WHERE {where}"
             out.counts[table] = {
-                "live": live.execute(q).fetchone()["n"],
-                "shadow": shadow.execute(q).fetchone()["n"],
-            }  # type: ignore[index]
+                "live": one(live.execute(q))["n"],
+                "shadow": one(shadow.execute(q))["n"],
+            }
         q = """SELECT coalesce(sum((stats->>'cost_usd')::float), 0) AS c FROM sleep_state
                WHERE day BETWEEN %s AND %s AND step <> 'night' AND stats ? 'cost_usd'"""
         out.cost_usd = {

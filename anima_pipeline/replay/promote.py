@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.replay import diff as diffing
 from anima_pipeline.replay import shadow
-from anima_pipeline.store.db import Database, anima_lock
+from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo, TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo
@@ -89,13 +89,11 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
     return run_id, stats
 
 
-def _animas(sh: psycopg.Connection) -> set[str]:
+def _animas(sh: Connection) -> set[str]:
     return {r["anima_id"] for r in sh.execute("SELECT DISTINCT anima_id FROM conversation").fetchall()}
 
 
-def _layers(
-    sh: psycopg.Connection, conn: Any, audit: Audit, anima: str, first: date, last: date
-) -> Counter[str]:
+def _layers(sh: Connection, conn: Any, audit: Audit, anima: str, first: date, last: date) -> Counter[str]:
     stats: Counter[str] = Counter()
     temporal = TemporalRepo(conn, audit)
     for s in sh.execute(

@@ -23,6 +23,7 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.errors import InputError
 from anima_pipeline.store import snapshot
+from anima_pipeline.store.db import Connection
 from anima_pipeline.store.migrations import migrate
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,30}$")
@@ -60,7 +61,7 @@ def shadow_url(live_url: str, name: str) -> str:
 
 
 @contextmanager
-def _admin(live_url: str) -> Iterator[psycopg.Connection]:
+def _admin(live_url: str) -> Iterator[Connection]:
     with psycopg.connect(
         make_conninfo(live_url, dbname="postgres"), autocommit=True, row_factory=dict_row
     ) as conn:

@@ -299,7 +299,13 @@ def build_server(
     )
     allowed = {"deprecate": allow_corrections, "correct": allow_corrections, "pin": allow_corrections}
     allowed |= {"unpin": allow_corrections, "delete": allow_delete}
-    tools = {"deprecate": deprecate, "correct": correct, "pin": pin, "unpin": unpin, "delete": delete}
+    tools: dict[str, Callable[..., Any]] = {
+        "deprecate": deprecate,
+        "correct": correct,
+        "pin": pin,
+        "unpin": unpin,
+        "delete": delete,
+    }
     for name, fn in tools.items():
         if allowed[name]:
             server.add_tool(

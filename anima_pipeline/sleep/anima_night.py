@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import psycopg
+from psycopg.rows import dict_row
 
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import NightError
@@ -26,7 +27,7 @@ from anima_pipeline.sleep import faults
 from anima_pipeline.sleep.embedding import embed_night
 from anima_pipeline.sleep.night import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
-from anima_pipeline.store.db import Database
+from anima_pipeline.store.db import Connection, Database
 
 logger = logging.getLogger(__name__)
 
@@ -272,12 +273,12 @@ class Heartbeat:
         self._thread.join()
 
     def _loop(self) -> None:
-        conn: psycopg.Connection | None = None
+        conn: Connection | None = None
         try:
             while not self._stop.wait(self.lease_s / 3):
                 try:
                     if conn is None:
-                        conn = psycopg.connect(self.url, autocommit=True)
+                        conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row)
                     sleep_state.heartbeat(conn, self.run_id, self.lease_s)
                 except psycopg.Error as exc:
                     logger.warning("heartbeat of run %s missed: %s: %s", self.run_id, type(exc).__name__, exc)

@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.steps import StepKey
-from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.db import Connection, Database, one
 from anima_pipeline.store.events import Audit
 
 STEP = StepKey.CLEANED
@@ -149,19 +149,21 @@ def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = 
     ).fetchone()
     if exists:
         raise ValueError(f"conversation {conv['id']} of anima {conv['anima_id']} exists; nothing to restore")
-    row = conn.execute(
-        """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
+    row = one(
+        conn.execute(
+            """INSERT INTO conversation (id, anima_id, platform, title, debug, created_at, updated_at)
            VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING *""",
-        (
-            conv["id"],
-            conv["anima_id"],
-            conv["platform"],
-            conv["title"],
-            conv["debug"],
-            conv["created_at"],
-            conv["updated_at"],
-        ),
-    ).fetchone()
+            (
+                conv["id"],
+                conv["anima_id"],
+                conv["platform"],
+                conv["title"],
+                conv["debug"],
+                conv["created_at"],
+                conv["updated_at"],
+            ),
+        )
+    )
     for m in before.get("messages", []):
         conn.execute(
             """INSERT INTO message (id, anima_id, conversation_id, external_id, role, speaker, content,

@@ -159,7 +159,7 @@ def _default_animas(conn: Connection, night: Night) -> list[str]:
 def animas_for(db: Database, night: Night, step: str) -> list[str]:
     """Which animas a step processes on this day (a day without activity is cheap)."""
     with db.transaction() as conn:
-        return list((BY_KEY[step].animas or _default_animas)(conn, night))
+        return list((BY_KEY[StepKey(step)].animas or _default_animas)(conn, night))
 
 
 def plan_day(conn: Connection, night: Night) -> dict[str, list[str]]:

@@ -97,7 +97,9 @@ def chunk_conversations(
 def _cut(conv: DayConversation, tz: ZoneInfo, limit: int) -> list[DayConversation]:
     if len(render_conversation(conv, tz)) <= limit:
         return [conv]
-    parts, current, size = [], [], 200
+    parts: list[DayConversation] = []
+    current: list = []
+    size = 200
     for m in conv.messages:
         n = len(_render_message(m, tz)) + 1
         if current and size + n > limit:

@@ -13,6 +13,7 @@ deep-sleep events backwards. Message 1.5 is the same events, forwards, in the se
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.steps import STEP_ORDER, StepKey
-from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.db import Connection, Database, one
 from anima_pipeline.store.events import Audit, events_of_steps
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
@@ -588,7 +589,8 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             usage += night.engine.run(
                 request,
                 executor,
-                lambda live=live, pre=pre: round_plan(
+                functools.partial(
+                    round_plan,
                     round_name,
                     # a settled memory is no candidate (only a newer fact may retire it)
                     live if round_name == "contradiction" else [m for m in live if m.settled_at is None],
@@ -620,20 +622,22 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
 
 
 def _last_event_id(conn: Connection) -> int:
-    row = conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event").fetchone()
+    row = one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))
     return int(row["n"])
 
 
 def _deprecated_in_round(conn: Connection, audit: Audit, step: str, after_id: int) -> int:
     """Deprecations by this execution of the round only: a forced re-run (or a retry) in the
     same run must not count what the earlier execution already committed."""
-    row = conn.execute(
-        """SELECT count(*) AS n FROM memory_event
+    row = one(
+        conn.execute(
+            """SELECT count(*) AS n FROM memory_event
            WHERE id > %s AND run_id = %s AND anima_id = %s AND step = %s AND day = %s
              AND table_name = 'semantic_memory'
              AND before->>'status' = 'active' AND after->>'status' = 'deprecated'""",
-        (after_id, audit.run_id, audit.anima_id, step, audit.day),
-    ).fetchone()
+            (after_id, audit.run_id, audit.anima_id, step, audit.day),
+        )
+    )
     return int(row["n"])
 
 

@@ -38,7 +38,7 @@ from anima_pipeline.tools.schemas import tool_specs
 
 # API calls per conversation: light sleep stage 1 records over two tool turns then ends; a
 # step that must write writes then ends; the others answer once (most nights change little).
-TURNS = {
+TURNS: dict[str, int] = {
     StepKey.SEMANTIC_EXTRACTED: 3,
     StepKey.AUTOBIOGRAPHY_SUMMARY: 2,
     StepKey.DAY_SUMMARY: 2,

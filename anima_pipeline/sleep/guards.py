@@ -35,7 +35,7 @@ from typing import Literal
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import NightError
 from anima_pipeline.store.archive import day_chars
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit, step_growth
 
 GuardKind = Literal["step", "night"]
@@ -113,7 +113,7 @@ class LossGuardTripped(NightError):
 
 def event_watermark(conn: Connection) -> int:
     """The newest memory_event id: a step execution's own events are the ones after it."""
-    return int(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event").fetchone()["n"])
+    return int(one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))["n"])
 
 
 def _loss(conn: Connection, anima_id: str, events: list[dict]) -> Loss:
@@ -124,11 +124,13 @@ def _loss(conn: Connection, anima_id: str, events: list[dict]) -> Loss:
         first.setdefault(mid, e)
         last[mid] = e
     at_start = {m for m, e in first.items() if e["before_status"] == "active"}
-    counts = conn.execute(
-        """SELECT count(*) FILTER (WHERE NOT (id = ANY(%s))) AS untouched, count(*) AS active
+    counts = one(
+        conn.execute(
+            """SELECT count(*) FILTER (WHERE NOT (id = ANY(%s))) AS untouched, count(*) AS active
            FROM semantic_memory WHERE anima_id = %s AND status = 'active'""",
-        (list(first), anima_id),
-    ).fetchone()
+            (list(first), anima_id),
+        )
+    )
     lost = tuple(
         sorted(
             m

@@ -6,6 +6,7 @@ any stage may write nothing and the later ones still run (restraint is a normal 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -41,14 +42,14 @@ LIGHT_STEPS = LIGHT_SLEEP
 SEMANTIC_TOOLS = ("create_semantic_memory", "update_semantic_memory", "deprecate_semantic_memory")
 NARRATIVE_WINDOW_DAYS = 7
 # The counts each stage always reports, 0 included, so a quiet night plots as 0 instead of a gap.
-ZERO_COUNTS = {
+ZERO_COUNTS: dict[str, tuple[str, ...]] = {
     STEP_SEMANTIC: ("created", "updated", "deprecated", "errors"),
     STEP_LIMBIC: ("anchors", "errors"),
     STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
     STEP_SUMMARY: ("self_blocks", "errors"),
 }
 # Each stage's framing (the system prompt) and task (its last user message).
-PROMPTS = {
+PROMPTS: dict[str, tuple[str, str]] = {
     STEP_SEMANTIC: (prompts.LIGHT_SEMANTIC_SYSTEM, prompts.LIGHT_SEMANTIC_TASK),
     STEP_LIMBIC: (prompts.LIGHT_LIMBIC_SYSTEM, prompts.LIGHT_LIMBIC_TASK),
     STEP_NARRATIVE: (prompts.LIGHT_NARRATIVE_SYSTEM, prompts.LIGHT_NARRATIVE_TASK),
@@ -163,9 +164,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                     executor,
                     system,
                     [msg1, msg2],
-                    lambda chunk=chunk, existing=existing, retired=retired: semantic_plan(
-                        chunk, existing, night.tz, retired
-                    ),
+                    functools.partial(semantic_plan, chunk, existing, night.tz, retired),
                 )
                 input_chars += _chars(request)
                 usage += spent

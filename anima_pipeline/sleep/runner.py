@@ -240,7 +240,7 @@ def run_days(
     run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
     if engine is None:
         engine = make_engine(settings, Budget.from_settings(settings))
-    _budget_guard(db, settings, engine, ordered, mode, animas, keys, force, shard)
+    _budget_guard(db, settings, engine, ordered, mode, animas, list(keys), force, shard)
     all_results: list[StepResult] = []
     with (
         Heartbeat(db.url, run_id, settings.night_lease_s),

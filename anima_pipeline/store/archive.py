@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import InputError
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 from anima_pipeline.validation import (
     AnimaId,
@@ -327,11 +327,13 @@ def _check_messages(
                 detail=f"message_id {rec.message_id!r} is already stored with a different {', '.join(changed)}",
                 message_id=rec.message_id,
             )
-        after = conn.execute(
-            """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s
+        after = one(
+            conn.execute(
+                """UPDATE message SET role = %s, speaker = %s, content = %s, created_at = %s WHERE id = %s
                RETURNING id, role, speaker, content, created_at""",
-            (rec.role, rec.speaker, rec.content, rec.created_at, row["id"]),
-        ).fetchone()
+                (rec.role, rec.speaker, rec.content, rec.created_at, row["id"]),
+            )
+        )
         before = {k: row[k] for k in ("id", *MESSAGE_FIELDS)}
         audit.for_anima(rec.anima_id).record("message", row["id"], "update", before, dict(after))
         stats.messages_updated += 1
@@ -460,11 +462,13 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
 
 def day_chars(conn: Connection, anima_id: str, start: datetime, end: datetime) -> int:
     """Characters the anima's messages of [start, end) hold: what a night has to read."""
-    row = conn.execute(
-        """SELECT coalesce(sum(length(content)), 0) AS n FROM message
+    row = one(
+        conn.execute(
+            """SELECT coalesce(sum(length(content)), 0) AS n FROM message
            WHERE anima_id = %s AND created_at >= %s AND created_at < %s""",
-        (anima_id, start, end),
-    ).fetchone()
+            (anima_id, start, end),
+        )
+    )
     return int(row["n"])
 
 
@@ -533,8 +537,9 @@ def open_conversation(
         f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
         (anima_id, conversation_id),
     ).fetchone()
-    row = conn.execute(
-        f"""INSERT INTO conversation (id, anima_id, platform, title, debug)
+    row = one(
+        conn.execute(
+            f"""INSERT INTO conversation (id, anima_id, platform, title, debug)
             VALUES (%s, %s, COALESCE(%s, 'chat'), %s, COALESCE(%s, false))
             ON CONFLICT (anima_id, id) DO UPDATE SET
                 platform = COALESCE(%s, conversation.platform),
@@ -542,8 +547,9 @@ def open_conversation(
                 debug = COALESCE(%s, conversation.debug),
                 closed_at = NULL
             RETURNING {_CONVERSATION_COLUMNS}""",
-        (conversation_id, anima_id, platform, title, debug, platform, title, debug),
-    ).fetchone()
+            (conversation_id, anima_id, platform, title, debug, platform, title, debug),
+        )
+    )
     if before != row:
         audit.for_anima(anima_id).record("conversation", conversation_id, "open", before, row)
     return row
@@ -560,10 +566,12 @@ def close_conversation(conn: Connection, audit: Audit, anima_id: str, conversati
         raise LookupError(f"conversation {conversation_id!r} does not exist")
     if before["closed_at"] is not None:
         return before
-    row = conn.execute(
-        f"""UPDATE conversation SET closed_at = now() WHERE anima_id = %s AND id = %s
+    row = one(
+        conn.execute(
+            f"""UPDATE conversation SET closed_at = now() WHERE anima_id = %s AND id = %s
             RETURNING {_CONVERSATION_COLUMNS}""",
-        (anima_id, conversation_id),
-    ).fetchone()
+            (anima_id, conversation_id),
+        )
+    )
     audit.for_anima(anima_id).record("conversation", conversation_id, "close", before, row)
     return row

@@ -10,21 +10,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from anima_pipeline.config import Settings
+from anima_pipeline.errors import StoreError
 from anima_pipeline.store import embedded
 from anima_pipeline.store.migrations import migrate
 
-Connection = psycopg.Connection
+# every connection of the pool returns rows as dicts (dict_row below)
+Connection = psycopg.Connection[DictRow]
+
+
+def one(cursor: psycopg.Cursor[DictRow]) -> DictRow:
+    """The row of a statement that always returns one (an aggregate, INSERT ... RETURNING, a
+    row the transaction holds locked): its absence is a store fault, not a None to check."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StoreError("the statement returned no row")
+    return row
 
 
 class Database:
     def __init__(self, url: str, *, max_size: int = 8) -> None:
         self.url = url
-        self.pool = ConnectionPool(
-            url, min_size=1, max_size=max_size, kwargs={"row_factory": dict_row}, open=True
+        self.pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            connection_class=psycopg.Connection[DictRow],
+            min_size=1,
+            max_size=max_size,
+            kwargs={"row_factory": dict_row},
+            open=True,
         )
 
     @contextmanager

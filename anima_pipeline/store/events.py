@@ -12,7 +12,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, Field
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 
 
 def _jsonable(value: Any) -> Any:
@@ -72,8 +72,9 @@ def step_growth(conn: Connection, audit: Audit, after_id: int) -> dict[str, int]
     """What one execution of a step (its memory_event rows after `after_id`) added to the
     anima's active semantic memories: `added` memories it created that are active now and
     their `added_chars`, less the `retired` active memories it deprecated (`retired_chars`)."""
-    return conn.execute(
-        """WITH ev AS (
+    return one(
+        conn.execute(
+            """WITH ev AS (
                SELECT memory_id::bigint AS id, before FROM memory_event
                WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s
                  AND id > %s AND run_id = %s AND step = %s),
@@ -89,8 +90,9 @@ def step_growth(conn: Connection, audit: Audit, after_id: int) -> dict[str, int]
            FROM semantic_memory m
            LEFT JOIN created c ON c.id = m.id LEFT JOIN retired r ON r.id = m.id
            WHERE m.id IN (SELECT id FROM created UNION SELECT id FROM retired)""",
-        (audit.anima_id, audit.day, after_id, audit.run_id, audit.step),
-    ).fetchone()
+            (audit.anima_id, audit.day, after_id, audit.run_id, audit.step),
+        )
+    )
 
 
 def events_of_steps(conn: Connection, anima_id: str, day: date, table: str, steps: list[str]) -> list[dict]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import AGENT_STEP_PREFIX
 from anima_pipeline.store.memories import SemanticMemory
 
@@ -70,11 +70,13 @@ def message(conn: Connection, anima_id: str, message_id: int) -> dict | None:
 
 def remaining_messages(conn: Connection, anima_id: str, conversation_id: str, without: list[int]) -> int:
     """Messages of the conversation that stay (not hidden, not among `without`)."""
-    row = conn.execute(
-        """SELECT count(*) AS n FROM message WHERE anima_id = %s AND conversation_id = %s
+    row = one(
+        conn.execute(
+            """SELECT count(*) AS n FROM message WHERE anima_id = %s AND conversation_id = %s
              AND forgotten_at IS NULL AND NOT (id = ANY(%s))""",
-        (anima_id, conversation_id, without),
-    ).fetchone()
+            (anima_id, conversation_id, without),
+        )
+    )
     return int(row["n"])
 
 
@@ -280,9 +282,7 @@ def counts(conn: Connection, anima_id: str) -> dict[str, int]:
     out = {}
     for table in (*ANIMA_TABLES, "memory_event"):
         out[table] = int(
-            conn.execute(f"SELECT count(*) AS n FROM {table} WHERE anima_id = %s", (anima_id,)).fetchone()[
-                "n"
-            ]
+            one(conn.execute(f"SELECT count(*) AS n FROM {table} WHERE anima_id = %s", (anima_id,)))["n"]
         )
     return out
 
@@ -442,7 +442,7 @@ def purge_anima(conn: Connection, anima_id: str) -> dict[str, int]:
     # superseded_by points inside the anima: one statement deletes all its memories at once
     for table in ANIMA_TABLES:
         out[table] = conn.execute(f"DELETE FROM {table} WHERE anima_id = %s", (anima_id,)).rowcount
-    if conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok").fetchone()["ok"]:  # pgvector only
+    if one(conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok"))["ok"]:  # pgvector only
         out["embedding"] = conn.execute("DELETE FROM embedding WHERE anima_id = %s", (anima_id,)).rowcount
     out["memory_event"] = conn.execute("DELETE FROM memory_event WHERE anima_id = %s", (anima_id,)).rowcount
     out["api_key"] = conn.execute(

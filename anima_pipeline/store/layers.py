@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 
 SELF_BLOCKS: tuple[str, ...] = (
@@ -30,9 +30,7 @@ def _insert(conn: Connection, table: str, values: dict[str, Any]) -> dict:
     params = [
         Jsonb(v) if isinstance(v, (dict, list)) and not _is_array_col(k) else v for k, v in values.items()
     ]
-    return conn.execute(
-        f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) RETURNING *", params
-    ).fetchone()
+    return one(conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({placeholders}) RETURNING *", params))
 
 
 def _is_array_col(col: str) -> bool:
@@ -82,11 +80,13 @@ class AutobiographyRepo(_Layer):
 
     def deprecate(self, narrative_id: int, reason: str) -> dict:
         before = self.get(narrative_id)
-        row = self.conn.execute(
-            """UPDATE autobiographical_memory SET status = 'deprecated', deprecated_reason = %s, updated_at = now()
+        row = one(
+            self.conn.execute(
+                """UPDATE autobiographical_memory SET status = 'deprecated', deprecated_reason = %s, updated_at = now()
                WHERE id = %s RETURNING *""",
-            (reason, narrative_id),
-        ).fetchone()
+                (reason, narrative_id),
+            )
+        )
         self._record(self.table, narrative_id, "deprecate", before, row)
         return row
 
@@ -146,14 +146,16 @@ class TemporalRepo(_Repo):
         if level not in LEVELS:
             raise ValueError(f"unknown summary level {level!r}; one of {', '.join(LEVELS)}")
         before = self.get(anima_id, level, start)
-        row = self.conn.execute(
-            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content, stats)
+        row = one(
+            self.conn.execute(
+                """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content, stats)
                VALUES (%s, %s, %s, %s, %s, %s)
                ON CONFLICT (anima_id, level, period_start) DO UPDATE SET period_end = EXCLUDED.period_end,
                    content = EXCLUDED.content, stats = EXCLUDED.stats, updated_at = now()
                RETURNING *""",
-            (anima_id, level, start, end, content, Jsonb(stats)),
-        ).fetchone()
+                (anima_id, level, start, end, content, Jsonb(stats)),
+            )
+        )
         if before is None or before["content"] != content:
             self._record("temporal_summary", row["id"], "upsert", before, row)
         return row
@@ -185,12 +187,14 @@ class DreamRepo(_Repo):
             "bank_suggestions",
         )
         values = [Jsonb(entry.get(k, [])) for k in keys]
-        row = self.conn.execute(
-            f"""INSERT INTO dream_journal (anima_id, day, {", ".join(keys)}) VALUES (%s, %s, %s, %s, %s, %s, %s)
+        row = one(
+            self.conn.execute(
+                f"""INSERT INTO dream_journal (anima_id, day, {", ".join(keys)}) VALUES (%s, %s, %s, %s, %s, %s, %s)
                 ON CONFLICT (anima_id, day) DO UPDATE SET {", ".join(f"{k} = EXCLUDED.{k}" for k in keys)},
                     updated_at = now()
                 RETURNING *""",
-            [anima_id, day, *values],
-        ).fetchone()
+                [anima_id, day, *values],
+            )
+        )
         self._record("dream_journal", row["id"], "upsert", before, row)
         return row

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 
 # Tables a step writes (the only ones a row count may be asked for: the name is not a parameter).
 TABLES = (
@@ -46,9 +46,9 @@ def row_count(conn: Connection, table: str, animas: Sequence[str]) -> int:
         raise ValueError(f"row_count: {table!r} is not a table the night writes ({', '.join(TABLES)})")
     if not animas:
         return 0
-    return conn.execute(
-        f"SELECT count(*) AS n FROM {table} WHERE anima_id = ANY(%s)", (list(animas),)
-    ).fetchone()["n"]
+    return one(conn.execute(f"SELECT count(*) AS n FROM {table} WHERE anima_id = ANY(%s)", (list(animas),)))[
+        "n"
+    ]
 
 
 def changed_memories(

@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 
 
@@ -66,13 +66,15 @@ def save_summary(
 ) -> dict[str, Any]:
     """Store the summary up to `turn` (its watermark); a second writer of the same watermark
     (a retried or concurrent call) keeps the first one."""
-    row = conn.execute(
-        """INSERT INTO session_summary
+    row = one(
+        conn.execute(
+            """INSERT INTO session_summary
                (anima_id, conversation_id, watermark, watermark_at, previous, content, messages, engine)
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
            ON CONFLICT (anima_id, conversation_id, watermark) DO NOTHING RETURNING *""",
-        (audit.anima_id, conversation_id, turn.id, turn.created_at, previous, content, messages, engine),
-    ).fetchone()
+            (audit.anima_id, conversation_id, turn.id, turn.created_at, previous, content, messages, engine),
+        )
+    )
     if row is None:
         return conn.execute(
             "SELECT * FROM session_summary WHERE anima_id = %s AND conversation_id = %s AND watermark = %s",
@@ -99,12 +101,14 @@ def record_flush(
     stats: dict[str, int],
     engine: str,
 ) -> dict[str, Any]:
-    row = conn.execute(
-        """INSERT INTO session_flush
+    row = one(
+        conn.execute(
+            """INSERT INTO session_flush
                (anima_id, conversation_id, watermark, from_watermark, memory_ids, stats, engine)
            VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING *""",
-        (audit.anima_id, conversation_id, watermark, from_watermark, memory_ids, Jsonb(stats), engine),
-    ).fetchone()
+            (audit.anima_id, conversation_id, watermark, from_watermark, memory_ids, Jsonb(stats), engine),
+        )
+    )
     audit.record("session_flush", f"{conversation_id}@{watermark}", "create", None, row)
     return row
 

@@ -202,19 +202,19 @@ def checksums(conn: Connection) -> dict[str, str]:
     return out
 
 
-def exists(admin: psycopg.Connection, name: str) -> bool:
+def exists(admin: psycopg.Connection[Any], name: str) -> bool:
     return admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
 
 
-def create_database(admin: psycopg.Connection, name: str) -> None:
+def create_database(admin: psycopg.Connection[Any], name: str) -> None:
     admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def drop_database(admin: psycopg.Connection, name: str) -> None:
+def drop_database(admin: psycopg.Connection[Any], name: str) -> None:
     admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def databases_named(admin: psycopg.Connection, prefix: str) -> list[str]:
+def databases_named(admin: psycopg.Connection[Any], prefix: str) -> list[str]:
     return [
         r[0] if isinstance(r, tuple) else r["datname"]
         for r in admin.execute(

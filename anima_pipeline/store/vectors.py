@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +50,14 @@ _PENDING: dict[str, str] = {
 
 def available(conn: Connection) -> bool:
     """True when this database holds the vector tables (pgvector was there at migration)."""
-    return bool(conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok").fetchone()["ok"])
+    return bool(one(conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok"))["ok"])
 
 
 def unavailable_reason(conn: Connection) -> str | None:
     """None when vectors can be stored here, else why not (for status and the context)."""
     if available(conn):
         return None
-    row = conn.execute("SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+    row = one(conn.execute("SELECT count(*) AS n FROM pg_available_extensions WHERE name = 'vector'"))
     if row["n"]:
         return (
             "pgvector was installed after the migration: re-create the tables (see README, Recall by meaning)"
@@ -83,17 +83,19 @@ def index_name(model_id: str, kind: Kind) -> str:
 
 def ensure_model(conn: Connection, model_id: str, dimension: int) -> None:
     """Record the model's dimension and create its HNSW indexes (once per model)."""
-    row = conn.execute(
-        """INSERT INTO embedding_model (model_id, dimension) VALUES (%s, %s)
+    row = one(
+        conn.execute(
+            """INSERT INTO embedding_model (model_id, dimension) VALUES (%s, %s)
            ON CONFLICT (model_id) DO UPDATE SET model_id = EXCLUDED.model_id RETURNING dimension""",
-        (model_id, dimension),
-    ).fetchone()
+            (model_id, dimension),
+        )
+    )
     stored = row["dimension"]
     if stored != dimension:
         raise ValueError(f"model {model_id!r} was stored with dimension {stored}, not {dimension}")
     quoted = model_id.replace("'", "''")
     for kind in KINDS:
-        if conn.execute("SELECT to_regclass(%s) AS i", (index_name(model_id, kind),)).fetchone()["i"]:
+        if one(conn.execute("SELECT to_regclass(%s) AS i", (index_name(model_id, kind),)))["i"]:
             continue  # no CREATE INDEX: even IF NOT EXISTS takes a lock that blocks writers
         conn.execute(
             f"CREATE INDEX IF NOT EXISTS {index_name(model_id, kind)} ON embedding"
@@ -153,10 +155,10 @@ def backlog(conn: Connection, model_id: str, anima_id: str | None = None) -> dic
     if not available(conn):
         return {}
     anima = "x.anima_id = %(anima)s" if anima_id is not None else "true"
-    out = {}
+    out: dict[str, int] = {}
     for kind in KINDS:
         sql = f"SELECT count(*) AS n FROM ({_PENDING[kind].format(anima=anima)}) p"
-        out[kind] = int(conn.execute(sql, {"model": model_id, "anima": anima_id}).fetchone()["n"])
+        out[kind] = int(one(conn.execute(sql, {"model": model_id, "anima": anima_id}))["n"])
     return out
 
 
@@ -185,7 +187,7 @@ def embed_pending(
     """Embed what `embedder` (embed.Embedder) lacks, batch by batch, `commit` after each batch
     when given (a long backfill keeps what it did when stopped). An embedder error stops the
     work and is reported, never raised: what it missed stays pending for the next pass."""
-    done = dict.fromkeys(kinds, 0)
+    done: dict[str, int] = dict.fromkeys(kinds, 0)
     if not available(conn):
         return EmbedReport(done, {}, "vectors unavailable")
     try:

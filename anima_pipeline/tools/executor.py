@@ -10,6 +10,7 @@ undone alone. An invalid call writes nothing and gets a message the model can ac
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from anima_pipeline.errors import AnimaError
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolResult
 from anima_pipeline.store import review
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, DreamRepo, SelfBlockRepo, TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
@@ -68,7 +69,7 @@ class ToolExecutor:
         self.created_ids: list[int] = []
         self.said: list[str] = []  # the model's words each time it wrote nothing (declined)
         self.marks: dict[str, Any] = {}  # added to what this executor writes (written_by offline)
-        self._handlers = {
+        self._handlers: dict[str, Callable[[Any], ToolResult]] = {
             "create_semantic_memory": self._create,
             "update_semantic_memory": self._update,
             "deprecate_semantic_memory": self._deprecate,
@@ -186,7 +187,7 @@ class ToolExecutor:
             )
         return mem
 
-    def _check_sources(self, sources: list[str], also_allowed: list[str] = ()) -> list[str]:
+    def _check_sources(self, sources: list[str], also_allowed: Sequence[str] = ()) -> list[str]:
         if any(not isinstance(x, str) or not x.strip() for x in sources):
             raise ToolError("source_sessions must be non-empty conversation ids")
         allowed = self.scope.conversation_ids
@@ -455,4 +456,4 @@ def _inert(value: Any) -> Any:
 
 
 def _now(conn: Connection) -> datetime:
-    return conn.execute("SELECT now() AS now").fetchone()["now"]
+    return one(conn.execute("SELECT now() AS now"))["now"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -257,7 +257,7 @@ def _spec(name: str):
     from anima_pipeline.llm.types import ToolSpec
 
     model = TOOLS[name]
-    schema = _slim(model.model_json_schema())
+    schema = cast("dict[str, Any]", _slim(model.model_json_schema()))
     schema.pop("description", None)  # already the tool's description
     description = " ".join((model.__doc__ or name).split())
     return ToolSpec(name=name, description=description, input_schema=schema)

@@ -37,7 +37,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import date
 from typing import Any, Literal
@@ -188,7 +188,7 @@ class BlockingCheckFailed(NightError):
         super().__init__(f"blocking check {result.check_name} failed on {day}: {result.description}")
 
 
-def _shard(config: "NightConfig", tags: dict[str, str]) -> tuple[int, int] | None:
+def _shard(config: "NightConfig", tags: Mapping[str, str]) -> tuple[int, int] | None:
     """(index, count) from the run config, else from the run's `anima/shard` tag ("i/N")."""
     text = config.shard or tags.get(SHARD_TAG, "")
     return parse_shard(text) if text else None
@@ -449,8 +449,10 @@ def deferred_interrupts() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        if pending and callable(previous[pending[0]]):
-            previous[pending[0]](pending[0], None)
+        first = signal.Signals(pending[0]) if pending else None
+        handler = previous.get(first) if first is not None else None
+        if first is not None and callable(handler):
+            handler(first, None)
 
 
 def _tag_run(context: dg.AssetExecutionContext, engine: str, mode: str) -> None:

@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 import dagster as dg
 
@@ -101,7 +102,7 @@ def deep_sleep_input_within_limits(conn: Connection, scope: CheckScope) -> dg.As
         "chars_by_anima": dg.MetadataValue.json(dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:50])),
         **scope.metadata(),
     }
-    common = {
+    common: dict[str, Any] = {
         "check_name": "deep_sleep_input_within_limits",
         "asset_key": dg.AssetKey(CHECK_ASSET["deep_sleep_input_within_limits"].split("/")),
         "metadata": metadata,

@@ -86,13 +86,13 @@ def build_resources(settings: Settings | None = None) -> dict[str, dg.Configurab
     url = (_env_or_none("ANIMA_DATABASE_URL") or s.database_url) if settings is None else s.database_url
     return {
         "memory_store": MemoryStoreResource(
-            database_url=url,  # type: ignore[arg-type]
+            database_url=url,
             home=str(s.home),
         ),
         "anima_engine": EngineResource(
             engine=s.engine,
             model=s.model,
-            anthropic_api_key=_env_or_none("ANTHROPIC_API_KEY"),  # type: ignore[arg-type]
+            anthropic_api_key=_env_or_none("ANTHROPIC_API_KEY"),
             anthropic_base_url=s.anthropic_base_url,
             budget_usd=s.budget_usd,
             budget_tokens=s.budget_tokens,

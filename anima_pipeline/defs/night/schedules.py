@@ -50,7 +50,7 @@ def shard_requests(partition: str, shards: int, run_config_for, tags: dict[str, 
 def build_job(
     night: dg.AssetsDefinition, exclude: Sequence[dg.AssetChecksDefinition] = ()
 ) -> dg.UnresolvedAssetJobDefinition:
-    selection = dg.AssetSelection.assets(night)
+    selection: dg.AssetSelection = dg.AssetSelection.assets(night)
     if exclude:  # the freshness check watches the night from outside; it is not part of it
         selection = selection - dg.AssetSelection.checks(*exclude)
     return dg.define_asset_job(

@@ -142,7 +142,7 @@ class MemoryInvariants:
         conversations, or given new sources from outside them; anchors on a conversation
         not of that day; a self block other than autobiography_summary."""
         steps = list(LIGHT_STEP_TABLES)
-        rows = self.conn.execute(
+        return self.conn.execute(
             f"""WITH ev AS (
                     SELECT id, anima_id, day, step, table_name, op, memory_id, before, after
                     FROM memory_event WHERE step = ANY(%(steps)s) AND day IS NOT NULL AND {_ANIMA_FILTER}
@@ -183,7 +183,6 @@ class MemoryInvariants:
                 ORDER BY event_id""",
             {"steps": steps, "tz": self.timezone, "animas": self.animas, "days": days},
         ).fetchall()
-        return rows
 
     def orphan_sources(self) -> list[dict]:
         """Active memories citing a source conversation that neither exists nor was cleaned
