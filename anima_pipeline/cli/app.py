@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
 # Click's own help (rich_markup_mode=None) on every app: a flag shows as a flag (`--force`,
 # not `--force <bool>`), a value by its kind (`--day TEXT`), and docstrings are re-wrapped to
 # the terminal instead of keeping their source line breaks.
-HELP = {"rich_markup_mode": None, "no_args_is_help": True, "context_settings": {"max_content_width": 110}}
+HELP: dict[str, Any] = {
+    "rich_markup_mode": None,
+    "no_args_is_help": True,
+    "context_settings": {"max_content_width": 110},
+}
 app = typer.Typer(
     help="anima: nightly sleep-style memory consolidation for long-lived LLM agents.",
     add_completion=False,

@@ -7,6 +7,7 @@ import json
 import tempfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -111,7 +112,7 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
     from anima_pipeline.store.db import open_database
 
     settings = get_settings()
-    categories = {}
+    categories: dict[str, Any] = {}
     if benchmark == "longmemeval":
         from anima_pipeline.evaluation.longmemeval import JUDGED, QUESTION_TYPES
 

@@ -327,7 +327,8 @@ def session_view(
     left = budget - sum(i.tokens for i in items)
     costs = [count(t.content) for t in raw]
     for k, t in enumerate(raw):
-        text, was_cut, segment = t.content, False, "raw"
+        segment: ViewSegment = "raw"
+        text, was_cut = t.content, False
         # the latest turns do not all fit (huge tool output): the oldest of them are slimmed
         # (once one fits, every later one does), and the very last is cut as a last resort
         if k < len(raw) - 1 and costs[k] + sum(costs[k + 1 :]) > left:

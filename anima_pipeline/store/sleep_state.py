@@ -16,7 +16,7 @@ from datetime import date
 
 from psycopg.types.json import Jsonb
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 
 NIGHT = "night"  # sleep_state.step of the row that records a whole night of one anima
 RUNNING, DONE, FAILED, SKIPPED = "running", "done", "failed", "skipped"
@@ -248,9 +248,11 @@ def declined_steps(conn: Connection, days: list[date], animas: list[str] | None)
 def nights_finished_by_others(conn: Connection, day: date, run_id: str) -> int:
     """How many animas' nights of `day` an earlier run (not `run_id`) finished: a re-run that
     had nothing left to do on a day says so instead of reporting an empty night."""
-    row = conn.execute(
-        """SELECT count(*) AS n FROM sleep_state
-           WHERE step = %s AND day = %s AND status = ANY(%s) AND run_id IS DISTINCT FROM %s""",
-        (NIGHT, day, list(FINISHED), run_id),
-    ).fetchone()
+    row = one(
+        conn.execute(
+            """SELECT count(*) AS n FROM sleep_state
+               WHERE step = %s AND day = %s AND status = ANY(%s) AND run_id IS DISTINCT FROM %s""",
+            (NIGHT, day, list(FINISHED), run_id),
+        )
+    )
     return int(row["n"])

@@ -330,7 +330,8 @@ def _night_body(
                     )
                 finally:  # the quiet steps of a day stopped by a failure did finish
                     log_in_one_batch(context, quiet)
-                log_step_times(context, asset_key(marker), days[-1], step_times)
+                if marker is not None:
+                    log_step_times(context, asset_key(marker), days[-1], step_times)
             timing["night_s"] = time.monotonic() - t0 - timing["checks_s"]
             t = time.monotonic()
             scope = night_checks.CheckScope(days, _scope_animas(db, days, ran), settings.timezone)
