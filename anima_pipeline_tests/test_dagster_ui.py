@@ -18,6 +18,7 @@ import dagster as dg
 import pytest
 
 from benchmarks.dagster_dev import dagster_dev, dev_env, graphql
+from benchmarks.ui_backfill import BACKFILL, LAUNCH
 
 from .conftest import AMBIENT, CLI, REPO, cli_env, run_cli
 
@@ -224,20 +225,6 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
     assert talk and set(days) <= cleaned and talk < set(days)  # quiet days included
 
 
-LAUNCH_BACKFILL = """
-mutation($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-  }
-}"""
-
-BACKFILL = """
-query($id: String!) {
-  partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { status runs(limit: 10) { runId } } }
-}"""
-
 PARTITION_STATS = """
 query($path: [String!]!) {
   assetNodeOrError(assetKey: {path: $path}) {
@@ -269,7 +256,7 @@ def test_a_cli_range_and_a_ui_backfill_leave_every_step_of_every_day_materialize
             "partitionNames": backfill_days,
             "fromFailure": False,
         }
-        launched = graphql(url, LAUNCH_BACKFILL, {"params": params})["launchPartitionBackfill"]
+        launched = graphql(url, LAUNCH, {"params": params})["launchPartitionBackfill"]
         assert launched["__typename"] == "LaunchBackfillSuccess", launched
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:

@@ -17,6 +17,14 @@ from anima_pipeline.cli.common import console, err_console, fail
 
 eval_app = typer.Typer(help="Measure the memory system on public benchmarks.", **HELP)
 app.add_typer(eval_app, name="eval")
+# the options both benchmarks take
+REPORT = typer.Option(None, "--report", help="Where to write the JSON report.")
+DATABASE_URL = typer.Option(
+    None,
+    "--database-url",
+    help="A scratch database for the eval animas; default: an embedded store in a temporary directory "
+    "(your own store is never touched).",
+)
 
 
 @eval_app.command("locomo")
@@ -26,13 +34,8 @@ def locomo(
     ),
     sample: list[str] = typer.Option(None, "--sample", help="Only these sample ids (repeatable)."),
     max_questions: int | None = typer.Option(None, "--max-questions", help="At most N questions per sample."),
-    report: Path | None = typer.Option(None, "--report", help="Where to write the JSON report."),
-    database_url: str | None = typer.Option(
-        None,
-        "--database-url",
-        help="A scratch database for the eval animas; default: an embedded store in a temporary directory "
-        "(your own store is never touched).",
-    ),
+    report: Path | None = REPORT,
+    database_url: str | None = DATABASE_URL,
 ) -> None:
     """Import the dialogues as scratch animas (eval-<sample_id>), sleep every session day with
     the configured engine (ANIMA_ENGINE), then answer each question of categories 1-4 from
@@ -65,13 +68,8 @@ def longmemeval(
     ),
     question: list[str] = typer.Option(None, "--question", help="Only these question ids (repeatable)."),
     max_questions: int | None = typer.Option(None, "--max-questions", help="At most the first N questions."),
-    report: Path | None = typer.Option(None, "--report", help="Where to write the JSON report."),
-    database_url: str | None = typer.Option(
-        None,
-        "--database-url",
-        help="A scratch database for the eval animas; default: an embedded store in a temporary directory "
-        "(your own store is never touched).",
-    ),
+    report: Path | None = REPORT,
+    database_url: str | None = DATABASE_URL,
 ) -> None:
     """Import each question's haystack as a scratch anima (eval-<question_id>), sleep every
     session day with the configured engine (ANIMA_ENGINE), then ask the question at its
