@@ -63,7 +63,9 @@ def test_purge_of_a_conversation_leaves_nothing_anywhere(
 
     help_text = cli("forget", "--help")
     assert "--purge" in help_text and "--conversation" in help_text
-    report = json.loads(cli("forget", "--conversation", "c-ex", "--purge", "--export", str(out), "--json"))
+    report = json.loads(
+        cli("forget", "--conversation", "c-ex", "--purge", "--vacuum", "--export", str(out), "--json")
+    )
     assert report["tables"]["message"]["erased"] == len(EX) and report["memories_erased"]
     assert report["recomputed"] and all(r.endswith("done") for r in report["recomputed"])
 

@@ -50,6 +50,12 @@ def forget_(
         "--export",
         help="An earlier `anima export --markdown` folder to rewrite without what was forgotten.",
     ),
+    vacuum: bool = typer.Option(
+        False,
+        "--vacuum",
+        help="With --purge: VACUUM FULL ANALYZE the tables it touched, so the erased rows leave "
+        "PostgreSQL's data files too (locks each table while it is rewritten).",
+    ),
     requested_by: str = typer.Option("operator", "--by", help="Who asked (kept in the tombstone)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -99,6 +105,9 @@ def forget_(
             fail(str(exc), 2)
         except forgetting.ForgetError as exc:
             fail(str(exc), 2)
+        if vacuum and purge and report.changed:
+            vacuumed = q.vacuum_full(db.url, [*report.tables, "memory_event"])
+            err_console.print(f"vacuumed (full): {', '.join(vacuumed)}")
     finally:
         db.close()
     ran: list[str] = []

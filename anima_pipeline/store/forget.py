@@ -451,6 +451,21 @@ def purge_anima(conn: Connection, anima_id: str) -> dict[str, int]:
     return out
 
 
+def vacuum_full(url: str, tables: Iterable[str]) -> list[str]:
+    """VACUUM FULL ANALYZE these tables (those a purge touched): the data files are rewritten,
+    so the deleted rows' bytes leave the disk (plain VACUUM only marks their space reusable),
+    and the planner's statistics match the store again (autovacuum may be off). Takes each
+    table's exclusive lock while it runs. Returns the tables vacuumed."""
+    import psycopg
+
+    known = [t for t in dict.fromkeys(tables) if t in (*ANIMA_TABLES, "memory_event", "embedding")]
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in known:
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+                conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
+    return known
+
+
 def tombstone(
     conn: Connection, anima_id: str, target: str, op: str, run_id: str, day: date | None, after: dict
 ) -> None:
