@@ -572,3 +572,44 @@ def test_dagster_yaml_switches_to_postgres_with_dagster_pg_url(
             1,
         )
     assert not (tmp_path / "dagster_home" / "storage" / "history").exists()  # no SQLite run storage was made
+
+
+def test_a_failed_day_of_a_range_planned_as_one_event_reads_failed(
+    store: Database, resources: dict, instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `anima sleep --from --to` plans it: the day a range fails on shows its unfinished
+    steps failed (its finished ones materialized), the days before it every step
+    materialized, the days after it nothing (never reached)."""
+    from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
+
+    from anima_pipeline.sleep import cycle
+
+    monkeypatch.setenv(PLANNED_AS_SUBSET_ENV, "true")
+    real_dream = cycle.BY_KEY["dreams/journal"].run
+    bad_day = date(2026, 12, 5)
+
+    def dream_fails(db, night, anima_id):
+        if night.day != bad_day:
+            return real_dream(db, night, anima_id)
+
+        def body(conn, audit) -> StepOutcome:
+            raise BudgetExceeded("budget exhausted", step="dreams/journal")
+
+        return run_step(db, night, anima_id, "dreams/journal", body)
+
+    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", dream_fails)
+    result = materialize_night(
+        date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
+    )
+    assert not result.success
+    from anima_pipeline.defs.night.launch import nightly_sleep_job
+
+    parts = nightly_sleep_job().partitions_def
+    before_dream = STEP_ORDER[: STEP_ORDER.index("dreams/journal")]
+    for step in STEP_ORDER:
+        key = dg.AssetKey(step.split("/"))
+        status = get_and_update_asset_status_cache_value(instance, key, parts)
+        failed = set(status.deserialize_failed_partition_subsets(parts).get_partition_keys())
+        done = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
+        assert partitions_of(instance, step) == done, step
+        assert failed == ({"2026-12-05"} - done), (step, failed)

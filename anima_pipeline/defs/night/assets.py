@@ -259,6 +259,7 @@ def _night_body(
     marker = steps[-1] if steps else None  # the night's last step: its day's quiet steps follow it
     quiet: list[dg.AssetMaterialization] = []  # this day's quiet (day, step) pairs, written in one batch
     step_times: dict[str, list[float]] = {k: [] for k in steps}
+    materialized: dict[str, set[str]] = {k: set() for k in steps}  # partitions logged, per step
     ran: set[str] = set()
     check_results: dict[str, dg.AssetCheckResult] = {}
     timing = {"night_s": 0.0, "checks_s": 0.0}
@@ -271,6 +272,7 @@ def _night_body(
         partition = n.day.isoformat()
         ran.update(r.anima_id for r in results)
         step_times[key].append(sum(r.duration_s for r in results))
+        materialized[key].add(partition)
         with db.transaction() as conn:
             md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
         if not results and key != marker:  # quiet: materialized with its zeros, in the day's batch
@@ -360,6 +362,11 @@ def _night_body(
                 f"transient failure, retry {context.retry_number + 1} in {delay:.0f} s: {exc}"
             )
             raise dg.RetryRequested(max_retries=RETRY_POLICY.max_retries, seconds_to_wait=delay) from exc
+        failed_day = getattr(exc, "day", None)
+        if isinstance(failed_day, date) and planned_as_one_event(context):
+            mark_day_failed(
+                context, failed_day, [k for k in steps if failed_day.isoformat() not in materialized[k]]
+            )
         raise dg.Failure(
             description=str(exc),
             metadata=failure_metadata(exc, context.run.run_id),
@@ -403,6 +410,39 @@ def log_in_one_batch(
         else:
             os.environ[BATCH_SIZE_ENV] = previous
     materializations.clear()
+
+
+def planned_as_one_event(context: dg.AssetExecutionContext) -> bool:
+    """Whether Dagster planned this run's assets with one event for the whole partition range
+    (launch.plan_range_as_one_event): then no per-day plan marks a failed day failed."""
+    records = context.instance.get_records_for_run(
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, limit=1
+    ).records
+    if not records or records[0].event_log_entry.dagster_event is None:
+        return False
+    planned = records[0].event_log_entry.dagster_event.event_specific_data
+    return (
+        getattr(planned, "partition", None) is None
+        and getattr(planned, "partitions_subset", None) is not None
+    )
+
+
+def mark_day_failed(context: dg.AssetExecutionContext, day: date, keys: list[str]) -> None:
+    """In a range planned as one event, plan the failed day's unfinished steps for that day
+    alone: Dagster marks a partition failed when the run that planned it fails without
+    materializing it, so the failed day reads failed (and the days after it, never reached,
+    stay missing) as in a run planned day by day."""
+    # Dagster's planned-event constructors (no public way to plan one partition; checked with 1.13.27)
+    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+
+    step_key = context.op_execution_context._step_execution_context.step.key
+    with deferred_interrupts():
+        for key in keys:
+            planned = AssetMaterializationPlannedData(asset_key(key), partition=day.isoformat())
+            event = DagsterEvent.build_asset_materialization_planned_event(
+                context.run.job_name, step_key, planned
+            )
+            context.instance.report_dagster_event(event, context.run.run_id)
 
 
 def step_times_markdown(step_times: dict[str, list[float]]) -> str:

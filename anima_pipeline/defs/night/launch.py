@@ -122,8 +122,8 @@ def check_days(parts: dg.PartitionsDefinition | None, first: date, last: date, t
 # which on SQLite storage were a third of a long `anima sleep --from --to`
 # (benchmarks/year_of_nights.py). (Every (day, step) is still materialized, the quiet ones
 # in one batch per day: assets.py.) The price, for ranges only: while the run goes the UI does not
-# show its days in progress, and when it fails their partitions are not marked failed (the
-# run is, and its failure metadata names the day). A single day keeps per-day planning.
+# show its days in progress (a failed day is still marked failed: assets.mark_day_failed). A
+# single day keeps per-day planning.
 PLANNED_AS_SUBSET_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 
 
