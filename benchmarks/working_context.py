@@ -25,7 +25,8 @@ VACUUM ANALYZE), six self blocks, day / week / month summaries and a current ses
 turns. One ``working_context`` call per question (``--queries`` LoCoMo and MemoryBank
 questions, names replaced), budget 4,000 tokens, on one connection after 20 warm-up calls; the
 first call, which compacts the session (flush and summary), is timed apart. Printed: p50 / p95
-/ max.
+/ max, and the same for the recall sections alone (`assemble_context`, timed interleaved) with
+the ratio of the two at p50.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.config import get_settings
 from anima_pipeline.llm.offline import OfflineEngine
+from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.session import ExtractiveSummarizer
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import working_context
@@ -270,7 +272,9 @@ def build_scale(url: str, lines: recall_scale.Lines) -> tuple[str, datetime]:
 
 
 def measure_latency(url: str, session: str, now: datetime, asked: list[str], budget: int = 4000) -> dict:
-    seconds, first = [], 0.0
+    seconds: list[float] = []
+    recall: list[float] = []
+    first = 0.0
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
         with conn.transaction(force_rollback=True):  # the scale store stays as built
             for i, q in enumerate([asked[0], *asked[:20], *asked]):
@@ -281,9 +285,17 @@ def measure_latency(url: str, session: str, now: datetime, asked: list[str], bud
                 if i == 0:
                     first = took
                     assert ctx.compacted, "the first call should compact the 300-turn session"
-                elif i > 20:
+                    continue
+                started = time.perf_counter()  # the recall sections alone, interleaved
+                with conn.transaction():
+                    assemble_context(
+                        conn, recall_scale.ANIMA, q, settings=get_settings(), session_id=session, now=now
+                    )
+                alone = time.perf_counter() - started
+                if i > 20:
                     seconds.append(took)
-    return {"first": first, "seconds": sorted(seconds)}
+                    recall.append(alone)
+    return {"first": first, "seconds": sorted(seconds), "recall": sorted(recall)}
 
 
 def _p(values: list[float], q: float) -> float:
@@ -325,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
             f"budget 4000: p50 {_p(secs, 0.5):.1f} ms  p95 {_p(secs, 0.95):.1f} ms  max {secs[-1] * 1e3:.1f} ms"
             f"  mean {statistics.mean(secs) * 1e3:.1f} ms ({len(secs)} calls); the first call (compaction: flush"
             f" + summary) {result['first'] * 1e3:.0f} ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
+        alone = result["recall"]
+        print(
+            f"  the recall sections alone (assemble_context, interleaved): p50 {_p(alone, 0.5):.1f} ms"
+            f"  p95 {_p(alone, 0.95):.1f} ms; working context / recall at p50: {_p(secs, 0.5) / _p(alone, 0.5):.2f}"
         )
     if args.drop:
         recall_scale.drop_database(args.store)
