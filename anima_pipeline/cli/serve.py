@@ -19,8 +19,11 @@ def serve(
 
     from anima_pipeline.service.http import create_app
 
+    from anima_pipeline.embed import warm_up
+
     db = open_store()
     try:
+        err_console.print(f"anima serve: {warm_up(settings())}")  # the model loads before the first request
         err_console.print(f"anima serve: http://{host}:{port}/docs")
         uvicorn.run(create_app(db, settings()), host=host, port=port, log_level="warning")
     finally:
@@ -63,6 +66,9 @@ def mcp(
     try:
         if transport != "stdio":
             err_console.print(f"anima mcp: http://{host}:{port}/mcp (anima {anima!r})")
+        from anima_pipeline.embed import warm_up
+
+        err_console.print(f"anima mcp: {warm_up(settings())}")  # stderr: stdout is the protocol
         memory = AnimaMemory(db, anima, settings=settings())
         run(
             memory,

@@ -80,6 +80,21 @@ def _cached(
     raise EmbedderError(f"ANIMA_EMBEDDER: unknown provider {provider!r} (none | local | http)")
 
 
+def warm_up(settings: Settings) -> str:
+    """Load the configured embedder now and embed one text, so that a long-lived server pays
+    the model's load (seconds for the local encoder) at start, not in its first request.
+    Returns what is in force, for the start-up line; a failing embedder is named, not raised
+    (recall then works lexical-only and says why)."""
+    try:
+        embedder = make_embedder(settings)
+        if embedder is None:
+            return "lexical recall only (ANIMA_EMBEDDER=none or no encoder installed)"
+        embedder.embed(["warm-up"])
+    except EmbedderError as exc:
+        return f"the embedder failed to load ({exc}); recall is lexical until it works"
+    return f"recall by meaning: {embedder.model_id} ({embedder.dimension} dimensions)"
+
+
 def normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
