@@ -160,7 +160,8 @@ def test_mcp_corrections_only_when_allowed(db: Database, db_url: str, tmp_path: 
             assert not erased.is_error and erased.structured_content["memories_erased"] == [doomed]
             again = await client.call_tool("deprecate", {"id": doomed, "reason": "x"})
             assert again.is_error and f"memory {doomed} was erased" in _text(again)
-            found = await client.call_tool("search", {"query": "Rupert Vanderwhile"})
+            found = await client.call_tool("search", {"query": "Rupert Vanderwhile", "format": "json"})
+            assert not found.is_error, _text(found)
             assert found.structured_content["items"] == []
             ctx = await client.call_tool("context", {"query": "Who is Rupert Vanderwhile?"})
             assert "Vanderwhile" not in _text(ctx) and "Porto" in _text(

@@ -461,7 +461,8 @@ def vacuum_full(url: str, tables: Iterable[str]) -> list[str]:
     known = [t for t in dict.fromkeys(tables) if t in (*ANIMA_TABLES, "memory_event", "embedding")]
     with psycopg.connect(url, autocommit=True) as conn:
         for table in known:
-            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+            if row and row[0]:
                 conn.execute(f"VACUUM (FULL, ANALYZE) {table}")
     return known
 
