@@ -198,12 +198,17 @@ class Settings(BaseSettings):
         from psycopg.conninfo import conninfo_to_dict
 
         try:
-            conninfo_to_dict(v)
+            params = conninfo_to_dict(v)
         except psycopg.Error:  # not chained: the text may hold a password
             raise ValueError(
                 "not a PostgreSQL connection URL (postgresql://user@host:5432/dbname) or "
                 "key=value connection string"
             ) from None
+        if not params.get("dbname"):  # libpq would pick one by itself (the user's name)
+            raise ValueError(
+                "names no database name (postgresql://user@host:5432/dbname, or dbname=... ); "
+                "libpq's default database is not chosen for you"
+            )
         return v
 
     @model_validator(mode="after")

@@ -116,18 +116,6 @@ def test_status_table_lists_each_anima_and_the_total(cli_env, db_url: str, tmp_p
     assert "recall: " in result.stdout
 
 
-def test_status_on_an_unmigrated_database_migrates_it_first(cli_env, empty_db_url: str) -> None:
-    result = cli_env(empty_db_url, "status", "--json")
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
-    assert {k: data[k] for k in ("totals", "animas")} == {
-        "totals": dict.fromkeys(STATUS_KEYS, 0),
-        "animas": [],
-    }
-    with psycopg.connect(empty_db_url) as conn:
-        assert conn.execute("SELECT count(*) FROM schema_migration").fetchone()[0] == len(ALL_NAMES)
-
-
 def test_db_stop_with_a_database_url_stops_nothing(cli_env, db_url: str, tmp_path: Path) -> None:
     result = cli_env(db_url, "db", "stop")
     assert result.exit_code == 0, result.output

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import psycopg
 import pytest
 
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.status import STATUS_KEYS, status
+
+from .conftest import cli_env, run_cli
 
 KEYS = {
     "conversations",
@@ -175,3 +180,27 @@ def test_bad_configuration_names_the_variable():
         mp.setenv("ANIMA_TIMEZONE", "Europe/Paris")
         settings = Settings()
     assert settings.tz.key == "Europe/Paris" and "sk-ant-hidden-1" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["status"], ["recall", "where does Lin live?", "--anima", "aria"], ["export", "--markdown", "OUT"]],
+)
+def test_a_read_only_command_on_an_unmigrated_database_says_so_and_migrates_nothing(
+    empty_db_url: str, tmp_path: Path, args: list[str]
+) -> None:
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    result = run_cli(args, cli_env(tmp_path, empty_db_url), timeout=120)
+    assert result.returncode != 0
+    assert "not migrated" in result.stderr and "anima db migrate" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    with psycopg.connect(empty_db_url) as conn:
+        (tables,) = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").fetchone()
+    assert tables == 0  # nothing was created
+
+
+def test_a_database_url_without_a_database_name_is_refused(tmp_path: Path) -> None:
+    for url in ("postgresql://", "postgresql://postgres@127.0.0.1:5432", "host=127.0.0.1 user=postgres"):
+        result = run_cli(["status"], cli_env(tmp_path, url), timeout=120)
+        assert result.returncode == 2, (url, result.stderr)
+        assert "ANIMA_DATABASE_URL" in result.stderr and "database name" in result.stderr, result.stderr

@@ -40,7 +40,9 @@ def settings() -> Settings:
         raise typer.Exit(2) from None
 
 
-def open_store():
+def open_store(*, read_only: bool = False):
+    """The store; `read_only` commands (status, recall, export) never migrate it and exit 1
+    naming the pending migrations instead."""
     import psycopg
     from psycopg_pool import PoolTimeout
 
@@ -49,7 +51,7 @@ def open_store():
     from anima_pipeline.store.migrations import MigrationError
 
     try:
-        return open_database(settings())
+        return open_database(settings(), read_only=read_only)
     except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
         err_console.print(f"[red]store error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None

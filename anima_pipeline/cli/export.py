@@ -20,7 +20,7 @@ def export_(
     """Export the store as a human-readable Markdown workspace (MEMORY.md, memory/YYYY-MM-DD.md, bank/)."""
     from anima_pipeline.export import export_markdown
 
-    db = open_store()
+    db = open_store(read_only=True)
     try:
         with db.transaction() as conn:
             counts = export_markdown(conn, out, anima or None)

@@ -52,7 +52,7 @@ def recall_(
     requests: list[dict[str, Any]] = (
         [{"question": query, "anima": anima, "session": session}] if batch is None else _read_batch(batch)
     )
-    db = open_store()
+    db = open_store(read_only=True)
     try:
         for req in requests:
             with db.transaction() as conn:

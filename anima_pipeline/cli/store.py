@@ -130,7 +130,7 @@ def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
     from anima_pipeline.recall.dense import recall_status
     from anima_pipeline.store.status import cleaned_by_night, status
 
-    db = open_store()
+    db = open_store(read_only=True)
     try:
         with db.transaction() as conn:
             data = status(conn)

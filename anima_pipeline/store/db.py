@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import StoreError
 from anima_pipeline.store import embedded
-from anima_pipeline.store.migrations import migrate
+from anima_pipeline.store.migrations import NotMigrated, migrate, pending
 
 # every connection of the pool returns rows as dicts (dict_row below)
 Connection = psycopg.Connection[DictRow]
@@ -66,9 +66,21 @@ def resolve_url(settings: Settings) -> str:
     return embedded.ensure_running(settings.home)
 
 
-def open_database(settings: Settings, *, run_migrations: bool = True) -> Database:
+def open_database(settings: Settings, *, run_migrations: bool = True, read_only: bool = False) -> Database:
+    """The store, migrated first; a `read_only` caller (status, recall, export) never migrates a
+    server's database (ANIMA_DATABASE_URL): one with pending migrations is NotMigrated, naming
+    them, and nothing is created. The embedded store is this program's own database, created
+    under ANIMA_HOME by `ensure_running`: it is brought up to date by any command."""
     url = resolve_url(settings)
-    if run_migrations:
+    if read_only and settings.database_url:
+        missing = pending(url)
+        if missing:
+            raise NotMigrated(
+                f"the memory database is not migrated ({len(missing)} pending: {', '.join(missing[:3])}"
+                f"{', …' if len(missing) > 3 else ''}); a read-only command changes nothing: run "
+                "`anima db migrate` (or `anima import`) first, or check ANIMA_DATABASE_URL"
+            )
+    elif run_migrations or read_only:
         migrate(url)
     return Database(url)
 

@@ -51,6 +51,21 @@ def load_migrations(sql_dir: Path = SQL_DIR) -> list[Migration]:
     return found
 
 
+class NotMigrated(MigrationError):
+    """A read-only command found a database whose migrations are not (all) applied."""
+
+
+def pending(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
+    """The migrations not applied to the database at `url`, creating nothing: what a read-only
+    command checks instead of migrating (`anima status`, `recall`, `export`)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('schema_migration') AS t").fetchone()[0] is None:
+            applied: set[int] = set()
+        else:
+            applied = {v for (v,) in conn.execute("SELECT version FROM schema_migration")}
+    return [m.name for m in load_migrations(sql_dir) if m.version not in applied]
+
+
 def migrate(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
     """Apply pending migrations; return the names applied (empty when up to date)."""
     migrations = load_migrations(sql_dir)
