@@ -17,9 +17,8 @@ def serve(
     under /v1/animas/{anima}/…, each request with `Authorization: Bearer KEY` (anima keys create)."""
     import uvicorn
 
-    from anima_pipeline.service.http import create_app
-
     from anima_pipeline.embed import warm_up
+    from anima_pipeline.service.http import create_app
 
     db = open_store()
     try:
