@@ -59,7 +59,8 @@ def pending(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
     """The migrations not applied to the database at `url`, creating nothing: what a read-only
     command checks instead of migrating (`anima status`, `recall`, `export`)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        if conn.execute("SELECT to_regclass('schema_migration') AS t").fetchone()[0] is None:
+        found = conn.execute("SELECT to_regclass('schema_migration') AS t").fetchone()
+        if found is None or found[0] is None:
             applied: set[int] = set()
         else:
             applied = {v for (v,) in conn.execute("SELECT version FROM schema_migration")}
