@@ -57,7 +57,7 @@ from anima_pipeline.errors import InputError
 from anima_pipeline.steps import StepKey
 from anima_pipeline.store import forget as q
 from anima_pipeline.store import vectors
-from anima_pipeline.store.db import Connection, Database, anima_lock, one
+from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
@@ -213,7 +213,7 @@ def correct(db: Database, settings: Settings, anima_id: str, tool: str, args: di
         anima_lock(conn, anima_id)  # never between a night's reads and writes
         mem = get_memory(conn, anima_id, str(args.get("id", "")))
         audit = _audit(conn, anima_id, CORRECT_STEP, settings)
-        now = one(conn.execute("SELECT now() AS now"))["now"]
+        now = db_now(conn)
         scope = Scope(
             anima_id=anima_id, tools=CORRECTION_TOOLS, may_change_settled=True, default_observed_at=now
         )

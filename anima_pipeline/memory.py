@@ -67,7 +67,7 @@ from anima_pipeline.store.archive import (
     open_conversation,
 )
 from anima_pipeline.store.calendar import record_first_day
-from anima_pipeline.store.db import Connection, Database, one, open_database
+from anima_pipeline.store.db import Connection, Database, db_now, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MemoryType
@@ -321,7 +321,7 @@ class AnimaMemory:
         if session_id is not None:
             check(ExternalId, session_id, "session_id")
         with self.db.transaction() as conn:
-            now = one(conn.execute("SELECT now() AS now"))["now"]
+            now = db_now(conn)
             scope = Scope(anima_id=self.anima_id, tools=("create_semantic_memory",), default_observed_at=now)
             executor = ToolExecutor(conn, scope, self._audit(conn, REMEMBER_STEP))
             args: dict[str, Any] = {"type": type, "content": content}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 
@@ -118,3 +119,72 @@ def test_the_layer_rule_resolves_relative_imports() -> None:
     assert absolute("anima_pipeline.recall", 1, "ranking") == "anima_pipeline.recall.ranking"
     assert absolute("anima_pipeline.recall", 1, None) == "anima_pipeline.recall"
     assert any(name == "anima_pipeline.store.db.one" for _, _, name in package_imports())
+
+
+# SQL lives in store/ (and recall's ranking queries in recall/ranking.py). The modules below
+# still hold statements written before the rule; each may only lose them (move a statement
+# into a store/ function and lower its count here), never gain one. No other module may have any.
+SQL_STATEMENT = re.compile(
+    r"^\s*(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|CREATE (TABLE|INDEX|DATABASE|EXTENSION)"
+    r"|DROP (TABLE|INDEX|DATABASE)|ALTER TABLE|TRUNCATE|VACUUM|ANALYZE|SET (TRANSACTION|LOCAL)|LOCK TABLE)\b"
+)
+SQL_STILL_OUTSIDE = {
+    "anima_pipeline/cli/demo.py": 2,
+    "anima_pipeline/cli/sleep.py": 3,
+    "anima_pipeline/defs/night/utils.py": 11,
+    "anima_pipeline/export.py": 4,
+    "anima_pipeline/forget.py": 4,
+    "anima_pipeline/memory.py": 1,
+    "anima_pipeline/recall/episodic.py": 4,
+    "anima_pipeline/recall/passive.py": 4,
+    "anima_pipeline/recall/summaries.py": 1,
+    "anima_pipeline/replay/diff.py": 4,
+    "anima_pipeline/replay/promote.py": 5,
+    "anima_pipeline/replay/shadow.py": 3,
+    "anima_pipeline/sleep/cleanup.py": 12,
+    "anima_pipeline/sleep/deep_sleep.py": 6,
+    "anima_pipeline/sleep/dream.py": 2,
+    "anima_pipeline/sleep/guards.py": 3,
+    "anima_pipeline/sleep/ref_sync.py": 7,
+    "anima_pipeline/sleep/revert.py": 8,
+    "anima_pipeline/sleep/temporal.py": 3,
+}
+
+
+def sql_outside_the_store() -> dict[str, list[str]]:
+    """{file: ["line: statement start", ...]} for every string (or f-string) outside store/ and
+    recall/ranking.py that starts like a SQL statement."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for path in sorted((REPO / "anima_pipeline").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("anima_pipeline/store/") or rel == "anima_pipeline/recall/ranking.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            else:
+                continue
+            if SQL_STATEMENT.match(text):
+                found.setdefault(rel, []).append(f"{node.lineno}: {' '.join(text.split())[:70]}")
+    return found
+
+
+def test_no_new_sql_outside_the_store() -> None:
+    found = sql_outside_the_store()
+    over = {f: statements for f, statements in found.items() if len(statements) > SQL_STILL_OUTSIDE.get(f, 0)}
+    assert over == {}, "SQL belongs in anima_pipeline/store/ (a function there, called from here)"
+    # a module that lost statements lowers its count, so the list only ever shrinks
+    assert {f: len(s) for f, s in found.items()} == SQL_STILL_OUTSIDE
+
+
+def test_the_sql_scan_sees_statements_and_not_prose() -> None:
+    assert SQL_STATEMENT.match("SELECT count(*) AS n FROM message")
+    assert SQL_STATEMENT.match("\n    WITH ev AS (SELECT 1) SELECT * FROM ev")
+    assert SQL_STATEMENT.match("SET TRANSACTION READ ONLY")
+    assert not SQL_STATEMENT.match("Drop interjections, fillers and vocatives")
+    assert not SQL_STATEMENT.match("select the day's memories")
+    assert "anima_pipeline/recall/context.py" not in sql_outside_the_store()  # the resident read moved

@@ -149,6 +149,8 @@ def advancing(records, progress: Progress, task):
 
 def only_anima(conn, anima: str | None = None) -> str:
     """`anima` when it is known (exit 2 otherwise), else the only anima of the store."""
+    from anima_pipeline.store.sleep_state import animas_with_conversations
+
     if anima is not None:
         from anima_pipeline.store.archive import UnknownAnima
         from anima_pipeline.store.archive import require_animas as check
@@ -158,10 +160,7 @@ def only_anima(conn, anima: str | None = None) -> str:
         except UnknownAnima as exc:
             fail(str(exc), 2)
         return anima
-    animas = [
-        r["anima_id"]
-        for r in conn.execute("SELECT DISTINCT anima_id FROM conversation ORDER BY 1").fetchall()
-    ]
+    animas = animas_with_conversations(conn)
     if len(animas) != 1:
         err_console.print(f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})")
         raise typer.Exit(2)

@@ -40,6 +40,7 @@ def recall_(
     """Resident memories, then summaries (for a question about a time), recalled memories and
     past messages, each within its character budget."""
     from anima_pipeline.recall.assemble import assemble_context, budgets_from
+    from anima_pipeline.store.db import read_only
 
     cfg = settings()
     budgets = budgets_from(cfg)
@@ -56,7 +57,7 @@ def recall_(
     try:
         for req in requests:
             with db.transaction() as conn:
-                conn.execute("SET TRANSACTION READ ONLY")
+                read_only(conn)
                 result = assemble_context(
                     conn,
                     only_anima(conn, req.get("anima") or anima),

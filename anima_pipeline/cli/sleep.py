@@ -178,13 +178,14 @@ def run_sleep(
     from anima_pipeline.defs.instance import get_instance
     from anima_pipeline.defs.night.launch import COMMAND_TAG, launch_night
     from anima_pipeline.store.calendar import note_first_day
+    from anima_pipeline.store.db import db_now
 
     s = settings()
     db = open_store()  # starts the embedded server and migrates before Dagster opens it
     instance = get_instance()
     first, last = days[0], days[-1]
     with db.transaction() as conn:
-        t0 = conn.execute("SELECT now() AS now").fetchone()["now"]
+        t0 = db_now(conn)
         note_first_day(conn, s.home, s.timezone)  # where the partitions start (store/calendar.py)
     done = threading.Event()
     outcome: dict = {}

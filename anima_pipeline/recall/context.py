@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from anima_pipeline.config import Settings
 from anima_pipeline.store.db import Connection
-from anima_pipeline.store.memories import _COLUMNS, SemanticMemory
+from anima_pipeline.store.memories import SemanticMemory, send_resident_rows
 
 log = logging.getLogger(__name__)
 
@@ -35,26 +35,10 @@ def send_resident(
     conn: Connection, anima_id: str, top_n: int = RESIDENT_TOP_N, pinned_max: int = PINNED_MAX
 ) -> Callable[[], tuple[list[SemanticMemory], int]]:
     """`resident_set` in two halves: queue the statement (pipeline mode), then take the result."""
-    cur = conn.execute(
-        f"""WITH pins AS (
-                SELECT count(*) AS pinned_total FROM semantic_memory
-                WHERE anima_id = %(a)s AND status = 'active' AND pinned
-            ), picked AS (
-                (SELECT {_COLUMNS}, 0 AS part FROM semantic_memory
-                 WHERE anima_id = %(a)s AND status = 'active' AND pinned
-                 ORDER BY reference_count DESC, id LIMIT %(pmax)s)
-                UNION ALL
-                (SELECT {_COLUMNS}, 1 AS part FROM semantic_memory
-                 WHERE anima_id = %(a)s AND status = 'active' AND NOT pinned AND reference_count > 0
-                 ORDER BY reference_count DESC, id LIMIT %(n)s)
-            )
-            SELECT pins.pinned_total, picked.* FROM pins LEFT JOIN picked ON true
-            ORDER BY picked.part, picked.reference_count DESC, picked.id""",
-        {"a": anima_id, "pmax": max(0, pinned_max), "n": max(0, top_n)},
-    )
+    rows_of = send_resident_rows(conn, anima_id, top_n, pinned_max)
 
     def take() -> tuple[list[SemanticMemory], int]:
-        rows = cur.fetchall()
+        rows = rows_of()
         pinned_total = int(rows[0]["pinned_total"])
         memories = [
             SemanticMemory.model_validate({k: v for k, v in r.items() if k not in ("pinned_total", "part")})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
@@ -29,6 +30,16 @@ def one(cursor: psycopg.Cursor[DictRow]) -> DictRow:
     if row is None:
         raise StoreError("the statement returned no row")
     return row
+
+
+def db_now(conn: Connection) -> datetime:
+    """The database's clock (the transaction's start): what every timestamp a step writes uses."""
+    return one(conn.execute("SELECT now() AS now"))["now"]
+
+
+def read_only(conn: Connection) -> None:
+    """Make the current transaction read-only (recall: a query can never write)."""
+    conn.execute("SET TRANSACTION READ ONLY")
 
 
 class Database:

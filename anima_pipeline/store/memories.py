@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -154,3 +155,30 @@ class MemoryRepo:
         if valid_until is not None:
             changes["valid_until"] = valid_until
         return self.update(memory_id, changes, op=op, now=now)
+
+
+def send_resident_rows(
+    conn: Connection, anima_id: str, top_n: int, pinned_max: int
+) -> Callable[[], list[dict[str, Any]]]:
+    """The resident read (recall/context.py) in two halves: queue the statement (pipeline
+    mode), then take its rows: the pins (most cited first, at most `pinned_max`), then the
+    top `top_n` unpinned by reference count, each row with `pinned_total` (every active pin,
+    also those cut) and `part`; one row of NULLs but `pinned_total` when nothing is resident."""
+    cur = conn.execute(
+        f"""WITH pins AS (
+                SELECT count(*) AS pinned_total FROM semantic_memory
+                WHERE anima_id = %(a)s AND status = 'active' AND pinned
+            ), picked AS (
+                (SELECT {_COLUMNS}, 0 AS part FROM semantic_memory
+                 WHERE anima_id = %(a)s AND status = 'active' AND pinned
+                 ORDER BY reference_count DESC, id LIMIT %(pmax)s)
+                UNION ALL
+                (SELECT {_COLUMNS}, 1 AS part FROM semantic_memory
+                 WHERE anima_id = %(a)s AND status = 'active' AND NOT pinned AND reference_count > 0
+                 ORDER BY reference_count DESC, id LIMIT %(n)s)
+            )
+            SELECT pins.pinned_total, picked.* FROM pins LEFT JOIN picked ON true
+            ORDER BY picked.part, picked.reference_count DESC, picked.id""",
+        {"a": anima_id, "pmax": max(0, pinned_max), "n": max(0, top_n)},
+    )
+    return cur.fetchall

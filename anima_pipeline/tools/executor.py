@@ -22,7 +22,7 @@ from anima_pipeline.errors import AnimaError
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolResult
 from anima_pipeline.store import review
-from anima_pipeline.store.db import Connection, one
+from anima_pipeline.store.db import Connection, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, DreamRepo, SelfBlockRepo, TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
@@ -456,4 +456,4 @@ def _inert(value: Any) -> Any:
 
 
 def _now(conn: Connection) -> datetime:
-    return one(conn.execute("SELECT now() AS now"))["now"]
+    return db_now(conn)
