@@ -130,6 +130,17 @@ class Settings(BaseSettings):
     # How many LLM requests may be in flight at once in one process (threads of a night's
     # pool); across runs Dagster's pool named after the provider bounds the runs.
     llm_concurrency: int = Field(8, ge=1)
+    # The provider's rate limits (per model; docs/deploy.md, "Throughput"): requests, input
+    # tokens (uncached and cache writes) and output tokens per minute; None = not limited here.
+    # Set, they pace the requests (llm/ratelimit.py) and, unless ANIMA_LLM_CONCURRENCY is set,
+    # give the requests in flight (Little's law at llm_request_latency_s a request).
+    llm_requests_per_minute: int | None = Field(None, ge=1)
+    llm_input_tokens_per_minute: int | None = Field(None, ge=1)
+    llm_output_tokens_per_minute: int | None = Field(None, ge=1)
+    llm_request_latency_s: float = Field(5.0, gt=0)
+    # How many runs share those limits at once: a Dagster night sets it from its pool's slots
+    # (or ANIMA_NIGHT_SHARDS when the pool has no limit); each run paces itself to 1/shares.
+    llm_rate_shares: int = Field(1, ge=1)
     # sync: one request at a time per anima; batch: every anima's current turn goes out in
     # one Message Batches API request (half price, latency of minutes to hours).
     llm_mode: LlmMode = "sync"
@@ -275,6 +286,16 @@ class Settings(BaseSettings):
             own.thinking or self.llm_thinking,
             own.effort or self.llm_effort,
         )
+
+    @property
+    def llm_in_flight(self) -> int:
+        """Requests in flight from one process: ANIMA_LLM_CONCURRENCY when it is set, else what
+        this run's share of the provider's requests per minute keeps busy, else the default."""
+        if "llm_concurrency" in self.model_fields_set or self.llm_requests_per_minute is None:
+            return self.llm_concurrency
+        from anima_pipeline.llm.ratelimit import in_flight
+
+        return in_flight(self.llm_requests_per_minute, self.llm_rate_shares, self.llm_request_latency_s)
 
     @property
     def llm_request_timeout_s(self) -> float:

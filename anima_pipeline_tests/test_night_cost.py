@@ -285,3 +285,29 @@ def test_anima_sleep_estimate_prints_the_steps_and_sends_nothing(
     assert MAIN in out and SMALL in out and "nothing was sent" in out and "refused" in out
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM sleep_state").fetchone()["n"] == 0
+
+
+def test_the_day_summary_reads_light_sleeps_transcript_from_the_cache(
+    db: Database, settings: Settings
+) -> None:
+    day_family = ("semantic_memory/extracted", "emotional_anchors/marked", "temporal_summaries/day")
+    one = settings.model_copy(update={"llm_step_models": dict.fromkeys(day_family, "main")})
+    _, bodies, responses = night(db, one)
+
+    def first(marker: str) -> tuple[dict, dict]:
+        return next(
+            (b, r["usage"])
+            for b, r in zip(bodies, responses, strict=True)
+            if len(b["messages"]) == 1 and marker in b["messages"][0]["content"][-1]["text"]
+        )
+
+    stage1, u1 = first("Record the durable facts")
+    anchors, u2 = first("record emotional anchors")
+    summary, u3 = first("Write the summary of today")
+    for b in (anchors, summary):  # deep sleep and reference sync ran in between: same prefix
+        assert b["tools"] == stage1["tools"] and b["system"] == stage1["system"]
+        assert b["messages"][0]["content"][0] == stage1["messages"][0]["content"][0]  # the transcript
+    assert "## Conversation" in stage1["messages"][0]["content"][0]["text"]
+    written = u1["cache_creation_input_tokens"]
+    assert written > 0 and u2["cache_read_input_tokens"] == written == u3["cache_read_input_tokens"]
+    assert u2["cache_creation_input_tokens"] == 0 == u3["cache_creation_input_tokens"]

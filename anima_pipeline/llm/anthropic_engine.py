@@ -21,10 +21,12 @@ All these failures are deterministic for the input, so `runner.is_transient` say
 Dagster does not retry them; only `RetriesExhausted` (the API kept failing) is transient.
 
 Bounds: retries (429/529/5xx/timeouts) by tenacity around the SDK call with the SDK's own
-retries off, each wait capped at `max_retry_wait` (the SDK would honour any `retry-after`);
-`max_turns` per step; the run's `Budget`, checked before every call; and an in-process
-semaphore (`concurrency`) on requests in flight. In batch mode each turn is submitted to
-a `BatchCollector` that sends the turns of all animas of a night as one Message Batch.
+retries off, each wait the server's `retry-after` (capped at `max_retry_wait`), a 429's
+pausing every request of the process (llm/ratelimit.py); the provider's requests and tokens
+per minute, paced on our side when set; `max_turns` per step; the run's `Budget`, checked
+before every call; and an in-process semaphore (`concurrency`) on requests in flight. In
+batch mode each turn is submitted to a `BatchCollector` that sends the turns of all animas of
+a night as one Message Batch.
 
 Prompt caching: the step marks its stable blocks (`TextBlock.cache`: the system prompt,
 message 1); the engine adds breakpoints at the end of the last two user turns of the tool
@@ -58,6 +60,7 @@ from anima_pipeline.llm.errors import (
     RetriesExhausted,
 )
 from anima_pipeline.llm.pricing import cost_usd, price_for
+from anima_pipeline.llm.ratelimit import RateLimiter
 from anima_pipeline.llm.types import DeclineRecorder, OfflinePlan, StepRequest, TextBlock, ToolRunner, Usage
 
 if TYPE_CHECKING:
@@ -179,6 +182,7 @@ class AnthropicEngine:
         settings: Settings | None = None,
         concurrency: int | None = None,
         collector: BatchCollector | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         from anima_pipeline.config import Settings
 
@@ -201,7 +205,14 @@ class AnthropicEngine:
         self.max_retry_wait = max_retry_wait
         self.settings = settings or Settings()
         self.collector = collector
-        self._slots = threading.BoundedSemaphore(concurrency or self.settings.llm_concurrency)
+        self._slots = threading.BoundedSemaphore(concurrency or self.settings.llm_in_flight)
+        s = self.settings
+        self.limiter = limiter or RateLimiter(
+            s.llm_requests_per_minute,
+            s.llm_input_tokens_per_minute,
+            s.llm_output_tokens_per_minute,
+            shares=s.llm_rate_shares,
+        )
         self._api_key = api_key
         self._client = anthropic.Anthropic(
             api_key=key,
@@ -495,7 +506,21 @@ class AnthropicEngine:
             retry=tenacity.retry_if_exception(_retryable),
             reraise=True,
         )
-        return retrying(self._client.messages.create, **params)
+        return retrying(self._send, params)
+
+    def _send(self, params: dict[str, Any]) -> Any:
+        """One attempt, paced by the provider's limits (llm/ratelimit.py); a 429 pauses every
+        request of the process for the server's retry-after."""
+        model = params["model"]
+        self.limiter.acquire(model)  # also waits out a 429's pause when no limit is set
+        try:
+            response = self._client.messages.create(**params)
+        except anthropic.RateLimitError as err:
+            self.limiter.pause(min(_retry_after(err) or 1.0, self.max_retry_wait))
+            raise
+        if self.limiter.active:
+            self.limiter.record(model, self._usage(response, model))
+        return response
 
     def translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
         """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""

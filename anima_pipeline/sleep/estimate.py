@@ -26,8 +26,8 @@ from anima_pipeline.llm.estimate import Conversation, price, tokens
 from anima_pipeline.llm.types import Usage
 from anima_pipeline.sleep import deep_sleep, prefix, prompts
 from anima_pipeline.sleep.cycle import STEPS, plan_day
+from anima_pipeline.sleep.light_sleep import DAY_FAMILY, DAY_FAMILY_TOOLS, DAY_FRAMING
 from anima_pipeline.sleep.light_sleep import PROMPTS as LIGHT_PROMPTS
-from anima_pipeline.sleep.light_sleep import SEMANTIC_TOOLS
 from anima_pipeline.sleep.night import Mode, Night, scheduled_mode
 from anima_pipeline.sleep.temporal import closed_periods
 from anima_pipeline.steps import StepKey
@@ -140,13 +140,19 @@ def conversations(
             tail + _block(task),
         )
 
+    def day(step: str, tail: int) -> None:  # the day family: one prefix per model (sleep/prefix.py)
+        members = prefix.sharing(model_of, step, DAY_FAMILY)
+        framing = _framing_chars("\n\n".join(DAY_FRAMING[m] for m in members), night)
+        head = _tools_chars(prefix.tools_of(members, DAY_FAMILY_TOOLS)) + framing + identity + transcript
+        add(step, f"day/{members}", head, tail)
+
     deep_members = {step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY}
     msg1 = _message_one_chars(s)
     for step in (d.key for d in STEPS if d.key in steps):
         if step == StepKey.SEMANTIC_EXTRACTED and s.conversations:
-            light(step, SEMANTIC_TOOLS, transcript, _block(100))
+            day(step, _block(100) + _block(LIGHT_PROMPTS[step][1]))
         elif step == StepKey.ANCHORS_MARKED and s.conversations:
-            light(step, ("create_emotional_anchor",), transcript, _block(60))
+            day(step, _block(60) + _block(LIGHT_PROMPTS[step][1]))
         elif step == StepKey.AUTOBIOGRAPHY_NARRATED and (s.conversations or s.recent_experiences):
             recent = s.recent_experience_chars + (s.recent_experiences + NEW_MEMORIES) * MEMORY_LINE_CHARS
             tools = ("create_autobiographical_memory", "deprecate_autobiographical_memory")
@@ -167,9 +173,7 @@ def conversations(
                 tail = _block(200) + _block(PREFILTER_CHARS) + _block(120)
             add(step, f"deep/{members}", head, tail)
         elif step == StepKey.DAY_SUMMARY and s.conversations:
-            head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
-            tail = _block(CHANGES_CHARS) + _block(70) + _block(prompts.TEMPORAL_DAY)
-            add(step, None, head + identity + transcript, tail)
+            day(step, _block(CHANGES_CHARS) + _block(70) + _block(prompts.TEMPORAL_DAY))
         elif step == StepKey.CASCADE:
             head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
             for level, start, end in closed_periods(night.day):

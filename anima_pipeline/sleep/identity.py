@@ -3,10 +3,16 @@ the self layer's six blocks + resident memory"): the system prompt of every LLM 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from anima_pipeline.recall.context import PINNED_MAX, RESIDENT_TOP_N, resident_set
 from anima_pipeline.store.db import Connection
+from anima_pipeline.store.events import night_writes
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import SemanticMemory
+
+if TYPE_CHECKING:
+    from anima_pipeline.sleep.night import Night
 
 RESIDENT_IN_PROMPT = 20
 
@@ -43,3 +49,20 @@ def identity_context(
         pin = " [pinned]" if m.pinned else ""
         lines.append(f"- {m.ref} ({m.type}){pin}: {m.content}")
     return "\n".join(lines)
+
+
+def identity_as_found(conn: Connection, anima_id: str, night: Night) -> str:
+    """The identity context as the night found it, before any of its steps wrote (their writes
+    to memories and self blocks undone): what the steps that read the day's transcript send in
+    their shared prefix (light sleep stages 1 and 2, the day summary; sleep/prefix.py), the
+    same whether a step runs first or after deep sleep and reference sync."""
+    from anima_pipeline.sleep.cycle import STEP_KEYS  # the registry imports the steps, and so this
+    from anima_pipeline.sleep.deep_sleep import snapshot
+
+    steps = list(STEP_KEYS)
+    memories = snapshot(conn, anima_id, night_writes(conn, anima_id, night.day, "semantic_memory", steps))
+    blocks = SelfBlockRepo(conn).all(anima_id)
+    for e in reversed(night_writes(conn, anima_id, night.day, "self_block", steps)):
+        if e["memory_id"] in blocks:
+            blocks[e["memory_id"]] = (e["before"] or {}).get("content", "")
+    return identity_context(conn, anima_id, memories=memories, blocks=blocks)

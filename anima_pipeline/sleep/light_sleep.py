@@ -18,12 +18,13 @@ from anima_pipeline.offline.light_plans import (
     semantic_plan,
     short_date,
 )
-from anima_pipeline.sleep import prompts
+from anima_pipeline.sleep import prefix, prompts
 from anima_pipeline.sleep.day_input import chunk_conversations, load_day, render_day, render_memories
-from anima_pipeline.sleep.identity import identity_context
+from anima_pipeline.sleep.identity import identity_as_found, identity_context
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.sleep.revert import REVERTED_REASON
 from anima_pipeline.steps import LIGHT_SLEEP, StepKey
+from anima_pipeline.store.archive import DayConversation
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.forget import corrected_wordings
@@ -57,6 +58,36 @@ PROMPTS: dict[str, tuple[str, str]] = {
 }
 
 
+# The steps whose message 1 is the day's transcript: on one model they send one prefix (the
+# union of their tools and framings, the identity as the night found it, the transcript), so
+# the later ones read it from the cache (sleep/prefix.py, docs/cost.md).
+STEP_DAY_SUMMARY = StepKey.DAY_SUMMARY
+DAY_FAMILY = (STEP_SEMANTIC, STEP_LIMBIC, STEP_DAY_SUMMARY)
+DAY_FAMILY_TOOLS = {
+    STEP_SEMANTIC: SEMANTIC_TOOLS,
+    STEP_LIMBIC: ("create_emotional_anchor",),
+    STEP_DAY_SUMMARY: ("write_temporal_summary",),
+}
+DAY_FRAMING = {
+    STEP_SEMANTIC: prompts.LIGHT_SEMANTIC_SYSTEM,
+    STEP_LIMBIC: prompts.LIGHT_LIMBIC_SYSTEM,
+    STEP_DAY_SUMMARY: prompts.TEMPORAL_SYSTEM,
+}
+
+
+def day_prefix(night: Night, step: str) -> tuple[tuple[str, ...], str]:
+    """(tools, framing) that `step` of the day family sends: those of the members on its model."""
+    members = prefix.sharing(prefix.engine_models(night.engine), step, DAY_FAMILY)
+    return prefix.tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[m] for m in members)
+
+
+def day_transcript(convs: list[DayConversation], night: Night) -> str:
+    """The day as message 1, rendered as stage 1 sends it (one chunk: newest first), so every
+    step of the day family sends the same bytes."""
+    chunks = chunk_conversations(convs, night.tz)
+    return render_day(chunks[0] if len(chunks) == 1 else convs, night.tz, night.day.isoformat())
+
+
 def _request(
     step: str, night: Night, identity: str, inputs: list[str], tools: tuple[str, ...], *, must_write: bool
 ) -> StepRequest:
@@ -64,6 +95,8 @@ def _request(
     user messages; message 1 (the day, or the step's main input) carries a cache breakpoint,
     so every later tool turn of the step reads it from the cache instead of paying for it again."""
     framing, task = PROMPTS[step]
+    if step in DAY_FAMILY:
+        tools, framing = day_prefix(night, step)
     return StepRequest(
         step=step,
         system=prompts.system_blocks(framing, night.day, night.tz, identity),
@@ -131,7 +164,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
         )  # a night that writes nothing still reports 0
         usage, chunks_log, input_chars = Usage(), [], 0
         if convs:
-            system = identity_context(conn, anima_id)
+            system = identity_as_found(conn, anima_id, night)
             for chunk in chunk_conversations(convs, night.tz):
                 ids = sorted({c.id for c in chunk})
                 meeting = MemoryRepo(conn).by_source_sessions(anima_id, ids)
@@ -187,8 +220,8 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
             return _quiet(STEP_LIMBIC, conversations=0)
         ids = sorted(c.id for c in convs)
         existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
-        system = identity_context(conn, anima_id)
-        msg1 = render_day(convs, night.tz, night.day.isoformat())
+        system = identity_as_found(conn, anima_id, night)
+        msg1 = day_transcript(convs, night)
         msg2 = _listing(
             "anchors",
             "# Anchors already recorded today",

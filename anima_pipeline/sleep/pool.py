@@ -43,11 +43,12 @@ class Task:
 
 def default_workers(settings: Settings) -> int:
     """ANIMA_WORKERS, else: the Anthropic engine waits on the network, so as many animas as
-    requests may be in flight (ANIMA_LLM_CONCURRENCY); offline, the number of cores."""
+    requests may be in flight (ANIMA_LLM_CONCURRENCY, or what the provider's limits allow);
+    offline, the number of cores."""
     if settings.workers:
         return settings.workers
     if settings.engine == "anthropic":
-        return settings.llm_concurrency
+        return settings.llm_in_flight
     return os.cpu_count() or 1
 
 

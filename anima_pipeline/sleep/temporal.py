@@ -23,8 +23,9 @@ from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResul
 from anima_pipeline.offline.entities import clip
 from anima_pipeline.offline.temporal import UNIT_CHARS, bullets, day_summary, period_label, period_summary
 from anima_pipeline.sleep import prompts
-from anima_pipeline.sleep.day_input import load_day, render_day
-from anima_pipeline.sleep.identity import identity_context
+from anima_pipeline.sleep.day_input import load_day
+from anima_pipeline.sleep.identity import identity_as_found, identity_context
+from anima_pipeline.sleep.light_sleep import day_prefix, day_transcript
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.steps import MEMORY_STEPS, StepKey
 from anima_pipeline.store.archive import animas_active_between
@@ -107,8 +108,9 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
         events = memory_changes(conn, anima_id, night.day)
         learned, changed = render_changes(conn, events)
         day = night.day.isoformat()
-        system = identity_context(conn, anima_id)
-        msg1 = render_day(convs, night.tz, day)
+        # light sleep's prefix for the day (sleep/prefix.py): the same identity and transcript
+        system = identity_as_found(conn, anima_id, night)
+        msg1 = day_transcript(convs, night)
         msg2 = prompts.tagged(
             "changes",
             "\n".join(
@@ -137,6 +139,7 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
             [msg1, msg2, period, prompts.TEMPORAL_DAY],
             ("day", night.day, night.day),
             call,
+            day_prefix(night, STEP_DAY),
         )
         row = TemporalRepo(conn).get(anima_id, "day", night.day)
         return StepOutcome(
@@ -186,15 +189,18 @@ def _write(
     user: list[str],
     period: tuple[str, date, date],
     call: ToolCall,
+    shared: tuple[tuple[str, ...], str] = (TOOLS, prompts.TEMPORAL_SYSTEM),
 ) -> tuple[Usage, dict[str, int]]:
-    """One write_temporal_summary for one period, through the engine (offline: `call`)."""
+    """One write_temporal_summary for one period, through the engine (offline: `call`);
+    `shared`: the (tools, framing) of the prefix the request shares (the day summary's)."""
     scope = Scope(anima_id=anima_id, tools=TOOLS, summary_levels=frozenset({period[0]}))
     executor = ToolExecutor(conn, scope, audit)
+    tools, framing = shared
     request = StepRequest(
         step=step,
-        system=prompts.system_blocks(prompts.TEMPORAL_SYSTEM, night.day, night.tz, system),
+        system=prompts.system_blocks(framing, night.day, night.tz, system),
         user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
-        tools=tool_specs(TOOLS),
+        tools=tool_specs(tools),
         must_write=True,
     )
     try:

@@ -109,3 +109,13 @@ def events_of_steps(conn: Connection, anima_id: str, day: date, table: str, step
            ORDER BY e.id""",
         (anima_id, day, table, steps),
     ).fetchall()
+
+
+def night_writes(conn: Connection, anima_id: str, day: date, table: str, steps: list[str]) -> list[dict]:
+    """The writes `steps` made to `table` for `anima_id` on the night of `day`, in order (undone
+    backwards, they give the store as that night found it)."""
+    return conn.execute(
+        """SELECT id, memory_id, op, before, after, step FROM memory_event
+           WHERE anima_id = %s AND day = %s AND table_name = %s AND step = ANY(%s) ORDER BY id""",
+        (anima_id, day, table, steps),
+    ).fetchall()

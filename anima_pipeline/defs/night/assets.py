@@ -188,6 +188,20 @@ class BlockingCheckFailed(NightError):
         super().__init__(f"blocking check {result.check_name} failed on {day}: {result.description}")
 
 
+def rate_shares(instance: dg.DagsterInstance, settings: Settings) -> int:
+    """How many runs share the provider's rate limits at once: the slots of the engine's
+    Dagster pool (`dagster instance concurrency set anthropic N`, or the instance's default
+    pool limit), else ANIMA_NIGHT_SHARDS (every shard of a night may run at once). Each run
+    paces itself to that share (llm/ratelimit.py; docs/deploy.md, "Throughput")."""
+    slots = 0
+    storage = instance.event_log_storage
+    if storage.supports_global_concurrency_limits:
+        info = storage.get_concurrency_info(settings.engine)
+        slots = info.slot_count or 0
+    default = instance.get_concurrency_config().pool_config.default_pool_limit
+    return max(1, slots or default or settings.night_shards)
+
+
 def _shard(config: "NightConfig", tags: Mapping[str, str]) -> tuple[int, int] | None:
     """(index, count) from the run config, else from the run's `anima/shard` tag ("i/N")."""
     text = config.shard or tags.get(SHARD_TAG, "")
@@ -265,6 +279,8 @@ def _night_body(
     timing = {"night_s": 0.0, "checks_s": 0.0}
     settings = night_settings(memory_store, anima_engine)
     llm = settings.engine != "offline"
+    if llm and "llm_rate_shares" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"llm_rate_shares": rate_shares(context.instance, settings)})
     shard = _shard(config, context.run.tags)
     _tag_run(context, settings.engine, config.mode)
 
