@@ -234,17 +234,30 @@ def _tokens(segs: list[tuple[str, Any]]) -> int:
 
 
 class PromptCache:
-    """Remembers cached prefixes by hash, like the API's 5-minute cache (without expiry).
+    """Remembers cached prefixes by hash, like the API's cache: an entry lives `ttl` seconds
+    (5 minutes, or 1 hour for a breakpoint with `"ttl": "1h"`) from its last use, and a read
+    refreshes it. The clock is real time plus `advance()` (a batch's turnaround, a test).
 
     Each breakpoint caches the prefix ending at it (if at least `min_tokens` long); a
     request reads the longest breakpoint prefix already cached and writes the rest up to
     its last breakpoint. Everything after the last breakpoint is plain input.
     """
 
+    TTL_S = {"5m": 300.0, "1h": 3600.0}
+
     def __init__(self, min_tokens: int | None = None) -> None:
         self.fixed_min = min_tokens  # None: the model's own minimum (llm.pricing table)
-        self._seen: set[str] = set()
+        self._seen: dict[str, float] = {}  # prefix hash -> when it expires
         self._lock = threading.Lock()
+        self.offset_s = 0.0
+
+    def advance(self, seconds: float) -> None:
+        """Let `seconds` pass for the cache (what a batch's turnaround would)."""
+        with self._lock:
+            self.offset_s += seconds
+
+    def _now(self) -> float:
+        return time.monotonic() + self.offset_s
 
     def min_for(self, model: Any) -> int:
         if self.fixed_min is not None:
@@ -270,11 +283,18 @@ class PromptCache:
         last = _tokens(segs[: points[-1] + 1])
         if last < min_tokens:
             return usage
+
+        def ttl(i: int) -> float:
+            control = raw[i][1].get("cache_control") or {}
+            return self.TTL_S.get(str(control.get("ttl", "5m")), self.TTL_S["5m"])
+
         with self._lock:
-            read = next((_tokens(segs[: i + 1]) for i in reversed(points) if key(i) in self._seen), 0)
-            for i in points:
+            now = self._now()
+            live = [i for i in points if self._seen.get(key(i), -1.0) > now]
+            read = _tokens(segs[: live[-1] + 1]) if live else 0
+            for i in points:  # written, or refreshed by this read
                 if _tokens(segs[: i + 1]) >= min_tokens:
-                    self._seen.add(key(i))
+                    self._seen[key(i)] = max(self._seen.get(key(i), 0.0), now + ttl(i))
         usage["cache_read_input_tokens"] = read
         usage["cache_creation_input_tokens"] = last - read
         usage["input_tokens"] = max(total - last, 0)
@@ -312,6 +332,7 @@ class FakeMessagesAPI:
         responder: Callable[[dict[str, Any]], Action | None] | None = None,
         latency_s: float = 0.0,
         batch_latency_s: float = 0.0,
+        batch_turnaround_s: float = 0.0,
     ) -> None:
         for action in script or []:
             _check_action(action)
@@ -319,6 +340,9 @@ class FakeMessagesAPI:
         self.responder = responder
         self.latency_s = latency_s  # every Messages request (and every batch) takes this long
         self.batch_latency_s = batch_latency_s
+        # how long the cache ages between two batches (a real batch takes minutes to hours;
+        # the fake answers at once): each batch is answered that much later for the cache
+        self.batch_turnaround_s = batch_turnaround_s
         self.batches: dict[str, dict[str, Any]] = {}
         self.batched: list[dict[str, Any]] = []  # params of every batched request, in order
         self.responses: list[dict[str, Any]] = []  # every message answered (sync or batched)
@@ -479,6 +503,7 @@ class FakeMessagesAPI:
         if len(ids) != len(requests) or len(set(ids)) != len(ids) or not all(isinstance(i, str) for i in ids):
             return 400, _error_body(400, "requests: every request needs a unique custom_id")
         results = []
+        self.cache.advance(self.batch_turnaround_s)
         for r in requests:  # answered in the order sent, from the same script
             params = r.get("params")
             with self._lock:

@@ -23,7 +23,7 @@ from anima_pipeline.sleep.night import StepResult
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.db import Database
 from anima_pipeline_tests.conftest import cli_env, run_cli
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text
+from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, PromptCache, reply, sleep_autopilot, text
 from benchmarks.claude_cache import DAY, KEY, responder, seed
 
 MAIN, SMALL = "claude-sonnet-5-5", "claude-haiku-5-5"
@@ -38,19 +38,29 @@ def night(
     memories: int = 250,
     seeded: bool = True,
     force: bool = False,
+    budget: Budget | None = None,
+    sent: list[dict] | None = None,
 ) -> tuple[list[StepResult], list[dict], list[dict]]:
     """One full night of the benchmark's anima (250 memories: deep sleep's prefix is over the
-    small model's minimum cacheable length); (results, request bodies, responses)."""
+    small model's minimum cacheable length); (results, request bodies, responses). `sent`
+    receives the request bodies also when the night raises."""
     if seeded:
         seed(db, memories)
     with FakeMessagesAPI(min_cache_tokens=None, responder=answer or responder(False)) as fake:
         engine = AnthropicEngine(
-            settings.model, SecretStr(KEY), base_url=fake.url, budget=Budget(), settings=settings, timeout=30
+            settings.model,
+            SecretStr(KEY),
+            base_url=fake.url,
+            budget=budget or Budget(),
+            settings=settings,
+            timeout=30,
         )
         try:
             results = run_days(db, settings, [DAY], mode="full", force=force, engine=engine)
         finally:
             engine.close()
+            if sent is not None:
+                sent += fake.messages
         return results, fake.messages, fake.responses
 
 
@@ -230,36 +240,15 @@ def test_the_budget_guard_refuses_a_run_whose_estimate_is_over_it_before_sending
 ) -> None:
     seed(db, 250)
     expected = estimate_night(db, settings, DAY, "full").total.cost_usd
-    with FakeMessagesAPI(min_cache_tokens=None, responder=responder(False)) as fake:
-        engine = AnthropicEngine(
-            settings.model,
-            SecretStr(KEY),
-            base_url=fake.url,
-            budget=Budget(max_usd=expected * 0.5),
-            settings=settings,
-        )
-        try:
-            with pytest.raises(BudgetExceeded) as exc:
-                run_days(db, settings, [DAY], mode="full", engine=engine)
-        finally:
-            engine.close()
-        assert fake.requests == []
+    sent: list[dict] = []
+    with pytest.raises(BudgetExceeded) as exc:
+        night(db, settings, seeded=False, budget=Budget(max_usd=expected * 0.5), sent=sent)
+    assert sent == []
     assert f"estimated at ${expected:.4f}" in str(exc.value) and "nothing was sent" in str(exc.value)
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM sleep_state").fetchone()["n"] == 0
     # within the budget the same run goes ahead
-    with FakeMessagesAPI(min_cache_tokens=None, responder=responder(False)) as fake:
-        engine = AnthropicEngine(
-            settings.model,
-            SecretStr(KEY),
-            base_url=fake.url,
-            budget=Budget(max_usd=expected * 2),
-            settings=settings,
-        )
-        try:
-            results = run_days(db, settings, [DAY], mode="full", engine=engine)
-        finally:
-            engine.close()
+    results, _, _ = night(db, settings, seeded=False, budget=Budget(max_usd=expected * 2))
     assert sum(r.usage.cost_usd for r in results) > 0
 
 
@@ -311,3 +300,25 @@ def test_the_day_summary_reads_light_sleeps_transcript_from_the_cache(
     written = u1["cache_creation_input_tokens"]
     assert written > 0 and u2["cache_read_input_tokens"] == written == u3["cache_read_input_tokens"]
     assert u2["cache_creation_input_tokens"] == 0 == u3["cache_creation_input_tokens"]
+
+
+def test_the_fakes_cache_expires_five_minutes_after_its_last_use() -> None:
+    """The TTL the night's figures assume: a read within 5 minutes of the last use hits (and
+    refreshes the entry), a read later misses; a 1-hour breakpoint lives an hour."""
+
+    def body(ttl: str | None = None) -> dict:
+        control = {"type": "ephemeral", **({"ttl": ttl} if ttl else {})}
+        block = {"type": "text", "text": "x" * 8_000, "cache_control": control}
+        return {"model": SMALL, "max_tokens": 10, "messages": [{"role": "user", "content": [block]}]}
+
+    cache = PromptCache(min_tokens=1)
+    assert cache.account(body())["cache_creation_input_tokens"] > 0
+    cache.advance(290)
+    assert cache.account(body())["cache_read_input_tokens"] > 0  # refreshed: 5 more minutes
+    cache.advance(290)
+    assert cache.account(body())["cache_read_input_tokens"] > 0
+    cache.advance(301)
+    assert cache.account(body())["cache_read_input_tokens"] == 0  # expired: written again
+    assert cache.account(body("1h"))["cache_read_input_tokens"] > 0
+    cache.advance(3_000)
+    assert cache.account(body("1h"))["cache_read_input_tokens"] > 0

@@ -9,7 +9,8 @@ the project's price table, through the real pipeline and the real SDK; with the 
 For each store size and each mode (sync, batch) it prints, per step: the model, calls, input,
 cache-write, cache-read and output tokens, the measured dollars and the estimated dollars;
 then the night's total against the targets (at most $0.04 sync, $0.02 batch, at 400
-memories). `--splits` also prices other model splits (docs/cost.md: which steps on which
+memories), and the batch night again with each batch taking `--turnaround` seconds for the
+fake's cache (entries live 5 minutes from their last use), where the turns lose their cache. `--splits` also prices other model splits (docs/cost.md: which steps on which
 model), synchronous, at each size. The anima is the one of benchmarks/claude_cache.py: a day
 of four short conversations, light sleep records two facts over two turns, every other step
 answers at once (the steps that must write write once). Without --database-url the store is
@@ -51,13 +52,18 @@ SPLITS: dict[str, dict[str, str]] = {
 }
 
 
-def one_night(db: Database, settings: Settings, memories: int) -> tuple[dict[str, Usage], Usage]:
-    """(measured usage per step, the estimate's total) of one night on a fresh store."""
+def one_night(
+    db: Database, settings: Settings, memories: int, turnaround_s: float = 0.0
+) -> tuple[dict[str, Usage], Usage, dict[str, Usage]]:
+    """(measured usage per step, the estimate's total, the estimate per step) of one night on
+    a fresh store; `turnaround_s`: how much the fake's cache ages between two batches."""
     _clear(db)
     seed(db, memories)
     estimate = estimate_night(db, settings, DAY, "full")
     collector = BatchCollector(window_s=0.05, poll_s=0.01) if settings.llm_mode == "batch" else None
-    with FakeMessagesAPI(min_cache_tokens=None, responder=responder(False)) as fake:
+    with FakeMessagesAPI(
+        min_cache_tokens=None, responder=responder(False), batch_turnaround_s=turnaround_s
+    ) as fake:
         engine = AnthropicEngine(
             settings.model,
             SecretStr(KEY),
@@ -114,6 +120,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--splits", nargs="*", default=["all-main", "deep-main", "all-small"], choices=list(SPLITS)
     )
+    parser.add_argument(
+        "--turnaround", type=float, default=600.0, help="seconds a batch takes, for the slow-batch row"
+    )
     args = parser.parse_args(argv)
     logging.getLogger("anima_pipeline").setLevel(logging.ERROR)  # the quiet steps' "declined" notes
     rows, split_rows = [], []
@@ -126,15 +135,23 @@ def main(argv: list[str] | None = None) -> None:
                     settings = base.model_copy(update={"llm_mode": mode})
                     measured, _, estimated = one_night(db, settings, n)
                     rows.append((n, mode, *report(settings, n, mode, measured, estimated)))
+                # a batch that takes longer than the cache's 5 minutes: the turns lose it
+                settings = base.model_copy(update={"llm_mode": "batch"})
+                measured, est, _ = one_night(db, settings, n, turnaround_s=args.turnaround)
+                slow = sum(measured.values(), Usage()).cost_usd
+                print(
+                    f"batch, {args.turnaround:.0f} s a batch: measured ${slow:.4f} (estimate, cache kept: ${est.cost_usd:.4f})"
+                )
+                rows.append((n, f"batch {args.turnaround:.0f}s", slow, est.cost_usd))
                 for split in args.splits:
                     settings = base.model_copy(update={"llm_step_models": SPLITS[split]})
                     measured, est, _ = one_night(db, settings, n)
                     split_rows.append((n, split, sum(measured.values(), Usage()).cost_usd, est.cost_usd))
         finally:
             db.close()
-    print("\nmemories  mode   measured $  estimate $  estimate/measured")
+    print("\nmemories  mode        measured $  estimate $  estimate/measured")
     for n, mode, cost, est in rows:
-        print(f"{n:8d}  {mode:5} {cost:11.4f} {est:11.4f} {est / cost if cost else 0:18.3f}")
+        print(f"{n:8d}  {mode:10} {cost:11.4f} {est:11.4f} {est / cost if cost else 0:18.3f}")
     if split_rows:
         print(f"\nmodel splits, sync (default: {', '.join(SMALL_MODEL_STEPS)} on the small model)")
         print("memories  split       measured $  estimate $")
