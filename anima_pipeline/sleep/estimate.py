@@ -142,7 +142,7 @@ def conversations(
 
     def day(step: str, tail: int) -> None:  # the day family: one prefix per model (sleep/prefix.py)
         members = prefix.sharing(model_of, step, DAY_FAMILY)
-        framing = _framing_chars("\n\n".join(DAY_FRAMING[m] for m in members), night)
+        framing = _framing_chars("\n\n".join(DAY_FRAMING[StepKey(m)] for m in members), night)
         head = _tools_chars(prefix.tools_of(members, DAY_FAMILY_TOOLS)) + framing + identity + transcript
         add(step, f"day/{members}", head, tail)
 

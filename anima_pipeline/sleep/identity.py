@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from anima_pipeline.recall.context import PINNED_MAX, RESIDENT_TOP_N, resident_set
+from anima_pipeline.steps import STEP_ORDER
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import night_writes
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -56,10 +57,9 @@ def identity_as_found(conn: Connection, anima_id: str, night: Night) -> str:
     to memories and self blocks undone): what the steps that read the day's transcript send in
     their shared prefix (light sleep stages 1 and 2, the day summary; sleep/prefix.py), the
     same whether a step runs first or after deep sleep and reference sync."""
-    from anima_pipeline.sleep.cycle import STEP_KEYS  # the registry imports the steps, and so this
-    from anima_pipeline.sleep.deep_sleep import snapshot
+    from anima_pipeline.sleep.deep_sleep import snapshot  # deep sleep imports this module
 
-    steps = list(STEP_KEYS)
+    steps = [str(s) for s in STEP_ORDER]
     memories = snapshot(conn, anima_id, night_writes(conn, anima_id, night.day, "semantic_memory", steps))
     blocks = SelfBlockRepo(conn).all(anima_id)
     for e in reversed(night_writes(conn, anima_id, night.day, "self_block", steps)):

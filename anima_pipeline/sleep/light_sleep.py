@@ -78,7 +78,7 @@ DAY_FRAMING = {
 def day_prefix(night: Night, step: str) -> tuple[tuple[str, ...], str]:
     """(tools, framing) that `step` of the day family sends: those of the members on its model."""
     members = prefix.sharing(prefix.engine_models(night.engine), step, DAY_FAMILY)
-    return prefix.tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[m] for m in members)
+    return prefix.tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
 
 
 def day_transcript(convs: list[DayConversation], night: Night) -> str:

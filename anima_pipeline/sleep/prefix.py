@@ -10,6 +10,7 @@ Families: deep sleep's four rounds with the dream and the self refresh (the stor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from anima_pipeline.llm.types import Engine
 
@@ -29,6 +30,6 @@ def sharing(model_of: ModelOf, step: str, family: Sequence[str]) -> tuple[str, .
     return tuple(s for s in family if model_of(s) == model)
 
 
-def tools_of(members: Sequence[str], tools: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+def tools_of(members: Sequence[str], tools: Mapping[Any, Sequence[str]]) -> tuple[str, ...]:
     """The tool list the members send: every member's tools, once, in family order."""
     return tuple(dict.fromkeys(t for m in members for t in tools[m]))
