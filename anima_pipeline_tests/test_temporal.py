@@ -79,7 +79,9 @@ def test_day_summary_written_once_replaced_on_rerun_and_none_for_a_quiet_day(db)
         [row] = _summaries(conn, "day")
         assert (row["period_start"], row["period_end"]) == (MONDAY, MONDAY)
         text = row["content"]
-        assert '"Running plans"' in text and "20:10–20:14" in text
+        # content first (who, what about, what was learnt, named things), no counts or clock times
+        assert text.startswith("Day 2026-11-16: Lin Wei") and "Conversations: Running plans" in text
+        assert "20:10" not in text and "message(s)" not in text and "Named: " in text and "Lujiazui" in text
         assert "18 km" in text and "Hi Aria" not in text  # informative sentences, no greetings
         assert "Learned:" in text and "half marathon on 2026-11-22" in text
         assert "Changed:" not in text or "another step" not in text

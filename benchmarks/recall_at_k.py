@@ -20,7 +20,12 @@ dialogues the ranking was tuned on (conv-26, conv-30) and for the unseen ones (c
     PostgreSQL gives (the same ``anima_search_vector``), the question as it is;
   - ``memories``: passive recall of memories alone, the whole budget;
   - ``episodic``: the episodic section alone (messages ranked by ``recall.ranking``);
-  - ``assembled``: ``assemble_context`` (summaries, memories, messages in their sections).
+  - ``summaries``: the summaries section of the lexical assembled context, alone;
+  - ``assembled``: ``assemble_context`` (summaries, memories, messages in their sections),
+    lexical (``ANIMA_EMBEDDER=none``); with ``--dense MEM:MSG[:CHARS]`` also with vectors
+    (the RRF weights of each section's dense list and the characters kept for the nearest).
+  Every context is the recall sections as rendered, headers and newlines counted. Besides the
+  hit, the answer-word share: the part of the answer's key words the context holds.
   Messages are rendered as the agent sees them (``- [date speaker] text``, a long one cut
   around the words asked about) in every mode.
 * *store*: the share the store could answer at all: one active memory sourced from an
@@ -225,6 +230,8 @@ def locomo(conn, questions, names, budget: int, shares: list[float], dense_weigh
                     ctx = _assemble(conn, anima, q["question"], _budgets(budget, share), now, weights)
                     seconds.append(time.perf_counter() - started)
                     contexts[_mode(share, weights)] = text = _recalled(ctx)
+                    if weights is None and share == shares[0]:  # what the summaries section carries
+                        contexts["summaries"] = _text(ctx.section("summaries").items)
                     assert len(text) <= budget, (q["qa_id"], len(text))  # headers and newlines counted
             tokens_of = {mode: memory_tokens(text) for mode, text in contexts.items()}
             for mode, text in contexts.items():
@@ -360,7 +367,13 @@ def main(argv: list[str] | None = None) -> int:
     with psycopg.connect(args.from_store, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
         result = locomo(conn, questions, names, args.budget, shares, dense_weights)
-        modes = ["bm25", "memories", "episodic", *(_mode(s, w) for s in shares for w in dense_weights)]
+        modes = [
+            "bm25",
+            "memories",
+            "episodic",
+            "summaries",
+            *(_mode(s, w) for s in shares for w in dense_weights),
+        ]
         pd.set_option("display.width", 200)
         pd.set_option("display.max_columns", 30)
         table = locomo_table(result["counts"], modes)

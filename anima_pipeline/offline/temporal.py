@@ -9,7 +9,7 @@ import re
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from .entities import clip
+from .entities import clip, entities
 
 if TYPE_CHECKING:
     from anima_pipeline.store.archive import DayConversation
@@ -81,13 +81,20 @@ def highlights(convs: list[DayConversation], tz: Any, limit: int = HIGHLIGHTS) -
                 if score is None or score <= 0:
                     continue
                 bonus = 0.5 if m.role == "user" else 0.0  # facts are mostly what the user tells
-                line = f"[{m.created_at.astimezone(tz):%H:%M}] {who}: {_clip(s)}"
+                line = f"{who}: {_clip(s)}"
                 scored.append((score + bonus, pos, line))
     best = sorted(scored, key=lambda x: (-x[0], x[1]))[:limit]
     return [line for _, _, line in sorted(best, key=lambda x: x[1])]
 
 
-_CONV_LINE = re.compile(r"^\d\d:\d\d–\d\d:\d\d\s+(?P<title>.+?)\s+\(\d+ messages\)$")
+_CONV_LINE = re.compile(
+    r"^\d\d:\d\d–\d\d:\d\d\s+(?P<title>.+?)\s+\(\d+ messages\)$"
+)  # summaries before issue 19
+_GREETINGS = frozenset(
+    "hi hello hey dear thanks thank ok okay yes no oh wow good morning evening night".split()
+)
+_TITLES_LINE = re.compile(r"^Conversations: (?P<titles>.+)$")
+_NAMED_LINE = re.compile(r"^Named: ")
 _HEADER_LINE = re.compile(r"^(?:Day|Week|Month|Year) \d{4}")
 _FACT_LINE = re.compile(r"^f-\d+\s+\(\w+\)\s+")
 
@@ -103,6 +110,11 @@ def _pick_lines(content: str, k: int) -> tuple[list[str], list[str]]:
             continue
         if conv := _CONV_LINE.match(line):
             titles.append(conv.group("title").strip('"'))
+            continue
+        if listed := _TITLES_LINE.match(line):
+            titles += [t.strip() for t in listed.group("titles").split("; ") if t.strip()]
+            continue
+        if _NAMED_LINE.match(line):
             continue
         line = re.sub(r"^\[\d\d:\d\d\]\s*", "", line)
         fact = bool(_FACT_LINE.match(line))
@@ -121,23 +133,40 @@ def bullets(items: list[str], limit: int = LIST_ITEMS) -> list[str]:
     return out
 
 
+def named_things(convs: list[DayConversation], limit: int = 12) -> list[str]:
+    """The names the day's messages use (people, places, things), most mentioned first,
+    speakers left out: they are listed as who talked."""
+    speakers = {w for c in convs for m in c.messages if m.speaker for w in m.speaker.split()}
+    counts: dict[str, int] = {}
+    for c in convs:
+        for m in c.messages:
+            for name, at_start in entities(m.content):
+                parts = name.split()
+                if at_start and len(parts) == 1 or parts[0].lower() in _GREETINGS or speakers & set(parts):
+                    continue  # a capital that only starts a sentence, a greeting, a speaker
+                counts[name] = counts.get(name, 0) + 1
+    return sorted(counts, key=lambda n: (-counts[n], n))[:limit]
+
+
 def day_summary(
     convs: list[DayConversation], learned: list[str], changed: list[str], day: date, tz: Any
 ) -> str:
-    """The offline (extractive) day summary: conversations, highlights, learned, changed."""
-    n_msgs = sum(len(c.messages) for c in convs)
-    lines = [f"Day {day.isoformat()}: {len(convs)} conversation(s), {n_msgs} message(s).", "Conversations:"]
-    convs_lines = []
-    for c in convs:
-        start, end = c.started_at.astimezone(tz), c.ended_at.astimezone(tz)
-        title = f'"{c.title}"' if c.title else c.id
-        convs_lines.append(f"{start:%H:%M}–{end:%H:%M} {title} ({len(c.messages)} messages)")
-    lines += bullets(convs_lines, 20)
+    """The offline (extractive) day summary, content first: who talked and about what (the
+    conversations' titles), what was learnt and decided (the night's memories), the day's most
+    informative sentences, the named things, what changed. No counts or clock times: recall
+    shows the first few hundred characters of a summary, and they must say what the day held."""
+    who = list(dict.fromkeys(m.speaker or m.role for c in convs for m in c.messages))
+    titles = [c.title for c in convs if c.title]
+    lines = [f"Day {day.isoformat()}: {', '.join(who)}."]
+    if titles:
+        lines.append("Conversations: " + "; ".join(dict.fromkeys(titles)))
+    if learned:
+        lines += ["Learned:", *bullets(learned)]
     picked = highlights(convs, tz)
     if picked:
         lines += ["Highlights:", *bullets(picked)]
-    if learned:
-        lines += ["Learned:", *bullets(learned)]
+    if named := named_things(convs):
+        lines.append("Named: " + ", ".join(named))
     if changed:
         lines += ["Changed:", *bullets(changed)]
     return "\n".join(lines)[:MAX_SUMMARY_CHARS]
