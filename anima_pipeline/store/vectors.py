@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from anima_pipeline.errors import InputError, StoreError
 from anima_pipeline.store.db import Connection, one
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ def ensure_model(conn: Connection, model_id: str, dimension: int) -> None:
     )
     stored = row["dimension"]
     if stored != dimension:
-        raise ValueError(f"model {model_id!r} was stored with dimension {stored}, not {dimension}")
+        raise StoreError(f"model {model_id!r} was stored with dimension {stored}, not {dimension}")
     quoted = model_id.replace("'", "''")
     for kind in KINDS:
         if one(conn.execute("SELECT to_regclass(%s) AS i", (index_name(model_id, kind),)))["i"]:
@@ -131,7 +132,7 @@ def delete_vectors(conn: Connection, anima_id: str, kind: Kind, ids: Sequence[in
     """Erase the vectors of these items under every model (a purge); a no-op without pgvector.
     Returns the rows deleted."""
     if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        raise InputError(f"kind must be one of {KINDS}, got {kind!r}")
     if not ids or not available(conn):
         return 0
     cur = conn.execute(
