@@ -188,3 +188,34 @@ def test_the_sql_scan_sees_statements_and_not_prose() -> None:
     assert not SQL_STATEMENT.match("Drop interjections, fillers and vocatives")
     assert not SQL_STATEMENT.match("select the day's memories")
     assert "anima_pipeline/recall/context.py" not in sql_outside_the_store()  # the resident read moved
+
+
+def test_the_planning_switch_is_scoped_to_the_call_and_its_thread(monkeypatch) -> None:
+    """Dagster's DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS is set only inside the call
+    that creates a run, restored after it, and two threads never see each other's value."""
+    import os
+    import threading
+
+    from anima_pipeline.defs.night.launch import PLANNED_AS_SUBSET_ENV, plan_range_as_one_event
+
+    monkeypatch.setenv(PLANNED_AS_SUBSET_ENV, "ambient")
+    with plan_range_as_one_event(True):
+        assert os.environ[PLANNED_AS_SUBSET_ENV] == "true"
+    with plan_range_as_one_event(False):
+        assert PLANNED_AS_SUBSET_ENV not in os.environ
+    assert os.environ[PLANNED_AS_SUBSET_ENV] == "ambient"
+
+    seen: list[tuple[bool, str | None]] = []
+
+    def create(enabled: bool) -> None:
+        for _ in range(200):
+            with plan_range_as_one_event(enabled):
+                seen.append((enabled, os.environ.get(PLANNED_AS_SUBSET_ENV)))
+
+    threads = [threading.Thread(target=create, args=(flag,)) for flag in (True, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 400 and all((value == "true") == enabled for enabled, value in seen)
+    assert os.environ[PLANNED_AS_SUBSET_ENV] == "ambient"

@@ -11,6 +11,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import dagster as dg
+import psycopg
 import pytest
 
 from anima_pipeline.config import Settings
@@ -407,8 +408,10 @@ def test_transient_errors_are_the_only_retried_ones() -> None:
         [failure("a", step, RetriesExhausted("529", step="x")), failure("b", step, BudgetExceeded("spent"))],
         [],
     )
+    lost = runner.NightFailed(day, [failure("a", step, psycopg.OperationalError("server closed"))], [])
     assert not runner.is_transient(budget)
-    assert runner.is_transient(overload)
+    assert not runner.is_transient(overload)  # the engine retried it per request already
+    assert runner.is_transient(lost)  # a lost database connection is the night's to retry
     assert not runner.is_transient(both)  # a retry would spend again on the budget failure
     assert not runner.is_transient(ValueError("bad setting"))
 

@@ -18,7 +18,9 @@ Stop reasons, as the Messages API documents them:
 - `pause_turn`: the assistant content goes back as is and the turn continues.
 - `model_context_window_exceeded`: fails with `ContextTooLarge`.
 All these failures are deterministic for the input, so `runner.is_transient` says no and
-Dagster does not retry them; only `RetriesExhausted` (the API kept failing) is transient.
+Dagster does not retry them. The API's transient failures are retried here and only here
+(tenacity below); `RetriesExhausted` after them fails the step, and the night is not retried
+on top (one owner per failure kind: docs/decisions.md).
 
 Bounds: retries (429/529/5xx/timeouts) by tenacity around the SDK call with the SDK's own
 retries off, each wait the server's `retry-after` (capped at `max_retry_wait`), a 429's

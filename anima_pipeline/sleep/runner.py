@@ -350,12 +350,12 @@ def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether retrying later could help: network / API overload after the SDK's own retries,
-    lost database connections, deadlocks. Budget, configuration, refusals, bad tool calls
-    and ordering errors are not: a retry would fail the same way (or spend more)."""
+    """Whether the night should be retried: lost database connections, serialization
+    failures, deadlocks. One owner per failure kind: an API overload (429/529/5xx/timeout) is
+    retried per request by the engine (tenacity, ANIMA_LLM_MAX_RETRIES with capped waits), so
+    its RetriesExhausted is final here, as are budget, configuration, refusals, bad tool calls
+    and ordering errors: a retry would fail the same way (or spend more)."""
     import psycopg
-
-    from anima_pipeline.llm.errors import RetriesExhausted
 
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -365,8 +365,7 @@ def is_transient(exc: BaseException) -> bool:
             return all(f.transient for f in cur.failures)
         if isinstance(
             cur,
-            RetriesExhausted
-            | psycopg.OperationalError
+            psycopg.OperationalError
             | psycopg.errors.SerializationFailure
             | psycopg.errors.DeadlockDetected
             | ConnectionError

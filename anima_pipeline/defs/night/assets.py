@@ -26,8 +26,8 @@ per-(day, step) `duration_s` metadata the UI plots across partitions.
 Checks: check specs of this asset, evaluated by the body on its own connection (checks.py);
 a blocking one stops the night.
 
-Retries: transient failures only (API overload after the SDK's retries, a lost database
-connection), requested by the body. A termination (SIGINT / SIGTERM, the UI's Terminate)
+Retries: the database's transient failures only (a lost connection, a deadlock), requested
+by the body; the API's are the engine's to retry, per request (runner.is_transient). A termination (SIGINT / SIGTERM, the UI's Terminate)
 rolls back the step in progress, marks the run canceling and is never retried.
 """
 

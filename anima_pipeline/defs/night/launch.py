@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -127,19 +128,29 @@ def check_days(parts: dg.PartitionsDefinition | None, first: date, last: date, t
 PLANNED_AS_SUBSET_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 
 
+# Dagster reads the switch from os.environ only (no per-call parameter): one lock makes the
+# flip and its undo whole for every thread that creates a run through this module, so a run
+# created by one thread never sees another thread's setting.
+_PLANNING = threading.Lock()
+
+
 @contextmanager
 def plan_range_as_one_event(enabled: bool) -> Iterator[None]:
-    """While creating a run: plan a partition range with one event per asset (see above)."""
-    previous = os.environ.get(PLANNED_AS_SUBSET_ENV)
-    if enabled:
-        os.environ[PLANNED_AS_SUBSET_ENV] = "true"
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(PLANNED_AS_SUBSET_ENV, None)
+    """While creating a run: plan a partition range with one event per asset (see above), or
+    per (asset, day) when not `enabled`; the previous value is restored on the way out."""
+    with _PLANNING:
+        previous = os.environ.get(PLANNED_AS_SUBSET_ENV)
+        if enabled:
+            os.environ[PLANNED_AS_SUBSET_ENV] = "true"
         else:
-            os.environ[PLANNED_AS_SUBSET_ENV] = previous
+            os.environ.pop(PLANNED_AS_SUBSET_ENV, None)
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop(PLANNED_AS_SUBSET_ENV, None)
+            else:
+                os.environ[PLANNED_AS_SUBSET_ENV] = previous
 
 
 def check_steps(steps: Sequence[str] | None) -> list[dg.AssetKey]:
