@@ -115,7 +115,7 @@ def batch_sqlite_storage(base_dir: str, inst_data: ConfigurableClassData) -> Dag
     SQLite event log has no batch write of its own (dagster-postgres has), and a quiet night
     reports its 13 quiet steps as one batch (night/assets.py). Checked with 1.13.27."""
     # no public export of the SQLite storages (checked with 1.13.27)
-    from dagster._core.events import DagsterEventType
+    from dagster import DagsterEventType
     from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
     from dagster._core.storage.sqlalchemy_compat import db_result
     from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory

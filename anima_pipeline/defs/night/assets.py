@@ -408,7 +408,7 @@ def log_in_one_batch(
     if not materializations:
         return
     # Dagster's step-event constructors (no public way to log a batch; checked with 1.13.27)
-    from dagster._core.events import DagsterEvent, DagsterEventBatchMetadata, generate_event_batch_id
+    from dagster._core.events import DagsterEventBatchMetadata, generate_event_batch_id
 
     step_context = context.op_execution_context._step_execution_context
     batch_id, last = generate_event_batch_id(), len(materializations) - 1
@@ -417,7 +417,7 @@ def log_in_one_batch(
     try:
         with deferred_interrupts():
             for i, m in enumerate(materializations):
-                DagsterEvent.asset_materialization(
+                dg.DagsterEvent.asset_materialization(
                     step_context, m, DagsterEventBatchMetadata(batch_id, i == last)
                 )
     finally:
@@ -449,13 +449,13 @@ def mark_day_failed(context: dg.AssetExecutionContext, day: date, keys: list[str
     materializing it, so the failed day reads failed (and the days after it, never reached,
     stay missing) as in a run planned day by day."""
     # Dagster's planned-event constructors (no public way to plan one partition; checked with 1.13.27)
-    from dagster._core.events import AssetMaterializationPlannedData, DagsterEvent
+    from dagster._core.events import AssetMaterializationPlannedData
 
     step_key = context.op_execution_context._step_execution_context.step.key
     with deferred_interrupts():
         for key in keys:
             planned = AssetMaterializationPlannedData(asset_key(key), partition=day.isoformat())
-            event = DagsterEvent.build_asset_materialization_planned_event(
+            event = dg.DagsterEvent.build_asset_materialization_planned_event(
                 context.run.job_name, step_key, planned
             )
             context.instance.report_dagster_event(event, context.run.run_id)
