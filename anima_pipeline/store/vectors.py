@@ -21,11 +21,13 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Literal
 
 from anima_pipeline.errors import InputError, StoreError
+
+if TYPE_CHECKING:  # only annotations: numpy loads with an embedder
+    import numpy as np
+
 from anima_pipeline.store.db import Connection, one
 
 log = logging.getLogger(__name__)
