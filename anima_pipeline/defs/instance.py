@@ -139,7 +139,10 @@ def batch_sqlite_storage(base_dir: str, inst_data: ConfigurableClassData) -> Dag
                     with db_result(conn, statement) as result:
                         ids.append(result.inserted_primary_key[0])
                 self._store_asset_event_tags(conn, events, ids)
-                for event, event_id in zip(events, ids, strict=True):
+                # the asset table holds each key's latest event: only the batch's last per key
+                # (as dagster-postgres' batch write does)
+                latest = {e.dagster_event.asset_key: (e, i) for e, i in zip(events, ids, strict=True)}
+                for event, event_id in latest.values():
                     self._store_asset_event(conn, event, event_id)
 
     storage = DagsterSqliteStorage(base_dir, inst_data=inst_data)

@@ -14,8 +14,9 @@ keeps exactly what finished.
 
 Quiet (day, step) pairs: a step that no anima had anything to do for on a day is
 materialized too, with zeros, so a processed day shows every step materialized however it
-was run (a CLI range, one day, a UI backfill, the schedule). They are written in one batch
-per day (Dagster's own event batching, with the SQLite batch write of defs/instance.py): on
+was run (a CLI range, one day, a UI backfill, the schedule). They are written in batches of
+up to QUIET_BATCH, at the end of a night, and at the end of the run whatever happened
+(Dagster's own event batching, with the SQLite batch write of defs/instance.py): on
 SQLite storage an event costs milliseconds, and one by one 13 quiet steps a day made a year
 of mostly quiet nights spend most of its time in the event log (benchmarks/year_of_nights.py).
 
@@ -62,6 +63,7 @@ TRIGGER_TAG = "anima/trigger"  # cli | schedule | ui | backfill
 ENGINE_TAG = "anima/engine"
 MODE_TAG = "anima/mode"
 TIMING_LOG = "time in the night {night_s:.3f} s, in checks {checks_s:.3f} s"
+QUIET_BATCH = 13 * 16  # quiet (day, step) materializations written at once: about two weeks of quiet days
 
 
 def asset_key(step_key: str) -> dg.AssetKey:
@@ -271,7 +273,7 @@ def _night_body(
     blocking = [c for c in wanted_checks if c.blocking]
     last_light = next((k for k in reversed(night_checks.LIGHT_SLEEP_STEPS) if k in steps), None)
     marker = steps[-1] if steps else None  # the night's last step: its day's quiet steps follow it
-    quiet: list[dg.AssetMaterialization] = []  # this day's quiet (day, step) pairs, written in one batch
+    quiet: list[dg.AssetMaterialization] = []  # quiet (day, step) pairs not yet written (one batch)
     step_times: dict[str, list[float]] = {k: [] for k in steps}
     materialized: dict[str, set[str]] = {k: set() for k in steps}  # partitions logged, per step
     ran: set[str] = set()
@@ -310,7 +312,7 @@ def _night_body(
                 context.log.info(
                     f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
                 )
-        if key == marker:
+        if key == marker and len(quiet) >= QUIET_BATCH:
             log_in_one_batch(context, quiet)
         if key == last_light and blocking and results:
             t = time.monotonic()
