@@ -18,8 +18,8 @@ demo: install
 	$(VENV)/bin/anima demo
 
 lint: install
-	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks
-	$(VENV)/bin/ruff format --check anima_pipeline anima_pipeline_tests benchmarks
+	$(VENV)/bin/ruff check anima_pipeline anima_pipeline_tests benchmarks testkit
+	$(VENV)/bin/ruff format --check anima_pipeline anima_pipeline_tests benchmarks testkit
 	$(VENV)/bin/mypy  # [tool.mypy] in pyproject.toml: the package, docs/decisions.md "Type checker"
 
 test: lint

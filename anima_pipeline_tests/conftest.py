@@ -19,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from anima_pipeline.config import get_settings
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.migrations import load_migrations, migrate
-from benchmarks.data import data_dir
+from testkit.data import data_dir
 
 DATA_DIR = Path(__file__).parent / "data"
 SHARED_DATA = data_dir()  # ANIMA_DATA_DIR, else ../shared/data next to the repository

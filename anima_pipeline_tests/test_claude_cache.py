@@ -16,8 +16,8 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MemoryRepo
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI
 from anima_pipeline_tests.test_deep_sleep import DAY, A, big_store, deconflict, night, split
+from testkit.fake_messages_api import FakeMessagesAPI
 
 
 def test_rounds_share_one_cached_prefix_while_dream_and_self_refresh_write(

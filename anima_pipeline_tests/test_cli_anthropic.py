@@ -7,7 +7,7 @@ from pathlib import Path
 
 import psycopg
 
-from anima_pipeline_tests.fake_messages_api import (
+from testkit.fake_messages_api import (
     FakeMessagesAPI,
     error,
     reply,

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
+from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
 
 from .conftest import cli_env, run_cli
 

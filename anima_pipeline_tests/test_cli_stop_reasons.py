@@ -18,7 +18,7 @@ from anima_pipeline.defs.night.checks import CheckScope, model_declined
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline_tests.fake_messages_api import (
+from testkit.fake_messages_api import (
     FakeMessagesAPI,
     cut_tool_use,
     refusal,

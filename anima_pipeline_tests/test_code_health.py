@@ -219,3 +219,33 @@ def test_the_planning_switch_is_scoped_to_the_call_and_its_thread(monkeypatch) -
         t.join()
     assert len(seen) == 400 and all((value == "true") == enabled for enabled, value in seen)
     assert os.environ[PLANNED_AS_SUBSET_ENV] == "ambient"
+
+
+def test_tests_and_benchmarks_do_not_import_each_other() -> None:
+    """What both need lives in testkit/, which imports neither."""
+    import ast
+
+    wrong = []
+    for folder, other in (("anima_pipeline_tests", "benchmarks"), ("benchmarks", "anima_pipeline_tests")):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom) and not node.level
+                    else []
+                )
+                wrong += [
+                    f"{path.relative_to(REPO)}:{node.lineno} imports {n}"
+                    for n in names
+                    if n.split(".")[0] == other
+                ]
+    for path in sorted((REPO / "testkit").rglob("*.py")):
+        text = path.read_text()
+        wrong += [
+            f"{path.relative_to(REPO)} imports {o}"
+            for o in ("anima_pipeline_tests", "benchmarks")
+            if f"from {o}" in text or f"import {o}" in text
+        ]
+    assert wrong == []

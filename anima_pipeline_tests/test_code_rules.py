@@ -83,7 +83,7 @@ def test_no_broad_except_in_the_package_neither_logs_nor_reraises() -> None:
 
 def test_no_comment_cites_a_design_section_outside_the_repository() -> None:
     # sql/ is left out: an applied migration's text is checksummed and may not change
-    roots = [PACKAGE, PACKAGE.parent / "benchmarks", PACKAGE.parent / "docs"]
+    roots = [PACKAGE, PACKAGE.parent / "benchmarks", PACKAGE.parent / "testkit", PACKAGE.parent / "docs"]
     cited = [
         str(p.relative_to(PACKAGE.parent))
         for root in roots
@@ -101,7 +101,7 @@ def _our_text_files() -> list[Path]:
     root = PACKAGE.parent
     return [
         p
-        for folder in ("anima_pipeline", "anima_pipeline_tests", "benchmarks", "docs")
+        for folder in ("anima_pipeline", "anima_pipeline_tests", "benchmarks", "testkit", "docs")
         for p in sorted((root / folder).rglob("*"))
         if p.suffix in (".py", ".md", ".jsonl") and p.relative_to(root).as_posix() not in QUOTING_PENDING
     ]
@@ -114,7 +114,7 @@ def test_no_sentence_or_speaker_of_the_evaluation_data_in_the_repository() -> No
     import json
     import re
 
-    from benchmarks.data import data_dir
+    from testkit.data import data_dir
 
     sources = [
         data_dir() / "locomo" / "dev.archive.jsonl",

@@ -17,8 +17,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from benchmarks.dagster_dev import dagster_dev, dev_env, graphql
-from benchmarks.ui_backfill import BACKFILL, LAUNCH
+from testkit.dagster_dev import BACKFILL, LAUNCH, dagster_dev, dev_env, graphql
 
 from .conftest import AMBIENT, CLI, REPO, cli_env, run_cli
 

@@ -48,7 +48,7 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
 from anima_pipeline_tests.conftest import memory_row
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
+from testkit.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
 
 CST = ZoneInfo("Asia/Shanghai")
 A = "mira"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from anima_pipeline_tests.fake_messages_api import (
+from testkit.fake_messages_api import (
     FakeMessagesAPI,
     PromptCache,
     delay,
@@ -150,7 +150,7 @@ def test_standalone_cli_prints_its_url_and_serves_the_script(tmp_path: Path) -> 
         [
             sys.executable,
             "-m",
-            "anima_pipeline_tests.fake_messages_api",
+            "testkit.fake_messages_api",
             "--port",
             "0",
             "--script",

@@ -26,7 +26,7 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
+from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
 
 from .conftest import cli_env, run_cli
 

@@ -26,7 +26,8 @@ from anima_pipeline.store.archive import ImportStats, import_records, parse_line
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline_tests.conftest import cloned_database
-from anima_pipeline_tests.fake_messages_api import (
+from testkit.data import conversation_lines
+from testkit.fake_messages_api import (
     FakeMessagesAPI,
     error,
     reply,
@@ -34,7 +35,6 @@ from anima_pipeline_tests.fake_messages_api import (
     text,
     tool_use,
 )
-from benchmarks.data import conversation_lines
 
 MODEL = "claude-sonnet-5-5"
 DAY = date(2026, 11, 17)

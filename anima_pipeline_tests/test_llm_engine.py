@@ -29,7 +29,7 @@ from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.pricing import PRICES, cost_usd, price_for
 from anima_pipeline.llm.types import StepRequest, TextBlock, ToolCall, ToolResult, ToolSpec, Usage
-from anima_pipeline_tests.fake_messages_api import (
+from testkit.fake_messages_api import (
     FakeMessagesAPI,
     delay,
     error,

@@ -23,8 +23,8 @@ from anima_pipeline.sleep.night import StepResult
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.db import Database
 from anima_pipeline_tests.conftest import cli_env, run_cli
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, PromptCache, reply, sleep_autopilot, text
-from benchmarks.claude_cache import DAY, KEY, responder, seed
+from testkit.claude_night import DAY, KEY, responder, seed
+from testkit.fake_messages_api import FakeMessagesAPI, PromptCache, reply, sleep_autopilot, text
 
 MAIN, SMALL = "claude-sonnet-5-5", "claude-haiku-5-5"
 DEEP_FAMILY = (*DEEP_STEPS, "dreams/journal", "self_blocks/refreshed")

@@ -15,7 +15,7 @@ from anima_pipeline.defs.night.assets import rate_shares
 from anima_pipeline.llm.anthropic_engine import AnthropicEngine
 from anima_pipeline.llm.ratelimit import RateLimiter, in_flight
 from anima_pipeline.llm.types import Usage
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, error, reply, text
+from testkit.fake_messages_api import FakeMessagesAPI, error, reply, text
 
 KEY = "sk-ant-throughput"
 

@@ -25,8 +25,8 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.session import Turn
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
 from anima_pipeline_tests.live_server import serving
+from testkit.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
 
 TZ = ZoneInfo("Asia/Shanghai")
 DAY = date(2026, 11, 20)

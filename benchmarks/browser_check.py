@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.dagster_dev import dagster_dev, dev_env
+from testkit.dagster_dev import dagster_dev, dev_env
 
 PLAYWRIGHT = "playwright==1.65.2"
 CHROMIUM = "/usr/bin/chromium"

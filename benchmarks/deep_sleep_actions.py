@@ -36,7 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from anima_pipeline.offline.light import extract_facts
-from benchmarks.data import group_days, read_jsonl
+from testkit.data import group_days, read_jsonl
 
 MERGE_THRESHOLD = 0.75
 BREAKER_RATIO = 0.25

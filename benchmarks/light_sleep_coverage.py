@@ -55,7 +55,7 @@ import pandas as pd
 
 from anima_pipeline.offline.light import extract_facts
 from anima_pipeline.offline.vocab import MONTHS, NUMBER_WORDS, PAST_TO_BASE, WEEKDAYS
-from benchmarks.data import group_days, group_of, locomo_dir, memorybank_dir, read_jsonl
+from testkit.data import group_days, group_of, locomo_dir, memorybank_dir, read_jsonl
 
 Memory = tuple[tuple[str, ...], str]
 MemoriesFor = Callable[[str], list[Memory]]

@@ -25,7 +25,7 @@ from collections import defaultdict
 from datetime import date, datetime
 from pathlib import Path
 
-from benchmarks.data import data_dir, locomo_dir, memorybank_dir, read_jsonl
+from testkit.data import data_dir, locomo_dir, memorybank_dir, read_jsonl
 
 
 def archives() -> list[Path]:

@@ -37,9 +37,9 @@ from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database, open_database
 from anima_pipeline.store.events import Audit
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, tool_use
 from benchmarks.claude_cache import _clear
-from benchmarks.data import conversation_lines
+from testkit.data import conversation_lines
+from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, tool_use
 
 DAY = date(2026, 11, 16)
 

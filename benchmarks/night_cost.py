@@ -35,8 +35,9 @@ from anima_pipeline.sleep.estimate import estimate_night
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.steps import STEP_ORDER
 from anima_pipeline.store.db import Database, open_database
-from anima_pipeline_tests.fake_messages_api import FakeMessagesAPI
-from benchmarks.claude_cache import DAY, KEY, _clear, responder, seed
+from benchmarks.claude_cache import _clear
+from testkit.claude_night import DAY, KEY, responder, seed
+from testkit.fake_messages_api import FakeMessagesAPI
 
 TARGETS = {"sync": 0.04, "batch": 0.02}  # dollars per active anima-night at 400 memories
 SPLITS: dict[str, dict[str, str]] = {

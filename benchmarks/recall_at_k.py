@@ -64,7 +64,6 @@ from anima_pipeline.recall.query import plan_query
 from anima_pipeline.recall.render import message_item
 from anima_pipeline.recall.sections import Budgets
 from anima_pipeline.store.memories import MemoryRepo
-from benchmarks.data import TZ, data_dir, group_of, read_jsonl
 from benchmarks.light_sleep_coverage import (
     CATEGORIES,
     _has_all,
@@ -75,6 +74,7 @@ from benchmarks.light_sleep_coverage import (
     memory_tokens,
     speaker_names,
 )
+from testkit.data import TZ, data_dir, group_of, read_jsonl
 
 MODES = ("bm25", "memories", "episodic", "assembled")
 

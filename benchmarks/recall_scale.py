@@ -39,7 +39,7 @@ from psycopg.rows import dict_row
 from anima_pipeline.config import Settings
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.store.migrations import migrate
-from benchmarks.data import data_dir, read_jsonl
+from testkit.data import data_dir, read_jsonl
 
 ANIMA = "scale"
 MESSAGES = 1_000_000

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from anima_pipeline.config import get_settings
 from anima_pipeline.recall.tokens import CJK, RatioCounter
-from benchmarks.data import data_dir, read_jsonl
+from testkit.data import data_dir, read_jsonl
 
 SAMPLE = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
 

@@ -23,28 +23,10 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from benchmarks.dagster_dev import REPO, dagster_dev, dev_env, graphql
+from testkit.dagster_dev import BACKFILL, LAUNCH, REPO, dagster_dev, dev_env, graphql
 
 WEEK = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
 FIRST = date(2026, 11, 16)
-
-LAUNCH = """
-mutation($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
-    ... on UnauthorizedError { message }
-  }
-}"""
-
-BACKFILL = """
-query($id: String!) {
-  partitionBackfillOrError(backfillId: $id) {
-    ... on PartitionBackfill { status runs(limit: 20) { runId status } }
-  }
-}"""
 
 
 def main() -> None:

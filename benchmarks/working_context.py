@@ -57,8 +57,8 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SELF_BLOCKS, SelfBlockRepo, TemporalRepo
 from benchmarks import recall_scale
-from benchmarks.data import TZ, data_dir, group_of, read_jsonl
 from benchmarks.light_sleep_coverage import CATEGORIES, key_words, memory_tokens
+from testkit.data import TZ, data_dir, group_of, read_jsonl
 
 DEFAULT_STORE = "postgresql://postgres@127.0.0.1:5432/anima_working_bench"
 DEFAULT_SCALE = "postgresql://postgres@127.0.0.1:5432/anima_working_scale"

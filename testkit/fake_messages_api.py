@@ -21,7 +21,7 @@ prefix shorter than it is billed as plain input); and the Message Batches API
 from the same script with the same accounting. `responder` answers when the script is
 empty (`sleep_autopilot` writes what the must-write steps of a night need).
 
-Standalone: `python -m anima_pipeline_tests.fake_messages_api --port 8765 --script s.json`
+Standalone: `python -m testkit.fake_messages_api --port 8765 --script s.json`
 prints its URL; point the CLI at it with ANTHROPIC_BASE_URL.
 
 Token counting (`POST /v1/messages/count_tokens`) answers the prompt's size the way the

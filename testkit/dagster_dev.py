@@ -103,3 +103,23 @@ def graphql(url: str, query: str, variables: dict | None = None) -> dict:
     if body.get("errors"):
         raise RuntimeError(f"GraphQL errors: {body['errors']}")
     return body["data"]
+
+
+# The UI's GraphQL for a partition backfill, and for its state.
+LAUNCH = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on UnauthorizedError { message }
+  }
+}"""
+
+BACKFILL = """
+query($id: String!) {
+  partitionBackfillOrError(backfillId: $id) {
+    ... on PartitionBackfill { status runs(limit: 20) { runId status } }
+  }
+}"""
