@@ -250,3 +250,42 @@ def test_cli_status_and_db_stop_use_the_embedded_server(home: Path) -> None:
     stop = subprocess.run([*cmd, "db", "stop"], capture_output=True, text=True, env=_env(home), timeout=60)
     assert stop.returncode == 0, stop.stderr
     assert "no embedded PostgreSQL was running" in stop.stdout
+
+
+def test_db_stop_mid_night_ends_it_non_zero_within_60_s_and_the_server_stays_stopped(home: Path) -> None:
+    """`anima db stop` while a night works: the night fails within a bounded time with a clear
+    line, its progress thread does not die with a traceback, and the server is not started
+    again behind the operator's back; the next command starts it and the night carries on."""
+    cmd = [str(ANIMA)] if ANIMA.exists() else [PYTHON, "-m", "anima_pipeline.cli"]
+    sample = Path(__file__).resolve().parents[1] / "anima_pipeline" / "sample" / "week.archive.jsonl"
+    env = {**_env(home), "DAGSTER_HOME": str(home / "dagster"), "ANIMA_ENGINE": "offline"}
+    env.pop("ANIMA_FAULT", None)
+    imported = subprocess.run(
+        [*cmd, "import", str(sample)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert imported.returncode == 0, imported.stderr
+    ready = home / "ready"
+    fault = "action=pause:4,at=before_step,step=semantic_memory/merged,day=2026-11-16"
+    night = subprocess.Popen(
+        [*cmd, "sleep", "--day", "2026-11-16"],
+        env={**env, "ANIMA_FAULT": fault, "ANIMA_FAULT_READY": str(ready)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(ready.exists, timeout=240, what="the night to reach deep sleep")
+    stop = subprocess.run([*cmd, "db", "stop"], capture_output=True, text=True, env=env, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    stopped_at = time.monotonic()
+    out, err = night.communicate(timeout=120)
+    took = time.monotonic() - stopped_at
+    print(f"db stop -> night exit: {took:.1f} s")
+    assert night.returncode != 0, out + err
+    assert took < 60, (took, err)
+    assert "Traceback" not in err and "Exception in thread" not in err, err
+    assert "the memory database was stopped (anima db stop)" in err, err
+    assert embedded.running_pid(home) is None  # not restarted by the night
+    again = subprocess.run(
+        [*cmd, "sleep", "--day", "2026-11-16"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert again.returncode == 0, again.stderr  # a new command starts it; the night carries on

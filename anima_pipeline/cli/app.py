@@ -36,3 +36,6 @@ def _main(
     import logging
 
     logging.getLogger("anima_pipeline").setLevel(log_level.upper())
+    # the pool's reconnect attempts after a lost server are one warning a second: the night's
+    # own failure line says what happened
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)

@@ -6,7 +6,9 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, cast
 
+import psycopg
 import typer
+from psycopg_pool import PoolTimeout
 from rich.markup import escape
 from rich.table import Table
 
@@ -196,12 +198,15 @@ def run_sleep(
             def poll() -> None:
                 seen = None
                 while not done.wait(0.5):
-                    with db.transaction() as conn:
-                        row = conn.execute(
-                            """SELECT max(day) AS d FROM sleep_state WHERE step = %s AND status = ANY(%s)
-                               AND day BETWEEN %s AND %s AND finished_at >= %s""",
-                            (sleep_state.NIGHT, list(sleep_state.FINISHED), first, last, t0),
-                        ).fetchone()
+                    try:
+                        with db.transaction() as conn:
+                            row = conn.execute(
+                                """SELECT max(day) AS d FROM sleep_state WHERE step = %s AND status = ANY(%s)
+                                   AND day BETWEEN %s AND %s AND finished_at >= %s""",
+                                (sleep_state.NIGHT, list(sleep_state.FINISHED), first, last, t0),
+                            ).fetchone()
+                    except (psycopg.Error, PoolTimeout):  # the store went away: the night reports it
+                        continue
                     if row and row["d"] and row["d"] != seen:
                         seen = row["d"]  # nights end in day order: the latest one says how far
                         progress.update(
@@ -244,7 +249,10 @@ def run_sleep(
                 poller.join()
             if outcome["ok"]:
                 progress.update(task, completed=len(days))
-        rows = [_day_row(db, d, outcome) for d in days]
+        try:
+            rows = [_day_row(db, d, outcome) for d in days]
+        except (psycopg.Error, PoolTimeout) as exc:  # the store went away during the night
+            rows = [_unread_row(d, outcome, exc) for d in days]
     finally:
         instance.dispose()
         db.close()
@@ -261,6 +269,21 @@ def run_sleep(
             soft_wrap=True,
         )
     return rows
+
+
+def _unread_row(d, outcome: dict, exc: BaseException) -> dict:
+    """A day of a run whose store could not be read afterwards: failed unless the run was ok."""
+    return {
+        "day": d,
+        "run_id": outcome["run_id"],
+        "signal": outcome["signal"],
+        "status": "done" if outcome["ok"] else "failed",
+        "error": outcome["error"] or f"the memory database could not be read ({type(exc).__name__})",
+        **dict.fromkeys(_TOTALS, 0),
+        "animas": 0,
+        "llm_calls": 0,
+        "cost_usd": 0.0,
+    }
 
 
 def _day_row(db, d, outcome: dict) -> dict:

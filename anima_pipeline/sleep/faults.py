@@ -4,8 +4,9 @@ to hang, or fail, at a named point so a test can kill -9 the process there deter
 Off unless the environment variable ANIMA_FAULT is set (a test sets it on the subprocess it
 kills). Its value is comma-separated `key=value` pairs; a key left out matches anything:
 
-    action=hang|fail   hang: write ANIMA_FAULT_READY (a file path) then sleep until killed;
-                       fail: raise FaultInjected (a step failure like any other)
+    action=hang|fail|pause:N   hang: write ANIMA_FAULT_READY (a file path) then sleep until
+                       killed; fail: raise FaultInjected (a step failure like any other);
+                       pause:N: write ANIMA_FAULT_READY, wait N seconds, then go on
     at=before_step     a step of the night is about to open its transaction
     at=in_step         a step wrote everything, inside its transaction, before the commit
     at=night_end       every step of an anima's night is over, the night not yet marked done
@@ -45,5 +46,8 @@ def point(at: str, *, day: date, anima_id: str, step: str = "") -> None:
     ready = os.environ.get(READY_ENV)
     if ready:
         Path(ready).write_text(f"{at} {step} {day} {anima_id} pid {os.getpid()}\n")
+    if want.get("action", "").startswith("pause"):  # pause:N — wait N seconds, then go on
+        time.sleep(float(want["action"].partition(":")[2] or 5))
+        return
     while True:  # hang until killed
         time.sleep(3600)

@@ -42,6 +42,12 @@ def read_only(conn: Connection) -> None:
     conn.execute("SET TRANSACTION READ ONLY")
 
 
+# How long a caller waits for a connection, and a connection attempt for the server: bounded,
+# so a night whose database went away fails in seconds instead of queueing for minutes.
+POOL_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 10
+
+
 class Database:
     def __init__(self, url: str, *, max_size: int = 8) -> None:
         self.url = url
@@ -50,7 +56,8 @@ class Database:
             connection_class=psycopg.Connection[DictRow],
             min_size=1,
             max_size=max_size,
-            kwargs={"row_factory": dict_row},
+            kwargs={"row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT_S},
+            timeout=POOL_TIMEOUT_S,
             open=True,
         )
 

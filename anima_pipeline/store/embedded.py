@@ -37,6 +37,29 @@ def pgdata_dir(home: Path) -> Path:
     return home / "pg"
 
 
+# `anima db stop` leaves this marker. A process that began before it was written never starts
+# the server again (a night running when the operator stopped it fails instead of undoing the
+# stop); a command started afterwards starts it as usual and removes the marker.
+STOPPED = "pg.stopped"
+_PROCESS_STARTED = time.time()
+
+
+class StoppedByOperator(EmbeddedError):
+    """The embedded server was stopped (`anima db stop`) while this process ran."""
+
+
+def stopped_by_operator(home: Path) -> bool:
+    """Whether `anima db stop` stopped the server under `home` after this process began."""
+    marker = home / STOPPED
+    try:
+        by = marker.read_text().split()[0]
+        after_start = marker.stat().st_mtime >= _PROCESS_STARTED
+    except (FileNotFoundError, IndexError):
+        return False
+    # this process's own stop (a test, a script) is its choice, not the operator's
+    return after_start and by != str(os.getpid()) and running_pid(home) is None
+
+
 @contextmanager
 def _locked(home: Path) -> Iterator[None]:
     home.mkdir(parents=True, exist_ok=True)
@@ -56,6 +79,15 @@ def ensure_running(home: Path) -> str:
     pgdata = pgdata_dir(home)
     with _locked(home):
         _wait_until_reaped(pgdata)
+        marker = home / STOPPED
+        if marker.exists() and running_pid(home) is None:
+            if stopped_by_operator(home):
+                raise StoppedByOperator(
+                    f"the embedded PostgreSQL in {pgdata} was stopped (anima db stop) while this command "
+                    "ran; it is not started again behind the operator's back. Run the command again to "
+                    "start it (the night carries on where it stopped)"
+                )
+            marker.unlink()
         try:
             # A fresh handle every call, not get_server(): that caches one per pgdata for the
             # process and never notices that the server was stopped or crashed since.
@@ -135,5 +167,6 @@ def stop(home: Path) -> bool:
         if running_pid(home) is None:
             return False
         user = "embedded_postgres" if os.geteuid() == 0 else None
+        (home / STOPPED).write_text(f"{os.getpid()} stopped the server at {time.time()}\n")
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
         return True

@@ -374,7 +374,11 @@ def _night_body(
     except Exception as exc:
         with deferred_interrupts():
             _log_checks(context, check_results)
-        if runner.is_transient(exc) and context.retry_number < RETRY_POLICY.max_retries:
+        if (
+            runner.is_transient(exc)
+            and context.retry_number < RETRY_POLICY.max_retries
+            and not _stopped_by_operator(settings)
+        ):
             delay = RETRY_POLICY.calculate_delay(context.retry_number + 1)
             context.log.warning(
                 f"transient failure, retry {context.retry_number + 1} in {delay:.0f} s: {exc}"
@@ -385,8 +389,13 @@ def _night_body(
             mark_day_failed(
                 context, failed_day, [k for k in steps if failed_day.isoformat() not in materialized[k]]
             )
+        stopped = _stopped_by_operator(settings)
         raise dg.Failure(
-            description=str(exc),
+            description=(
+                f"the memory database was stopped (anima db stop) during the night: {exc}"
+                if stopped
+                else str(exc)
+            ),
             metadata=failure_metadata(exc, context.run.run_id),
             allow_retries=False,
         ) from exc
@@ -428,6 +437,14 @@ def log_in_one_batch(
         else:
             os.environ[BATCH_SIZE_ENV] = previous
     materializations.clear()
+
+
+def _stopped_by_operator(settings: Settings) -> bool:
+    """The embedded store was stopped (`anima db stop`) during this run: a retry would only wait
+    for a server that must not be started behind the operator's back (docs/ordering.md)."""
+    from anima_pipeline.store import embedded
+
+    return settings.database_url is None and embedded.stopped_by_operator(settings.home)
 
 
 def planned_as_one_event(context: dg.AssetExecutionContext) -> bool:
