@@ -99,7 +99,7 @@ def night_specs() -> list[dg.AssetSpec]:
             description=s.description,
             kinds={"postgres", "python"},
             metadata={
-                "step": s.key,
+                "step": str(s.key),  # the plain string: Dagster serializes no foreign Enum (StepKey)
                 "function": f"anima_pipeline.sleep.{s.module}.{s.fn}",
                 "dagster/code_references": step_code_reference(s),
             },
