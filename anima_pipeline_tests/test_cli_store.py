@@ -17,7 +17,7 @@ from anima_pipeline.config import get_settings
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.migrations import load_migrations
-from anima_pipeline.store.status import STATUS_KEYS, status
+from anima_pipeline.store.status import STATUS_KEYS, cleaned_by_night, status
 
 ALL_NAMES = [m.name for m in load_migrations()]
 
@@ -87,8 +87,9 @@ def test_status_json_matches_the_store(cli_env, db_url: str, db: Database, tmp_p
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     recall = data.pop("recall")  # how recall runs here: lexical on a server without pgvector, and why
+    cleaned = data.pop("cleaned_by_night")  # what the nights' cleanup deleted: nothing ran here
     with db.transaction() as conn:
-        assert data == status(conn)
+        assert data == status(conn) and cleaned == cleaned_by_night(conn) == {}
         if not vectors.available(conn):
             assert recall["mode"] == "lexical" and recall["lexical_reason"]
     assert data["totals"]["messages"] == 9 and data["totals"]["conversations"] == 3
