@@ -9,6 +9,7 @@ Anchors, narratives and summaries are counted; cost is the replayed nights' `cos
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from datetime import date
 from typing import Any
@@ -152,8 +153,6 @@ def _change(r: dict[str, Any], was: str | None = None) -> MemoryChange:
 
 
 def _digest(sums: dict[str, str]) -> str:
-    import hashlib
-
     return hashlib.sha256("".join(f"{t}:{s}" for t, s in sorted(sums.items())).encode()).hexdigest()
 
 
