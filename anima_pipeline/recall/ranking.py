@@ -414,3 +414,118 @@ def hits_sql(extra_match: str = "false") -> str:
         ARRAY(SELECT t.label FROM unnest(%(t_label)s::text[], %(t_tsq)s::text[]) AS t(label, tsq)
               WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS matched,
         coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"""
+
+
+# --- the sources' statements (recall.passive, recall.episodic, recall.summaries) ----------
+# Semantic memories: passive recall and active search.
+# The resident set is left out when candidates are scored (it is read in the same round trip).
+MEMORY_WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
+    AND NOT (cardinality(x.source_sessions) > 0 AND x.source_sessions <@ %(exclude_sessions)s::text[])
+    AND (%(types)s::text[] IS NULL OR x.type = ANY(%(types)s::text[]))
+    AND (%(since)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) < %(until)s::timestamptz)"""
+
+MEMORY_SCORE_SQL = f"""
+SELECT id, type, content, source_sessions, observed_at, created_at, pinned, matched, dated, in_period,
+       coverage + %(rank_w)s * rank_cd
+           + CASE WHEN %(asks_time)s AND dated THEN %(date_bonus)s ELSE 0 END
+           + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
+FROM (
+    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {hits_sql()},
+           %(asks_time)s AND x.content ~* %(dated_re)s AS dated,  -- the regex only when asked when
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
+                   WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s
+                     AND (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date < p.e) AS in_period
+    FROM semantic_memory x
+    WHERE x.id = ANY(%(ids)s::bigint[])
+    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
+) scored
+WHERE coverage > 0
+ORDER BY score DESC, length(content), id
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+# The nearest memories under the same filters (the resident set left out here too); the
+# columns of MEMORY_SCORE_SQL, the similarity as score.
+MEMORY_DENSE_SQL = f"""
+SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned,
+       '{{{{}}}}'::text[] AS matched, false AS dated, false AS in_period,
+       1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS sim, 1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS score
+FROM embedding e
+JOIN semantic_memory x ON x.id = e.item_id
+WHERE e.anima_id = %(anima)s AND e.kind = 'memory' AND e.model_id = %(model)s
+  AND {MEMORY_WHERE} AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
+ORDER BY e.v::vector({{d}}) <=> %(qv)s::vector({{d}})
+LIMIT %(k)s
+"""
+
+
+# Past messages: episodic recall and active search; cron and debug conversations never.
+MESSAGE_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AND x.forgotten_at IS NULL
+    AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
+    AND (%(conversation)s::text IS NULL OR x.conversation_id = %(conversation)s::text)
+    AND (%(speaker)s::text IS NULL OR x.speaker = %(speaker)s::text)
+    AND (%(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR x.created_at < %(until)s::timestamptz)"""
+
+MESSAGE_SCORE_SQL = f"""
+SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
+       coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
+FROM (
+    SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
+           {hits_sql("sp.v @@ t.tsq::tsquery")},
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
+                   WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
+                     AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
+    FROM message x
+    JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+    CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
+    WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
+    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
+) scored
+WHERE coverage > 0 OR in_period
+ORDER BY score DESC, length(content), id
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+MESSAGE_DENSE_SQL = f"""
+SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
+       '{{{{}}}}'::text[] AS matched, false AS in_period,
+       1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS sim, 1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS score
+FROM embedding e
+JOIN message x ON x.id = e.item_id
+JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+WHERE e.anima_id = %(anima)s AND e.kind = 'message' AND e.model_id = %(model)s
+  AND {MESSAGE_WHERE} AND c.platform <> 'cron' AND NOT c.debug
+ORDER BY e.v::vector({{d}}) <=> %(qv)s::vector({{d}})
+LIMIT %(k)s
+"""
+
+
+# Temporal summaries for a question about a time: those covering a period the question
+# names, then those whose text matches it (the expression GIN index on anima_search_vector).
+SUMMARIES_SQL = """
+SELECT id, level, period_start, period_end, content, in_period,
+       (CASE WHEN in_period THEN 1 ELSE 0 END) + rank AS score
+FROM (
+    SELECT s.id, s.level, s.period_start, s.period_end, s.content,
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
+                   WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
+           CASE WHEN to_tsquery('english'::regconfig, %(or_q)s) IS NULL THEN 0
+                ELSE ts_rank_cd(anima_search_vector(s.content), to_tsquery('english'::regconfig, %(or_q)s), 32) END AS rank
+    FROM temporal_summary s
+    WHERE s.id IN (
+        (SELECT t.id FROM temporal_summary t
+         WHERE t.anima_id = %(anima)s AND t.period_start < %(p_max)s::date AND t.period_end >= %(p_min)s::date
+         LIMIT %(cap)s)
+        UNION
+        (SELECT t.id FROM temporal_summary t
+         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ to_tsquery('english'::regconfig, %(or_q)s)
+         LIMIT %(cap)s))
+) found
+WHERE in_period OR rank > 0
+ORDER BY score DESC, array_position(ARRAY['day', 'week', 'month', 'year'], level), period_start DESC
+LIMIT %(limit)s
+"""

@@ -6,36 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from anima_pipeline.recall.query import QueryPlan
-from anima_pipeline.recall.ranking import CAP
+from anima_pipeline.recall.ranking import CAP, SUMMARIES_SQL
 from anima_pipeline.recall.render import summary_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
 LIMIT = 12
-
-_SQL = """
-SELECT id, level, period_start, period_end, content, in_period,
-       (CASE WHEN in_period THEN 1 ELSE 0 END) + rank AS score
-FROM (
-    SELECT s.id, s.level, s.period_start, s.period_end, s.content,
-           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
-                   WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
-           CASE WHEN to_tsquery('english'::regconfig, %(or_q)s) IS NULL THEN 0
-                ELSE ts_rank_cd(anima_search_vector(s.content), to_tsquery('english'::regconfig, %(or_q)s), 32) END AS rank
-    FROM temporal_summary s
-    WHERE s.id IN (
-        (SELECT t.id FROM temporal_summary t
-         WHERE t.anima_id = %(anima)s AND t.period_start < %(p_max)s::date AND t.period_end >= %(p_min)s::date
-         LIMIT %(cap)s)
-        UNION
-        (SELECT t.id FROM temporal_summary t
-         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ to_tsquery('english'::regconfig, %(or_q)s)
-         LIMIT %(cap)s))
-) found
-WHERE in_period OR rank > 0
-ORDER BY score DESC, array_position(ARRAY['day', 'week', 'month', 'year'], level), period_start DESC
-LIMIT %(limit)s
-"""
 
 
 def rank_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> list[ContextItem]:
@@ -51,7 +27,7 @@ def send_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> Callable
     if not plan.about_time or (not starts and not or_q):
         return list
     cur = conn.execute(
-        _SQL,
+        SUMMARIES_SQL,
         {
             "anima": anima_id,
             "or_q": or_q,
