@@ -21,6 +21,7 @@ from collections import defaultdict
 from datetime import date
 from pathlib import Path
 
+from anima_pipeline.store import export as q
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo
 
@@ -34,12 +35,7 @@ _TYPE_TITLES = {
 
 
 def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None) -> dict[str, int]:
-    all_animas = [
-        r["anima_id"]
-        for r in conn.execute(
-            "SELECT DISTINCT anima_id FROM conversation UNION SELECT DISTINCT anima_id FROM semantic_memory ORDER BY 1"
-        ).fetchall()
-    ]
+    all_animas = q.animas(conn)
     chosen = [a for a in all_animas if animas is None or a in animas]
     missing = sorted(set(animas or []) - set(all_animas))
     if missing:
@@ -89,15 +85,9 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
     written = {out / "MEMORY.md"}
 
     days: dict[date, dict] = defaultdict(lambda: {"summary": None, "events": []})
-    for row in conn.execute(
-        "SELECT period_start, content FROM temporal_summary WHERE anima_id = %s AND level = 'day'", (anima,)
-    ).fetchall():
+    for row in q.day_summaries(conn, anima):
         days[row["period_start"]]["summary"] = row["content"]
-    for row in conn.execute(
-        """SELECT day, step, op, memory_id, before, after FROM memory_event
-           WHERE anima_id = %s AND table_name = 'semantic_memory' AND day IS NOT NULL ORDER BY id""",
-        (anima,),
-    ).fetchall():
+    for row in q.memory_changes(conn, anima):
         days[row["day"]]["events"].append(row)
     for d, info in sorted(days.items()):
         body = [f"# {d.isoformat()}", ""]
@@ -116,9 +106,7 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
 
     pages = 0
     suggestions: dict[tuple[str, str], str] = {}
-    for row in conn.execute(
-        "SELECT bank_suggestions FROM dream_journal WHERE anima_id = %s ORDER BY day", (anima,)
-    ).fetchall():
+    for row in q.bank_suggestions(conn, anima):
         for s in row["bank_suggestions"] or []:
             suggestions[(s["kind"], _slug(s["slug"]))] = s["seed_content"]  # the latest night wins
     for (kind, slug), seed in sorted(suggestions.items()):

@@ -341,10 +341,7 @@ def _forget_anima(
         return
     # soft: every memory deprecated, every message hidden, the derived layers retired
     cascade = _Cascade(conn, settings, anima_id, report, audit)
-    convs = [
-        r["id"]
-        for r in conn.execute("SELECT id FROM conversation WHERE anima_id = %s", (anima_id,)).fetchall()
-    ]
+    convs = q.conversations_of(conn, anima_id)
     cascade.conversations(convs)
     repo = MemoryRepo(conn, audit)
     for m in repo.active(anima_id):
@@ -548,12 +545,7 @@ class _Cascade:
             )
 
     def _days_of_memories(self, ids: list[int]) -> None:
-        rows = self.conn.execute(
-            """SELECT DISTINCT day FROM memory_event WHERE table_name = 'semantic_memory'
-                 AND memory_id = ANY(%s) AND anima_id = %s AND day IS NOT NULL""",
-            ([str(i) for i in ids], self.anima),
-        ).fetchall()
-        self.days |= {r["day"] for r in rows}
+        self.days |= q.days_of_memories(self.conn, self.anima, ids)
 
     # --- the layers around memory
 
@@ -563,10 +555,7 @@ class _Cascade:
             self.report.table("session_summary").erased += n
 
     def _anchor_at(self, anchor_id: int) -> datetime | None:
-        row = self.conn.execute(
-            "SELECT occurred_at FROM emotional_anchor WHERE id = %s", (anchor_id,)
-        ).fetchone()
-        return row["occurred_at"] if row else None
+        return q.anchor_time(self.conn, anchor_id)
 
     def _anchors(self, rows: list[dict]) -> None:
         ids = [r["id"] for r in rows]
@@ -629,11 +618,7 @@ class _Cascade:
         ]
         pairs = [(r.day, s) for r in self.report.recompute for s in r.steps]
         if pairs:
-            self.conn.execute(
-                """DELETE FROM sleep_state s USING unnest(%s::date[], %s::text[]) AS p(day, step)
-                   WHERE s.anima_id = %s AND s.day = p.day AND s.step = p.step""",
-                ([p[0] for p in pairs], [p[1] for p in pairs], self.anima),
-            )
+            q.mark_stale(self.conn, self.anima, pairs)
         self.days = set()
 
     def _drop(self, table: str, ids: list[int]) -> None:

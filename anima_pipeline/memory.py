@@ -72,6 +72,7 @@ from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import MemoryType
 from anima_pipeline.store.planner_stats import keep_fresh
+from anima_pipeline.store.status import recent_nights
 from anima_pipeline.store.status import status as store_status
 from anima_pipeline.store.vectors import Backfill
 from anima_pipeline.tools.executor import ToolExecutor
@@ -552,13 +553,7 @@ class AnimaMemory:
         how recall runs (`recall`: hybrid or lexical and why, provider, model, dimension, backlog)."""
         with self.db.transaction() as conn:
             counts = store_status(conn, self.anima_id)["animas"][0]
-            nights = conn.execute(
-                """SELECT day, count(*) FILTER (WHERE status = 'done') AS done,
-                          count(*) FILTER (WHERE status = 'failed') AS failed,
-                          count(*) FILTER (WHERE status = 'running') AS running
-                   FROM sleep_state WHERE anima_id = %s GROUP BY day ORDER BY day DESC LIMIT 7""",
-                (self.anima_id,),
-            ).fetchall()
+            nights = recent_nights(conn, self.anima_id)
             recall = recall_status(conn, self.settings, self.anima_id)
         return {**counts, "recent_nights": [dict(n) for n in nights], "recall": recall}
 

@@ -18,8 +18,8 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
+from anima_pipeline.store import replay as queries
 from anima_pipeline.store import snapshot
-from anima_pipeline.store.db import Connection, one
 
 EXAMPLES = 5
 
@@ -86,29 +86,12 @@ class StoreDiff(BaseModel):
         return "\n".join(lines)
 
 
-_MEMORIES = """SELECT m.id, m.anima_id, m.type, m.content, m.status,
-                      (SELECT min(e.day) FROM memory_event e
-                       WHERE e.table_name = 'semantic_memory' AND e.memory_id = m.id::text AND e.op = 'create') AS day
-               FROM semantic_memory m"""
-_COUNTED = {
-    "emotional_anchor": "status = 'active'",
-    "autobiographical_memory": "status = 'active'",
-    "temporal_summary": "true",
-    "dream_journal": "true",
-    "self_block": "true",
-}
-
-
-def _memories(conn: Connection) -> dict[int, dict[str, Any]]:
-    return {r["id"]: r for r in conn.execute(_MEMORIES).fetchall()}
-
-
 def diff(live_url: str, shadow_url: str, name: str, first: date, last: date) -> StoreDiff:
     with (
         psycopg.connect(live_url, row_factory=dict_row) as live,
         psycopg.connect(shadow_url, row_factory=dict_row) as shadow,
     ):
-        a, b = _memories(live), _memories(shadow)
+        a, b = queries.memories_with_day(live), queries.memories_with_day(shadow)
         key = lambda r: (r["anima_id"], r["type"], " ".join(r["content"].split()).casefold())  # noqa: E731
         live_active = {key(r) for r in a.values() if r["status"] == "active"}
         shadow_active = {key(r) for r in b.values() if r["status"] == "active"}
@@ -124,17 +107,11 @@ def diff(live_url: str, shadow_url: str, name: str, first: date, last: date) -> 
         for r in sorted(a.values(), key=lambda r: r["id"]):
             if r["status"] == "active" and key(r) not in shadow_active and not _same_row(r, b.get(r["id"])):
                 out.removed.append(_change(r))
-        for table, where in _COUNTED.items():
-            q = f"SELECT count(*) AS n FROM {table} WHERE {where}"
-            out.counts[table] = {
-                "live": one(live.execute(q))["n"],
-                "shadow": one(shadow.execute(q))["n"],
-            }
-        q = """SELECT coalesce(sum((stats->>'cost_usd')::float), 0) AS c FROM sleep_state
-               WHERE day BETWEEN %s AND %s AND step <> 'night' AND stats ? 'cost_usd'"""
+        live_counts, shadow_counts = queries.layer_counts(live), queries.layer_counts(shadow)
+        out.counts = {t: {"live": n, "shadow": shadow_counts[t]} for t, n in live_counts.items()}
         out.cost_usd = {
-            "live": live.execute(q, (first, last)).fetchone()["c"],  # type: ignore[index]
-            "shadow": shadow.execute(q, (first, last)).fetchone()["c"],  # type: ignore[index]
+            "live": queries.nights_cost(live, first, last),
+            "shadow": queries.nights_cost(shadow, first, last),
         }
         out.live_checksum = _digest(snapshot.checksums(live))
     return out

@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.replay import diff as diffing
 from anima_pipeline.replay import shadow
+from anima_pipeline.store import replay as queries
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo, TemporalRepo
@@ -57,7 +58,7 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
     run_id = f"promote-{uuid.uuid4().hex[:12]}"
     stats: Counter[str] = Counter()
     with psycopg.connect(url, row_factory=dict_row) as sh, db.transaction() as conn:
-        animas = sorted({m.anima_id for m in (*d.added, *d.removed, *d.changed)} | _animas(sh))
+        animas = sorted({m.anima_id for m in (*d.added, *d.removed, *d.changed)} | queries.animas(sh))
         for anima in animas:
             anima_lock(conn, anima)
         ids: dict[int, int] = {}  # shadow id -> live id of the memories created here
@@ -65,7 +66,7 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
         def audit(anima: str) -> Audit:
             return Audit(conn=conn, anima_id=anima, run_id=run_id, step=PROMOTE_STEP, day=last)
 
-        rows = {r["id"]: r for r in sh.execute("SELECT * FROM semantic_memory").fetchall()}
+        rows = queries.all_memories(sh)
         for m in d.added:
             r = rows[m.id]
             new = MemoryRepo(conn, audit(m.anima_id)).create(m.anima_id, {k: r[k] for k in _COPIED})
@@ -89,18 +90,10 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
     return run_id, stats
 
 
-def _animas(sh: Connection) -> set[str]:
-    return {r["anima_id"] for r in sh.execute("SELECT DISTINCT anima_id FROM conversation").fetchall()}
-
-
 def _layers(sh: Connection, conn: Any, audit: Audit, anima: str, first: date, last: date) -> Counter[str]:
     stats: Counter[str] = Counter()
     temporal = TemporalRepo(conn, audit)
-    for s in sh.execute(
-        """SELECT * FROM temporal_summary WHERE anima_id = %s AND period_end >= %s AND period_start <= %s
-           ORDER BY level, period_start""",
-        (anima, first, last),
-    ).fetchall():
+    for s in queries.summaries_touching(sh, anima, first, last):
         live = temporal.get(anima, s["level"], s["period_start"])
         if live is None or live["content"] != s["content"]:
             temporal.upsert(
@@ -109,15 +102,13 @@ def _layers(sh: Connection, conn: Any, audit: Audit, anima: str, first: date, la
             stats["summaries_replaced"] += 1
     blocks = SelfBlockRepo(conn, audit)
     current = blocks.all(anima)
-    for b in sh.execute("SELECT name, content FROM self_block WHERE anima_id = %s", (anima,)).fetchall():
+    for b in queries.self_blocks(sh, anima):
         if current.get(b["name"]) != b["content"]:
             blocks.write(anima, b["name"], b["content"], PROMOTE_STEP)
             stats["self_blocks_replaced"] += 1
     narratives = AutobiographyRepo(conn, audit)
     live_titles = {(n["title"], n["narrative"]): n["id"] for n in narratives.active(anima)}
-    shadow_rows = sh.execute(
-        "SELECT * FROM autobiographical_memory WHERE anima_id = %s AND status = 'active'", (anima,)
-    ).fetchall()
+    shadow_rows = queries.active_narratives(sh, anima)
     wanted = {(n["title"], n["narrative"]) for n in shadow_rows}
     for n in shadow_rows:
         if (n["title"], n["narrative"]) not in live_titles:

@@ -9,7 +9,6 @@ the live store: promote (replay/promote.py) is the one way a shadow's state reac
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,11 +16,11 @@ from datetime import date
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
 from anima_pipeline.errors import InputError
+from anima_pipeline.store import replay as queries
 from anima_pipeline.store import snapshot
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.migrations import migrate
@@ -71,23 +70,16 @@ def _admin(live_url: str) -> Iterator[Connection]:
 def info(live_url: str, name: str) -> dict[str, Any]:
     """What the shadow is (its JSON comment); ShadowError when there is none of that name."""
     with _admin(live_url) as admin:
-        row = admin.execute(
-            "SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = %s",
-            (shadow_dbname(live_url, name),),
-        ).fetchone()
-    if row is None:
+        meta = queries.shadow_description(admin, shadow_dbname(live_url, name))
+    if meta is None:
         raise ShadowError(f"no shadow store named {name!r} (see `anima replay --list`)")
-    return {"name": name, **json.loads(row["c"] or "{}")}
+    return {"name": name, **meta}
 
 
 def set_info(live_url: str, name: str, values: dict[str, Any]) -> None:
     merged = {k: v for k, v in info(live_url, name).items() if k != "name"} | values
     with _admin(live_url) as admin:
-        admin.execute(
-            sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-                sql.Identifier(shadow_dbname(live_url, name)), sql.Literal(json.dumps(merged, default=str))
-            )
-        )
+        queries.describe_shadow(admin, shadow_dbname(live_url, name), merged)
 
 
 def list_shadows(live_url: str) -> list[dict[str, Any]]:
@@ -114,9 +106,9 @@ def create(live_url: str, name: str, as_of: date, *, replace: bool = False) -> t
             psycopg.connect(live_url, row_factory=dict_row) as live,
             psycopg.connect(url, row_factory=dict_row) as shadow,
         ):
-            live.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one consistent copy
+            queries.read_consistently(live)  # one consistent copy
             snapshot.copy_store(live, shadow)
-            high = live.execute("SELECT coalesce(max(id), 0) AS n FROM semantic_memory").fetchone()["n"]  # type: ignore[index]
+            high = queries.max_memory_id(live)
             undone = snapshot.rewind(shadow, as_of)
             live.rollback()
     except BaseException:

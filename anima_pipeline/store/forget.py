@@ -60,6 +60,12 @@ def conversation_ids(conn: Connection, anima_id: str, ids: Iterable[str]) -> lis
     return [r["id"] for r in rows]
 
 
+def conversations_of(conn: Connection, anima_id: str) -> list[str]:
+    """Every conversation id of the anima (a soft forget of the whole anima hides them all)."""
+    rows = conn.execute("SELECT id FROM conversation WHERE anima_id = %s", (anima_id,)).fetchall()
+    return [r["id"] for r in rows]
+
+
 def message(conn: Connection, anima_id: str, message_id: int) -> dict | None:
     return conn.execute(
         """SELECT id, conversation_id, content, created_at, forgotten_at FROM message
@@ -101,6 +107,23 @@ def texts(conn: Connection, table: str, ids: list[int]) -> list[str]:
     """The text of rows about to be erased (messages or memories): their words leave recall_word."""
     rows = conn.execute(f"SELECT content FROM {table} WHERE id = ANY(%s)", (ids,)).fetchall()
     return [r["content"] for r in rows]
+
+
+def days_of_memories(conn: Connection, anima_id: str, ids: list[int]) -> set[date]:
+    """The days whose nights wrote an event of these memories (their summaries and dreams
+    may cite them)."""
+    rows = conn.execute(
+        """SELECT DISTINCT day FROM memory_event WHERE table_name = 'semantic_memory'
+             AND memory_id = ANY(%s) AND anima_id = %s AND day IS NOT NULL""",
+        ([str(i) for i in ids], anima_id),
+    ).fetchall()
+    return {r["day"] for r in rows}
+
+
+def anchor_time(conn: Connection, anchor_id: int) -> datetime | None:
+    """When the emotional anchor happened (None: no such anchor)."""
+    row = conn.execute("SELECT occurred_at FROM emotional_anchor WHERE id = %s", (anchor_id,)).fetchone()
+    return row["occurred_at"] if row else None
 
 
 def memories_meeting(conn: Connection, anima_id: str, conversation_ids: list[str]) -> list[dict]:
@@ -296,6 +319,15 @@ def hide_messages(conn: Connection, anima_id: str, ids: list[int]) -> int:
         "UPDATE message SET forgotten_at = now() WHERE anima_id = %s AND id = ANY(%s) AND forgotten_at IS NULL",
         (anima_id, ids),
     ).rowcount
+
+
+def mark_stale(conn: Connection, anima_id: str, pairs: list[tuple[date, str]]) -> None:
+    """Drop the sleep_state rows of these (day, step) pairs, so the next night recomputes them."""
+    conn.execute(
+        """DELETE FROM sleep_state s USING unnest(%s::date[], %s::text[]) AS p(day, step)
+           WHERE s.anima_id = %s AND s.day = p.day AND s.step = p.step""",
+        ([p[0] for p in pairs], [p[1] for p in pairs], anima_id),
+    )
 
 
 def deprecate_anchors(conn: Connection, ids: list[int]) -> list[dict]:

@@ -57,3 +57,15 @@ def cleaned_by_night(conn: Connection) -> dict[str, int]:
     for anima_id, _conversation in cleaned_conversations(conn):
         counts[anima_id] = counts.get(anima_id, 0) + 1
     return counts
+
+
+def recent_nights(conn: Connection, anima_id: str, limit: int = 7) -> list[dict]:
+    """The anima's latest `limit` days with steps, newest first: per day how many steps are
+    done, failed and running."""
+    return conn.execute(
+        """SELECT day, count(*) FILTER (WHERE status = 'done') AS done,
+                  count(*) FILTER (WHERE status = 'failed') AS failed,
+                  count(*) FILTER (WHERE status = 'running') AS running
+           FROM sleep_state WHERE anima_id = %s GROUP BY day ORDER BY day DESC LIMIT %s""",
+        (anima_id, limit),
+    ).fetchall()

@@ -1,0 +1,42 @@
+"""The reads of `anima export --markdown` (anima_pipeline/export.py): which animas the store
+knows, and per anima its day summaries, its memory changes and the dream journal's bank
+suggestions. Read-only."""
+
+from __future__ import annotations
+
+from anima_pipeline.store.db import Connection
+
+
+def animas(conn: Connection) -> list[str]:
+    """Every anima with a conversation or a memory, sorted."""
+    return [
+        r["anima_id"]
+        for r in conn.execute(
+            "SELECT DISTINCT anima_id FROM conversation UNION SELECT DISTINCT anima_id FROM semantic_memory ORDER BY 1"
+        ).fetchall()
+    ]
+
+
+def day_summaries(conn: Connection, anima_id: str) -> list[dict]:
+    """The anima's day-level summaries: period_start and content."""
+    return conn.execute(
+        "SELECT period_start, content FROM temporal_summary WHERE anima_id = %s AND level = 'day'",
+        (anima_id,),
+    ).fetchall()
+
+
+def memory_changes(conn: Connection, anima_id: str) -> list[dict]:
+    """The audit log's semantic-memory events of the anima that carry a day, oldest first:
+    day, step, op, memory_id, before, after."""
+    return conn.execute(
+        """SELECT day, step, op, memory_id, before, after FROM memory_event
+           WHERE anima_id = %s AND table_name = 'semantic_memory' AND day IS NOT NULL ORDER BY id""",
+        (anima_id,),
+    ).fetchall()
+
+
+def bank_suggestions(conn: Connection, anima_id: str) -> list[dict]:
+    """The dream journal's bank_suggestions of the anima, one row per night in day order."""
+    return conn.execute(
+        "SELECT bank_suggestions FROM dream_journal WHERE anima_id = %s ORDER BY day", (anima_id,)
+    ).fetchall()

@@ -1,0 +1,127 @@
+"""The queries of replays (anima_pipeline/replay/: shadow, diff, promote): a shadow store's
+description on its database, the consistent read a shadow is copied under, and what a diff and
+a promote read of a store (live or shadow). Each takes the connection of the store it reads;
+the caller owns the transaction."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from typing import Any
+
+from psycopg import sql
+
+from anima_pipeline.store.db import Connection, one
+
+# the layers a diff counts beside memories, with which of their rows count
+_COUNTED = {
+    "emotional_anchor": "status = 'active'",
+    "autobiographical_memory": "status = 'active'",
+    "temporal_summary": "true",
+    "dream_journal": "true",
+    "self_block": "true",
+}
+
+# ---- a shadow's description (the admin connection, to the server's `postgres` database) ----
+
+
+def shadow_description(admin: Connection, dbname: str) -> dict[str, Any] | None:
+    """What a shadow is, kept as a JSON comment on its database ({} when it has none); None
+    when there is no database of that name."""
+    row = admin.execute(
+        "SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = %s", (dbname,)
+    ).fetchone()
+    return None if row is None else json.loads(row["c"] or "{}")
+
+
+def describe_shadow(admin: Connection, dbname: str, description: dict[str, Any]) -> None:
+    """Replace the JSON comment on database `dbname` (dates and the like as text)."""
+    admin.execute(
+        sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+            sql.Identifier(dbname), sql.Literal(json.dumps(description, default=str))
+        )
+    )
+
+
+# ---- copying the live store ---------------------------------------------------------------
+
+
+def read_consistently(conn: Connection) -> None:
+    """Make the connection's transaction (its first statement) one read-only snapshot: every
+    table copied from it is as of the same instant."""
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+
+def max_memory_id(conn: Connection) -> int:
+    """The highest semantic_memory id (0 when none): ids up to it are shared with a copy."""
+    return one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM semantic_memory"))["n"]
+
+
+# ---- what a diff reads --------------------------------------------------------------------
+
+
+def memories_with_day(conn: Connection) -> dict[int, dict[str, Any]]:
+    """Every memory (any status) by id: id, anima_id, type, content, status, and `day`, the
+    day of its create event (the night that wrote it; None for one without)."""
+    rows = conn.execute(
+        """SELECT m.id, m.anima_id, m.type, m.content, m.status,
+                  (SELECT min(e.day) FROM memory_event e
+                   WHERE e.table_name = 'semantic_memory' AND e.memory_id = m.id::text AND e.op = 'create') AS day
+           FROM semantic_memory m"""
+    ).fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def layer_counts(conn: Connection) -> dict[str, int]:
+    """Rows per derived layer a diff compares (active anchors and narratives, every summary,
+    dream and self block), in a fixed table order."""
+    return {
+        table: one(conn.execute(f"SELECT count(*) AS n FROM {table} WHERE {where}"))["n"]
+        for table, where in _COUNTED.items()
+    }
+
+
+def nights_cost(conn: Connection, first: date, last: date) -> float:
+    """The summed `cost_usd` of the steps slept for the days first..last (the nights' own
+    rows excluded: their stats repeat the steps')."""
+    return one(
+        conn.execute(
+            """SELECT coalesce(sum((stats->>'cost_usd')::float), 0) AS c FROM sleep_state
+               WHERE day BETWEEN %s AND %s AND step <> 'night' AND stats ? 'cost_usd'""",
+            (first, last),
+        )
+    )["c"]
+
+
+# ---- what a promote reads of the shadow ---------------------------------------------------
+
+
+def all_memories(conn: Connection) -> dict[int, dict[str, Any]]:
+    """Every semantic_memory row, whole, by id."""
+    return {r["id"]: r for r in conn.execute("SELECT * FROM semantic_memory").fetchall()}
+
+
+def animas(conn: Connection) -> set[str]:
+    """The animas with a conversation."""
+    return {r["anima_id"] for r in conn.execute("SELECT DISTINCT anima_id FROM conversation").fetchall()}
+
+
+def summaries_touching(conn: Connection, anima_id: str, first: date, last: date) -> list[dict]:
+    """The anima's summaries (any level) whose period meets first..last, by level and start."""
+    return conn.execute(
+        """SELECT * FROM temporal_summary WHERE anima_id = %s AND period_end >= %s AND period_start <= %s
+           ORDER BY level, period_start""",
+        (anima_id, first, last),
+    ).fetchall()
+
+
+def self_blocks(conn: Connection, anima_id: str) -> list[dict]:
+    """The anima's self blocks: name and content."""
+    return conn.execute("SELECT name, content FROM self_block WHERE anima_id = %s", (anima_id,)).fetchall()
+
+
+def active_narratives(conn: Connection, anima_id: str) -> list[dict]:
+    """The anima's active autobiographical_memory rows, whole."""
+    return conn.execute(
+        "SELECT * FROM autobiographical_memory WHERE anima_id = %s AND status = 'active'", (anima_id,)
+    ).fetchall()
