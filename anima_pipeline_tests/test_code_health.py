@@ -129,8 +129,6 @@ SQL_STATEMENT = re.compile(
     r"|DROP (TABLE|INDEX|DATABASE)|ALTER TABLE|TRUNCATE|VACUUM|ANALYZE|SET (TRANSACTION|LOCAL)|LOCK TABLE)\b"
 )
 SQL_STILL_OUTSIDE = {
-    "anima_pipeline/cli/demo.py": 2,
-    "anima_pipeline/cli/sleep.py": 3,
     "anima_pipeline/defs/night/utils.py": 11,
     "anima_pipeline/sleep/cleanup.py": 12,
     "anima_pipeline/sleep/deep_sleep.py": 6,

@@ -74,7 +74,7 @@ def dagster_ui_command() -> str:
 
 def show_learned(conn, anima_id: str) -> None:
     from anima_pipeline.recall.context import resident_set
-    from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo
+    from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo, TemporalRepo
     from anima_pipeline.store.memories import MemoryRepo
 
     mems = MemoryRepo(conn).active(anima_id)
@@ -86,10 +86,7 @@ def show_learned(conn, anima_id: str) -> None:
             for m in sorted(mems, key=lambda m: m.id)[-15:]
         ),
     )
-    anchors = conn.execute(
-        "SELECT occurred_at, emotion, valence, trigger FROM emotional_anchor WHERE anima_id = %s ORDER BY occurred_at",
-        (anima_id,),
-    ).fetchall()
+    anchors = AnchorRepo(conn).timeline(anima_id)
     _print_table(
         f"emotional anchors ({len(anchors)})",
         ("when", "emotion", "valence", "trigger"),
@@ -111,10 +108,7 @@ def show_learned(conn, anima_id: str) -> None:
             for n in AutobiographyRepo(conn).active(anima_id)
         ),
     )
-    summaries = conn.execute(
-        "SELECT level, period_start, content FROM temporal_summary WHERE anima_id = %s ORDER BY level, period_start",
-        (anima_id,),
-    ).fetchall()
+    summaries = TemporalRepo(conn).all(anima_id)
     _print_table(
         f"temporal summaries ({len(summaries)})",
         ("level", "period", "summary (start)"),

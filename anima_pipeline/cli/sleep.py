@@ -200,15 +200,11 @@ def run_sleep(
                 while not done.wait(0.5):
                     try:
                         with db.transaction() as conn:
-                            row = conn.execute(
-                                """SELECT max(day) AS d FROM sleep_state WHERE step = %s AND status = ANY(%s)
-                                   AND day BETWEEN %s AND %s AND finished_at >= %s""",
-                                (sleep_state.NIGHT, list(sleep_state.FINISHED), first, last, t0),
-                            ).fetchone()
+                            latest = sleep_state.latest_night_finished(conn, first, last, t0)
                     except (psycopg.Error, PoolTimeout):  # the store went away: the night reports it
                         continue
-                    if row and row["d"] and row["d"] != seen:
-                        seen = row["d"]  # nights end in day order: the latest one says how far
+                    if latest and latest != seen:
+                        seen = latest  # nights end in day order: the latest one says how far
                         progress.update(
                             task, completed=(seen - first).days + 1, description=f"night of {seen}"
                         )
@@ -290,13 +286,7 @@ def _day_row(db, d, outcome: dict) -> dict:
     """One day of this run: done, failed (an anima's night failed, or the run stopped on this
     day), or not run (the run stopped before it); the totals of this run's rows only."""
     with db.transaction() as conn:
-        statuses = {
-            r["status"]
-            for r in conn.execute(
-                "SELECT DISTINCT status FROM sleep_state WHERE step = %s AND day = %s AND run_id = %s",
-                (sleep_state.NIGHT, d, outcome["run_id"]),
-            )
-        }
+        statuses = sleep_state.night_statuses_of_run(conn, d, outcome["run_id"])
         earlier = sleep_state.nights_finished_by_others(conn, d, outcome["run_id"]) if not statuses else 0
     if outcome["ok"]:
         status = "already done" if earlier else "done"  # "already done": an earlier run slept it
@@ -323,10 +313,7 @@ def _day_totals(db, d, run_id: str) -> dict:
     """Sums over the step rows this run wrote on day d (done or failed: a failed step records
     what it spent); steps skipped as done by an earlier run are that run's."""
     with db.transaction() as conn:
-        rows = conn.execute(
-            "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND step <> %s AND run_id = %s",
-            (d, sleep_state.NIGHT, run_id),
-        ).fetchall()
+        rows = sleep_state.step_rows_of_run(conn, d, run_id)
     totals: dict[str, float] = dict.fromkeys(_TOTALS, 0)
     # animas with talk that day: light sleep runs only for them (cleanup looks at everyone)
     talked = {r["anima_id"] for r in rows if r["step"] == StepKey.SEMANTIC_EXTRACTED}

@@ -69,6 +69,14 @@ class AnchorRepo(_Layer):
             (anima_id, start, end),
         ).fetchall()
 
+    def timeline(self, anima_id: str) -> list[dict]:
+        """Every anchor of the anima, whatever its status, oldest first: when, emotion,
+        valence and trigger (what `anima demo` shows)."""
+        return self.conn.execute(
+            "SELECT occurred_at, emotion, valence, trigger FROM emotional_anchor WHERE anima_id = %s ORDER BY occurred_at",
+            (anima_id,),
+        ).fetchall()
+
 
 class AutobiographyRepo(_Layer):
     table = "autobiographical_memory"
@@ -171,6 +179,13 @@ class TemporalRepo(_Repo):
             """SELECT * FROM temporal_summary WHERE anima_id = %s AND level = %s
                AND period_start >= %s AND period_start <= %s ORDER BY period_start""",
             (anima_id, level, start, end),
+        ).fetchall()
+
+    def all(self, anima_id: str) -> list[dict]:
+        """Every summary of the anima by level, then period: level, period_start and content."""
+        return self.conn.execute(
+            "SELECT level, period_start, content FROM temporal_summary WHERE anima_id = %s ORDER BY level, period_start",
+            (anima_id,),
         ).fetchall()
 
 

@@ -12,7 +12,7 @@ reads these rows: an anima's day D waits for its night of D-1.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, datetime
 
 from psycopg.types.json import Jsonb
 
@@ -256,3 +256,33 @@ def nights_finished_by_others(conn: Connection, day: date, run_id: str) -> int:
         )
     )
     return int(row["n"])
+
+
+def latest_night_finished(conn: Connection, first: date, last: date, since: datetime) -> date | None:
+    """The latest day in [first, last] whose night (any anima's) finished at or after `since`,
+    or None: how far a run that started at `since` has come (nights end in day order)."""
+    row = conn.execute(
+        """SELECT max(day) AS d FROM sleep_state WHERE step = %s AND status = ANY(%s)
+           AND day BETWEEN %s AND %s AND finished_at >= %s""",
+        (NIGHT, list(FINISHED), first, last, since),
+    ).fetchone()
+    return row["d"] if row else None
+
+
+def night_statuses_of_run(conn: Connection, day: date, run_id: str) -> set[str]:
+    """The statuses of the nights of `day` that `run_id` holds or held (empty: it ran none)."""
+    return {
+        r["status"]
+        for r in conn.execute(
+            "SELECT DISTINCT status FROM sleep_state WHERE step = %s AND day = %s AND run_id = %s",
+            (NIGHT, day, run_id),
+        )
+    }
+
+
+def step_rows_of_run(conn: Connection, day: date, run_id: str) -> list[dict]:
+    """The step rows (not the nights) `run_id` wrote on `day`: anima_id, step and stats."""
+    return conn.execute(
+        "SELECT anima_id, step, stats FROM sleep_state WHERE day = %s AND step <> %s AND run_id = %s",
+        (day, NIGHT, run_id),
+    ).fetchall()
