@@ -10,35 +10,26 @@
 - `keys`: keys create / list / revoke (API keys of the HTTP service)
 - `serve`: serve (HTTP), mcp (MCP server)
 - `eval`: eval locomo, eval longmemeval (J score, or offline context measures)
+- `replay`: snapshot, replay, diff
+- `review`: review list / approve / reject
 
-Each module registers its commands on the shared `app` (cli/app.py) when imported here.
+Each module registers its commands on the shared `app` (cli/app.py) when imported, and is
+imported only when one of its commands runs: cli/app.py's COMMANDS names the module of each
+command (and its one-line help for `anima --help`), so `anima recall` never loads the sleep
+engine, Dagster or the HTTP server.
 """
 
-from anima_pipeline.cli import (  # noqa: F401  (registers commands)
-    demo,
-    embed,
-    eval,
-    export,
-    forget,
-    keys,
-    recall,
-    replay,
-    review,
-    serve,
-    sleep,
-    store,
-)
-from anima_pipeline.cli.app import app
-from anima_pipeline.cli.demo import SAMPLE
+from typing import Any
 
-# `anima --help` lists the commands in the order a user meets them (Typer keeps the order of
-# registration, which is the import order above); command groups (db, keys, eval, …) follow.
-ORDER_OF_USE = (
-    "demo", "import", "sleep", "status", "recall", "export", "revert", "forget", "embed",
-    "snapshot", "replay", "diff", "serve", "mcp",
-)  # fmt: skip
-app.registered_commands.sort(
-    key=lambda c: ORDER_OF_USE.index(c.name) if c.name in ORDER_OF_USE else len(ORDER_OF_USE)
-)
+from anima_pipeline.cli.app import app
 
 __all__ = ["SAMPLE", "app"]
+
+
+def __getattr__(name: str) -> Any:
+    # SAMPLE lives with the demo, whose module pulls in the sleep engine: only on demand
+    if name == "SAMPLE":
+        from anima_pipeline.cli.demo import SAMPLE
+
+        return SAMPLE
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

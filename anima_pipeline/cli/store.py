@@ -14,6 +14,8 @@ from rich.table import Table
 from anima_pipeline.cli.app import app, db_app
 from anima_pipeline.cli.common import advancing, console, err_console, open_store, progress_bar, settings
 
+app.add_typer(db_app, name="db")
+
 
 @db_app.command("migrate")
 def db_migrate() -> None:
