@@ -131,12 +131,8 @@ SQL_STATEMENT = re.compile(
 SQL_STILL_OUTSIDE = {
     "anima_pipeline/defs/night/utils.py": 11,
     "anima_pipeline/sleep/cleanup.py": 12,
-    "anima_pipeline/sleep/deep_sleep.py": 6,
-    "anima_pipeline/sleep/dream.py": 2,
-    "anima_pipeline/sleep/guards.py": 3,
     "anima_pipeline/sleep/ref_sync.py": 7,
     "anima_pipeline/sleep/revert.py": 8,
-    "anima_pipeline/sleep/temporal.py": 3,
 }
 
 

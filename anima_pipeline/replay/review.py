@@ -24,7 +24,7 @@ from anima_pipeline.errors import InputError
 from anima_pipeline.sleep import guards
 from anima_pipeline.store import review
 from anima_pipeline.store.db import Database, anima_lock
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import Audit, event_watermark
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import REVIEWED_TOOLS, ToolExecutor
 from anima_pipeline.tools.scope import Scope
@@ -88,7 +88,7 @@ def approve(
     decisions: list[Decision] = []
     with db.transaction() as conn:
         anima_lock(conn, anima_id)
-        watermark = guards.event_watermark(conn)
+        watermark = event_watermark(conn)
         applied_days: set[date | None] = set()
         for pid in ids:
             p = _open(conn, anima_id, pid)

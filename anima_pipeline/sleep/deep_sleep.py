@@ -35,10 +35,17 @@ from anima_pipeline.sleep.identity import identity_context
 from anima_pipeline.sleep.light_sleep import LIGHT_STEPS
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.steps import STEP_ORDER, StepKey
-from anima_pipeline.store.db import Connection, Database, one
-from anima_pipeline.store.events import Audit, events_of_steps
+from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.events import (
+    Audit,
+    deprecations_since,
+    event_watermark,
+    events_of_steps,
+    memories_changed_outside,
+    semantic_writes,
+)
 from anima_pipeline.store.layers import SelfBlockRepo
-from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory
+from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo, SemanticMemory, similar_memory_pairs
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
@@ -116,13 +123,7 @@ class Settings:
 
 
 def _events(conn: Connection, anima_id: str, night: Night) -> list[dict]:
-    return conn.execute(
-        """SELECT id, memory_id, op, before, after, step FROM memory_event
-           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND step = ANY(%s)
-             AND erased_at IS NULL
-           ORDER BY id""",
-        (anima_id, night.day, list(DEEP_STEPS)),
-    ).fetchall()
+    return semantic_writes(conn, anima_id, night.day, list(DEEP_STEPS))
 
 
 def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str) -> list[dict]:
@@ -304,44 +305,9 @@ def similar_pairs(
     the 2-core CI machine), so over EVERY_PAIR_IDS memories each is compared with its
     SORTED_NEIGHBOURS next ones in content order (near-duplicates mostly start alike; the
     rare-term pairs catch the rest): linear after the sort."""
-    conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)", (str(threshold),))
-    rows = conn.execute(
-        """WITH lex AS (
-               SELECT id, unnest(tsvector_to_array(search)) AS w FROM semantic_memory WHERE id = ANY(%(ids)s)),
-           df AS (SELECT w, count(*) AS n FROM lex GROUP BY w),
-           rare AS (SELECT lex.id, lex.w FROM lex JOIN df USING (w)
-                    WHERE df.n BETWEEN 2 AND greatest(2, %(max_df)s) AND length(lex.w) > 2),
-           fts AS (SELECT x.id AS a, y.id AS b FROM rare x JOIN rare y ON x.w = y.w AND x.id < y.id
-                   WHERE %(all)s OR x.id = ANY(%(focus)s) OR y.id = ANY(%(focus)s)
-                   GROUP BY x.id, y.id HAVING count(*) >= 2),
-           near AS (SELECT id, content,
-                           lead(id, k) OVER w AS nid, lead(content, k) OVER w AS ncontent
-                    FROM semantic_memory, generate_series(1, %(neighbours)s) AS k
-                    WHERE NOT %(every_pair)s AND id = ANY(%(ids)s)
-                    WINDOW w AS (PARTITION BY k ORDER BY lower(content), id)),
-           trgm AS (SELECT a.id AS a, b.id AS b FROM semantic_memory a
-                    JOIN semantic_memory b ON b.anima_id = a.anima_id AND b.id > a.id
-                    WHERE %(every_pair)s AND a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)
-                      AND (%(all)s OR a.id = ANY(%(focus)s) OR b.id = ANY(%(focus)s))
-                      AND a.content %% b.content
-                    UNION
-                    SELECT least(id, nid), greatest(id, nid) FROM near
-                    WHERE nid IS NOT NULL AND (%(all)s OR id = ANY(%(focus)s) OR nid = ANY(%(focus)s))
-                      AND content %% ncontent)
-           SELECT p.a, p.b, similarity(a.content, b.content) AS sim
-           FROM (SELECT a, b FROM trgm UNION SELECT a, b FROM fts) p
-           JOIN semantic_memory a ON a.id = p.a JOIN semantic_memory b ON b.id = p.b
-           ORDER BY sim DESC, p.a, p.b LIMIT 200""",
-        {
-            "ids": ids,
-            "max_df": max(2, len(ids) // 20),
-            "all": focus is None,
-            "focus": sorted(focus or ()),
-            "every_pair": len(ids) <= EVERY_PAIR_IDS,
-            "neighbours": SORTED_NEIGHBOURS,
-        },
-    ).fetchall()
-    return [(r["a"], r["b"], round(float(r["sim"]), 3)) for r in rows]
+    return similar_memory_pairs(
+        conn, ids, threshold, focus, every_pair_ids=EVERY_PAIR_IDS, neighbours=SORTED_NEIGHBOURS
+    )
 
 
 @dataclass
@@ -417,18 +383,7 @@ def _changed_today(conn: Connection, anima_id: str, night: Night) -> set[int]:
     have skipped. An audited write belongs to its event's day; updated_at inside the day only
     counts for a write no day-tagged event explains (unaudited), since the wall-clock time of
     a backfill's or of the previous night's writes says nothing about this day."""
-    rows = conn.execute(
-        """SELECT memory_id::bigint AS id FROM memory_event
-           WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s AND NOT (step = ANY(%s))
-           UNION
-           SELECT m.id FROM semantic_memory m
-           WHERE m.anima_id = %s AND m.updated_at >= %s AND m.updated_at < %s
-             AND NOT EXISTS (SELECT 1 FROM memory_event e
-                             WHERE e.table_name = 'semantic_memory' AND e.memory_id = m.id::text
-                               AND e.day IS NOT NULL AND e.created_at >= m.updated_at)""",
-        (anima_id, night.day, list(DEEP_STEPS), anima_id, night.start, night.end),
-    ).fetchall()
-    return {r["id"] for r in rows}
+    return memories_changed_outside(conn, anima_id, night.day, list(DEEP_STEPS), night.start, night.end)
 
 
 @dataclass
@@ -502,7 +457,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
     cfg = Settings.from_night(night)
 
     def body(conn: Connection, audit: Audit) -> StepOutcome:
-        watermark = _last_event_id(conn)
+        watermark = event_watermark(conn)
         current = MemoryRepo(conn).active(anima_id)
         changed = _changed_today(conn, anima_id, night)
         stats: dict[str, Any] = {
@@ -605,7 +560,9 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             for k, v in executor.stats.items():
                 totals[k] = totals.get(k, 0) + v
             stats["candidates"] = stats.get("candidates", 0) + pre.count
-        lost = _deprecated_in_round(conn, audit, step, watermark)
+        # deprecations by this execution of the round only: a forced re-run (or a retry) in the
+        # same run must not count what the earlier execution already committed
+        lost = deprecations_since(conn, audit, step, watermark)
         stats.update(totals, deprecated_total=lost, message1_chars=msg1_chars, size_band=band)
         guards.check_step(
             conn, audit, night.limits, watermark
@@ -619,26 +576,6 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
         return StepOutcome(stats=stats, usage=usage, details={"tool_calls": calls})
 
     return run_step(db, night, anima_id, step, body)
-
-
-def _last_event_id(conn: Connection) -> int:
-    row = one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))
-    return int(row["n"])
-
-
-def _deprecated_in_round(conn: Connection, audit: Audit, step: str, after_id: int) -> int:
-    """Deprecations by this execution of the round only: a forced re-run (or a retry) in the
-    same run must not count what the earlier execution already committed."""
-    row = one(
-        conn.execute(
-            """SELECT count(*) AS n FROM memory_event
-           WHERE id > %s AND run_id = %s AND anima_id = %s AND step = %s AND day = %s
-             AND table_name = 'semantic_memory'
-             AND before->>'status' = 'active' AND after->>'status' = 'deprecated'""",
-            (after_id, audit.run_id, audit.anima_id, step, audit.day),
-        )
-    )
-    return int(row["n"])
 
 
 def _write_log(

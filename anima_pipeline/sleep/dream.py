@@ -26,7 +26,8 @@ from anima_pipeline.sleep.day_input import render_memories
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
 from anima_pipeline.steps import MEMORY_STEPS, StepKey
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import Audit, semantic_writes_and_confidence
+from anima_pipeline.store.layers import DreamRepo
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
@@ -40,12 +41,7 @@ _ENTRY_KEYS = ("creative_connections", "aha_moments", "next_session_actions", "b
 
 
 def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
-    events = conn.execute(
-        """SELECT memory_id, op, step, before, after FROM memory_event
-           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND erased_at IS NULL
-             AND (step = ANY(%s) OR (step = %s AND op = 'confidence')) ORDER BY id""",
-        (anima_id, day, list(MEMORY_STEPS), STEP),
-    ).fetchall()
+    events = semantic_writes_and_confidence(conn, anima_id, day, list(MEMORY_STEPS), STEP)
     created: set[int] = set()
     touched: list[int] = []
     reconfirmed: dict[int, str] = {}
@@ -106,9 +102,7 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
             must_write=True,
         )
         usage = night.engine.run(request, executor, plan_of(ToolCall(name="write_dream_entry", input=entry)))
-        row = conn.execute(
-            "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, night.day)
-        ).fetchone()
+        row = DreamRepo(conn).get(anima_id, night.day)
         written = {k: len(row[k]) if row else 0 for k in _ENTRY_KEYS}
         return StepOutcome(
             stats={

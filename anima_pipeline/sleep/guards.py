@@ -35,8 +35,9 @@ from typing import Literal
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import NightError
 from anima_pipeline.store.archive import day_chars
-from anima_pipeline.store.db import Connection, one
-from anima_pipeline.store.events import Audit, step_growth
+from anima_pipeline.store.db import Connection
+from anima_pipeline.store.events import Audit, status_changes_of_night, status_changes_of_step, step_growth
+from anima_pipeline.store.memories import active_counts
 
 GuardKind = Literal["step", "night"]
 _DEFAULTS = Settings.model_fields  # the defaults, without reading the environment
@@ -111,11 +112,6 @@ class LossGuardTripped(NightError):
         }
 
 
-def event_watermark(conn: Connection) -> int:
-    """The newest memory_event id: a step execution's own events are the ones after it."""
-    return int(one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))["n"])
-
-
 def _loss(conn: Connection, anima_id: str, events: list[dict]) -> Loss:
     first: dict[int, dict] = {}
     last: dict[int, dict] = {}
@@ -124,13 +120,7 @@ def _loss(conn: Connection, anima_id: str, events: list[dict]) -> Loss:
         first.setdefault(mid, e)
         last[mid] = e
     at_start = {m for m, e in first.items() if e["before_status"] == "active"}
-    counts = one(
-        conn.execute(
-            """SELECT count(*) FILTER (WHERE NOT (id = ANY(%s))) AS untouched, count(*) AS active
-           FROM semantic_memory WHERE anima_id = %s AND status = 'active'""",
-            (list(first), anima_id),
-        )
-    )
+    counts = active_counts(conn, anima_id, list(first))
     lost = tuple(
         sorted(
             m
@@ -146,31 +136,22 @@ def _loss(conn: Connection, anima_id: str, events: list[dict]) -> Loss:
     }
     merges = sum(1 for g in groups if g in last and last[g]["after_status"] == "active")
     return Loss(
-        base=int(counts["untouched"]) + len(at_start),
+        base=counts["untouched"] + len(at_start),
         lost=lost,
-        active_now=int(counts["active"]),
+        active_now=counts["active"],
         merges=merges,
     )
 
 
-_EVENTS = """SELECT id, memory_id, op, after->>'superseded_by' AS superseded_by, before->>'status' AS before_status, before->>'content' AS before_content,
-                    after->>'status' AS after_status, after->>'content' AS after_content
-             FROM memory_event
-             WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s"""
-
-
 def step_loss(conn: Connection, audit: Audit, after_id: int) -> Loss:
     """What this execution of the step (events after `after_id`) retired."""
-    events = conn.execute(
-        _EVENTS + " AND id > %s AND run_id = %s AND step = %s ORDER BY id",
-        (audit.anima_id, audit.day, after_id, audit.run_id, audit.step),
-    ).fetchall()
+    events = status_changes_of_step(conn, audit, after_id)
     return _loss(conn, audit.anima_id, events)
 
 
 def night_loss(conn: Connection, anima_id: str, day: date) -> Loss:
     """What the night of `day` retired so far, over every run of that day (reverts included)."""
-    events = conn.execute(_EVENTS + " ORDER BY id", (anima_id, day)).fetchall()
+    events = status_changes_of_night(conn, anima_id, day)
     return _loss(conn, anima_id, events)
 
 

@@ -28,7 +28,7 @@ from anima_pipeline.llm.types import Engine, OfflinePlan, ToolCall, ToolResult, 
 from anima_pipeline.sleep import faults, guards
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import Audit, event_watermark
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
                 day=night.day,
                 review=night.review,
             )
-            watermark = guards.event_watermark(conn)
+            watermark = event_watermark(conn)
             outcome = _declining(conn, audit, body)
             # the loss guard of every step: raises (and so rolls the step back) when it retired too much
             guarded = guards.check_step(conn, audit, night.limits, watermark)

@@ -28,9 +28,9 @@ from anima_pipeline.sleep.identity import identity_as_found, identity_context
 from anima_pipeline.sleep.light_sleep import day_prefix, day_transcript
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.steps import MEMORY_STEPS, StepKey
-from anima_pipeline.store.archive import animas_active_between
+from anima_pipeline.store.archive import animas_active_between, debug_conversations
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import Audit, semantic_events
 from anima_pipeline.store.layers import TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
@@ -48,12 +48,7 @@ BELOW = {"week": ("day",), "month": ("week", "day"), "year": ("month", "week", "
 
 def memory_changes(conn: Connection, anima_id: str, day: date) -> list[dict]:
     """The day's semantic-memory events written by light and deep sleep, in order."""
-    return conn.execute(
-        """SELECT * FROM memory_event WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory'
-             AND erased_at IS NULL
-             AND step = ANY(%s) ORDER BY id""",
-        (anima_id, day, list(MEMORY_STEPS)),
-    ).fetchall()
+    return semantic_events(conn, anima_id, day, list(MEMORY_STEPS))
 
 
 def render_changes(conn: Connection, events: list[dict]) -> tuple[list[str], list[str]]:
@@ -95,8 +90,7 @@ def render_changes(conn: Connection, events: list[dict]) -> tuple[list[str], lis
 
 def _debug_ids(conn: Connection, anima_id: str) -> set[str]:
     """Debug conversations (test harnesses, prompt checks) are not part of the anima's day."""
-    rows = conn.execute("SELECT id FROM conversation WHERE anima_id = %s AND debug", (anima_id,)).fetchall()
-    return {r["id"] for r in rows}
+    return debug_conversations(conn, anima_id)
 
 
 def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
@@ -241,12 +235,7 @@ def animas_for(conn: Connection, night: Night) -> list[str]:
     found = set(animas_active_between(conn, night.start, night.end))
     periods = closed_periods(night.day)
     if periods:
-        rows = conn.execute(
-            """SELECT DISTINCT anima_id FROM temporal_summary
-               WHERE level = 'day' AND period_start >= %s AND period_start <= %s""",
-            (min(p[1] for p in periods), night.day),
-        ).fetchall()
-        found |= {r["anima_id"] for r in rows}
+        found |= TemporalRepo(conn).animas_with_days(min(p[1] for p in periods), night.day)
     return sorted(found)
 
 

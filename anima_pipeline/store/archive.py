@@ -460,6 +460,12 @@ def animas_active_between(conn: Connection, start: datetime, end: datetime) -> l
     return [r["anima_id"] for r in rows]
 
 
+def debug_conversations(conn: Connection, anima_id: str) -> set[str]:
+    """Ids of the anima's debug conversations (test harnesses, prompt checks)."""
+    rows = conn.execute("SELECT id FROM conversation WHERE anima_id = %s AND debug", (anima_id,)).fetchall()
+    return {r["id"] for r in rows}
+
+
 def day_chars(conn: Connection, anima_id: str, start: datetime, end: datetime) -> int:
     """Characters the anima's messages of [start, end) hold: what a night has to read."""
     row = one(

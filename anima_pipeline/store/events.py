@@ -119,3 +119,105 @@ def night_writes(conn: Connection, anima_id: str, day: date, table: str, steps: 
            WHERE anima_id = %s AND day = %s AND table_name = %s AND step = ANY(%s) ORDER BY id""",
         (anima_id, day, table, steps),
     ).fetchall()
+
+
+def event_watermark(conn: Connection) -> int:
+    """The newest memory_event id (0 when there is none): a step execution's own events are
+    the ones after it."""
+    return int(one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))["n"])
+
+
+def event(conn: Connection, event_id: int) -> dict | None:
+    """The memory_event row `event_id`, whole, or None."""
+    return conn.execute("SELECT * FROM memory_event WHERE id = %s", (event_id,)).fetchone()
+
+
+def semantic_writes(conn: Connection, anima_id: str, day: date, steps: list[str]) -> list[dict]:
+    """The (anima, day) semantic-memory events of `steps` that no purge scrubbed, in order:
+    id, memory_id, op, before, after, step (a revert's undone runs included)."""
+    return conn.execute(
+        """SELECT id, memory_id, op, before, after, step FROM memory_event
+           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND step = ANY(%s)
+             AND erased_at IS NULL
+           ORDER BY id""",
+        (anima_id, day, steps),
+    ).fetchall()
+
+
+def semantic_events(conn: Connection, anima_id: str, day: date, steps: list[str]) -> list[dict]:
+    """`semantic_writes` as whole memory_event rows (every column), in order."""
+    return conn.execute(
+        """SELECT * FROM memory_event WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory'
+             AND erased_at IS NULL
+             AND step = ANY(%s) ORDER BY id""",
+        (anima_id, day, steps),
+    ).fetchall()
+
+
+def semantic_writes_and_confidence(
+    conn: Connection, anima_id: str, day: date, steps: list[str], confidence_step: str
+) -> list[dict]:
+    """The (anima, day) semantic-memory events of `steps`, and the 'confidence' ones of
+    `confidence_step`, that no purge scrubbed, in order: memory_id, op, step, before, after."""
+    return conn.execute(
+        """SELECT memory_id, op, step, before, after FROM memory_event
+           WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory' AND erased_at IS NULL
+             AND (step = ANY(%s) OR (step = %s AND op = 'confidence')) ORDER BY id""",
+        (anima_id, day, steps, confidence_step),
+    ).fetchall()
+
+
+def memories_changed_outside(
+    conn: Connection, anima_id: str, day: date, steps: list[str], start: datetime, end: datetime
+) -> set[int]:
+    """Ids of the anima's semantic memories written on `day` by anything but `steps` (an
+    audited write, by its event's day), or updated in [start, end) by a write no day-tagged
+    event explains (unaudited)."""
+    rows = conn.execute(
+        """SELECT memory_id::bigint AS id FROM memory_event
+           WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s AND NOT (step = ANY(%s))
+           UNION
+           SELECT m.id FROM semantic_memory m
+           WHERE m.anima_id = %s AND m.updated_at >= %s AND m.updated_at < %s
+             AND NOT EXISTS (SELECT 1 FROM memory_event e
+                             WHERE e.table_name = 'semantic_memory' AND e.memory_id = m.id::text
+                               AND e.day IS NOT NULL AND e.created_at >= m.updated_at)""",
+        (anima_id, day, steps, anima_id, start, end),
+    ).fetchall()
+    return {r["id"] for r in rows}
+
+
+def deprecations_since(conn: Connection, audit: Audit, step: str, after_id: int) -> int:
+    """How many active semantic memories the events after `after_id` of this audit's run,
+    anima and day, written by `step`, deprecated."""
+    row = one(
+        conn.execute(
+            """SELECT count(*) AS n FROM memory_event
+           WHERE id > %s AND run_id = %s AND anima_id = %s AND step = %s AND day = %s
+             AND table_name = 'semantic_memory'
+             AND before->>'status' = 'active' AND after->>'status' = 'deprecated'""",
+            (after_id, audit.run_id, audit.anima_id, step, audit.day),
+        )
+    )
+    return int(row["n"])
+
+
+# The semantic-memory events of (anima, day) as the loss guard reads them (sleep/guards.py).
+_STATUS_CHANGES = """SELECT id, memory_id, op, after->>'superseded_by' AS superseded_by, before->>'status' AS before_status, before->>'content' AS before_content,
+                    after->>'status' AS after_status, after->>'content' AS after_content
+             FROM memory_event
+             WHERE anima_id = %s AND table_name = 'semantic_memory' AND day = %s"""
+
+
+def status_changes_of_step(conn: Connection, audit: Audit, after_id: int) -> list[dict]:
+    """The semantic-memory events of this execution of the audit's step (after `after_id`),
+    in order: id, memory_id, op, superseded_by, and status and content before and after."""
+    return conn.execute(
+        _STATUS_CHANGES + " AND id > %s AND run_id = %s AND step = %s ORDER BY id",
+        (audit.anima_id, audit.day, after_id, audit.run_id, audit.step),
+    ).fetchall()
+
+
+def status_changes_of_night(conn: Connection, anima_id: str, day: date) -> list[dict]:
+    """`status_changes_of_step` over every run of the night of `day` (reverts included)."""
+    return conn.execute(_STATUS_CHANGES + " ORDER BY id", (anima_id, day)).fetchall()

@@ -181,6 +181,15 @@ class TemporalRepo(_Repo):
             (anima_id, level, start, end),
         ).fetchall()
 
+    def animas_with_days(self, first: date, last: date) -> set[str]:
+        """The animas with a day summary of a day in [first, last]."""
+        rows = self.conn.execute(
+            """SELECT DISTINCT anima_id FROM temporal_summary
+               WHERE level = 'day' AND period_start >= %s AND period_start <= %s""",
+            (first, last),
+        ).fetchall()
+        return {r["anima_id"] for r in rows}
+
     def all(self, anima_id: str) -> list[dict]:
         """Every summary of the anima by level, then period: level, period_start and content."""
         return self.conn.execute(
@@ -190,6 +199,12 @@ class TemporalRepo(_Repo):
 
 
 class DreamRepo(_Repo):
+    def get(self, anima_id: str, day: date) -> dict | None:
+        """The anima's dream journal entry of `day` (the whole row), or None."""
+        return self.conn.execute(
+            "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, day)
+        ).fetchone()
+
     def upsert(self, anima_id: str, day: date, entry: dict[str, list]) -> dict:
         before = self.conn.execute(
             "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, day)

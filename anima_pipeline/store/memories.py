@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 
 MemoryType = Literal["world", "experience", "preference", "opinion", "imprint"]
@@ -182,3 +182,78 @@ def send_resident_rows(
         {"a": anima_id, "pmax": max(0, pinned_max), "n": max(0, top_n)},
     )
     return cur.fetchall
+
+
+def similar_memory_pairs(
+    conn: Connection,
+    ids: list[int],
+    threshold: float,
+    focus: set[int] | None,
+    *,
+    every_pair_ids: int,
+    neighbours: int,
+) -> list[tuple[int, int, float]]:
+    """Deep sleep's candidate pairs among the memories `ids` (sleep/deep_sleep.py
+    `similar_pairs` says why): (a, b, similarity) with a < b, most similar first, at most 200.
+    A pair is pg_trgm-similar above `threshold` (every pair up to `every_pair_ids` memories,
+    else each memory with its `neighbours` next in content order) or shares two rare
+    full-text terms; with `focus`, only pairs touching it. Sets pg_trgm.similarity_threshold
+    for the rest of the transaction."""
+    conn.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)", (str(threshold),))
+    rows = conn.execute(
+        """WITH lex AS (
+               SELECT id, unnest(tsvector_to_array(search)) AS w FROM semantic_memory WHERE id = ANY(%(ids)s)),
+           df AS (SELECT w, count(*) AS n FROM lex GROUP BY w),
+           rare AS (SELECT lex.id, lex.w FROM lex JOIN df USING (w)
+                    WHERE df.n BETWEEN 2 AND greatest(2, %(max_df)s) AND length(lex.w) > 2),
+           fts AS (SELECT x.id AS a, y.id AS b FROM rare x JOIN rare y ON x.w = y.w AND x.id < y.id
+                   WHERE %(all)s OR x.id = ANY(%(focus)s) OR y.id = ANY(%(focus)s)
+                   GROUP BY x.id, y.id HAVING count(*) >= 2),
+           near AS (SELECT id, content,
+                           lead(id, k) OVER w AS nid, lead(content, k) OVER w AS ncontent
+                    FROM semantic_memory, generate_series(1, %(neighbours)s) AS k
+                    WHERE NOT %(every_pair)s AND id = ANY(%(ids)s)
+                    WINDOW w AS (PARTITION BY k ORDER BY lower(content), id)),
+           trgm AS (SELECT a.id AS a, b.id AS b FROM semantic_memory a
+                    JOIN semantic_memory b ON b.anima_id = a.anima_id AND b.id > a.id
+                    WHERE %(every_pair)s AND a.id = ANY(%(ids)s) AND b.id = ANY(%(ids)s)
+                      AND (%(all)s OR a.id = ANY(%(focus)s) OR b.id = ANY(%(focus)s))
+                      AND a.content %% b.content
+                    UNION
+                    SELECT least(id, nid), greatest(id, nid) FROM near
+                    WHERE nid IS NOT NULL AND (%(all)s OR id = ANY(%(focus)s) OR nid = ANY(%(focus)s))
+                      AND content %% ncontent)
+           SELECT p.a, p.b, similarity(a.content, b.content) AS sim
+           FROM (SELECT a, b FROM trgm UNION SELECT a, b FROM fts) p
+           JOIN semantic_memory a ON a.id = p.a JOIN semantic_memory b ON b.id = p.b
+           ORDER BY sim DESC, p.a, p.b LIMIT 200""",
+        {
+            "ids": ids,
+            "max_df": max(2, len(ids) // 20),
+            "all": focus is None,
+            "focus": sorted(focus or ()),
+            "every_pair": len(ids) <= every_pair_ids,
+            "neighbours": neighbours,
+        },
+    ).fetchall()
+    return [(r["a"], r["b"], round(float(r["sim"]), 3)) for r in rows]
+
+
+def active_counts(conn: Connection, anima_id: str, touched: list[int]) -> dict[str, int]:
+    """The anima's active semantic memories: `active` all of them, `untouched` those not in
+    `touched`."""
+    row = one(
+        conn.execute(
+            """SELECT count(*) FILTER (WHERE NOT (id = ANY(%s))) AS untouched, count(*) AS active
+           FROM semantic_memory WHERE anima_id = %s AND status = 'active'""",
+            (touched, anima_id),
+        )
+    )
+    return {"untouched": int(row["untouched"]), "active": int(row["active"])}
+
+
+def supersede_links(conn: Connection, anima_id: str) -> list[dict]:
+    """Every semantic memory of the anima, whatever its status: id, status, superseded_by."""
+    return conn.execute(
+        "SELECT id, status, superseded_by FROM semantic_memory WHERE anima_id = %s", (anima_id,)
+    ).fetchall()
