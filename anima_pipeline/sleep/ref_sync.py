@@ -22,10 +22,11 @@ from typing import Any
 from anima_pipeline.citations import CITATION
 from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.steps import StepKey
+from anima_pipeline.store import references
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline.store.memories import MemoryRepo
+from anima_pipeline.store.memories import MemoryRepo, supersede_links
 
 STEP = StepKey.REFERENCES_SYNCED
 DEFAULTS: dict[str, float] = {
@@ -57,13 +58,10 @@ def animas_for(conn: Connection, night: Night) -> list[str]:
     those with a citation crossing the decay boundary tonight (their counts change even on a
     quiet day)."""
     decay = timedelta(days=settings_of(night)["decay_days"])
-    rows = conn.execute(
-        """SELECT DISTINCT anima_id FROM memory_event WHERE day = %s AND table_name = 'semantic_memory'
-           UNION
-           SELECT DISTINCT anima_id FROM memory_reference WHERE referenced_at >= %s AND referenced_at < %s""",
-        (night.day, night.start - decay, night.end - decay),
-    ).fetchall()
-    return sorted({r["anima_id"] for r in rows} | set(animas_active_between(conn, night.start, night.end)))
+    found = references.animas_with_changes_or_aging_citations(
+        conn, night.day, night.start - decay, night.end - decay
+    )
+    return sorted(found | set(animas_active_between(conn, night.start, night.end)))
 
 
 def sync_references(db: Database, night: Night, anima_id: str) -> StepResult:
@@ -115,10 +113,7 @@ class _Chains:
 
 
 def _chains(conn: Connection, anima_id: str) -> _Chains:
-    rows = conn.execute(
-        "SELECT id, status, superseded_by FROM semantic_memory WHERE anima_id = %s", (anima_id,)
-    ).fetchall()
-    return _Chains(rows)
+    return _Chains(supersede_links(conn, anima_id))
 
 
 # ---- 1. citations ---------------------------------------------------------------------
@@ -126,13 +121,7 @@ def _chains(conn: Connection, anima_id: str) -> _Chains:
 
 def _collect(conn: Connection, audit: Audit, night: Night, anima_id: str, chains: _Chains) -> tuple[int, int]:
     """Insert one memory_reference per (message, cited id); a re-run adds nothing."""
-    messages = conn.execute(
-        """SELECT id, conversation_id, content, created_at FROM message
-           WHERE anima_id = %s AND role = 'assistant' AND created_at >= %s AND created_at < %s
-             AND content LIKE '%%[[anima:f-%%' AND forgotten_at IS NULL
-           ORDER BY created_at, id""",
-        (anima_id, night.start, night.end),
-    ).fetchall()
+    messages = references.citing_messages(conn, anima_id, night.start, night.end)
     added = unknown = 0
     for msg in messages:
         for cited in sorted({int(x) for x in CITATION.findall(msg["content"])}):
@@ -140,13 +129,9 @@ def _collect(conn: Connection, audit: Audit, night: Night, anima_id: str, chains
                 unknown += 1
                 continue
             target = chains.end(cited) or cited
-            row = conn.execute(
-                """INSERT INTO memory_reference (anima_id, memory_id, cited_memory_id, message_id,
-                                                 conversation_id, referenced_at)
-                   VALUES (%s, %s, %s, %s, %s, %s)
-                   ON CONFLICT (message_id, cited_memory_id) DO NOTHING RETURNING *""",
-                (anima_id, target, cited, msg["id"], msg["conversation_id"], msg["created_at"]),
-            ).fetchone()
+            row = references.add_reference(
+                conn, anima_id, target, cited, msg["id"], msg["conversation_id"], msg["created_at"]
+            )
             if row is not None:
                 audit.record("memory_reference", row["id"], "create", None, row)
                 added += 1
@@ -158,12 +143,7 @@ def _collect(conn: Connection, audit: Audit, night: Night, anima_id: str, chains
 
 def _repoint(conn: Connection, audit: Audit, anima_id: str, chains: _Chains) -> tuple[int, list[int]]:
     """Move references of deprecated memories to the end of their superseded_by chain."""
-    rows = conn.execute(
-        """SELECT r.* FROM memory_reference r JOIN semantic_memory s ON s.id = r.memory_id
-           WHERE r.anima_id = %s AND s.status = 'deprecated' AND s.superseded_by IS NOT NULL
-           ORDER BY r.id""",
-        (anima_id,),
-    ).fetchall()
+    rows = references.references_to_superseded(conn, anima_id)
     moved, cycles = 0, set()
     for ref in rows:
         target = chains.end(ref["memory_id"])
@@ -172,9 +152,7 @@ def _repoint(conn: Connection, audit: Audit, anima_id: str, chains: _Chains) -> 
             continue
         if target == ref["memory_id"]:
             continue
-        after = conn.execute(
-            "UPDATE memory_reference SET memory_id = %s WHERE id = %s RETURNING *", (target, ref["id"])
-        ).fetchone()
+        after = references.repoint_reference(conn, ref["id"], target)
         audit.record("memory_reference", ref["id"], "repoint", ref, after)
         moved += 1
     return moved, sorted(cycles)
@@ -198,10 +176,7 @@ def decayed_count(
 
 def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str, cfg: dict[str, float]) -> int:
     refs: dict[int, list[datetime]] = defaultdict(list)
-    for r in conn.execute(
-        "SELECT memory_id, referenced_at FROM memory_reference WHERE anima_id = %s AND referenced_at < %s",
-        (anima_id, night.end),
-    ).fetchall():
+    for r in references.reference_times(conn, anima_id, night.end):
         refs[r["memory_id"]].append(r["referenced_at"])
     repo = MemoryRepo(conn, audit)
     updated = 0
