@@ -432,3 +432,25 @@ def test_announcement_head_is_dropped_and_the_news_kept() -> None:
         [say("user", "Ana", "I wanted to let you know that I signed up for a woodworking class.")]
     )
     assert texts == ["Ana signed up for a woodworking class (2023-05-08)."]
+
+
+def test_one_sentence_splitter_for_messages_and_memories() -> None:
+    """offline/sentences.py splits both: a typed message at line breaks and before a
+    lower-case word, with its ';' clauses whole; a written memory only before a capital, and
+    at ';' (deep sleep splits compound facts there). Abbreviations and initials hold in both."""
+    from anima_pipeline.offline.sentences import split_sentences
+
+    text = "Nah, I haven't. i went out; it rained\nAnd then Dr. Lee came."
+    assert split_sentences(text, message=True) == [
+        "Nah, I haven't.",
+        "i went out; it rained",
+        "And then Dr. Lee came.",
+    ]
+    assert split_sentences(text) == ["Nah, I haven't. i went out;", "it rained\nAnd then Dr. Lee came."]
+    # "haven't." is no initial "t.", "J." and "R." are
+    assert split_sentences("I haven't. You did. J. R. Smith came.") == [
+        "I haven't.",
+        "You did.",
+        "J. R. Smith came.",
+    ]
+    assert split_sentences("好的!我们走吧。」然后呢", message=True) == ["好的!", "我们走吧。」", "然后呢"]

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from . import lexicon as lx
 from .emotion import emotion_hits, emotion_intensity
-from .light_text import clean_text, is_chinese, split_sentences
+from .light_text import clean_text, is_chinese
 from .light_types import AnchorCandidate, Utterance
+from .sentences import split_sentences
 
 _MAX_ANCHORS = 3
 
@@ -15,7 +16,7 @@ _MAX_ANCHORS = 3
 def _utterance_emotion(u: Utterance) -> tuple[str, float, float, float, str] | None:
     """(emotion, valence, arousal, intensity, trigger sentence) of one message, questions ignored."""
     best: tuple[str, float, float, float, str] | None = None
-    for sentence in split_sentences(clean_text(u.text)):
+    for sentence in split_sentences(clean_text(u.text), message=True):
         if sentence.rstrip().endswith(("?", "？")) or lx.FORMULAIC_EMOTION.search(sentence):
             continue
         hits = emotion_hits(sentence)

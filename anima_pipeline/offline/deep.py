@@ -441,9 +441,11 @@ def _stem(word: str) -> str:
     return word
 
 
-def content_words(text: str) -> frozenset[str]:
-    """What a memory says, as a set: stemmed non-stopwords for Latin text, character
-    bigrams without function characters (的 了 很 也 …) for CJK text."""
+def memory_terms(text: str) -> frozenset[str]:
+    """What a memory says, as a set to compare with another memory's: stemmed non-stopwords
+    for Latin text, character bigrams without function characters (的 了 很 也 …) for CJK
+    text. Not light sleep's `content_words` (light_text.py), which counts the informative
+    words of a chat sentence, unstemmed and in order."""
     norm = normalize_content(text)
     if has_cjk(norm):
         out: set[str] = set()
@@ -479,7 +481,7 @@ def _entry(m: MemoryView) -> _Entry:
         negations=len(_NEGATION.findall(norm)),
         facts=tuple(extract_attributes(m.content)),
         tiny=is_tiny(m.content),
-        words=content_words(m.content),
+        words=memory_terms(m.content),
         subject=normalize_content(subject) if subject else None,
         cjk=has_cjk(m.content),
     )
@@ -527,7 +529,7 @@ def _same_preference(short: _Entry, long: _Entry) -> str | None:
         for subject2, obj2 in _preference_objects(long):
             if subject != subject2 or not _object_refines(obj, obj2) or not _names_a_thing(obj, obj2):
                 continue
-            known = content_words(subject) | content_words(obj) | content_words(obj2)
+            known = memory_terms(subject) | memory_terms(obj) | memory_terms(obj2)
             extra = {
                 w
                 for w in short.words - known

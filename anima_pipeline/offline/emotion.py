@@ -16,21 +16,22 @@ def emotion_hits(text: str) -> list[tuple[str, float, float]]:
     if is_chinese(text):
         for word, (emotion, valence, arousal) in lx.ZH_EMOTIONS.items():
             for m in re.finditer(re.escape(word), text):
-                if lx.ZH_NEGATION_BEFORE.search(text[max(0, m.start() - 2) : m.start()]):
-                    hits.append((f"not {emotion}", -0.5 * valence, arousal * 0.5))
-                else:
-                    hits.append((emotion, valence, arousal))
+                negated = bool(lx.ZH_NEGATION_BEFORE.search(text[max(0, m.start() - 2) : m.start()]))
+                hits.append(_hit(emotion, valence, arousal, negated))
         return hits
     words = [w.lower() for w in WORD.findall(text)]
     for i, word in enumerate(words):
         if word in lx.EN_EMOTIONS:
             emotion, valence, arousal = lx.EN_EMOTIONS[word]
             window = words[max(0, i - 3) : i]
-            if any(w in ("not", "never", "no") or w.endswith("n't") for w in window):
-                hits.append((f"not {emotion}", -0.5 * valence, arousal * 0.5))
-            else:
-                hits.append((emotion, valence, arousal))
+            negated = any(w in ("not", "never", "no") or w.endswith("n't") for w in window)
+            hits.append(_hit(emotion, valence, arousal, negated))
     return hits
+
+
+def _hit(emotion: str, valence: float, arousal: float, negated: bool) -> tuple[str, float, float]:
+    """One emotion word's hit; negated ("not happy", 不开心) the valence flips and both halve."""
+    return (f"not {emotion}", -0.5 * valence, arousal * 0.5) if negated else (emotion, valence, arousal)
 
 
 def emotion_intensity(text: str, hits: Sequence[tuple[str, float, float]]) -> float:

@@ -13,9 +13,10 @@ from .dedup import dedup_against
 from .fact_context import Context
 from .facts_en import en_fact
 from .facts_zh import zh_fact
-from .light_text import WORD, clean_text, is_chinese, normalize_key, split_sentences
+from .light_text import WORD, clean_text, is_chinese, normalize_key
 from .light_types import FactCandidate, Utterance
 from .rewrite_en import FIRST_PERSON, strip_en, third_person
+from .sentences import split_sentences
 from .small_talk import is_informative, is_small_talk
 
 _ISO_DATE = re.compile(r"(?<!\d)(?:19|20)\d{2}(?!\d)")  # any year, so also any ISO date
@@ -91,7 +92,7 @@ def _facts_of(utt: Utterance, ctx: Context) -> list[FactCandidate]:
     zh = is_chinese(text)
     out: list[FactCandidate] = []
     previous, previous_kept = "", False
-    raw_sentences = split_sentences(text)
+    raw_sentences = split_sentences(text, message=True)
     resolved: dict[int, str] = {}
 
     def sentence_at(i: int) -> str:  # resolved on demand: reading stops at MAX_FACTS_PER_MESSAGE

@@ -19,7 +19,7 @@ from .anchors import detect_anchors
 from .dates import resolve_relative_dates
 from .dedup import dedup_against
 from .facts import extract_facts
-from .light_text import is_chinese, normalize_key, split_sentences
+from .light_text import is_chinese, normalize_key
 from .light_types import AnchorCandidate, Decision, FactCandidate, Utterance
 from .significance import narrative_significance
 from .small_talk import is_small_talk
@@ -37,5 +37,4 @@ __all__ = [
     "narrative_significance",
     "normalize_key",
     "resolve_relative_dates",
-    "split_sentences",
 ]

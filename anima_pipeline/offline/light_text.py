@@ -1,4 +1,5 @@
-"""Text utilities of the light-sleep heuristics: language test, cleanup, sentences, content words, keys."""
+"""Text utilities of the light-sleep heuristics: language test, cleanup, content words, keys
+(sentences: offline/sentences.py, `split_sentences(text, message=True)`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,6 @@ from .vocab import STOPWORDS
 
 CJK = re.compile(r"[\u3400-\u9fff]")
 WORD = re.compile(r"[A-Za-z][A-Za-z'-]*|\d+")
-_ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|St|Jr|Sr|vs|etc|e\.g|i\.e|Mt)\.$")
-_EN_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-_ZH_SPLIT = re.compile(r"(?<=[。！？；!?;])|\n+")
 
 
 def is_chinese(text: str) -> bool:
@@ -37,20 +35,10 @@ def clean_text(text: str) -> str:
     return re.sub(r"[ \t]+", " ", text).strip()
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of one message; keeps abbreviations such as 'Dr.' attached."""
-    if is_chinese(text):
-        return [s.strip() for s in _ZH_SPLIT.split(text) if s and s.strip()]
-    out: list[str] = []
-    for piece in _EN_SPLIT.split(text):
-        if out and _ABBREVIATION.search(out[-1]):
-            out[-1] += " " + piece
-        elif piece.strip():
-            out.append(piece.strip())
-    return out
-
-
 def content_words(text: str) -> list[str]:
+    """The informative words of a chat sentence, as written and in order, repeats kept (a
+    sentence's weight counts them): longer than two letters, not a stopword, small talk or a
+    vague word. Deep sleep compares memories by `memory_terms` (deep.py) instead."""
     return [
         w
         for w in WORD.findall(text)

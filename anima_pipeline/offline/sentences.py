@@ -1,8 +1,13 @@
-"""Sentence boundaries for English and Chinese memory text (original casing kept).
+"""Sentence boundaries for English and Chinese text, memories and chat messages alike
+(original casing kept): the one splitter of the offline engine.
 
-Memories are short, so a regex splitter is enough; what matters is not cutting where a
-cut would produce a broken memory: abbreviations ("Dr.", "St.", "U.S."), initials,
-decimals, and an English full stop followed by a lower-case word are not boundaries.
+A regex splitter is enough; what matters is not cutting where a cut would produce a broken
+sentence: abbreviations ("Dr.", "St.", "U.S."), initials and decimals are never boundaries.
+What differs is the text. A memory is written: a full stop before a lower-case word is no
+boundary, and ";" and "and also" cut a compound fact in two (deep sleep's split). A chat
+message is typed: a line break ends a sentence, so does . ! ? before any word (chat
+capitalizes carelessly), and a clause after ";" stays with its sentence (light sleep weighs
+whole sentences).
 """
 
 from __future__ import annotations
@@ -22,29 +27,41 @@ _BOUNDARY = re.compile(
     r"|(?P<semi>;)\s*"
     r"|(?P<also>,?\s+and\s+)(?=also\s)"
 )
-_WORD_BEFORE = re.compile(r"([A-Za-z.]+)$")
+# a message: . ! ? before white space or CJK text (a closing quote after the stop keeps the
+# next sentence attached, as light sleep was tuned with), or a line break
+_MESSAGE_BOUNDARY = re.compile(
+    rf"(?P<cjk>[。！？；]+[{_CLOSERS}]*)\s*|(?P<end>[.!?]+)(?:\s+|(?=[{CJK_CLASS}]))|(?P<line>\n+)"
+)
+# the word before a stop, to tell an abbreviation or an initial ("J.") from a sentence end;
+# the apostrophe keeps "didn't." from reading as the initial "t."
+_WORD_BEFORE = re.compile(r"([A-Za-z.']+)$")
 
 # Below these sizes a "sentence" is a fragment, not a fact worth its own memory.
 MIN_PART_CHARS = 12
 MIN_PART_CJK_CHARS = 6
 
 
-def split_sentences(text: str) -> list[str]:
+def split_sentences(text: str, *, message: bool = False) -> list[str]:
     """Sentences of `text`, each keeping its own terminal punctuation.
 
-    Boundaries: . ! ? followed by space and a capital/digit/quote (or by CJK text),
-    。！？； anywhere, ';', and ", and also" / " and also" (the next piece starts with
-    "also", so a caller can tell it lacks a subject)."""
+    Boundaries of a memory (the default): . ! ? followed by space and a capital/digit/quote
+    (or by CJK text), 。！？； anywhere, ';', and ", and also" / " and also" (the next piece
+    starts with "also", so a caller can tell it lacks a subject). Of a chat message
+    (`message=True`): . ! ? followed by space or CJK text, 。！？； anywhere, and line breaks."""
     pieces: list[str] = []
     start = 0
-    for m in _BOUNDARY.finditer(text):
-        if m["end"] is not None:
+    for m in (_MESSAGE_BOUNDARY if message else _BOUNDARY).finditer(text):
+        found = m.groupdict()
+        if found["end"] is not None:
             before = _WORD_BEFORE.search(text[: m.start()])
             if before:
                 word = before[1].lower().rstrip(".")
                 if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha() and word != "i"):
                     continue
-        cut = m.start() if m["also"] is not None else m.start() + len(m["cjk"] or m["end"] or m["semi"] or "")
+        if found.get("also") is not None or found.get("line") is not None:
+            cut = m.start()  # the joining words or the line break belong to neither piece
+        else:
+            cut = m.start() + len(found["cjk"] or found["end"] or found.get("semi") or "")
         piece = text[start:cut].strip()
         if piece:
             pieces.append(piece)

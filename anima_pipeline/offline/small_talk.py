@@ -6,8 +6,9 @@ import re
 from collections.abc import Iterable
 
 from . import lexicon as lx
-from .light_text import clean_text, content_words, is_chinese, split_sentences, zh_content_chars
+from .light_text import clean_text, content_words, is_chinese, zh_content_chars
 from .light_types import Utterance
+from .sentences import split_sentences
 
 
 def is_informative(sentence: str) -> bool:
@@ -31,4 +32,6 @@ def is_small_talk(utterances: Iterable[Utterance]) -> bool:
 
     Restraint principle: such a day must write nothing, so extraction stops here.
     """
-    return not any(is_informative(s) for u in utterances for s in split_sentences(clean_text(u.text)))
+    return not any(
+        is_informative(s) for u in utterances for s in split_sentences(clean_text(u.text), message=True)
+    )

@@ -198,6 +198,16 @@ class TemporalRepo(_Repo):
         ).fetchall()
 
 
+# The dream journal's list columns, in table order: what one night's entry holds.
+DREAM_FIELDS = (
+    "aha_moments",
+    "creative_connections",
+    "confidence_updates",
+    "next_session_actions",
+    "bank_suggestions",
+)
+
+
 class DreamRepo(_Repo):
     def get(self, anima_id: str, day: date) -> dict | None:
         """The anima's dream journal entry of `day` (the whole row), or None."""
@@ -209,13 +219,7 @@ class DreamRepo(_Repo):
         before = self.conn.execute(
             "SELECT * FROM dream_journal WHERE anima_id = %s AND day = %s", (anima_id, day)
         ).fetchone()
-        keys = (
-            "aha_moments",
-            "creative_connections",
-            "confidence_updates",
-            "next_session_actions",
-            "bank_suggestions",
-        )
+        keys = DREAM_FIELDS
         values = [Jsonb(entry.get(k, [])) for k in keys]
         row = one(
             self.conn.execute(

@@ -27,6 +27,7 @@ from anima_pipeline.sleep.night import StepResult
 from anima_pipeline.steps import StepKey
 from anima_pipeline.store import night_report
 from anima_pipeline.store.db import Connection
+from anima_pipeline.store.layers import DREAM_FIELDS
 
 PREVIEW_ROWS = 20
 PREVIEW_CHARS = 400  # per name in a preview; the text itself is in the store and in `anima export`
@@ -118,15 +119,9 @@ def _dream_md(conn: Connection, day: date, step: str, animas: Sequence[str]) -> 
     rows = night_report.dream_entries(conn, day, animas)
     if not rows:
         return "_no dream_"
-    fields = (
-        "aha_moments",
-        "creative_connections",
-        "confidence_updates",
-        "next_session_actions",
-        "bank_suggestions",
-    )
     return "\n".join(
-        f"- {_esc(r['anima_id'])}: " + ", ".join(f"{len(r[f] or [])} {f.replace('_', ' ')}" for f in fields)
+        f"- {_esc(r['anima_id'])}: "
+        + ", ".join(f"{len(r[f] or [])} {f.replace('_', ' ')}" for f in DREAM_FIELDS)
         for r in rows
     )
 
