@@ -130,7 +130,6 @@ SQL_STATEMENT = re.compile(
 )
 SQL_STILL_OUTSIDE = {
     "anima_pipeline/defs/night/utils.py": 11,
-    "anima_pipeline/sleep/revert.py": 8,
 }
 
 

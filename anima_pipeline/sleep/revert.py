@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections import Counter
 from datetime import date
 
-from psycopg.types.json import Jsonb
-
 from anima_pipeline.errors import InputError
+from anima_pipeline.store import revert as store
 from anima_pipeline.store import sleep_state
+from anima_pipeline.store.cleanup import conversation_exists
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -39,11 +39,7 @@ class RevertError(InputError):
 
 def _reverts_of(conn: Connection, run_id: str) -> list[dict]:
     """The revert markers of `run_id`: who reverted it, whole or for one (anima, day)."""
-    return conn.execute(
-        """SELECT run_id, anima_id, day, after, created_at FROM memory_event
-           WHERE table_name = 'run' AND memory_id = %s AND op = 'revert' ORDER BY id""",
-        (run_id,),
-    ).fetchall()
+    return store.revert_markers(conn, run_id)
 
 
 def _later_changes(conn: Connection, run_id: str, events: list[dict]) -> dict[tuple, set[str]]:
@@ -54,20 +50,7 @@ def _later_changes(conn: Connection, run_id: str, events: list[dict]) -> dict[tu
         first[key] = min(first.get(key, e["id"]), e["id"])
     if not first:
         return {}
-    rows = conn.execute(
-        """SELECT e.anima_id, e.table_name, e.memory_id, e.run_id
-           FROM memory_event e
-           JOIN unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) AS r(anima_id, table_name, memory_id, since)
-             ON e.anima_id = r.anima_id AND e.table_name = r.table_name AND e.memory_id = r.memory_id
-           WHERE e.id > r.since AND e.run_id <> %s""",
-        (
-            [k[0] for k in first],
-            [k[1] for k in first],
-            [k[2] for k in first],
-            list(first.values()),
-            run_id,
-        ),
-    ).fetchall()
+    rows = store.later_writers(conn, run_id, first)
     out: dict[tuple, set[str]] = {}
     for r in rows:
         out.setdefault((r["anima_id"], r["table_name"], r["memory_id"]), set()).add(r["run_id"])
@@ -101,14 +84,7 @@ def revert_events(
     scoped = [m for m in _reverts_of(conn, run_id) if m["anima_id"] and m["day"] is not None]
     done = {(m["anima_id"], m["day"]) for m in scoped}  # (anima, day) parts undone before
     events = [
-        e
-        for e in conn.execute(
-            """SELECT * FROM memory_event WHERE run_id = %s AND table_name <> 'run'
-                 AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)
-               ORDER BY id DESC""",
-            (run_id, anima_id, anima_id, day, day),
-        ).fetchall()
-        if (e["anima_id"], e["day"]) not in done
+        e for e in store.run_events(conn, run_id, anima_id, day) if (e["anima_id"], e["day"]) not in done
     ]
     if not events and anima_id is None:
         raise RevertError(f"run {run_id!r} wrote nothing that memory_event knows of")
@@ -133,11 +109,7 @@ def revert_events(
         stats[_undo(conn, e, audit, run_id)] += 1
     # a scoped undo (the night guard's) keeps the anima's night row: the frame records that
     # night as failed, so the order guard holds the next day until it is re-run
-    stats["sleep_state_cleared"] = conn.execute(
-        """DELETE FROM sleep_state WHERE run_id = %s
-             AND (%s::text IS NULL OR (anima_id = %s AND step <> %s)) AND (%s::date IS NULL OR day = %s)""",
-        (run_id, anima_id, anima_id, sleep_state.NIGHT, day, day),
-    ).rowcount
+    stats["sleep_state_cleared"] = store.clear_sleep_state(conn, run_id, anima_id, day, sleep_state.NIGHT)
     Audit(conn=conn, anima_id=anima_id or "", run_id=revert_run_id, step="revert", day=day).record(
         "run", run_id, "revert", None, {"revert_run": revert_run_id, "forced": force, **stats}
     )
@@ -161,13 +133,9 @@ def _undo(conn: Connection, e: dict, audit: Audit, run_id: str) -> str:
         changes = {k: before.get(k) for k in WRITABLE if k in before}
         repo.update(mid, changes, op="revert")
         return "memories_restored"
-    if table in ("emotional_anchor", "autobiographical_memory"):
+    if table in store.STATUS_LAYERS:
         status = "deprecated" if before is None else before.get("status", "active")
-        extra = ", deprecated_reason = %s" if table == "autobiographical_memory" else ""
-        params = (status, reason, e["memory_id"]) if extra else (status, e["memory_id"])
-        row = conn.execute(
-            f"UPDATE {table} SET status = %s{extra} WHERE id = %s RETURNING *", params
-        ).fetchone()
+        row = store.set_layer_status(conn, table, e["memory_id"], status, reason)
         audit.record(table, e["memory_id"], "revert", after, row)
         return f"{table}_reverted"
     if table == "self_block":
@@ -175,30 +143,21 @@ def _undo(conn: Connection, e: dict, audit: Audit, run_id: str) -> str:
             e["anima_id"], e["memory_id"], (before or {}).get("content", ""), "revert"
         )
         return "self_blocks_restored"
-    if table in ("temporal_summary", "dream_journal"):
+    if table in store.DERIVED:
         if before is None:
-            conn.execute(f"DELETE FROM {table} WHERE id = %s", (int(e["memory_id"]),))
+            store.delete_derived(conn, table, int(e["memory_id"]))
         else:
-            cols = [k for k in before if k not in ("id", "anima_id", "created_at")]
-            sets = ", ".join(f"{c} = %s" for c in cols)
-            values = [Jsonb(before[c]) if isinstance(before[c], (dict, list)) else before[c] for c in cols]
-            conn.execute(f"UPDATE {table} SET {sets} WHERE id = %s", [*values, int(e["memory_id"])])
+            store.restore_derived(conn, table, int(e["memory_id"]), before)
         audit.record(table, e["memory_id"], "revert", after, before)
         return f"{table}_restored"
     if table == "message" and e["op"] == "hide":  # a soft forget: the messages come back
-        conn.execute(
-            "UPDATE message SET forgotten_at = NULL WHERE anima_id = %s AND id = ANY(%s)",
-            (e["anima_id"], after["ids"]),
-        )
+        store.unhide_messages(conn, e["anima_id"], after["ids"])
         audit.record("message", e["memory_id"], "revert", after, None)
         return "messages_unhidden"
     if table == "conversation" and e["op"] == "delete":
         from anima_pipeline.sleep.cleanup import restore_conversation
 
-        exists = conn.execute(
-            "SELECT 1 FROM conversation WHERE anima_id = %s AND id = %s", (e["anima_id"], e["memory_id"])
-        ).fetchone()
-        if exists:
+        if conversation_exists(conn, e["anima_id"], e["memory_id"]):
             return "already_restored"
         restore_conversation(conn, e["id"], audit)
         return "conversations_restored"
