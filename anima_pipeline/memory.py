@@ -66,7 +66,6 @@ from anima_pipeline.store.archive import (
     import_records,
     open_conversation,
 )
-from anima_pipeline.store.calendar import record_first_day
 from anima_pipeline.store.db import Connection, Database, db_now, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -243,6 +242,8 @@ class AnimaMemory:
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
         with self.db.transaction() as conn:
             try:
+                # also moves the store's first day earlier when a message is older than it
+                # (store/calendar.py), so that its day can be slept
                 import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
             except ImportConflict as exc:  # a re-sent message_id with other content: refused, not taken
                 i = next(i for i, r in enumerate(records) if r.message_id == exc.message_id)
@@ -261,10 +262,6 @@ class AnimaMemory:
             with self.db.transaction() as conn:  # after the commit: ANALYZE sees the rows as others will
                 keep_fresh(conn, stats.written())  # a bulk append keeps recall's plans right
             self._vectors.kick()  # embedded in the background: the append does not wait
-        if stats.messages_added:
-            # as `anima import` does: a message older than the store's first day moves the
-            # night's first partition earlier, so its day can be slept
-            record_first_day(self.settings.home, days[0])
         return AppendResult(
             received=len(records),
             added=stats.messages_added,

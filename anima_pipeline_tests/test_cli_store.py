@@ -101,6 +101,46 @@ def test_status_json_matches_the_store(cli_env, db_url: str, db: Database, tmp_p
         assert set(row) == {"anima_id", *STATUS_KEYS}
 
 
+def test_import_records_the_first_day_in_the_database(
+    cli_env, db_url: str, db: Database, tmp_path: Path
+) -> None:
+    """`anima import` moves the store's first day (in the database, not a file of the home)
+    earlier in its own transaction, never later; one audited event per move."""
+    from anima_pipeline.store.calendar import FIRST_DAY_FILE, first_day
+
+    def recorded():
+        with db.transaction() as conn:
+            return first_day(conn, "Asia/Shanghai")
+
+    def archive(name: str, created_at: str) -> str:
+        line = {
+            "anima_id": "ana",
+            "conversation_id": name,
+            "message_id": "m",
+            "role": "user",
+            "content": "x",
+            "created_at": created_at,
+        }
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps(line) + "\n")
+        return str(tmp_path / f"{name}.jsonl")
+
+    assert cli_env(db_url, "import", str(_archive(tmp_path / "a.jsonl"))).exit_code == 0
+    assert recorded().isoformat() == "2024-03-01"
+    assert cli_env(db_url, "import", archive("newer", "2024-06-01T10:00:00+08:00")).exit_code == 0
+    assert recorded().isoformat() == "2024-03-01"  # never later
+    assert cli_env(db_url, "import", archive("older", "2023-12-31T23:30:00+08:00")).exit_code == 0
+    assert recorded().isoformat() == "2023-12-31"
+    with db.transaction() as conn:
+        steps = [
+            r["step"]
+            for r in conn.execute(
+                "SELECT step FROM memory_event WHERE table_name = 'store_calendar' ORDER BY id"
+            )
+        ]
+    assert steps == ["import", "import"]
+    assert not (tmp_path / "anima_home" / FIRST_DAY_FILE).exists()  # no file is written any more
+
+
 def test_status_table_lists_each_anima_and_the_total(cli_env, db_url: str, tmp_path: Path) -> None:
     assert cli_env(db_url, "import", str(_archive(tmp_path / "a.jsonl"))).exit_code == 0
     result = cli_env(db_url, "status")

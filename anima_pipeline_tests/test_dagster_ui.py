@@ -13,8 +13,10 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import dagster as dg
+import psycopg
 import pytest
 
 from testkit.dagster_dev import BACKFILL, LAUNCH, dagster_dev, dev_env, graphql
@@ -70,7 +72,9 @@ def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
 ) -> None:
     demo = run_cli(["demo"], demo_env)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
-    assert (Path(demo_env["ANIMA_HOME"]) / "first_day").read_text().strip() == "2026-11-16"
+    with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:  # the first day is the store's
+        [(first,)] = conn.execute("SELECT first_message_at FROM store_calendar").fetchall()
+    assert first.astimezone(ZoneInfo("Asia/Shanghai")).date().isoformat() == "2026-11-16"
 
     with _instance(demo_env) as instance:
         [run] = instance.get_runs(filters=dg.RunsFilter(job_name="nightly_sleep"))
@@ -89,8 +93,6 @@ def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
         ).records
         preview = record.asset_materialization.metadata["preview"]
         assert isinstance(preview, dg.MarkdownMetadataValue)
-    import psycopg
-
     with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
         [(summary,)] = conn.execute(
             "SELECT content FROM temporal_summary WHERE level = 'day' AND period_start = '2026-11-18'"
@@ -99,7 +101,7 @@ def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
     assert f"{len(summary)} chars" in preview.value and summary.strip()[:60] not in preview.value
 
     env = dev_env(
-        Path(demo_env["ANIMA_HOME"]),
+        tmp_path / "webserver-home",  # another host's home: the first day comes from the database
         Path(demo_env["DAGSTER_HOME"]),
         ANIMA_DATABASE_URL=demo_env["ANIMA_DATABASE_URL"],
     )
@@ -154,8 +156,6 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
     slow = {**demo_env, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}"}
     args = [*CLI, "sleep", "--from", "2026-11-16", "--to", "2026-11-23"]
     proc = subprocess.Popen(args, env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    import psycopg
-
     with psycopg.connect(demo_env["ANIMA_DATABASE_URL"], autocommit=True) as conn:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:  # wait until the second night is under way
@@ -244,7 +244,7 @@ def test_a_cli_range_and_a_ui_backfill_leave_every_step_of_every_day_materialize
     slept = run_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-20"], demo_env)
     assert slept.returncode == 0, slept.stderr[-2000:]
     env = dev_env(
-        Path(demo_env["ANIMA_HOME"]),
+        tmp_path / "webserver-home",  # another host's home: the first day comes from the database
         Path(demo_env["DAGSTER_HOME"]),
         ANIMA_DATABASE_URL=demo_env["ANIMA_DATABASE_URL"],
     )

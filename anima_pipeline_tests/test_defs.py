@@ -14,8 +14,8 @@ import dagster as dg
 import psycopg
 import pytest
 
+from anima_pipeline import definitions
 from anima_pipeline.config import Settings
-from anima_pipeline.definitions import defs
 from anima_pipeline.defs import instance as dinstance
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.partitions import night_partitions
@@ -48,13 +48,23 @@ EXPECTED_KEYS = {
 
 
 @pytest.fixture(scope="module")
-def repo_def():
-    return defs.get_repository_def()
+def loaded() -> dg.Definitions:
+    """The code location's definitions, as Dagster loads them (a pinned first day: no
+    database is asked; the tests below that read it from one set it up themselves)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ANIMA_START_DATE", "2026-01-01")
+        mp.delenv("ANIMA_DATABASE_URL", raising=False)
+        return definitions.defs()
 
 
 @pytest.fixture(scope="module")
-def night_def() -> dg.AssetsDefinition:
-    return defs.resolve_assets_def(dg.AssetKey(["semantic_memory", "extracted"]))
+def repo_def(loaded: dg.Definitions):
+    return loaded.get_repository_def()
+
+
+@pytest.fixture(scope="module")
+def night_def(loaded: dg.Definitions) -> dg.AssetsDefinition:
+    return loaded.resolve_assets_def(dg.AssetKey(["semantic_memory", "extracted"]))
 
 
 def shanghai_settings(**kw) -> Settings:
@@ -70,11 +80,11 @@ def night_repo(settings: Settings):
     return merged.get_repository_def()
 
 
-def test_definitions_load_and_validate(repo_def) -> None:
-    dg.Definitions.validate_loadable(defs)
+def test_definitions_load_and_validate(loaded: dg.Definitions, repo_def) -> None:
+    dg.Definitions.validate_loadable(loaded)
     keys = {k.to_user_string() for k in repo_def.asset_graph.get_all_asset_keys()}
     assert keys == EXPECTED_KEYS == set(STEP_ORDER)
-    assert set(defs.resources) == {"memory_store", "anima_engine"}
+    assert set(loaded.resources) == {"memory_store", "anima_engine"}
     assert sorted(s.name for s in repo_def.schedule_defs) == [
         "last_night_check_schedule",
         "nightly_sleep_schedule",
@@ -158,24 +168,138 @@ def test_schedule_splits_a_day_into_shard_runs() -> None:
     assert [r.run_config["ops"]["night"]["config"]["shard"] for r in requests] == ["0/3", "1/3", "2/3"]
 
 
-def test_partitions_start_at_the_recorded_first_day(tmp_path: Path) -> None:
-    from anima_pipeline.store.calendar import record_first_day
+def test_partitions_start_at_the_first_day_in_the_database(db_url: str, tmp_path: Path) -> None:
+    """Two homes (a webserver on one host, the daemon on another) against one database see
+    the same first day, moved earlier only, through the audit log."""
+    from anima_pipeline.store.calendar import move_first_message
+    from anima_pipeline.store.db import Database
+    from anima_pipeline.store.events import Audit
+
+    def on(home: str, **kw) -> Settings:
+        return shanghai_settings(home=tmp_path / home, database_url=db_url, **kw)
+
+    def move(at: datetime) -> bool:
+        with Database(db_url, max_size=1) as db, db.transaction() as conn:
+            return move_first_message(conn, Audit(conn=conn, anima_id="", run_id="t", step="t"), at, "test")
+
+    fresh = night_partitions(on("webserver"))  # nothing imported: yesterday only
+    assert fresh.get_first_partition_key() == fresh.get_last_partition_key()
+    assert move(datetime(2026, 11, 16, 9, 0, tzinfo=SHANGHAI))
+    assert night_partitions(on("webserver")).get_first_partition_key() == "2026-11-16"
+    assert night_partitions(on("daemon")).get_first_partition_key() == "2026-11-16"
+    # older data moves the start earlier (those days can be backfilled), newer data does not move it
+    assert not move(datetime(2026, 11, 20, tzinfo=SHANGHAI))
+    # 23:30 UTC on Sep 30 is Oct 1 in Shanghai: the day is local
+    assert move(datetime(2026, 9, 30, 23, 30, tzinfo=UTC))
+    assert {night_partitions(on(h)).get_first_partition_key() for h in ("webserver", "daemon")} == {
+        "2026-10-01"
+    }
+    with psycopg.connect(db_url) as conn:
+        events = conn.execute(
+            "SELECT op, before->>'first_message_at', after->>'source' FROM memory_event"
+            " WHERE table_name = 'store_calendar' ORDER BY id"
+        ).fetchall()
+    assert [(op, before is None, source) for op, before, source in events] == [
+        ("move", True, "test"),
+        ("move", False, "test"),
+    ]
+    # ANIMA_START_DATE wins, and asks no database at all
+    pinned = shanghai_settings(
+        home=tmp_path / "x", database_url="postgresql://nobody@127.0.0.1:1/gone", start_date=date(2026, 11, 1)
+    )
+    assert night_partitions(pinned).get_first_partition_key() == "2026-11-01"
+
+
+def test_an_unreachable_database_stops_the_load_naming_it(tmp_path: Path) -> None:
+    from anima_pipeline.errors import StoreError
+
+    gone = shanghai_settings(home=tmp_path, database_url="postgresql://nobody@127.0.0.1:1/anima_gone")
+    with pytest.raises(StoreError, match=r"'anima_gone' at 127\.0\.0\.1:1 cannot be reached"):
+        night_partitions(gone)
+
+
+def test_a_legacy_first_day_file_is_taken_in_once(db_url: str, tmp_path: Path) -> None:
+    from anima_pipeline.store.calendar import FIRST_DAY_FILE
 
     home = tmp_path / "home"
-    fresh = night_partitions(shanghai_settings(home=home))  # nothing imported: yesterday only
-    assert fresh.get_first_partition_key() == fresh.get_last_partition_key()
-    assert record_first_day(home, date(2026, 11, 16)) == date(2026, 11, 16)
-    assert night_partitions(shanghai_settings(home=home)).get_first_partition_key() == "2026-11-16"
-    # older data moves the start earlier (those days can be backfilled), newer data does not move it
-    assert record_first_day(home, date(2026, 11, 20)) == date(2026, 11, 16)
-    assert record_first_day(home, date(2026, 10, 1)) == date(2026, 10, 1)
-    assert night_partitions(shanghai_settings(home=home)).get_first_partition_key() == "2026-10-01"
-    # ANIMA_START_DATE wins
-    pinned = shanghai_settings(home=home, start_date=date(2026, 11, 1))
-    assert night_partitions(pinned).get_first_partition_key() == "2026-11-01"
-    (home / "first_day").write_text("not a date")
+    home.mkdir()
+    settings = shanghai_settings(home=home, database_url=db_url)
+    (home / FIRST_DAY_FILE).write_text("2026-10-05\n")
+    assert night_partitions(settings).get_first_partition_key() == "2026-10-05"
+    # afterwards the file is ignored (kept where it is): the database has the day
+    (home / FIRST_DAY_FILE).write_text("2026-01-01\n")
+    assert night_partitions(settings).get_first_partition_key() == "2026-10-05"
+    assert (home / FIRST_DAY_FILE).exists()
+    # another home's file is its own: taken in once too, moving the day earlier only
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / FIRST_DAY_FILE).write_text("2026-12-01")
+    assert night_partitions(shanghai_settings(home=other, database_url=db_url)).get_first_partition_key() == (
+        "2026-10-05"
+    )
+    with psycopg.connect(db_url) as conn:
+        [(files,)] = conn.execute("SELECT legacy_files FROM store_calendar").fetchall()
+        ops = [
+            op
+            for (op,) in conn.execute(
+                "SELECT op FROM memory_event WHERE table_name = 'store_calendar' ORDER BY id"
+            )
+        ]
+    assert files == [str((home / FIRST_DAY_FILE).resolve()), str((other / FIRST_DAY_FILE).resolve())]
+    assert ops == ["move", "adopt_file", "adopt_file"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / FIRST_DAY_FILE).write_text("not a date")
     with pytest.raises(ValueError, match="first_day.*not a date"):
-        night_partitions(shanghai_settings(home=home))
+        night_partitions(shanghai_settings(home=bad, database_url=db_url))
+
+
+def test_the_schedule_reads_the_first_day_at_each_tick(db_url: str, tmp_path: Path) -> None:
+    """A first day moved earlier after the load is seen by the schedule without a reload."""
+    from anima_pipeline.memory import AnimaMemory
+
+    settings = shanghai_settings(home=tmp_path, database_url=db_url)
+    with AnimaMemory(db_url, "aria", settings=settings) as memory:
+        memory.append(
+            {
+                "conversation_id": "c",
+                "message_id": "m1",
+                "role": "user",
+                "content": "hi",
+                "created_at": "2026-11-28T10:00:00+08:00",
+            }
+        )
+        repo = night_repo(settings)  # loaded: the first day is the 28th
+        schedule = repo.get_schedule_def("nightly_sleep_schedule")
+
+        def tick(day: int) -> list:
+            at = datetime(2026, 11, day, 2, 0, tzinfo=SHANGHAI)
+            ctx = dg.build_schedule_context(repository_def=repo, scheduled_execution_time=at)
+            result = schedule.evaluate_tick(ctx)
+            return (
+                [result.skip_message]
+                if result.skip_message
+                else [r.partition_key for r in result.run_requests]
+            )
+
+        assert tick(28) == ["2026-11-27 is before the first day of data, 2026-11-28"]
+        assert tick(29) == ["2026-11-28"]
+        memory.append(
+            {
+                "conversation_id": "c",
+                "message_id": "m0",
+                "role": "user",
+                "content": "earlier",
+                "created_at": "2026-11-20T10:00:00+08:00",
+            }
+        )
+        # the same definitions see it at the next tick (Dagster refuses a partition the loaded
+        # definitions do not have: the skip says to reload)
+        [reason] = tick(28)
+        assert "moved to 2026-11-20 after the code location loaded" in reason and "reload" in reason
+        repo = night_repo(settings)  # reloaded: the day can sleep
+        schedule = repo.get_schedule_def("nightly_sleep_schedule")
+        assert tick(28) == ["2026-11-27"]
 
 
 def test_night_config_defaults() -> None:
@@ -329,10 +453,12 @@ def test_a_home_with_its_own_dagster_yaml_keeps_it(tmp_path: Path) -> None:
     assert dinstance.config_dir(home) == home
 
 
-def test_dagster_cli_validates_the_workspace(tmp_path: Path) -> None:
+def test_dagster_cli_validates_the_workspace(db_url: str, tmp_path: Path) -> None:
     (tmp_path / "dagster.yaml").write_text(dinstance.DAGSTER_YAML)
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    # the code location reads the store's first day from the memory database as it loads
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "ANIMA_DATABASE_URL": db_url}
     env.pop("DAGSTER_PG_URL", None)
+    env.pop("ANIMA_START_DATE", None)
     dagster = Path(sys.executable).parent / "dagster"
     proc = subprocess.run(
         [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
@@ -468,3 +594,53 @@ def test_runs_left_started_by_a_dead_cli_process_are_marked_failed(tmp_path: Pat
             elsewhere: dg.DagsterRunStatus.STARTED,  # not this host's to judge
         }
         assert launch.mark_dead_runs(instance) == []  # once
+
+
+def test_importing_the_definitions_opens_no_connection(tmp_path: Path) -> None:
+    """The code location's module builds nothing at import: a database that only listens
+    (it would see any connection attempt) is not contacted until Dagster calls `defs`."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "ANIMA_START_DATE"}
+    env.update(
+        ANIMA_DATABASE_URL=f"postgresql://nobody@127.0.0.1:{port}/anima_listening",
+        ANIMA_HOME=str(tmp_path),
+        PGCONNECT_TIMEOUT="2",
+    )
+
+    def accepted() -> int:
+        n = 0
+        try:
+            while True:
+                conn, _ = listener.accept()
+                conn.close()  # the client sees the server go away: its error names the database
+                n += 1
+        except TimeoutError:
+            return n
+
+    code = "import anima_pipeline.definitions as d; print(type(d.defs).__name__)"
+    imported = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert imported.stdout.strip() == "LazyDefinitions"
+    assert accepted() == 0
+    # ... and when Dagster loads it, it asks the database, and fails naming it
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import anima_pipeline.definitions as d; d.defs()"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = 0
+    while proc.poll() is None:
+        seen += accepted()
+    seen += accepted()
+    listener.close()
+    _, err = proc.communicate(timeout=60)
+    assert seen >= 1 and proc.returncode != 0
+    assert f"'anima_listening' at 127.0.0.1:{port} cannot be reached" in err, err[-2000:]

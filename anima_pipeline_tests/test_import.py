@@ -145,6 +145,7 @@ def test_each_new_conversation_is_audited(db: Database, tmp_path: Path) -> None:
         ("ana", "conversation", "c1", "import"),
         ("ana", "conversation", "c2", "import"),
         ("bob", "conversation", "b1", "import"),
+        ("", "store_calendar", "first_message_at", "move"),  # the store's first day, in the same transaction
     ]
     assert events[1]["after"] == {"platform": "cron", "title": "Nightly digest", "debug": True}
 

@@ -69,15 +69,38 @@ def test_a_bad_message_names_index_id_and_field_and_nothing_is_written(
     assert _rows(db, "SELECT count(*) AS n FROM message") == [{"n": 0}]
 
 
-def test_an_older_message_moves_the_nights_first_day_earlier(memory: AnimaMemory, tmp_path) -> None:
-    from anima_pipeline.store.calendar import recorded_first_day
+def test_an_older_message_moves_the_nights_first_day_earlier(memory: AnimaMemory, db: Database) -> None:
+    from anima_pipeline.store.calendar import first_day
+
+    def recorded() -> date | None:
+        with db.transaction() as conn:
+            return first_day(conn, "Asia/Shanghai")
 
     memory.append(msg("m1"))
-    assert recorded_first_day(tmp_path) == date(2026, 11, 30)
+    assert recorded() == date(2026, 11, 30)
     memory.append(msg("m0", created_at="2026-03-01T08:00:00+08:00"))  # a late-synced old turn
-    assert recorded_first_day(tmp_path) == date(2026, 3, 1)
+    assert recorded() == date(2026, 3, 1)
     memory.append(msg("m2"))
-    assert recorded_first_day(tmp_path) == date(2026, 3, 1)  # never later
+    assert recorded() == date(2026, 3, 1)  # never later
+    # one audited event per move, written by the append that moved it
+    assert (
+        _rows(
+            db,
+            "SELECT step, after->>'source' AS source FROM memory_event WHERE table_name = 'store_calendar'",
+        )
+        == [{"step": "agent/append", "source": "messages"}] * 2
+    )
+
+
+def test_an_append_that_fails_leaves_the_first_day(memory: AnimaMemory, db: Database) -> None:
+    from anima_pipeline.store.calendar import first_message_at
+
+    memory.append(msg("m1"))
+    with pytest.raises(Exception, match="m1"):  # a conflicting re-send: the whole append is refused
+        memory.append([msg("m0", created_at="2026-03-01T08:00:00+08:00"), msg("m1", content="other")])
+    with db.transaction() as conn:
+        at = first_message_at(conn)
+    assert at is not None and at.isoformat().startswith("2026-11-30T15:30")  # same transaction: rolled back
 
 
 def test_not_a_message_and_another_animas_message_are_refused(memory: AnimaMemory, db: Database) -> None:

@@ -28,6 +28,7 @@ TABLES = {
     "memory_reference",
     "dream_journal",  # the dream entries
     "sleep_state",
+    "store_calendar",  # the store's first day (0009)
     "schema_migration",
 }
 ALL_NAMES = [m.name for m in load_migrations()]
@@ -137,6 +138,32 @@ def test_rerun_applies_nothing(empty_db_url: str) -> None:
 
 def test_the_test_template_is_up_to_date(db_url: str) -> None:
     assert migrate(db_url) == []
+
+
+def test_a_store_with_messages_gets_its_first_day_from_them(empty_db_url: str, sql_copy: Path) -> None:
+    """0009 on a store that slept before: the first day is its earliest message, audited."""
+    later = [p for p in sql_copy.glob("*.sql") if int(p.name[:4]) >= 9]
+    held = {p.name: p.read_text() for p in later}
+    for p in later:
+        p.unlink()
+    migrate(empty_db_url, sql_dir=sql_copy)  # up to 0008
+    with psycopg.connect(empty_db_url) as conn:
+        conn.execute("INSERT INTO conversation (anima_id, id) VALUES ('aria', 'c')")
+        conn.execute(
+            """INSERT INTO message (anima_id, conversation_id, external_id, role, content, created_at)
+               VALUES ('aria', 'c', 'm2', 'user', 'x', '2026-05-02T10:00:00Z'),
+                      ('aria', 'c', 'm1', 'user', 'x', '2026-05-01T10:00:00Z')"""
+        )
+    for name, text in held.items():
+        (sql_copy / name).write_text(text)
+    migrate(empty_db_url, sql_dir=sql_copy)
+    with psycopg.connect(empty_db_url) as conn:
+        [(at,)] = conn.execute("SELECT first_message_at FROM store_calendar").fetchall()
+        [(op, after)] = conn.execute(
+            "SELECT op, after FROM memory_event WHERE table_name = 'store_calendar'"
+        ).fetchall()
+    assert at.isoformat() == "2026-05-01T10:00:00+00:00"
+    assert op == "move" and after["source"] == "messages"
 
 
 def test_only_pending_migrations_are_applied(empty_db_url: str, sql_copy: Path) -> None:

@@ -64,7 +64,6 @@ def import_(
     a bad line aborts everything and names file and line. Re-importing changes nothing; a line
     that contradicts what is stored is a conflict (see --update)."""
     from anima_pipeline.store.archive import ArchiveError, ImportStats, import_records, parse_lines
-    from anima_pipeline.store.calendar import note_first_day
     from anima_pipeline.store.events import Audit
     from anima_pipeline.store.planner_stats import keep_fresh
 
@@ -80,8 +79,8 @@ def import_(
                 records = advancing(parse_lines(lines, source, limits), progress, task)
                 import_records(conn, records, audit, stats, update=update)
                 stats.files += 1
-        with db.transaction() as conn:  # where the Dagster partitions start (store/calendar.py)
-            note_first_day(conn, limits.home, limits.timezone)
+        with db.transaction() as conn:
+            # (the store's first day moved with the messages, in import_records: store/calendar.py)
             keep_fresh(conn, stats.written())  # recall's plans need statistics (store/planner_stats.py)
     except ArchiveError as exc:
         err_console.print(f"[red]import aborted, nothing written:[/red] {escape(str(exc))}")

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import InputError
+from anima_pipeline.store.calendar import move_first_message
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 from anima_pipeline.validation import (
@@ -184,20 +185,31 @@ def import_records(
     A line whose message_id is stored with other content (role, speaker, content, created_at)
     or whose `title` or `debug` differs from its stored conversation is a conflict
     (ImportConflict naming the line and field), unless `update`, which applies the line as an
-    audited update."""
+    audited update.
+
+    The store's first day (store/calendar.py) moves earlier in the same transaction when the
+    records hold a message older than the known first message: one comparison, no scan."""
     chunk: list[ArchiveRecord] = []
+    earliest: datetime | None = None
     for rec in records:
         chunk.append(rec)
         if len(chunk) >= CHUNK:
-            _import_chunk(conn, chunk, audit, stats, update)
+            earliest = _earlier(earliest, _import_chunk(conn, chunk, audit, stats, update))
             chunk = []
     if chunk:
-        _import_chunk(conn, chunk, audit, stats, update)
+        earliest = _earlier(earliest, _import_chunk(conn, chunk, audit, stats, update))
+    if earliest is not None:  # once, at the end: the calendar row is locked only when it moves
+        move_first_message(conn, audit, earliest, "messages")
+
+
+def _earlier(a: datetime | None, b: datetime | None) -> datetime | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _import_chunk(
     conn: Connection, chunk: list[ArchiveRecord], audit: Audit, stats: ImportStats, update: bool
-) -> None:
+) -> datetime | None:
+    """Import one chunk; the earliest created_at of its messages now stored (None if none)."""
     tombstones = cleaned_conversations(conn, ((r.anima_id, r.conversation_id) for r in chunk))
     kept: list[ArchiveRecord] = []
     for rec in chunk:
@@ -232,6 +244,9 @@ def _import_chunk(
             ),
         ).rowcount
         _check_messages(conn, kept, audit, stats, update)
+    # every kept line is stored now (inserted, already there, or updated to it): a conflict
+    # would have raised and rolled the whole import back
+    return min((r.created_at for r in kept), default=None)
 
 
 def _where(rec: ArchiveRecord) -> str:

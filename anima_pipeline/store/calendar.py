@@ -1,30 +1,87 @@
 """The store's first day: where the night's daily partitions start.
 
-`anima import` records the local day of the earliest message in the store in
-`$ANIMA_HOME/first_day` (an ISO date). A later import of older data moves it earlier, never
-later, so those days can be backfilled (after the code location is reloaded). The Dagster
-definitions read it when they load (see defs/night/partitions.py); ANIMA_START_DATE
-overrides it."""
+Kept in the memory database (table store_calendar, sql/0009_first_day.sql), one row per
+store: the time of the earliest message, so every process on every host that opens the
+store sees the same first day; the day is that time's local date in ANIMA_TIMEZONE. It only
+moves earlier: `import_records` (`anima import`, `AnimaMemory.append`) compares the batch's
+earliest message with the known value in the same transaction as the messages (one one-row
+read, no scan) and moves it, audited in memory_event, when the batch holds an older one.
+ANIMA_START_DATE overrides it (defs/night/partitions.py).
+
+Earlier versions kept the day in the file `$ANIMA_HOME/first_day`. Such a file is taken in
+once, the first time a process of that home reads the first day (it moves the day earlier
+when it is earlier), and ignored afterwards; the file is left where it is."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime, time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
-from anima_pipeline.store.db import Connection
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
 
-FIRST_DAY_FILE = "first_day"
+from anima_pipeline.config import Settings
+from anima_pipeline.errors import StoreError
+from anima_pipeline.store.db import CONNECT_TIMEOUT_S, Connection, resolve_url
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.migrations import NotMigrated, migrate
+
+FIRST_DAY_FILE = "first_day"  # the legacy file under ANIMA_HOME (read once, see above)
+TABLE = "store_calendar"
+_LOCK_KEY = 7_231_009  # serialises the (rare) moves: two writers never both record one
 
 
 def first_message_day(conn: Connection, timezone: str) -> date | None:
-    """The local day (in `timezone`) of the store's earliest message, or None when empty."""
+    """The local day (in `timezone`) of the store's earliest message, or None when empty (a
+    scan of the messages: for `note_first_day`, never per append)."""
     row = conn.execute(
         "SELECT (min(created_at) AT TIME ZONE %s)::date AS day FROM message", (timezone,)
     ).fetchone()
     return row["day"] if row else None
 
 
-def recorded_first_day(home: Path) -> date | None:
+def first_message_at(conn: Connection) -> datetime | None:
+    """The recorded time of the store's earliest message, None for a store with none yet."""
+    row = conn.execute("SELECT first_message_at FROM store_calendar").fetchone()
+    return row["first_message_at"] if row else None
+
+
+def first_day(conn: Connection, timezone: str) -> date | None:
+    """The recorded first day: the local day (in `timezone`) of the earliest message."""
+    at = first_message_at(conn)
+    return None if at is None else at.astimezone(ZoneInfo(timezone)).date()
+
+
+def move_first_message(conn: Connection, audit: Audit, at: datetime, source: str) -> bool:
+    """Record `at` as the earliest message time when it is earlier than the known one (or
+    none is known), audited as one event; whether it moved. A later `at` changes nothing: the
+    common case costs one read of a one-row table."""
+    known = first_message_at(conn)
+    if known is not None and known <= at:
+        return False
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+    known = first_message_at(conn)  # again under the lock: another writer may have moved it
+    if known is not None and known <= at:
+        return False
+    conn.execute(
+        """INSERT INTO store_calendar (first_message_at) VALUES (%s)
+           ON CONFLICT (id) DO UPDATE SET first_message_at = EXCLUDED.first_message_at, updated_at = now()""",
+        (at,),
+    )
+    audit.for_anima("").record(
+        TABLE,
+        "first_message_at",
+        "move",
+        None if known is None else {"first_message_at": known},
+        {"first_message_at": at, "source": source},
+    )
+    return True
+
+
+def legacy_file_day(home: Path) -> date | None:
+    """The day in a legacy `$ANIMA_HOME/first_day` file, None without one."""
     path = Path(home) / FIRST_DAY_FILE
     try:
         text = path.read_text().strip()
@@ -36,19 +93,78 @@ def recorded_first_day(home: Path) -> date | None:
         raise ValueError(f"{path}: {text!r} is not a date (YYYY-MM-DD); fix or delete the file") from exc
 
 
-def record_first_day(home: Path, day: date | None) -> date | None:
-    """Keep the earlier of the recorded first day and `day`; returns the first day now recorded."""
-    known = recorded_first_day(home)
-    if day is None or (known is not None and known <= day):
-        return known
-    Path(home).mkdir(parents=True, exist_ok=True)
-    tmp = Path(home) / f".{FIRST_DAY_FILE}.tmp"
-    tmp.write_text(day.isoformat() + "\n")
-    tmp.replace(Path(home) / FIRST_DAY_FILE)  # atomic: a reader never sees half a date
-    return day
+def adopt_legacy_file(conn: Connection, home: Path, timezone: str) -> bool:
+    """Take in the legacy `$ANIMA_HOME/first_day` file of `home` once (its day's local
+    midnight, when earlier than the recorded time); whether this call took it in. The file
+    is kept; once its path is recorded it is never read again."""
+    path = (Path(home).expanduser() / FIRST_DAY_FILE).resolve()
+    if not path.exists():
+        return False
+    seen = conn.execute("SELECT 1 FROM store_calendar WHERE %s = ANY(legacy_files)", (str(path),)).fetchone()
+    if seen:
+        return False
+    day = legacy_file_day(path.parent)
+    if day is None:  # removed in between
+        return False
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+    if conn.execute("SELECT 1 FROM store_calendar WHERE %s = ANY(legacy_files)", (str(path),)).fetchone():
+        return False  # another process of this home took it in while we waited
+    audit = Audit(conn=conn, anima_id="", run_id=f"first-day-file-{day}", step="first_day")
+    move_first_message(conn, audit, datetime.combine(day, time(0), tzinfo=ZoneInfo(timezone)), f"file {path}")
+    conn.execute(
+        "UPDATE store_calendar SET legacy_files = array_append(legacy_files, %s) WHERE id", (str(path),)
+    )
+    audit.record(TABLE, "legacy_files", "adopt_file", None, {"path": str(path), "day": day})
+    return True
 
 
 def note_first_day(conn: Connection, home: Path, timezone: str) -> date | None:
-    """Record the store's first day as its messages say (also when they came by another path
-    than `anima import`: the agent API, a script); returns the first day now recorded."""
-    return record_first_day(home, first_message_day(conn, timezone))
+    """Bring the recorded first day up to date with the store: the legacy file of `home` (once)
+    and the earliest message (a scan, also catching messages written by another path than
+    `import_records`, such as a script); the first day now recorded. `anima sleep` calls it
+    once per run."""
+    adopt_legacy_file(conn, home, timezone)
+    earliest = conn.execute("SELECT min(created_at) AS at FROM message").fetchone()
+    if earliest and earliest["at"] is not None:
+        audit = Audit(conn=conn, anima_id="", run_id="first-day-scan", step="first_day")
+        move_first_message(conn, audit, earliest["at"], "messages")
+    return first_day(conn, timezone)
+
+
+def describe_database(url: str) -> str:
+    """The database a URL names, without its password: "'anima' at host:port"."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "(an unreadable ANIMA_DATABASE_URL)"
+    where = str(params.get("host") or "localhost")
+    if params.get("port"):
+        where += f":{params['port']}"
+    return f"{params.get('dbname', '?')!r} at {where}"
+
+
+def read_first_day(settings: Settings) -> date | None:
+    """The store's first day for `settings`, read from the memory database now (the Dagster
+    definitions when they load, the schedule at each tick, the freshness check when it runs).
+    An unreachable or unmigrated database is a StoreError naming it: the partitions are never
+    guessed."""
+    url = resolve_url(settings)  # the embedded store is started like by any command
+    if not settings.database_url:
+        migrate(url)  # the embedded store is this program's own: brought up to date by any command
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, row_factory=dict_row) as conn:
+            with conn.transaction():
+                adopt_legacy_file(conn, settings.home, settings.timezone)
+                return first_day(conn, settings.timezone)
+    except psycopg.errors.UndefinedTable:
+        raise NotMigrated(
+            f"the memory database {describe_database(url)} has no {TABLE} table (the store's first "
+            "day): run `anima db migrate` (or `anima import`) first, or check ANIMA_DATABASE_URL"
+        ) from None
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(
+            f"cannot read the store's first day (where the night's partitions start): the memory "
+            f"database {describe_database(url)} cannot be reached ({reason}); start it or fix "
+            "ANIMA_DATABASE_URL, or set ANIMA_START_DATE"
+        ) from None

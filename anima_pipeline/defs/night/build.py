@@ -1,8 +1,13 @@
 """The night's definitions, built when Dagster loads the code location (not at import): the
-partitions start at the store's first day (partitions.py), the schedule's time zone and shard
-count come from the settings, and a check says when last night did not run (freshness.py)."""
+partitions start at the store's first day (partitions.py, read from the database as they
+load), the schedule's time zone and shard count come from the settings, and a check says
+when last night did not run (freshness.py). The schedule and the check read the first day
+again each time they run, so a first day moved earlier since the load is seen by them at
+once (the partitions themselves follow at the next reload)."""
 
 from __future__ import annotations
+
+from datetime import date
 
 import dagster as dg
 
@@ -17,20 +22,26 @@ FRESHNESS_KEY = STEP_ORDER[-1]  # the night's last step: materialized every nigh
 
 
 def night_definitions(settings: Settings) -> dg.Definitions:
-    partitions = night_partitions(settings)
-    first_day = start_date(settings)
+    first_day = start_date(settings)  # one read at load: the partitions are fixed until a reload
+    partitions = night_partitions(settings, first_day)
+
+    def current_first_day() -> date:  # read at each tick / evaluation
+        return start_date(settings)
+
     # the LLM provider's pool: `dagster instance concurrency set anthropic N` lets at most N
     # nights talk to the API at once on the instance (inside a night ANIMA_LLM_CONCURRENCY
     # bounds the requests in flight); offline nights need no pool
     night = build_night(partitions, pool=None if settings.engine == "offline" else settings.engine)
-    freshness, freshness_schedule = build_freshness(asset_key(FRESHNESS_KEY), settings.timezone, first_day)
+    freshness, freshness_schedule = build_freshness(
+        asset_key(FRESHNESS_KEY), settings.timezone, current_first_day
+    )
     job = build_job(night, [freshness])
     return dg.Definitions(
         assets=[night],
         jobs=[job],
         schedules=[
             build_schedule(
-                job, settings.timezone, first_day.isoformat(), settings.night_shards, settings.engine
+                job, settings.timezone, current_first_day, settings.night_shards, settings.engine, first_day
             ),
             freshness_schedule,
         ],

@@ -5,6 +5,7 @@ the UI the same morning."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -45,8 +46,10 @@ def evaluate(
 
 
 def build_freshness(
-    key: dg.AssetKey, timezone: str, first_day: date
+    key: dg.AssetKey, timezone: str, first_day: Callable[[], date]
 ) -> tuple[dg.AssetChecksDefinition, dg.ScheduleDefinition]:
+    """`first_day` is called at each evaluation (the store's first day as the database has it now)."""
+
     @dg.asset_check(
         asset=key,
         name=CHECK_NAME,
@@ -54,7 +57,7 @@ def build_freshness(
         "(checked every morning at 06:05 by its schedule).",
     )
     def last_night_ran(context) -> dg.AssetCheckResult:  # (a string annotation is refused by Dagster)
-        return evaluate(context.instance, key, datetime.now(ZoneInfo(timezone)), first_day)
+        return evaluate(context.instance, key, datetime.now(ZoneInfo(timezone)), first_day())
 
     job = dg.define_asset_job(JOB_NAME, selection=dg.AssetSelection.checks(last_night_ran))
     schedule = dg.ScheduleDefinition(

@@ -1,13 +1,14 @@
 """Daily partitions in ANIMA_TIMEZONE: partition D covers [D 00:00, D+1 00:00) local time.
 
-They start at the store's first day: ANIMA_START_DATE when set, otherwise the day of the
-earliest message, recorded in $ANIMA_HOME/first_day by `anima import` (store/calendar.py;
-an import of older data moves it earlier, and after a code-location reload those days can be
+They start at the store's first day: ANIMA_START_DATE when set, otherwise the local day of
+the earliest message, kept in the memory database (store/calendar.py; an import or append of
+older data moves it earlier, and after a code-location reload those days can be
 backfilled). With nothing imported yet there is one partition, yesterday. The last
 partition is yesterday: a day is processed once it is over.
 
-Nothing here reads the environment at import time: `night_partitions(settings)` is called
-when the definitions load (defs/night/build.py).
+Nothing here reads the environment or the database at import time: `night_partitions` is
+called when the definitions load (defs/night/build.py), `start_date` also by the schedule
+and the freshness check when they run.
 """
 
 from __future__ import annotations
@@ -18,22 +19,24 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from anima_pipeline.config import Settings
-from anima_pipeline.store.calendar import recorded_first_day
+from anima_pipeline.store.calendar import read_first_day
 
 
 def start_date(settings: Settings) -> date:
-    """Where the partitions start for these settings (see the module docstring)."""
+    """Where the partitions start for these settings, read now (see the module docstring): a
+    database that cannot be reached is a StoreError naming it, never a guessed day."""
     if settings.start_date is not None:
-        return settings.start_date
-    recorded = recorded_first_day(settings.home)
+        return settings.start_date  # pinned: the database is not asked
+    recorded = read_first_day(settings)
     if recorded is not None:
         return recorded
     return datetime.now(settings.tz).date() - timedelta(days=1)
 
 
-def night_partitions(settings: Settings) -> dg.DailyPartitionsDefinition:
+def night_partitions(settings: Settings, first_day: date | None = None) -> dg.DailyPartitionsDefinition:
+    """The partitions from `first_day` (read by `start_date` when not given)."""
     return dg.DailyPartitionsDefinition(
-        start_date=start_date(settings).isoformat(), timezone=settings.timezone
+        start_date=(first_day or start_date(settings)).isoformat(), timezone=settings.timezone
     )
 
 

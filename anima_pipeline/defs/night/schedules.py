@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import date, datetime
 
 import dagster as dg
 
@@ -64,8 +64,16 @@ def build_job(
 
 
 def build_schedule(
-    job: dg.UnresolvedAssetJobDefinition, timezone: str, first_day: str, shards: int, engine: str
+    job: dg.UnresolvedAssetJobDefinition,
+    timezone: str,
+    first_day: Callable[[], date],
+    shards: int,
+    engine: str,
+    loaded_first_day: date | None = None,
 ) -> dg.ScheduleDefinition:
+    """`first_day` is called at each tick (the store's first day as the database has it now);
+    `loaded_first_day` is where the job's partitions start (read when the definitions loaded)."""
+
     @dg.schedule(
         name=SCHEDULE_NAME,
         job=job,
@@ -80,8 +88,15 @@ def build_schedule(
     def nightly_sleep_schedule(context: dg.ScheduleEvaluationContext):
         tick = context.scheduled_execution_time or datetime.now().astimezone()  # by hand: now
         partition = previous_day_partition(tick, timezone)
-        if partition < first_day:
-            return dg.SkipReason(f"{partition} is before the first day of data, {first_day}")
+        first = first_day()
+        if date.fromisoformat(partition) < first:
+            return dg.SkipReason(f"{partition} is before the first day of data, {first}")
+        if loaded_first_day is not None and date.fromisoformat(partition) < loaded_first_day:
+            # older data came in after the load: Dagster refuses a partition it does not know
+            return dg.SkipReason(
+                f"{partition}: the first day of data moved to {first} after the code location loaded "
+                f"(its partitions start at {loaded_first_day}); reload the code location to sleep it"
+            )
         tags = {TRIGGER_TAG: "schedule", ENGINE_TAG: engine, MODE_TAG: "scheduled"}
         return shard_requests(partition, shards, scheduled_run_config, tags)
 
