@@ -345,6 +345,20 @@ def test_last_night_check_fails_after_six_without_the_night(repo_def, tmp_path: 
         assert freshness.evaluate(instance, key, at_7, date(2026, 11, 29)).passed  # no data yet
 
 
+def test_the_last_night_check_reads_the_first_day_when_it_runs(tmp_path: Path) -> None:
+    from anima_pipeline.defs.night import freshness
+
+    days = iter([date(2999, 1, 1), date(2000, 1, 1)])  # what the database says at each evaluation
+    check, _ = freshness.build_freshness(
+        dg.AssetKey(["self_blocks", "refreshed"]), "Asia/Shanghai", lambda: next(days)
+    )
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        ctx = dg.build_asset_check_context(instance=instance)
+        early = check(ctx)
+        assert early.passed and "before the first day of data (2999-01-01)" in (early.description or "")
+        assert not check(ctx).passed  # the same definition, a first day read anew: the night is missing
+
+
 def test_at_least_four_checks_on_night_keys(repo_def) -> None:
     checks = {(k.asset_key.to_user_string(), k.name) for k in repo_def.asset_graph.asset_check_keys}
     assert len(checks) >= 4

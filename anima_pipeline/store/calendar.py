@@ -14,6 +14,7 @@ when it is earlier), and ignored afterwards; the file is left where it is."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import date, datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -31,6 +32,11 @@ from anima_pipeline.store.migrations import NotMigrated, migrate
 FIRST_DAY_FILE = "first_day"  # the legacy file under ANIMA_HOME (read once, see above)
 TABLE = "store_calendar"
 _LOCK_KEY = 7_231_009  # serialises the (rare) moves: two writers never both record one
+AUDIT_STEP = "first_day"  # memory_event.step of the moves made outside an import or append
+
+
+def _run_id() -> str:
+    return f"first-day-{uuid.uuid4().hex[:12]}"
 
 
 def first_message_day(conn: Connection, timezone: str) -> date | None:
@@ -109,7 +115,7 @@ def adopt_legacy_file(conn: Connection, home: Path, timezone: str) -> bool:
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
     if conn.execute("SELECT 1 FROM store_calendar WHERE %s = ANY(legacy_files)", (str(path),)).fetchone():
         return False  # another process of this home took it in while we waited
-    audit = Audit(conn=conn, anima_id="", run_id=f"first-day-file-{day}", step="first_day")
+    audit = Audit(conn=conn, anima_id="", run_id=_run_id(), step=AUDIT_STEP)
     move_first_message(conn, audit, datetime.combine(day, time(0), tzinfo=ZoneInfo(timezone)), f"file {path}")
     conn.execute(
         "UPDATE store_calendar SET legacy_files = array_append(legacy_files, %s) WHERE id", (str(path),)
@@ -126,7 +132,7 @@ def note_first_day(conn: Connection, home: Path, timezone: str) -> date | None:
     adopt_legacy_file(conn, home, timezone)
     earliest = conn.execute("SELECT min(created_at) AS at FROM message").fetchone()
     if earliest and earliest["at"] is not None:
-        audit = Audit(conn=conn, anima_id="", run_id="first-day-scan", step="first_day")
+        audit = Audit(conn=conn, anima_id="", run_id=_run_id(), step=AUDIT_STEP)
         move_first_message(conn, audit, earliest["at"], "messages")
     return first_day(conn, timezone)
 
