@@ -1,4 +1,4 @@
-"""Settings from the environment (pydantic-settings) and the step registry."""
+"""Settings from the environment (config.py reads it: the rules pydantic-settings applied) and the step registry."""
 
 from __future__ import annotations
 
@@ -77,6 +77,33 @@ def test_a_bad_value_names_its_variable_and_never_shows_a_key(monkeypatch) -> No
         ConfigError, match=r"ANIMA_LLM_STEP_LIMITS=.*unknown step\(s\) \['semantic_memory/extractd'\]"
     ):
         Settings()
+
+
+def test_the_environment_is_read_in_any_case_json_per_step_and_arguments_win(monkeypatch) -> None:
+    """The rules the settings kept from pydantic-settings when config.py took over reading the
+    environment: any case, an empty variable unset, JSON for the per-step dicts, the SDK's names
+    for the Anthropic fields, an argument (by field name or by the SDK's name) over a variable."""
+    setenv(
+        monkeypatch,
+        {
+            "anima_review_mode": "true",
+            "Anima_Workers": "3",
+            "ANIMA_MODEL": "",
+            "ANIMA_LLM_STEP_MODELS": '{"dreams/journal": "small"}',
+            "ANIMA_LLM_STEP_LIMITS": '{"dreams/journal": {"max_tokens": 4096}}',
+            "ANTHROPIC_API_KEY": "sk-from-env",
+        },
+    )
+    s = Settings()
+    assert s.review_mode is True and s.workers == 3 and s.model == Settings.model_fields["model"].default
+    assert s.llm_step_models == {"dreams/journal": "small"}
+    assert s.step_limits("dreams/journal")[0] == 4096
+    assert s.anthropic_api_key is not None and s.anthropic_api_key.get_secret_value() == "sk-from-env"
+    for argument in ("anthropic_api_key", "ANTHROPIC_API_KEY"):
+        key = Settings(**{argument: "sk-given"}).anthropic_api_key
+        assert key is not None and key.get_secret_value() == "sk-given", argument
+    assert Settings(workers=5, unknown_field=1).workers == 5  # unknown arguments are ignored
+    assert {"review_mode", "workers"} <= Settings().model_fields_set  # what the environment set
 
 
 def test_the_step_registry_holds_the_step_functions_themselves() -> None:

@@ -9,21 +9,16 @@ from __future__ import annotations
 import os
 import sys
 from functools import cache
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from anima_pipeline.config import Settings, get_settings
+
+if TYPE_CHECKING:  # rich.progress only where a bar is drawn (import, embed, sleep), not at start-up
+    from rich.progress import Progress
 
 # emoji=False: rich would turn "archive.jsonl:100: ..." into "archive.jsonl💯 ..."; errors are
 # not wrapped, so a long file:line stays on one line for copying.
@@ -62,8 +57,8 @@ def open_store(*, read_only: bool = False):
 
 def require_animas(animas) -> None:
     """Exit 2 naming the unknown ones when any of `animas` has nothing in the store."""
-    from anima_pipeline.store.archive import UnknownAnima
-    from anima_pipeline.store.archive import require_animas as check
+    from anima_pipeline.store.animas import UnknownAnima
+    from anima_pipeline.store.animas import require_animas as check
 
     if not animas:
         return
@@ -119,6 +114,15 @@ def progress_console() -> Console:
 
 def progress_bar() -> Progress:
     """Description, bar, n/N, elapsed and ETA, drawn on the terminal (see progress_console)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -152,8 +156,8 @@ def only_anima(conn, anima: str | None = None) -> str:
     from anima_pipeline.store.sleep_state import animas_with_conversations
 
     if anima is not None:
-        from anima_pipeline.store.archive import UnknownAnima
-        from anima_pipeline.store.archive import require_animas as check
+        from anima_pipeline.store.animas import UnknownAnima
+        from anima_pipeline.store.animas import require_animas as check
 
         try:
             check(conn, [anima])

@@ -8,8 +8,13 @@ already spent when it failed, so a failed step still reports its cost.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from anima_pipeline.errors import AnimaError
-from anima_pipeline.llm.types import Usage
+
+if TYPE_CHECKING:  # llm.types (pydantic models) when an error is raised: Settings() validates
+    # its models through llm.pricing, which imports this module, at every CLI start
+    from anima_pipeline.llm.types import Usage
 
 
 class EngineError(AnimaError, RuntimeError):
@@ -18,6 +23,8 @@ class EngineError(AnimaError, RuntimeError):
     http_status = 502
 
     def __init__(self, message: str, *, step: str | None = None, usage: Usage | None = None) -> None:
+        from anima_pipeline.llm.types import Usage
+
         super().__init__(message)
         self.step = step
         self.usage = usage if usage is not None else Usage()

@@ -28,7 +28,6 @@ from anima_pipeline.validation import (
     Name,
     Timestamp,
     Title,
-    anima_id_problem,
     context_of,
 )
 
@@ -428,39 +427,6 @@ class DayConversation:
     @property
     def ended_at(self) -> datetime:
         return self.messages[-1].created_at
-
-
-class UnknownAnima(InputError):
-    """An anima id the store has nothing of (no conversation, no memory)."""
-
-
-def require_animas(conn: Connection, animas: Iterable[str]) -> None:
-    """Raise UnknownAnima naming every id of `animas` that is malformed or unknown."""
-    wanted = list(dict.fromkeys(animas))
-    for a in wanted:
-        problem = anima_id_problem(a)
-        if problem:
-            shown = a if len(a) <= 80 else a[:40] + "…"
-            raise UnknownAnima(f"--anima {shown!r}: an anima id {problem}")
-    rows = conn.execute(
-        """SELECT a FROM unnest(%s::text[]) AS a
-           WHERE NOT EXISTS (SELECT 1 FROM conversation c WHERE c.anima_id = a)
-             AND NOT EXISTS (SELECT 1 FROM semantic_memory m WHERE m.anima_id = a)""",
-        (wanted,),
-    ).fetchall()
-    missing = [r["a"] for r in rows]
-    if missing:
-        known = [
-            r["anima_id"]
-            for r in conn.execute(
-                """SELECT anima_id FROM conversation UNION SELECT anima_id FROM semantic_memory
-                   ORDER BY 1 LIMIT 21"""
-            ).fetchall()
-        ]
-        more = ", …" if len(known) > 20 else ""
-        raise UnknownAnima(
-            f"unknown anima(s): {', '.join(missing)}; known: {', '.join(known[:20]) or 'none'}{more}"
-        )
 
 
 def animas_active_between(conn: Connection, start: datetime, end: datetime) -> list[str]:
