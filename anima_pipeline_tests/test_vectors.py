@@ -125,3 +125,29 @@ def test_anima_embed_backfills_and_status_shows_the_backlog(vector_db_url, tmp_p
         assert after["backlog"] == {"memory": 1, "message": 0}
         assert runner.invoke(cli.app, ["embed", "--kind", "nothing"]).exit_code == 2
     get_settings.cache_clear()
+
+
+def test_a_model_known_on_a_connection_is_not_asked_again_and_a_no_is_never_kept(
+    vector_db_url, monkeypatch
+) -> None:
+    """What each context call asks before embedding (the tables, the model's dimension) is kept
+    per connection once it is a committed "yes": a second call asks nothing (a row deleted
+    behind its back is not seen until KNOWN_TTL_S), a model written by the asking transaction
+    itself is not kept (its transaction may roll back), and a "no" is asked again every time."""
+    model = "test:cache-probe"
+    with psycopg.connect(vector_db_url, row_factory=dict_row) as conn:
+        assert vectors.model_dimension(conn, model) is None
+        vectors.ensure_model(conn, model, 5)
+        assert vectors.model_dimension(conn, model) == 5  # written by this transaction: not kept
+        conn.rollback()
+        assert vectors.model_dimension(conn, model) is None  # a "no": asked again next time
+        vectors.ensure_model(conn, model, 5)
+        conn.commit()
+        assert vectors.available(conn) and vectors.model_dimension(conn, model) == 5  # kept now
+        with psycopg.connect(vector_db_url, autocommit=True) as other:
+            other.execute("DELETE FROM embedding_model WHERE model_id = %s", (model,))
+        assert vectors.model_dimension(conn, model) == 5  # the kept answer: no statement
+        monkeypatch.setattr(vectors, "KNOWN_TTL_S", 0.0)
+        assert vectors.model_dimension(conn, model) is None  # expired: read again
+    with psycopg.connect(vector_db_url, row_factory=dict_row) as fresh:  # another connection asks itself
+        assert vectors.model_dimension(fresh, model) is None

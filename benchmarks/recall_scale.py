@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         conn.execute("SET synchronous_commit = off")
         with conn.transaction():
             drawn = len(lines.picked)
-            load_messages(conn, lines)
+            load_messages(conn, lines, MESSAGES)
         if args.vectors:
             have = conn.execute("SELECT count(*) AS n FROM embedding WHERE kind = 'message'").fetchone()["n"]
             if have < MESSAGES:
@@ -357,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         with psycopg.connect(args.url, row_factory=dict_row, autocommit=True) as conn:
             conn.execute("SET maintenance_work_mem = '1GB'")
             with conn.transaction():
-                load_memories(conn, lines, size - loaded, loaded)
+                load_memories(conn, lines, size - loaded, loaded, MESSAGES)
             if args.vectors:
                 load_vectors(conn, "memory", "semantic_memory", lines.picked[drawn:], base, embedder)
         loaded = size

@@ -30,7 +30,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings
-from anima_pipeline.recall.context import send_resident
+from anima_pipeline.recall.context import send_resident_rows_cut
 from anima_pipeline.recall.dense import query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
@@ -131,19 +131,21 @@ def assemble_context(
     def prepare(firsts: list) -> None:  # the resident set is known before memories are searched
         nonlocal resident, overflow
         resident, overflow = firsts[0]
-        memory_search.params["exclude_ids"] = [m.id for m in resident]
+        memory_search.params["exclude_ids"] = [m["id"] for m in resident]
 
     (memories_ranked, messages_ranked), (_, summaries_ranked) = run(
         conn,
         anima_id,
         [memory_search, message_search],
         first=(
-            lambda: send_resident(conn, anima_id, settings.recall_resident_top_n, settings.recall_pinned_max),
+            lambda: send_resident_rows_cut(
+                conn, anima_id, settings.recall_resident_top_n, settings.recall_pinned_max
+            ),
             lambda: send_summaries(conn, anima_id, plan),
         ),
         prepare=prepare,
     )
-    resident_items = [memory_item(m.model_dump(), score=0.0, why="resident", tz=tz) for m in resident]
+    resident_items = [memory_item(m, score=0.0, why="resident", tz=tz) for m in resident]
     resident_pack = Packer("resident", resident_items, [], budgets.item_max)
     resident_pack.fill(budgets.resident)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from anima_pipeline.config import Settings
 from anima_pipeline.store.db import Connection
@@ -35,13 +36,28 @@ def send_resident(
     conn: Connection, anima_id: str, top_n: int = RESIDENT_TOP_N, pinned_max: int = PINNED_MAX
 ) -> Callable[[], tuple[list[SemanticMemory], int]]:
     """`resident_set` in two halves: queue the statement (pipeline mode), then take the result."""
-    rows_of = send_resident_rows(conn, anima_id, top_n, pinned_max)
+    rows_of = send_resident_rows_cut(conn, anima_id, top_n, pinned_max)
 
     def take() -> tuple[list[SemanticMemory], int]:
+        rows, overflow = rows_of()
+        return [SemanticMemory.model_validate(r) for r in rows], overflow
+
+    return take
+
+
+def send_resident_rows_cut(
+    conn: Connection, anima_id: str, top_n: int = RESIDENT_TOP_N, pinned_max: int = PINNED_MAX
+) -> Callable[[], tuple[list[dict[str, Any]], int]]:
+    """`send_resident` with the store's rows (memory columns) instead of validated models: what
+    the context needs (its lines, the ids to leave out of passive recall), without validating
+    each row the store just returned on every context call."""
+    rows_of = send_resident_rows(conn, anima_id, top_n, pinned_max)
+
+    def take() -> tuple[list[dict[str, Any]], int]:
         rows = rows_of()
         pinned_total = int(rows[0]["pinned_total"])
         memories = [
-            SemanticMemory.model_validate({k: v for k, v in r.items() if k not in ("pinned_total", "part")})
+            {k: v for k, v in r.items() if k not in ("pinned_total", "part")}
             for r in rows
             if r["id"] is not None
         ]

@@ -278,16 +278,13 @@ class Search:
             lexical = self.items(cur.fetchall()) if cur is not None else []
             nearest = near()
             self.nearest = [item for item, _ in nearest]  # for the dense reserve (recall.assemble)
-            found = fuse(lexical, nearest, self.dense_weight)
-            return found[self.offset : self.offset + self.limit]
+            return fuse(lexical, nearest, self.dense_weight, self.offset, self.limit)
 
         return fused
 
     def _send_dense(self, conn: Connection) -> Callable[[], list[tuple[ContextItem, float]]] | None:
         if self.dense is None:
             return None
-        # pgvector 0.8: the HNSW scan goes on past ef_search while the anima filter drops rows
-        conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
         args = dict(self.params, qv=self.dense.text, model=self.dense.model_id, k=DENSE_K + self.offset)
         args.setdefault("exclude_ids", [])
         cur = conn.execute(self.dense_sql.format(d=int(self.dense.dimension)), args)
@@ -295,9 +292,9 @@ class Search:
         def take() -> list[tuple[ContextItem, float]]:
             rows = sorted(cur.fetchall(), key=lambda r: -r["sim"])  # relaxed order: sorted here
             items = self.items(rows)
-            return [
-                (item.model_copy(update={"why": ""}), r["sim"]) for item, r in zip(items, rows, strict=True)
-            ]
+            for item in items:  # new items, not shared yet: no copy
+                item.why = ""
+            return [(item, r["sim"]) for item, r in zip(items, rows, strict=True)]
 
         return take
 
@@ -335,12 +332,18 @@ class Search:
 
 
 def fuse(
-    lexical: list[ContextItem], near: list[tuple[ContextItem, float]], w_dense: float
+    lexical: list[ContextItem],
+    near: list[tuple[ContextItem, float]],
+    w_dense: float,
+    offset: int = 0,
+    limit: int | None = None,
 ) -> list[ContextItem]:
     """One source's lexical and dense lists as one: weighted reciprocal rank fusion, scaled so
-    that first in both lists scores 1. An item in both keeps its lexical reasons."""
+    that first in both lists scores 1. An item in both keeps its lexical reasons. Only the
+    `limit` items from `offset` are returned (and copied: the inputs are left as they were)."""
     score: dict[str, float] = {}
     items: dict[str, ContextItem] = {}
+    whys: dict[str, str] = {}
     for rank, item in enumerate(lexical):
         score[item.ref] = (1 - w_dense) / (RRF_K + rank + 1)
         items[item.ref] = item
@@ -348,11 +351,19 @@ def fuse(
         score[item.ref] = score.get(item.ref, 0.0) + w_dense / (RRF_K + rank + 1)
         known = items.get(item.ref)
         why = f"similar {sim:.2f}"
-        items[item.ref] = (known or item).model_copy(
-            update={"why": f"{known.why}; {why}" if known and known.why else why}
-        )
+        whys[item.ref] = f"{known.why}; {why}" if known and known.why else why
+        items.setdefault(item.ref, item)
     order = sorted(items, key=lambda ref: -score[ref])
-    return [items[ref].model_copy(update={"score": round(score[ref] * (RRF_K + 1), 4)}) for ref in order]
+    order = order[offset : None if limit is None else offset + limit]
+    return [
+        items[ref].model_copy(
+            update={
+                "score": round(score[ref] * (RRF_K + 1), 4),
+                **({"why": whys[ref]} if ref in whys else {}),
+            }
+        )
+        for ref in order
+    ]
 
 
 def send_corrections(
@@ -400,8 +411,15 @@ def run(
     if words:
         pipelined(conn, lambda: send_corrections(conn, anima_id, plan, words))
         pipelined(conn, *(lambda s=s: s.send_respell(conn) for s in searches))
-    ranked = pipelined(conn, *(lambda s=s: s.send_score(conn) for s in searches))
-    return [r or [] for r in ranked], firsts
+    scans = [lambda: send_iterative_scan(conn)] if any(s.dense for s in searches) else []
+    ranked = pipelined(conn, *scans, *(lambda s=s: s.send_score(conn) for s in searches))
+    return [r or [] for r in ranked[len(scans) :]], firsts
+
+
+def send_iterative_scan(conn: Connection) -> None:
+    """pgvector 0.8: the HNSW scans of this stage go on past ef_search while the anima's filter
+    drops rows (once per stage, before its nearest-neighbour statements)."""
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
 
 
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
@@ -447,17 +465,19 @@ LIMIT %(limit)s OFFSET %(offset)s
 
 
 # The nearest memories under the same filters (the resident set left out here too); the
-# columns of MEMORY_SCORE_SQL, the similarity as score.
+# columns of MEMORY_SCORE_SQL, the similarity as score. The distance is computed once per row
+# (the select list's copies of it would each be evaluated for every row an exact sort reads).
 MEMORY_DENSE_SQL = f"""
+SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
 SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned,
        '{{{{}}}}'::text[] AS matched, false AS dated, false AS in_period,
-       1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS sim, 1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS score
+       e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
 FROM embedding e
 JOIN semantic_memory x ON x.id = e.item_id
 WHERE e.anima_id = %(anima)s AND e.kind = 'memory' AND e.model_id = %(model)s
   AND {MEMORY_WHERE} AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
-ORDER BY e.v::vector({{d}}) <=> %(qv)s::vector({{d}})
-LIMIT %(k)s
+ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
+LIMIT %(k)s) n
 """
 
 
@@ -491,16 +511,17 @@ LIMIT %(limit)s OFFSET %(offset)s
 
 
 MESSAGE_DENSE_SQL = f"""
+SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
 SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
        '{{{{}}}}'::text[] AS matched, false AS in_period,
-       1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS sim, 1 - (e.v::vector({{d}}) <=> %(qv)s::vector({{d}})) AS score
+       e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
 FROM embedding e
 JOIN message x ON x.id = e.item_id
 JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
 WHERE e.anima_id = %(anima)s AND e.kind = 'message' AND e.model_id = %(model)s
   AND {MESSAGE_WHERE} AND c.platform <> 'cron' AND NOT c.debug
-ORDER BY e.v::vector({{d}}) <=> %(qv)s::vector({{d}})
-LIMIT %(k)s
+ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
+LIMIT %(k)s) n
 """
 
 

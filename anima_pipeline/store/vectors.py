@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import TYPE_CHECKING, Literal
 
 from anima_pipeline.errors import InputError, StoreError
@@ -51,9 +53,35 @@ _PENDING: dict[str, str] = {
 }
 
 
+# What every context call asks before it embeds its question: does this database hold vectors,
+# and which dimension does the model have here. A "yes" stays true for the life of a connection:
+# the tables are never dropped, a model's row is never deleted (nothing deletes from
+# embedding_model), and a dropped or re-created database ends its connections. So a "yes" is
+# kept per connection (a pooled one asks once, not twice per call) and asked again after
+# KNOWN_TTL_S; a "no" is never kept, so vectors another process makes count at the next call.
+# A model row written by the asking transaction itself is not kept either (it may roll back).
+KNOWN_TTL_S = 300.0
+_known: weakref.WeakKeyDictionary[Connection, dict[str, tuple[float, int]]] = weakref.WeakKeyDictionary()
+_TABLES = ""  # the key of "the vector tables exist" in a connection's entry
+
+
+def _recall(conn: Connection, key: str) -> int | None:
+    entry = _known.get(conn, {}).get(key)
+    return entry[1] if entry and monotonic() - entry[0] < KNOWN_TTL_S else None
+
+
+def _keep(conn: Connection, key: str, value: int) -> None:
+    _known.setdefault(conn, {})[key] = (monotonic(), value)
+
+
 def available(conn: Connection) -> bool:
     """True when this database holds the vector tables (pgvector was there at migration)."""
-    return bool(one(conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok"))["ok"])
+    if _recall(conn, _TABLES):
+        return True
+    ok = bool(one(conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok"))["ok"])
+    if ok:
+        _keep(conn, _TABLES, 1)
+    return ok
 
 
 def unavailable_reason(conn: Connection) -> str | None:
@@ -71,8 +99,19 @@ def unavailable_reason(conn: Connection) -> str | None:
 
 def model_dimension(conn: Connection, model_id: str) -> int | None:
     """The dimension stored for `model_id`, None when it has no vectors here."""
-    row = conn.execute("SELECT dimension FROM embedding_model WHERE model_id = %s", (model_id,)).fetchone()
-    return row["dimension"] if row else None
+    known = _recall(conn, model_id)
+    if known:
+        return known
+    row = conn.execute(
+        """SELECT dimension, xmin = pg_current_xact_id_if_assigned()::text::xid AS ours
+           FROM embedding_model WHERE model_id = %s""",
+        (model_id,),
+    ).fetchone()
+    if not row:
+        return None
+    if not row["ours"]:
+        _keep(conn, model_id, row["dimension"])
+    return row["dimension"]
 
 
 def to_text(vector: np.ndarray | Sequence[float]) -> str:
