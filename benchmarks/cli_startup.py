@@ -77,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         for key, cmd in commands.items():
             times[key].append(_time(cmd, env))
     bare = statistics.median(times[("", "python -c pass")])
-    print(f"{'command':24} {'median':>9} {'fastest':>9} {'x pass':>7}")
+    print(f"{'command':28} {'median':>9} {'fastest':>9} {'x pass':>7}")
     for (label, case), values in times.items():
         median = statistics.median(values)
         name = f"{label} anima {case}".strip() if label else case
-        print(f"{name:24} {median * 1000:7.0f} ms {min(values) * 1000:6.0f} ms {median / bare:6.1f}x")
+        print(f"{name:28} {median * 1000:7.0f} ms {min(values) * 1000:6.0f} ms {median / bare:6.1f}x")
     if args.baseline is not None:
         for case in cases:
             before, now = (statistics.median(times[(s, case)]) for s in ("before", "now"))
