@@ -7,7 +7,9 @@ Run:  .venv/bin/python -m benchmarks.recall_scale [--url URL] [--queries 200] [-
 The store is a scratch database (default ``postgresql://postgres@127.0.0.1:5432/anima_recall_scale``,
 created and migrated when missing; ``--drop`` drops it at the end). Its 1,000,000 messages
 are built once and reused by later runs; the memories are reloaded on every run, in three
-stages, so that at each size the table holds exactly that many (all active):
+stages, so that at each size the table holds exactly that many (all active); ``--reuse`` with
+a single ``--sizes`` keeps those of a previous run of that size instead (the questions are the
+same: they are drawn before the memories):
 
 * Texts are the shared data's lines (LoCoMo dev and MemoryBank archives), each copied with
   its speakers' names replaced by names drawn from 3,000 made-up ones, and dated on a random
@@ -16,9 +18,12 @@ stages, so that at each size the table holds exactly that many (all active):
 * Everything is bulk-loaded with COPY, then VACUUM ANALYZE, as a store is after its nights.
 * Questions: the LoCoMo dev questions and MemoryBank probing questions, names replaced the
   same way, ``--queries`` of them drawn once (seeded) and asked at every size.
-* One ``assemble_context`` call per question (resident, summaries, memories, episodic
-  messages, the default budgets), on one connection, after 20 warm-up calls; printed:
-  p50 / p95 / max per size and the ratio of the 100k p95 to the 1k p95.
+* One ``assemble_context`` call per question and mode (resident, summaries, memories, episodic
+  messages, the default budgets), on one connection, after 20 warm-up calls; with ``--vectors``
+  the lexical and the hybrid call of each question run back to back (which goes first
+  alternates), so that the machine's load weighs on both alike. Printed: p50 / p95 / max per
+  size and mode (hybrid: the question's embedding on its own, and the call without it) and
+  the ratio of the 100k p95 to the 1k p95.
 """
 
 from __future__ import annotations
@@ -160,26 +165,30 @@ def load_messages(conn, lines: Lines, total: int = MESSAGES) -> None:
     print(f"messages: {total:,} loaded in {time.perf_counter() - started:.0f} s", flush=True)
 
 
+def memory_rows(lines: Lines, count: int, loaded: int, messages: int = MESSAGES):
+    """The rows of `count` memories after `loaded` ones (drawn from `lines`, in order)."""
+    for n in range(count):
+        text, name = lines.line()
+        content = text if name in text else f"{name}: {text}"
+        roll = lines.rng.random()
+        yield (
+            ANIMA,
+            lines.rng.choice(TYPES),
+            content[:600],
+            [f"{ANIMA}:c{lines.rng.randrange(messages // PER_CONVERSATION)}"],
+            lines.day(),
+            loaded + n < PINS,
+            round(lines.rng.random() * 5, 2) if roll < 0.1 else 0,
+        )
+
+
 def load_memories(conn, lines: Lines, count: int, loaded: int, messages: int = MESSAGES) -> None:
     with conn.cursor().copy(
         """COPY semantic_memory (anima_id, type, content, source_sessions, observed_at, pinned,
                                  reference_count) FROM STDIN"""
     ) as copy:
-        for n in range(count):
-            text, name = lines.line()
-            content = text if name in text else f"{name}: {text}"
-            roll = lines.rng.random()
-            copy.write_row(
-                (
-                    ANIMA,
-                    lines.rng.choice(TYPES),
-                    content[:600],
-                    [f"{ANIMA}:c{lines.rng.randrange(messages // PER_CONVERSATION)}"],
-                    lines.day(),
-                    loaded + n < PINS,
-                    round(lines.rng.random() * 5, 2) if roll < 0.1 else 0,
-                )
-            )
+        for row in memory_rows(lines, count, loaded, messages):
+            copy.write_row(row)
 
 
 # --- --vectors: one vector per message and memory -------------------------------------
@@ -271,6 +280,23 @@ def questions(lines: Lines, n: int) -> list[str]:
     return [lines.vary(q)[0] for q in lines.rng.sample(asked, n)]
 
 
+def reusable(url: str, sizes: list[int], with_vectors: bool) -> bool:
+    """Whether the store holds what one run of `sizes` (a single size) left: that many memories,
+    and their vectors when asked (only then can --reuse skip the reload)."""
+    if len(sizes) != 1:
+        raise SystemExit("--reuse needs a single --sizes")
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        n = conn.execute("SELECT count(*) AS n FROM semantic_memory WHERE anima_id = %s", (ANIMA,)).fetchone()
+        if n["n"] != sizes[0]:
+            return False
+        if with_vectors:
+            v = conn.execute(
+                "SELECT count(*) AS n FROM embedding WHERE anima_id = %s AND kind = 'memory'", (ANIMA,)
+            ).fetchone()
+            return v["n"] == sizes[0]
+    return True
+
+
 def vacuum(url: str, with_vectors: bool = False) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE message")
@@ -280,23 +306,34 @@ def vacuum(url: str, with_vectors: bool = False) -> None:
             conn.execute("VACUUM ANALYZE embedding")
 
 
-def measure(url: str, asked: list[str], settings: Settings) -> tuple[list[float], list[float], list[float]]:
-    """Seconds per call, the question's embedding in each, and each call without it; each sorted."""
+def measure(
+    url: str, asked: list[str], modes: dict[str, Settings]
+) -> dict[str, tuple[list[float], list[float], list[float]]]:
+    """Per mode: seconds per call, the question's embedding in each, and each call without it;
+    each sorted. The modes take turns question by question (the first one alternating), so a
+    change in the machine's load weighs on all of them alike."""
     now = START + timedelta(days=DAYS + 1)
-    seconds, embedding = [], []
+    seconds: dict[str, list[float]] = {m: [] for m in modes}
+    embedding: dict[str, list[float]] = {m: [] for m in modes}
+    names = list(modes)
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
         for i, q in enumerate([*asked[:20], *asked]):
-            started = time.perf_counter()
-            with conn.transaction():
-                ctx = assemble_context(conn, ANIMA, q, now=now, settings=settings)
-            if i >= 20:
-                seconds.append(time.perf_counter() - started)
-                embedding.append((ctx.embed_ms or 0.0) / 1e3)
-                if settings.embedder != "none" and ctx.recall_mode != "hybrid":
-                    raise SystemExit(f"recall is lexical: {ctx.lexical_reason}")
-    rest = [a - b for a, b in zip(seconds, embedding, strict=True)]
-    return sorted(seconds), sorted(embedding), sorted(rest)
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                settings = modes[name]
+                started = time.perf_counter()
+                with conn.transaction():
+                    ctx = assemble_context(conn, ANIMA, q, now=now, settings=settings)
+                if i >= 20:
+                    seconds[name].append(time.perf_counter() - started)
+                    embedding[name].append((ctx.embed_ms or 0.0) / 1e3)
+                    if settings.embedder != "none" and ctx.recall_mode != "hybrid":
+                        raise SystemExit(f"recall is lexical: {ctx.lexical_reason}")
+    out = {}
+    for name in names:
+        rest = [a - b for a, b in zip(seconds[name], embedding[name], strict=True)]
+        out[name] = (sorted(seconds[name]), sorted(embedding[name]), sorted(rest))
+    return out
 
 
 def _p(values: list[float], q: float) -> float:
@@ -319,15 +356,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--vectors-from", metavar="URL", help="a store whose message vectors of the base lines to reuse"
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the memories (and vectors) of a previous run of the same single --sizes: no reload",
+    )
     args = parser.parse_args(argv)
     MESSAGES = args.messages
     rng = random.Random(9)
     lines = Lines(rng)
     ensure_database(args.url)
+    reuse = args.reuse and reusable(args.url, args.sizes, args.vectors)
     lexical = Settings(embedder="none")
     dense = Settings(embedder=os.environ.get("ANIMA_EMBEDDER", "local"))
     embedder = base = None
-    if args.vectors:
+    if args.vectors and not reuse:
         from anima_pipeline.embed import make_embedder
 
         embedder = make_embedder(dense)
@@ -346,29 +389,36 @@ def main(argv: list[str] | None = None) -> int:
                         "--vectors needs the messages loaded in this run: use a new --url or --drop"
                     )
                 load_vectors(conn, "message", "message", lines.picked[drawn:], base, embedder)
-            conn.execute("DELETE FROM embedding WHERE kind = 'memory'")
-        conn.execute("TRUNCATE semantic_memory CASCADE")
+            if not reuse:
+                conn.execute("DELETE FROM embedding WHERE kind = 'memory'")
+        if not reuse:
+            conn.execute("TRUNCATE semantic_memory CASCADE")
     asked = questions(lines, args.queries)
     results: dict[int, list[float]] = {}
     loaded = 0
     for size in args.sizes:
         started = time.perf_counter()
         drawn = len(lines.picked)
-        with psycopg.connect(args.url, row_factory=dict_row, autocommit=True) as conn:
-            conn.execute("SET maintenance_work_mem = '1GB'")
-            with conn.transaction():
-                load_memories(conn, lines, size - loaded, loaded, MESSAGES)
-            if args.vectors:
-                load_vectors(conn, "memory", "semantic_memory", lines.picked[drawn:], base, embedder)
+        if reuse:  # the same draws as the run that loaded them, so that the questions are the same
+            for _ in memory_rows(lines, size - loaded, loaded, MESSAGES):
+                pass
+            print(f"memories: {size:,} active, reused", flush=True)
+        else:
+            with psycopg.connect(args.url, row_factory=dict_row, autocommit=True) as conn:
+                conn.execute("SET maintenance_work_mem = '1GB'")
+                with conn.transaction():
+                    load_memories(conn, lines, size - loaded, loaded, MESSAGES)
+                if args.vectors:
+                    load_vectors(conn, "memory", "semantic_memory", lines.picked[drawn:], base, embedder)
+            vacuum(args.url, args.vectors)
+            print(
+                f"memories: {size:,} active (loaded and analyzed in {time.perf_counter() - started:.0f} s)",
+                flush=True,
+            )
         loaded = size
-        vacuum(args.url, args.vectors)
-        print(
-            f"memories: {size:,} active (loaded and analyzed in {time.perf_counter() - started:.0f} s)",
-            flush=True,
-        )
-        modes = [("lexical", lexical), *([("hybrid", dense)] if args.vectors else [])]
-        for name, settings in modes:
-            secs, embedding, rest = measure(args.url, asked, settings)
+        modes = {"lexical": lexical, **({"hybrid": dense} if args.vectors else {})}
+        measured = measure(args.url, asked, modes)
+        for name, (secs, embedding, rest) in measured.items():
             results[size] = secs
             line = (
                 f"  {size:>7,} memories, {MESSAGES:,} messages, {name:7}: p50 {_p(secs, 0.5):6.1f} ms"

@@ -340,30 +340,37 @@ def fuse(
 ) -> list[ContextItem]:
     """One source's lexical and dense lists as one: weighted reciprocal rank fusion, scaled so
     that first in both lists scores 1. An item in both keeps its lexical reasons. Only the
-    `limit` items from `offset` are returned (and copied: the inputs are left as they were)."""
+    `limit` items from `offset` are returned. The lexical items are the caller's own, made for
+    this call: they are updated in place (score, reasons); the dense ones are copied (the
+    caller keeps them as they are, for the section's reserve)."""
     score: dict[str, float] = {}
     items: dict[str, ContextItem] = {}
     whys: dict[str, str] = {}
     for rank, item in enumerate(lexical):
         score[item.ref] = (1 - w_dense) / (RRF_K + rank + 1)
         items[item.ref] = item
+    dense_only: set[str] = set()
     for rank, (item, sim) in enumerate(near):
         score[item.ref] = score.get(item.ref, 0.0) + w_dense / (RRF_K + rank + 1)
         known = items.get(item.ref)
         why = f"similar {sim:.2f}"
         whys[item.ref] = f"{known.why}; {why}" if known and known.why else why
-        items.setdefault(item.ref, item)
+        if known is None:
+            items[item.ref] = item
+            dense_only.add(item.ref)
     order = sorted(items, key=lambda ref: -score[ref])
-    order = order[offset : None if limit is None else offset + limit]
-    return [
-        items[ref].model_copy(
-            update={
-                "score": round(score[ref] * (RRF_K + 1), 4),
-                **({"why": whys[ref]} if ref in whys else {}),
-            }
-        )
-        for ref in order
-    ]
+    out = []
+    for ref in order[offset : None if limit is None else offset + limit]:
+        fused = round(score[ref] * (RRF_K + 1), 4)
+        item = items[ref]
+        if ref in dense_only:
+            out.append(item.model_copy(update={"score": fused, "why": whys[ref]}))
+            continue
+        item.score = fused
+        if ref in whys:
+            item.why = whys[ref]
+        out.append(item)
+    return out
 
 
 def send_corrections(

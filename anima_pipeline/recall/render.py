@@ -118,6 +118,8 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
     around the first query word it holds, marked; None when even a cut would say nothing."""
     if item.chars <= max_chars:
         return item
+    if max_chars - 2 * len(TRUNCATION_MARK) < MIN_CUT:  # no room whatever the prefix: the common case
+        return None  # once a section is nearly full (every item left is tried against it)
     room = max_chars - len(_prefix(item)) - len(_suffix(item, "")) - 2 * len(TRUNCATION_MARK)
     if room < MIN_CUT:
         return None
