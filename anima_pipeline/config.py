@@ -5,32 +5,28 @@ bad value raises ConfigError naming the variable, never showing a secret's value
 the Dagster definitions read them once per process through `get_settings()`; everything below
 them receives the Settings object its caller built. Tests that need a given environment set it
 with `monkeypatch.setenv` and build `Settings()`. Each field is read from ANIMA_<FIELD>
-(by prefix, any case; an empty variable is unset), except the Anthropic ones, which keep the
-SDK's own names. The Anthropic key is a SecretStr so that it never renders in a repr, a log or
-an error. The environment is read here rather than by pydantic-settings, whose import (its
-sources for cloud secrets, dotenv, the CLI) was a tenth of `anima recall`'s start-up; the rules
-are the ones it applied (test_config.py).
+(pydantic-settings, by prefix), except the Anthropic ones, which keep the SDK's own names. The
+Anthropic key is a SecretStr so that it never renders in a repr, a log or an error.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     AliasChoices,
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from anima_pipeline.errors import ConfigError
 from anima_pipeline.steps import StepKey, parse_steps
@@ -69,10 +65,8 @@ class StepLimits(BaseModel):
     effort: Effort | None = None
 
 
-class Settings(BaseModel):
-    # validate_default: the defaults pass the validators too (home expanded, the zone checked);
-    # no protected namespace: `model` and `model_*` are the LLM's, not pydantic's
-    model_config = ConfigDict(extra="ignore", validate_default=True, protected_namespaces=())
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore")
 
     database_url: str | None = None
     home: Path = Path("~/.anima").expanduser()
@@ -122,12 +116,12 @@ class Settings(BaseModel):
     llm_thinking: Thinking = "model_default"  # model_default: send no `thinking` field
     llm_effort: Effort | None = None  # None: send no output_config.effort
     # Per step (the step key, e.g. "semantic_memory/extracted"), JSON in ANIMA_LLM_STEP_LIMITS.
-    llm_step_limits: dict[str, StepLimits] = Field(default_factory=dict)
+    llm_step_limits: Annotated[dict[str, StepLimits], NoDecode] = Field(default_factory=dict)
     # A model per step (docs/cost.md): ANIMA_LLM_STEP_MODELS is JSON of step -> a model id, or
     # "main" (ANIMA_MODEL) or "small" (ANIMA_SMALL_MODEL); a step not named keeps its default
     # (SMALL_MODEL_STEPS on the small model, the others on the main one).
     small_model: str = DEFAULT_SMALL_MODEL
-    llm_step_models: dict[str, str] = Field(default_factory=dict)
+    llm_step_models: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
     # Request timeout per attempt; None derives it from the output ceiling (a non-streaming
     # request must be allowed to produce its largest answer).
     llm_timeout_s: float | None = Field(None, gt=0)
@@ -196,8 +190,8 @@ class Settings(BaseModel):
     tokens_per_cjk_char: float = Field(1.1, gt=0)
 
     def __init__(self, **values: Any) -> None:
-        try:  # an argument wins over the environment
-            super().__init__(**{**_environment(), **{_argument(k): v for k, v in values.items()}})
+        try:
+            super().__init__(**values)
         except ValidationError as exc:
             raise ConfigError(_describe(exc)) from None
 
@@ -318,40 +312,6 @@ class Settings(BaseModel):
     @property
     def log_dir(self) -> Path:
         return self.home / "logs"
-
-
-def _names(field: str) -> tuple[str, list[str]]:
-    """The key a field's value is passed under, and the variables it is read from."""
-    alias = Settings.model_fields[field].validation_alias
-    if isinstance(alias, AliasChoices):
-        choices = [str(a) for a in alias.choices]
-        return choices[0], choices
-    return field, [ENV_PREFIX + field]
-
-
-def _environment() -> dict[str, str]:
-    """The fields the environment sets: ANIMA_<FIELD> (or an alias), any case; an empty
-    variable counts as unset. Values stay text: the fields' validators parse them (JSON for
-    the per-step dicts, in _per_step)."""
-    env = {k.lower(): v for k, v in os.environ.items()}
-    found: dict[str, str] = {}
-    for field in Settings.model_fields:
-        key, names = _names(field)
-        value = next((env[n.lower()] for n in names if env.get(n.lower())), None)
-        if value is not None:
-            found[key] = value
-    return found
-
-
-def _argument(name: str) -> str:
-    """An argument's key as the environment's are passed (an alias field by its first name),
-    so that the argument replaces the variable instead of losing to it."""
-    for field, info in Settings.model_fields.items():
-        if isinstance(info.validation_alias, AliasChoices):
-            key, names = _names(field)
-            if name in names:
-                return key
-    return name
 
 
 def env_name(field: str) -> str:

@@ -41,10 +41,8 @@ HEAVY = (
     "tokenizers",
     "sentence_transformers",
     "torch",
-    # nor for what only other commands use: pydantic-settings (config.py reads the environment
-    # itself), rich's progress bars (import, embed, sleep) and the engine's request models
-    # (Settings() checks the models' prices through llm.pricing alone)
-    "pydantic_settings",
+    # nor for what only other commands use: rich's progress bars (import, embed, sleep) and the
+    # engine's request models (Settings() checks the models' prices through llm.pricing alone)
     "rich.progress",
     "anima_pipeline.llm.types",
 )

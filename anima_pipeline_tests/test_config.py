@@ -1,4 +1,4 @@
-"""Settings from the environment (config.py reads it: the rules pydantic-settings applied) and the step registry."""
+"""Settings from the environment (pydantic-settings, by prefix) and the step registry."""
 
 from __future__ import annotations
 
@@ -80,8 +80,8 @@ def test_a_bad_value_names_its_variable_and_never_shows_a_key(monkeypatch) -> No
 
 
 def test_the_environment_is_read_in_any_case_json_per_step_and_arguments_win(monkeypatch) -> None:
-    """The rules the settings kept from pydantic-settings when config.py took over reading the
-    environment: any case, an empty variable unset, JSON for the per-step dicts, the SDK's names
+    """The rules pydantic-settings applies here (kept by a test, since the CLI and the
+    definitions rely on them): any case, an empty variable unset, JSON for the per-step dicts, the SDK's names
     for the Anthropic fields, an argument (by field name or by the SDK's name) over a variable."""
     setenv(
         monkeypatch,
