@@ -412,6 +412,7 @@ class AnimaMemory:
         (`since` <= observed_at < `until`, created_at when never observed)."""
         self._check_page(limit, offset)
         self._check_search(query, since, until)
+        self._vectors.wait(self.settings.embedder_timeout_s)  # as for a context: ranked by meaning too
         with self.db.transaction() as conn:
             return search_memories(
                 conn,
@@ -443,6 +444,7 @@ class AnimaMemory:
         self._check_search(query, since, until)
         if conversation_id is not None:
             check(ExternalId, conversation_id, "conversation_id")
+        self._vectors.wait(self.settings.embedder_timeout_s)  # this facade's appends, by meaning too
         with self.db.transaction() as conn:
             return search_messages(
                 conn,

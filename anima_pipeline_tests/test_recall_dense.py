@@ -11,10 +11,11 @@ from importlib.util import find_spec
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from anima_pipeline.cli.demo import SAMPLE
 from anima_pipeline.config import Settings
-from anima_pipeline.embed import WHEEL_MODULE
+from anima_pipeline.embed import WHEEL_MODULE, make_embedder
 from anima_pipeline.memory import AnimaMemory
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store import vectors
@@ -129,3 +130,41 @@ def test_a_night_embeds_what_it_wrote_and_survives_a_failing_embedder(vector_db_
             assert analysed  # the night kept the planner's statistics itself
     finally:
         db.close()
+
+
+def test_active_search_ranks_by_meaning_too_when_vectors_exist(vector_db_url, tmp_path) -> None:
+    """The agent's search tools rank like a context's sections: the lexical list, then the
+    nearest items it lacks, those sharing no word with the question included; paged over that
+    one ranking. Without an embedder they are lexical, as before, and say why."""
+    anima = "search-by-meaning"
+    settings = _settings(vector_db_url, tmp_path, embedder="local")
+    with AnimaMemory(vector_db_url, anima, settings=settings) as mem:
+        mem.append(_messages(LINES, conv="s1"))
+        page = mem.search_messages("my dog")
+        assert page.recall_mode == "hybrid" and page.lexical_reason is None
+        greyhound = next(i for i in page.items if "greyhound" in i.text)
+        assert "similar" in greyhound.why  # no shared word: found by meaning
+        assert "duck" in page.items[0].text  # the lexical match ("dog") still comes first
+        pet = mem.search_messages("Do I have a pet?")
+        assert any("greyhound" in i.text for i in pet.items)
+        # one ranking, paged: two pages of two are the first four of a page of four
+        first, second = (
+            mem.search_messages("my dog", limit=2),
+            mem.search_messages("my dog", limit=2, offset=2),
+        )
+        whole = mem.search_messages("my dog", limit=4)
+        assert first.has_more and [i.ref for i in first.items + second.items] == [i.ref for i in whole.items]
+        # memories: embedded like a night would, then found by meaning
+        mem.remember("Noor lives with a retired racing hound called Pepper")
+        with psycopg.connect(vector_db_url, row_factory=dict_row) as conn:
+            vectors.embed_pending(conn, make_embedder(settings), anima_id=anima, kinds=["memory"])
+            conn.commit()
+        found = mem.search("which animal shares my home")
+        assert found.recall_mode == "hybrid"
+        assert any("hound" in i.text and "similar" in i.why for i in found.items)
+    with AnimaMemory(
+        vector_db_url, anima, settings=_settings(vector_db_url, tmp_path, embedder="none")
+    ) as mem:
+        page = mem.search_messages("my dog")
+        assert page.recall_mode == "lexical" and page.lexical_reason == "ANIMA_EMBEDDER=none"
+        assert all("greyhound" not in i.text for i in page.items)

@@ -124,24 +124,26 @@ def drop_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{params["dbname"]}" WITH (FORCE)')
 
 
-def load_messages(conn, lines: Lines, total: int = MESSAGES) -> None:
-    have = conn.execute("SELECT count(*) AS n FROM message WHERE anima_id = %s", (ANIMA,)).fetchone()["n"]
+def load_messages(conn, lines: Lines, total: int = MESSAGES, anima: str = ANIMA, bulk: bool = True) -> None:
+    have = conn.execute("SELECT count(*) AS n FROM message WHERE anima_id = %s", (anima,)).fetchone()["n"]
     if have >= total:
-        print(f"messages: {have:,} already loaded, reused", flush=True)
+        if bulk:
+            print(f"messages: {have:,} already loaded, reused", flush=True)
         return
     started = time.perf_counter()
-    conn.execute("DELETE FROM conversation WHERE anima_id = %s", (ANIMA,))
+    conn.execute("DELETE FROM conversation WHERE anima_id = %s", (anima,))
     # A bulk load builds the full-text index once afterwards instead of row by row (the same
     # index, from the migration's own definition).
     index_def = conn.execute("SELECT pg_get_indexdef('message_fts_idx'::regclass) AS d").fetchone()["d"]
-    conn.execute("DROP INDEX message_fts_idx")
+    if bulk:
+        conn.execute("DROP INDEX message_fts_idx")
     conversations = total // PER_CONVERSATION
     starts = [lines.day() for _ in range(conversations)]
     with conn.cursor().copy(
         "COPY conversation (id, anima_id, title, created_at, updated_at) FROM STDIN"
     ) as copy:
         for c, at in enumerate(starts):
-            copy.write_row((f"{ANIMA}:c{c}", ANIMA, f"chat {c}", at, at + timedelta(hours=1)))
+            copy.write_row((f"{anima}:c{c}", anima, f"chat {c}", at, at + timedelta(hours=1)))
     with conn.cursor().copy(
         "COPY message (anima_id, conversation_id, external_id, role, speaker, content, created_at) FROM STDIN"
     ) as copy:
@@ -152,8 +154,8 @@ def load_messages(conn, lines: Lines, total: int = MESSAGES) -> None:
                 role = "user" if i % 2 == 0 else "assistant"
                 copy.write_row(
                     (
-                        ANIMA,
-                        f"{ANIMA}:c{c}",
+                        anima,
+                        f"{anima}:c{c}",
                         str(i),
                         role,
                         user if role == "user" else "Anima",
@@ -161,33 +163,36 @@ def load_messages(conn, lines: Lines, total: int = MESSAGES) -> None:
                         at + timedelta(minutes=i),
                     )
                 )
-    conn.execute(index_def)
-    print(f"messages: {total:,} loaded in {time.perf_counter() - started:.0f} s", flush=True)
+    if bulk:
+        conn.execute(index_def)
+        print(f"messages: {total:,} loaded in {time.perf_counter() - started:.0f} s", flush=True)
 
 
-def memory_rows(lines: Lines, count: int, loaded: int, messages: int = MESSAGES):
+def memory_rows(lines: Lines, count: int, loaded: int, messages: int = MESSAGES, anima: str = ANIMA):
     """The rows of `count` memories after `loaded` ones (drawn from `lines`, in order)."""
     for n in range(count):
         text, name = lines.line()
         content = text if name in text else f"{name}: {text}"
         roll = lines.rng.random()
         yield (
-            ANIMA,
+            anima,
             lines.rng.choice(TYPES),
             content[:600],
-            [f"{ANIMA}:c{lines.rng.randrange(messages // PER_CONVERSATION)}"],
+            [f"{anima}:c{lines.rng.randrange(messages // PER_CONVERSATION)}"],
             lines.day(),
             loaded + n < PINS,
             round(lines.rng.random() * 5, 2) if roll < 0.1 else 0,
         )
 
 
-def load_memories(conn, lines: Lines, count: int, loaded: int, messages: int = MESSAGES) -> None:
+def load_memories(
+    conn, lines: Lines, count: int, loaded: int, messages: int = MESSAGES, anima: str = ANIMA
+) -> None:
     with conn.cursor().copy(
         """COPY semantic_memory (anima_id, type, content, source_sessions, observed_at, pinned,
                                  reference_count) FROM STDIN"""
     ) as copy:
-        for row in memory_rows(lines, count, loaded, messages):
+        for row in memory_rows(lines, count, loaded, messages, anima):
             copy.write_row(row)
 
 
@@ -199,20 +204,29 @@ def load_memories(conn, lines: Lines, count: int, loaded: int, messages: int = M
 NOISE = 0.02
 
 
-def base_vectors(lines: Lines, embedder, source: str | None):
-    """The vector of each base line: read from a store that embedded these lines (`source`,
-    e.g. the recall_at_k store) where it can, embedded here otherwise."""
+def base_vectors(lines: Lines, embedder, source: str | None, url: str):
+    """The vector of each base line: read from the scratch store (`url`, kept by an earlier
+    run) or from a store that embedded these lines (`source`, e.g. the recall_at_k store) where
+    it can, embedded here otherwise (and kept in the scratch store for the next run)."""
     import numpy as np
 
-    known: dict[str, str] = {}
-    if source:
+    from anima_pipeline.store import vectors
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS scale_base_vector (model_id text, content text, v vector)")
+        known: dict[str, str] = dict(
+            conn.execute(
+                "SELECT content, v::text FROM scale_base_vector WHERE model_id = %s", (embedder.model_id,)
+            ).fetchall()
+        )
+    if source and not all(t in known for t in lines.texts):
         with psycopg.connect(source) as conn:
             rows = conn.execute(
                 """SELECT m.content, e.v::text FROM embedding e JOIN message m ON m.id = e.item_id
                    WHERE e.kind = 'message' AND e.model_id = %s""",
                 (embedder.model_id,),
             ).fetchall()
-        known = dict(rows)
+        known |= dict(rows)
     out = np.zeros((len(lines.texts), embedder.dimension), dtype=np.float32)
     missing = [i for i, t in enumerate(lines.texts) if t not in known]
     for i, t in enumerate(lines.texts):
@@ -222,6 +236,13 @@ def base_vectors(lines: Lines, embedder, source: str | None):
     for k in range(0, len(missing), 256):
         chunk = missing[k : k + 256]
         out[chunk] = embedder.embed([lines.texts[i] for i in chunk])
+    if missing:
+        with (
+            psycopg.connect(url, autocommit=True) as conn,
+            conn.cursor().copy("COPY scale_base_vector (model_id, content, v) FROM STDIN") as copy,
+        ):
+            for i in missing:
+                copy.write_row((embedder.model_id, lines.texts[i], vectors.to_text(out[i])))
     print(
         f"base vectors: {len(lines.texts) - len(missing):,} read, {len(missing):,} embedded"
         f" in {time.perf_counter() - started:.0f} s",
@@ -230,7 +251,9 @@ def base_vectors(lines: Lines, embedder, source: str | None):
     return out
 
 
-def load_vectors(conn, kind: str, table: str, picked: list[int], base, embedder) -> None:
+def load_vectors(
+    conn, kind: str, table: str, picked: list[int], base, embedder, anima: str = ANIMA, quiet: bool = False
+) -> None:
     """COPY the base vectors of `picked` (in insertion order) for the rows of `table` not yet
     embedded, the noise added server-side; then the model's HNSW index (store.vectors)."""
     from anima_pipeline.store import vectors
@@ -246,7 +269,7 @@ def load_vectors(conn, kind: str, table: str, picked: list[int], base, embedder)
         for r in conn.execute(
             f"""SELECT x.id FROM {table} x WHERE x.anima_id = %s AND NOT EXISTS (SELECT 1 FROM embedding e
                 WHERE e.anima_id = x.anima_id AND e.kind = %s AND e.item_id = x.id) ORDER BY x.id""",
-            (ANIMA, kind),
+            (anima, kind),
         ).fetchall()
     ]
     picked = picked[len(picked) - len(ids) :]  # the rows not embedded yet are the last ones drawn
@@ -262,9 +285,11 @@ def load_vectors(conn, kind: str, table: str, picked: list[int], base, embedder)
             FROM scale_pick p JOIN scale_base b ON b.i = p.i
             CROSS JOIN LATERAL (SELECT array_agg((random() - 0.5) * %s)::vector AS v
                                 FROM generate_series(1, {d}) WHERE p.id IS NOT NULL) n""",  # p.id: drawn per row
-        (ANIMA, kind, embedder.model_id, 2 * NOISE),
+        (anima, kind, embedder.model_id, 2 * NOISE),
     )
     vectors.ensure_model(conn, embedder.model_id, d)
+    if quiet:
+        return
     print(
         f"{kind} vectors: {len(ids):,} loaded and indexed in {time.perf_counter() - started:.0f} s",
         flush=True,
@@ -307,7 +332,7 @@ def vacuum(url: str, with_vectors: bool = False) -> None:
 
 
 def measure(
-    url: str, asked: list[str], modes: dict[str, Settings]
+    url: str, asked: list[str], modes: dict[str, Settings], anima: str = ANIMA
 ) -> dict[str, tuple[list[float], list[float], list[float]]]:
     """Per mode: seconds per call, the question's embedding in each, and each call without it;
     each sorted. The modes take turns question by question (the first one alternating), so a
@@ -323,7 +348,7 @@ def measure(
                 settings = modes[name]
                 started = time.perf_counter()
                 with conn.transaction():
-                    ctx = assemble_context(conn, ANIMA, q, now=now, settings=settings)
+                    ctx = assemble_context(conn, anima, q, now=now, settings=settings)
                 if i >= 20:
                     seconds[name].append(time.perf_counter() - started)
                     embedding[name].append((ctx.embed_ms or 0.0) / 1e3)
@@ -334,6 +359,110 @@ def measure(
         rest = [a - b for a, b in zip(seconds[name], embedding[name], strict=True)]
         out[name] = (sorted(seconds[name]), sorted(embedding[name]), sorted(rest))
     return out
+
+
+def report(label: str, measured: dict[str, tuple[list[float], list[float], list[float]]]) -> list[float]:
+    """Print one line per mode; returns the seconds of the last mode."""
+    secs: list[float] = []
+    for name, (secs, embedding, rest) in measured.items():
+        line = (
+            f"  {label}, {name:7}: p50 {_p(secs, 0.5):6.1f} ms"
+            f"   p95 {_p(secs, 0.95):6.1f} ms   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms"
+        )
+        if name == "hybrid":
+            line += (
+                f"   | query embedding p50 {_p(embedding, 0.5):5.1f} ms p95 {_p(embedding, 0.95):5.1f} ms"
+                f" | without it p50 {_p(rest, 0.5):6.1f} p95 {_p(rest, 0.95):6.1f} ms"
+            )
+        print(
+            line
+            + f"  ({len(secs)} questions, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+            flush=True,
+        )
+    return secs
+
+
+# --- --beside: other animas in the same store ------------------------------------------
+BESIDE_MEMORIES = 2_000
+BESIDE_MESSAGES = 2_000
+
+
+def load_beside(url: str, lines: Lines, k: int, base, embedder) -> None:
+    """Animas beside0 .. beside{k-1}, each with its memories and messages (and vectors when
+    `base`); an anima already complete is kept, one that is not is loaded again."""
+    started, loaded = time.perf_counter(), 0
+    for j in range(k):
+        anima = f"beside{j}"
+        with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
+            have = conn.execute(
+                """SELECT (SELECT count(*) FROM semantic_memory WHERE anima_id = %(a)s) AS memories,
+                          (SELECT count(*) FROM message WHERE anima_id = %(a)s) AS messages,
+                          (SELECT count(*) FROM embedding WHERE anima_id = %(a)s) AS vectors""",
+                {"a": anima},
+            ).fetchone()
+            want_vectors = (BESIDE_MEMORIES + BESIDE_MESSAGES) if base is not None else have["vectors"]
+            if (have["memories"], have["messages"], have["vectors"]) == (
+                BESIDE_MEMORIES,
+                BESIDE_MESSAGES,
+                want_vectors,
+            ):
+                continue
+            with conn.transaction():
+                conn.execute("DELETE FROM embedding WHERE anima_id = %s", (anima,))
+                conn.execute("DELETE FROM semantic_memory WHERE anima_id = %s", (anima,))
+                conn.execute("DELETE FROM conversation WHERE anima_id = %s", (anima,))
+                drawn = len(lines.picked)
+                load_messages(conn, lines, BESIDE_MESSAGES, anima, bulk=False)
+                mid = len(lines.picked)
+                load_memories(conn, lines, BESIDE_MEMORIES, 0, BESIDE_MESSAGES, anima)
+                if base is not None:
+                    load_vectors(
+                        conn, "message", "message", lines.picked[drawn:mid], base, embedder, anima, True
+                    )
+                    load_vectors(
+                        conn, "memory", "semantic_memory", lines.picked[mid:], base, embedder, anima, True
+                    )
+            loaded += 1
+    if loaded:
+        vacuum(url, base is not None)
+    print(f"beside: {k} animas, {loaded} loaded now ({time.perf_counter() - started:.0f} s)", flush=True)
+
+
+def dense_plans(url: str, anima: str, question: str, settings: Settings) -> str:
+    """How the planner reads each section's nearest neighbours for `anima`: the index scans of
+    the plans of the statements recall runs (recall.ranking), the other nodes left out."""
+    from anima_pipeline.recall import ranking
+    from anima_pipeline.recall.dense import query_vector
+
+    out = []
+    with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
+        qv, _ = query_vector(conn, settings, question)
+        assert qv is not None
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        args = {"anima": anima, "qv": qv.text, "model": qv.model_id, "k": ranking.DENSE_K, "exclude_ids": []}
+        args |= {"exclude_sessions": [], "since": None, "until": None, "types": None}
+        args |= {"conversation": None, "speaker": None}
+        for kind, sql in (("memories", ranking.MEMORY_DENSE_SQL), ("messages", ranking.MESSAGE_DENSE_SQL)):
+            rows = conn.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.format(d=qv.dimension), args
+            ).fetchone()
+            plan = rows["QUERY PLAN"][0]
+
+            def scans(node: dict) -> list[str]:
+                own = (
+                    [f"{node['Node Type']} {node.get('Index Name', '')}".strip()]
+                    if "Scan" in node["Node Type"] and node.get("Relation Name") == "embedding"
+                    else []
+                )
+                if node["Node Type"] == "Sort":
+                    own.append("exact sort")
+                return own + [s for c in node.get("Plans", []) for s in scans(c)]
+
+            rows_out = plan["Plan"].get("Actual Rows")
+            out.append(
+                f"{kind}: {' + '.join(scans(plan['Plan']))}, {rows_out:.0f} rows, {plan['Execution Time']:.1f} ms"
+            )
+    return "; ".join(out)
 
 
 def _p(values: list[float], q: float) -> float:
@@ -361,6 +490,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="keep the memories (and vectors) of a previous run of the same single --sizes: no reload",
     )
+    parser.add_argument(
+        "--beside",
+        type=int,
+        default=0,
+        metavar="K",
+        help=f"K other animas of {BESIDE_MEMORIES:,} memories and {BESIDE_MESSAGES:,} messages each (with"
+        " --vectors, theirs too): one of them is measured after the big one, with its plans",
+    )
     args = parser.parse_args(argv)
     MESSAGES = args.messages
     rng = random.Random(9)
@@ -374,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         from anima_pipeline.embed import make_embedder
 
         embedder = make_embedder(dense)
-        base = base_vectors(lines, embedder, args.vectors_from)
+        base = base_vectors(lines, embedder, args.vectors_from, args.url)
     with psycopg.connect(args.url, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET maintenance_work_mem = '1GB'")
         conn.execute("SET synchronous_commit = off")
@@ -417,23 +554,27 @@ def main(argv: list[str] | None = None) -> int:
             )
         loaded = size
         modes = {"lexical": lexical, **({"hybrid": dense} if args.vectors else {})}
-        measured = measure(args.url, asked, modes)
-        for name, (secs, embedding, rest) in measured.items():
-            results[size] = secs
-            line = (
-                f"  {size:>7,} memories, {MESSAGES:,} messages, {name:7}: p50 {_p(secs, 0.5):6.1f} ms"
-                f"   p95 {_p(secs, 0.95):6.1f} ms   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms"
-            )
-            if name == "hybrid":
-                line += (
-                    f"   | query embedding p50 {_p(embedding, 0.5):5.1f} ms p95 {_p(embedding, 0.95):5.1f} ms"
-                    f" | without it p50 {_p(rest, 0.5):6.1f} p95 {_p(rest, 0.95):6.1f} ms"
+        results[size] = report(f"{size:>7,} memories, {MESSAGES:,} messages", measure(args.url, asked, modes))
+    if args.beside:
+        if args.vectors and base is None:
+            from anima_pipeline.embed import make_embedder
+
+            embedder = make_embedder(dense)
+            base = base_vectors(lines, embedder, args.vectors_from, args.url)
+        load_beside(args.url, lines, args.beside, base if args.vectors else None, embedder)
+        modes = {"lexical": lexical, **({"hybrid": dense} if args.vectors else {})}
+        label = (
+            f"beside0 ({BESIDE_MEMORIES:,} memories, {BESIDE_MESSAGES:,} messages; {args.beside} such animas"
+        )
+        report(
+            label + f" and one of {args.sizes[-1]:,} / {MESSAGES:,})",
+            measure(args.url, asked, modes, "beside0"),
+        )
+        if args.vectors:
+            for anima in ("beside0", ANIMA):
+                print(
+                    f"  nearest-neighbour plans for {anima}: {dense_plans(args.url, anima, asked[0], dense)}"
                 )
-            print(
-                line
-                + f"  ({len(secs)} questions, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
-                flush=True,
-            )
     if len(args.sizes) > 1:
         ratio = _p(results[args.sizes[-1]], 0.95) / _p(results[args.sizes[0]], 0.95)
         print(f"p95 ratio {args.sizes[-1]:,} / {args.sizes[0]:,} memories: {ratio:.2f}")

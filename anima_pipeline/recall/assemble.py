@@ -19,7 +19,8 @@ best first (a section's header and newlines count): an
 item longer than `item_max` is cut around the words asked about (marked " …"), one that does
 not fit what is left is skipped, so a section never overflows. Nothing here writes.
 
-`search_memories` / `search_messages` are the active search: more results, paging, filters.
+`search_memories` / `search_messages` are the active search: more results, paging, filters;
+ranked like a section (with vectors: the lexical list, then the nearest items it lacks).
 """
 
 from __future__ import annotations
@@ -258,13 +259,21 @@ def _page(
     **filters: Any,
 ) -> SearchPage:
     """One page of what `rank` finds for `query`: one item more than the page is ranked, to
-    know whether another page exists."""
+    know whether another page exists. With vectors the ranking is a context's (recall.ranking):
+    the lexical list, then the nearest items by meaning it lacks (those sharing no word too)."""
     _check_page(limit, offset)
     tz = settings.tz
     plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
-    items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, **filters)
+    dense, lexical_why = query_vector(conn, settings, query) if query.strip() else (None, "empty question")
+    items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, dense=dense, **filters)
     return SearchPage(
-        query=query, items=items[:limit], offset=offset, limit=limit, has_more=len(items) > limit
+        query=query,
+        items=items[:limit],
+        offset=offset,
+        limit=limit,
+        has_more=len(items) > limit,
+        recall_mode="hybrid" if dense else "lexical",
+        lexical_reason=lexical_why,
     )
 
 

@@ -323,8 +323,9 @@ class Search:
             "p_start": [p.start for p in self.plan.periods],
             "p_end": [p.end for p in self.plan.periods],
             "tz": str(self.tz),
-            "limit": self.limit,
-            "offset": self.offset,
+            # with a dense list the page is cut after the fusion: the lexical list from the top
+            "limit": self.limit + self.offset if self.dense else self.limit,
+            "offset": 0 if self.dense else self.offset,
         }
 
     def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:

@@ -115,3 +115,6 @@ class SearchPage(BaseModel):
     offset: int
     limit: int
     has_more: bool
+    # as for a context: "hybrid" when the nearest items by meaning were fused in, else why not
+    recall_mode: Literal["hybrid", "lexical"] = "lexical"
+    lexical_reason: str | None = None
