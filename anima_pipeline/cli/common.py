@@ -12,46 +12,79 @@ from functools import cache
 from typing import TYPE_CHECKING, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from anima_pipeline.config import Settings, get_settings
 
-if TYPE_CHECKING:  # rich.progress only where a bar is drawn (import, embed, sleep), not at start-up
+if TYPE_CHECKING:  # rich only when something is drawn: recall's text and --json print without it
+    from rich.console import Console
     from rich.progress import Progress
 
-# emoji=False: rich would turn "archive.jsonl:100: ..." into "archive.jsonl💯 ..."; errors are
-# not wrapped, so a long file:line stays on one line for copying.
-# Piped output gets a wide table instead of rich's 80-column default.
-console = Console(emoji=False, width=None if sys.stdout.isatty() else 150)
-err_console = Console(stderr=True, emoji=False, soft_wrap=True)
+
+@cache
+def _stdout_console() -> Console:
+    from rich.console import Console
+
+    # emoji=False: rich would turn "archive.jsonl:100: ..." into "archive.jsonl💯 ..."; piped
+    # output gets a wide table instead of rich's 80-column default.
+    return Console(emoji=False, width=None if sys.stdout.isatty() else 150)
+
+
+@cache
+def _stderr_console() -> Console:
+    from rich.console import Console
+
+    # errors are not wrapped, so a long file:line stays on one line for copying
+    return Console(stderr=True, emoji=False, soft_wrap=True)
+
+
+def __getattr__(name: str) -> Console:
+    """`console` and `err_console`, made on first use (PEP 562): importing rich costs a command
+    that prints without it (recall) about 15 ms of its start."""
+    if name == "console":
+        return _stdout_console()
+    if name == "err_console":
+        return _stderr_console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported when a message is printed."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def settings() -> Settings:
     try:
         return get_settings()
     except ValueError as exc:
-        err_console.print(f"[red]configuration error:[/red] {escape(str(exc))}")
+        _stderr_console().print(f"[red]configuration error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
 
 
 def open_store(*, read_only: bool = False):
     """The store; `read_only` commands (status, recall, export) never migrate it and exit 1
-    naming the pending migrations instead."""
+    naming the pending migrations instead. They run once and go: one plain connection
+    (store.db.OneConnection) rather than a pool."""
     import psycopg
-    from psycopg_pool import PoolTimeout
 
-    from anima_pipeline.store.db import open_database
+    from anima_pipeline.store.db import open_database, open_read_only
     from anima_pipeline.store.embedded import EmbeddedError
     from anima_pipeline.store.migrations import MigrationError
 
+    if read_only:
+        unreachable: tuple[type[Exception], ...] = (psycopg.Error,)
+    else:
+        from psycopg_pool import PoolTimeout
+
+        unreachable = (psycopg.Error, PoolTimeout)
     try:
-        return open_database(settings(), read_only=read_only)
+        return open_read_only(settings()) if read_only else open_database(settings())
     except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
-        err_console.print(f"[red]store error:[/red] {escape(str(exc))}")
+        _stderr_console().print(f"[red]store error:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
-    except (psycopg.Error, PoolTimeout) as exc:  # the text may hold the URL: name the class only
-        err_console.print(f"[red]store error:[/red] cannot open the store ({type(exc).__name__})")
+    except unreachable as exc:  # the text may hold the URL: name the class only
+        _stderr_console().print(f"[red]store error:[/red] cannot open the store ({type(exc).__name__})")
         raise typer.Exit(1) from None
 
 
@@ -108,7 +141,9 @@ def progress_console() -> Console:
     try:
         stream = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1, encoding="utf-8")
     except (AttributeError, OSError, ValueError):  # no real stderr (embedded, tests in-process)
-        return err_console
+        return _stderr_console()
+    from rich.console import Console
+
     return Console(file=stream, emoji=False, soft_wrap=True)
 
 
@@ -166,7 +201,9 @@ def only_anima(conn, anima: str | None = None) -> str:
         return anima
     animas = animas_with_conversations(conn)
     if len(animas) != 1:
-        err_console.print(f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})")
+        _stderr_console().print(
+            f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})"
+        )
         raise typer.Exit(2)
     return animas[0]
 
@@ -182,5 +219,5 @@ def parse_day(option: str, value: str):
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    err_console.print(f"[red]error:[/red] {escape(message)}")
+    _stderr_console().print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)

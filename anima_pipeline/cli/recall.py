@@ -12,7 +12,7 @@ import typer
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import console, fail, only_anima, open_store, settings
+from anima_pipeline.cli.common import fail, only_anima, open_store, settings
 
 
 @app.command("recall")
@@ -72,7 +72,8 @@ def recall_(
             elif as_json:
                 print(result.model_dump_json(indent=2))
             else:
-                console.print(_text(result), markup=False, highlight=False)
+                # plain text, not rich: nothing to draw, and rich's import is 15 ms of the start
+                sys.stdout.write(_text(result) + "\n")
     finally:
         db.close()
 

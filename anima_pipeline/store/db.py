@@ -1,7 +1,9 @@
 """Opening the store: resolve the URL (a server, or the embedded default), migrate, pool.
 
 One `Database` per process. Repositories take a psycopg connection inside a transaction
-that the caller owns, so a step's writes commit or roll back together.
+that the caller owns, so a step's writes commit or roll back together. A one-shot read-only
+command (status, recall, export) takes `OneConnection` instead: the connection that checked
+the migrations serves the command, with no pool (no second connection, no pool threads).
 """
 
 from __future__ import annotations
@@ -9,15 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool
 
 from anima_pipeline.config import Settings
 from anima_pipeline.errors import StoreError
-from anima_pipeline.store import embedded
 from anima_pipeline.store.migrations import NotMigrated, migrate, pending
+
+if TYPE_CHECKING:  # psycopg_pool only where a pool is opened: not at a one-shot command's start
+    from psycopg_pool import ConnectionPool
 
 # every connection of the pool returns rows as dicts (dict_row below)
 Connection = psycopg.Connection[DictRow]
@@ -50,6 +54,8 @@ CONNECT_TIMEOUT_S = 10
 
 class Database:
     def __init__(self, url: str, *, max_size: int = 8) -> None:
+        from psycopg_pool import ConnectionPool
+
         self.url = url
         self.pool: ConnectionPool[Connection] = ConnectionPool(
             url,
@@ -81,26 +87,68 @@ def resolve_url(settings: Settings) -> str:
     """ANIMA_DATABASE_URL when set (start nothing), else the embedded server under ANIMA_HOME."""
     if settings.database_url:
         return settings.database_url
+    from anima_pipeline.store import embedded
+
     return embedded.ensure_running(settings.home)
 
 
-def open_database(settings: Settings, *, run_migrations: bool = True, read_only: bool = False) -> Database:
-    """The store, migrated first; a `read_only` caller (status, recall, export) never migrates a
-    server's database (ANIMA_DATABASE_URL): one with pending migrations is NotMigrated, naming
-    them, and nothing is created. The embedded store is this program's own database, created
-    under ANIMA_HOME by `ensure_running`: it is brought up to date by any command."""
+def open_database(settings: Settings, *, run_migrations: bool = True) -> Database:
+    """The store, migrated first, behind a pool (the service, the night, the writing commands)."""
     url = resolve_url(settings)
-    if read_only and settings.database_url:
-        missing = pending(url)
-        if missing:
-            raise NotMigrated(
-                f"the memory database is not migrated ({len(missing)} pending: {', '.join(missing[:3])}"
-                f"{', …' if len(missing) > 3 else ''}); a read-only command changes nothing: run "
-                "`anima db migrate` (or `anima import`) first, or check ANIMA_DATABASE_URL"
-            )
-    elif run_migrations or read_only:
+    if run_migrations:
         migrate(url)
     return Database(url)
+
+
+class OneConnection:
+    """What `Database` offers a one-shot read-only command (`url`, `transaction()`, `close()`),
+    on one plain connection: opening a pool costs a second connection and its threads, more
+    than the command's own queries. Transactions run one after another on it."""
+
+    def __init__(self, url: str, conn: Connection) -> None:
+        self.url = url
+        self.conn = conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """The connection inside one transaction: committed on success, rolled back on error."""
+        with self.conn.transaction():
+            yield self.conn
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> OneConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_read_only(settings: Settings) -> OneConnection:
+    """The store for a read-only command (status, recall, export), on one connection. It never
+    migrates a server's database (ANIMA_DATABASE_URL): one with pending migrations is
+    NotMigrated, naming them, and nothing is created. The embedded store is this program's own
+    database, created under ANIMA_HOME by `ensure_running`: it is brought up to date by any
+    command."""
+    url = resolve_url(settings)
+    # autocommit: each `transaction()` is its own BEGIN ... COMMIT, as on a pooled connection
+    conn = psycopg.connect(url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S)
+    try:
+        if settings.database_url:
+            missing = pending(conn)
+            if missing:
+                raise NotMigrated(
+                    f"the memory database is not migrated ({len(missing)} pending: {', '.join(missing[:3])}"
+                    f"{', …' if len(missing) > 3 else ''}); a read-only command changes nothing: run "
+                    "`anima db migrate` (or `anima import`) first, or check ANIMA_DATABASE_URL"
+                )
+        else:
+            migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return OneConnection(url, conn)
 
 
 def anima_lock(conn: Connection, anima_id: str) -> None:

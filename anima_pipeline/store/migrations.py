@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from anima_pipeline.errors import StoreError
 from anima_pipeline.packaged import top_level
@@ -55,34 +59,48 @@ class NotMigrated(MigrationError):
     """A read-only command found a database whose migrations are not (all) applied."""
 
 
-def pending(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
-    """The migrations not applied to the database at `url`, creating nothing: what a read-only
-    command checks instead of migrating (`anima status`, `recall`, `export`)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        found = conn.execute("SELECT to_regclass('schema_migration') AS t").fetchone()
+def pending(target: str | psycopg.Connection[Any], sql_dir: Path = SQL_DIR) -> list[str]:
+    """The migrations not applied to the database at `target` (a URL, or an open autocommit
+    connection a one-shot command goes on using), creating nothing: what a read-only command
+    checks instead of migrating (`anima status`, `recall`, `export`)."""
+    with _connected(target) as conn:
+        cur = conn.cursor(row_factory=tuple_row)
+        found = cur.execute("SELECT to_regclass('schema_migration') AS t").fetchone()
         if found is None or found[0] is None:
             applied: set[int] = set()
         else:
-            applied = {v for (v,) in conn.execute("SELECT version FROM schema_migration")}
+            applied = {v for (v,) in cur.execute("SELECT version FROM schema_migration")}
     return [m.name for m in load_migrations(sql_dir) if m.version not in applied]
 
 
-def migrate(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
-    """Apply pending migrations; return the names applied (empty when up to date)."""
+@contextmanager
+def _connected(target: str | psycopg.Connection[Any]) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of our own for a URL (closed after), or the caller's, left open."""
+    if not isinstance(target, str):
+        yield target
+        return
+    with psycopg.connect(target, autocommit=True) as conn:
+        yield conn
+
+
+def migrate(target: str | psycopg.Connection[Any], sql_dir: Path = SQL_DIR) -> list[str]:
+    """Apply pending migrations; return the names applied (empty when up to date). `target`
+    is a URL or an open autocommit connection (left open)."""
     migrations = load_migrations(sql_dir)
     applied_now: list[str] = []
-    with psycopg.connect(url, autocommit=True) as conn:
+    with _connected(target) as conn:
+        cur = conn.cursor(row_factory=tuple_row)
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             # Under the lock: two processes migrating a fresh database at once would otherwise
             # race CREATE TABLE IF NOT EXISTS into a unique violation on pg_type.
-            conn.execute(
+            cur.execute(
                 """CREATE TABLE IF NOT EXISTS schema_migration (
                        version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
                        applied_at timestamptz NOT NULL DEFAULT now())"""
             )
             applied = {
-                v: (n, c) for v, n, c in conn.execute("SELECT version, name, checksum FROM schema_migration")
+                v: (n, c) for v, n, c in cur.execute("SELECT version, name, checksum FROM schema_migration")
             }
         by_version = {m.version: m for m in migrations}
         for version, (name, checksum) in sorted(applied.items()):
@@ -98,14 +116,14 @@ def migrate(url: str, sql_dir: Path = SQL_DIR) -> list[str]:
             if m.version in applied:
                 continue
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-                if conn.execute("SELECT 1 FROM schema_migration WHERE version = %s", (m.version,)).fetchone():
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                if cur.execute("SELECT 1 FROM schema_migration WHERE version = %s", (m.version,)).fetchone():
                     continue  # another process applied it while we waited
                 try:
-                    conn.execute(m.sql)
+                    cur.execute(m.sql)
                 except psycopg.Error as exc:
                     raise MigrationError(f"{m.name}: {exc}") from exc
-                conn.execute(
+                cur.execute(
                     "INSERT INTO schema_migration (version, name, checksum) VALUES (%s, %s, %s)",
                     (m.version, m.name, m.checksum),
                 )
