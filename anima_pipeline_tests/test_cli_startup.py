@@ -110,7 +110,7 @@ def test_recall_and_status_import_no_engine_no_server_no_encoder(tmp_path: Path,
         modules = _imported(args, env)
         own = f"anima_pipeline.{own}"
         assert own in modules and f"anima_pipeline.{ran}" in modules, args  # it did run
-        assert _heavy(modules) == [] and modules.isdisjoint(absent), (args, _heavy(modules), modules & set(absent))
+        assert _heavy(modules) == [] and modules.isdisjoint(absent), (args, modules & {*HEAVY, *absent})
         assert sorted(OTHER_COMMANDS & modules - {own}) == [], args
 
 
