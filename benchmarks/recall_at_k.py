@@ -3,7 +3,7 @@ hold the answer, within the same 2,000 characters?
 
 Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR]
       (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
-      [--budget 2000] [--share 0.3 0.5 0.7]
+      [--budget 2000] [--share 0.3 0.5 0.7] [--dense MEM:MSG[:CHARS] ...] [--contexts FILE]
 
 The store is one where the dev dialogues were imported and slept through every night offline
 (``anima import`` of ``locomo/dev.archive.jsonl`` and ``memorybank/*.archive.jsonl``, then
@@ -43,6 +43,8 @@ the memories and episodic sections) and prints the assembled figures for each.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import re
 import statistics
@@ -51,6 +53,7 @@ import time
 from collections import Counter, defaultdict
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import TextIO
 
 import pandas as pd
 import psycopg
@@ -174,15 +177,29 @@ def _mode(share: float, weights: tuple[float, ...] | None) -> str:
     return f"assembled@{share}" + ("+dense" + "/".join(f"{w:g}" for w in weights) if weights else "")
 
 
+# --contexts FILE: one line per assemble_context call (anima, mode, budgets, question, the
+# rendered context's sha256), so two commits can be shown to give the same contexts byte for byte
+CONTEXTS: TextIO | None = None
+
+
+def _context(conn, anima, question, budgets, now, settings: Settings, mode: str):
+    ctx = assemble_context(conn, anima, question, budgets=budgets, now=now, settings=settings)
+    if CONTEXTS is not None:
+        digest = hashlib.sha256(ctx.rendered.encode()).hexdigest()
+        line = [anima, mode, ctx.recall_mode, budgets.model_dump(), question, digest]
+        CONTEXTS.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
+    return ctx
+
+
 def _assemble(conn, anima, question, budgets, now, weights: tuple[float, ...] | None):
     """assemble_context lexical-only (weights None), or fusing each section's nearest items
     with these (memories, messages[, reserved characters]) dense weights."""
     if weights is None:
-        return assemble_context(conn, anima, question, budgets=budgets, now=now, settings=LEXICAL)
+        return _context(conn, anima, question, budgets, now, LEXICAL, "lexical")
     MemorySearch.dense_weight, MessageSearch.dense_weight = weights[:2]
     if len(weights) > 2:
         budgets = budgets.model_copy(update={"dense": int(weights[2])})
-    return assemble_context(conn, anima, question, budgets=budgets, now=now, settings=DENSE)
+    return _context(conn, anima, question, budgets, now, DENSE, "dense" + ":".join(f"{w:g}" for w in weights))
 
 
 def _recalled(ctx) -> str:
@@ -222,7 +239,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float], dense_weigh
             mem_ranked = rank_memories(conn, anima, plan, tz=TZ, limit=60)
             contexts["memories"] = _text(_pack("memories", mem_ranked, words, budget, item_max))
             only_msgs = _budgets(budget, 0.0).model_copy(update={"summaries": 0})
-            ctx = assemble_context(conn, anima, q["question"], budgets=only_msgs, now=now, settings=LEXICAL)
+            ctx = _context(conn, anima, q["question"], only_msgs, now, LEXICAL, "episodic")
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:
                 for weights in dense_weights:
@@ -346,6 +363,13 @@ def main(argv: list[str] | None = None) -> int:
         " lexical-only; bare --dense: the defaults",
     )
     parser.add_argument("--only", choices=("tuned", "unseen"), help="one split only (tuning runs)")
+    parser.add_argument(
+        "--contexts",
+        type=Path,
+        metavar="FILE",
+        help="write each context's sha256 there, one JSON line a call with its question (compare two"
+        " commits with cmp; the file quotes the data: keep it outside the repository)",
+    )
     args = parser.parse_args(argv)
     qa = args.data / "locomo" / "dev.qa.jsonl"
     archive = args.data / "locomo" / "dev.archive.jsonl"
@@ -363,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         ]  # reserve: settings
         dense_weights += [tuple(float(x) for x in p.split(":")) for p in pairs]
     names = speaker_names(read_jsonl(archive))
+    global CONTEXTS
+    CONTEXTS = args.contexts.open("w", encoding="utf-8") if args.contexts else None
     started = time.perf_counter()
     with psycopg.connect(args.from_store, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
@@ -410,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("MemoryBank probing questions (unseen; no gold answers)")
         print(memorybank(conn, args.data, args.budget, shares[-1], dense_weights[-1]).to_string())
+    if CONTEXTS is not None:
+        CONTEXTS.close()
     print(f"elapsed {time.perf_counter() - started:.1f} s")
     return 0
 
