@@ -99,13 +99,15 @@ def test_recall_and_status_import_no_engine_no_server_no_encoder(tmp_path: Path,
     imported = run_cli(["import", str(_archive(tmp_path / "a.jsonl"))], env, timeout=120)
     assert imported.returncode == 0, imported.stderr
     # recall checks its --anima with store/animas.py, not the archive's import models, and
-    # prints without rich; a one-shot command reads on one connection, with no pool
-    no_recall = ["anima_pipeline.store.archive", "rich", "psycopg_pool"]
+    # prints without rich; status reads the cleanup's tombstones in store/status.py; a
+    # one-shot command reads on one connection, with no pool
+    archive = "anima_pipeline.store.archive"
+    no_recall = [archive, "rich", "psycopg_pool"]
     for args, own, ran, absent in (
         (["recall", "the garden", "--anima", "ana"], "cli.recall", "recall.assemble", no_recall),
         (["recall", "the garden", "--anima", "ana", "--json"], "cli.recall", "recall.assemble", no_recall),
-        (["status"], "cli.store", "store.status", ["psycopg_pool"]),
-        (["status", "--json"], "cli.store", "store.status", ["psycopg_pool"]),
+        (["status"], "cli.store", "store.status", [archive, "psycopg_pool"]),
+        (["status", "--json"], "cli.store", "store.status", [archive, "psycopg_pool"]),
     ):
         modules = _imported(args, env)
         own = f"anima_pipeline.{own}"

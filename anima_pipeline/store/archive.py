@@ -20,6 +20,7 @@ from anima_pipeline.errors import InputError
 from anima_pipeline.store.calendar import move_first_message
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
+from anima_pipeline.store.status import cleaned_conversations
 from anima_pipeline.validation import (
     AnimaId,
     ExternalId,
@@ -140,25 +141,6 @@ class ImportStats:
         """Rows changed per table, for store.planner_stats.keep_fresh."""
         messages = self.messages_added + self.messages_updated
         return {"message": messages, "conversation": self.conversations_added, "recall_word": messages}
-
-
-def cleaned_conversations(
-    conn: Connection, among: Iterable[tuple[str, str]] | None = None
-) -> set[tuple[str, str]]:
-    """(anima, conversation) pairs the cleanup deleted and nobody restored since: a re-import
-    of the same archive must not bring them back (import stays idempotent across nights).
-    `among` narrows the read to those pairs (an append of a few messages reads a few events)."""
-    sql = """SELECT anima_id, memory_id, op FROM memory_event
-             WHERE table_name = 'conversation' AND op IN ('delete', 'restore')"""
-    params: tuple = ()
-    if among is not None:
-        pairs = sorted(set(among))
-        sql += " AND memory_id = ANY(%s) AND anima_id = ANY(%s)"
-        params = ([c for _, c in pairs], sorted({a for a, _ in pairs}))
-    state: dict[tuple[str, str], str] = {}
-    for row in conn.execute(sql + " ORDER BY id", params).fetchall():
-        state[(row["anima_id"], row["memory_id"])] = row["op"]
-    return {key for key, op in state.items() if op == "delete"}
 
 
 CHUNK = 2000  # records per round trip: bounded memory for any archive size, few statements

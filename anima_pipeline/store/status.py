@@ -1,6 +1,10 @@
-"""Counts per anima and in total, for `anima status` and the Dagster metadata."""
+"""Counts per anima and in total, for `anima status` and the Dagster metadata, and the
+conversations the night's cleanup deleted (read by status, and by an import that must not
+bring them back)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from anima_pipeline.store.db import Connection
 
@@ -51,12 +55,29 @@ def status(conn: Connection, anima_id: str | None = None) -> dict:
 def cleaned_by_night(conn: Connection) -> dict[str, int]:
     """Conversations per anima that the night's cleanup deleted (and nobody restored): what an
     import counted and `status` no longer does."""
-    from anima_pipeline.store.archive import cleaned_conversations
-
     counts: dict[str, int] = {}
     for anima_id, _conversation in cleaned_conversations(conn):
         counts[anima_id] = counts.get(anima_id, 0) + 1
     return counts
+
+
+def cleaned_conversations(
+    conn: Connection, among: Iterable[tuple[str, str]] | None = None
+) -> set[tuple[str, str]]:
+    """(anima, conversation) pairs the cleanup deleted and nobody restored since: a re-import
+    of the same archive must not bring them back (import stays idempotent across nights).
+    `among` narrows the read to those pairs (an append of a few messages reads a few events)."""
+    sql = """SELECT anima_id, memory_id, op FROM memory_event
+             WHERE table_name = 'conversation' AND op IN ('delete', 'restore')"""
+    params: tuple = ()
+    if among is not None:
+        pairs = sorted(set(among))
+        sql += " AND memory_id = ANY(%s) AND anima_id = ANY(%s)"
+        params = ([c for _, c in pairs], sorted({a for a, _ in pairs}))
+    state: dict[tuple[str, str], str] = {}
+    for row in conn.execute(sql + " ORDER BY id", params).fetchall():
+        state[(row["anima_id"], row["memory_id"])] = row["op"]
+    return {key for key, op in state.items() if op == "delete"}
 
 
 def recent_nights(conn: Connection, anima_id: str, limit: int = 7) -> list[dict]:
