@@ -10,6 +10,11 @@ The store is ANIMA_DATABASE_URL (else the embedded one under ANIMA_HOME) and mus
 anima: `anima demo` makes one. `--baseline DIR` runs the same commands from another checkout
 of the package (e.g. `git worktree add /tmp/before <commit>`) in the same rounds, for a
 before/after in one run. ANIMA_EMBEDDER=none unless set (recall without the encoder).
+The commands run with bytecode caches, as an installed package has them (pip compiles them;
+a checkout writes __pycache__ on its first run): in a temporary PYTHONPYCACHEPREFIX, filled
+by the warm-up, so no checkout is written to. An environment with PYTHONDONTWRITEBYTECODE=1
+(this machine's) would otherwise compile every module of the package from source on every
+run, about 60 ms of recall's start; `--no-bytecode-cache` times it so.
 One run, no assertion: the figures depend on the machine's load (printed)."""
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -54,8 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="another checkout's root, timed in the same rounds")
     parser.add_argument("--query", default="what does Lin Wei like to eat?")
     parser.add_argument("--anima", default=None, help="the anima to recall for (default: the only one)")
+    parser.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="keep the environment's PYTHONDONTWRITEBYTECODE (compile from source when it is set)",
+    )
     args = parser.parse_args(argv)
     env = {**os.environ, "ANIMA_EMBEDDER": os.environ.get("ANIMA_EMBEDDER", "none")}
+    with tempfile.TemporaryDirectory(prefix="cli_startup_pyc_") as pycache:
+        if not args.no_bytecode_cache:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = pycache
+        return _run(args, env)
+
+
+def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
     recall = ["recall", args.query, *(["--anima", args.anima] if args.anima else [])]
     cases = {
         "--help": ["--help"],
@@ -86,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         for case in cases:
             before, now = (statistics.median(times[(s, case)]) for s in ("before", "now"))
             print(f"anima {case}: {now / before:.2f} of before")
-    print(f"{args.runs} runs each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    caches = "none (compiled from source)" if "PYTHONDONTWRITEBYTECODE" in env else "cached"
+    print(
+        f"{args.runs} runs each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; bytecode {caches}"
+    )
     return 0
 
 
