@@ -33,7 +33,9 @@ AGENT_STEP_PREFIX = "agent/"
 class Audit(BaseModel):
     """Who is writing: the run, the partition day and the step. One per step execution."""
 
-    model_config = {"arbitrary_types_allowed": True}
+    # defer_build: the validator is built on the first Audit, not at import: a read (recall,
+    # status) imports this module and never writes (about 2 ms of its start)
+    model_config = {"arbitrary_types_allowed": True, "defer_build": True}
 
     conn: Connection
     anima_id: str
