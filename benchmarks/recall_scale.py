@@ -2,6 +2,7 @@
 1,000,000 messages throughout.
 
 Run:  .venv/bin/python -m benchmarks.recall_scale [--url URL] [--queries 200] [--drop]
+        [--vectors] [--sizes N ...] [--reuse] [--beside K]
       (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
 
 The store is a scratch database (default ``postgresql://postgres@127.0.0.1:5432/anima_recall_scale``,
@@ -24,6 +25,9 @@ same: they are drawn before the memories):
   alternates), so that the machine's load weighs on both alike. Printed: p50 / p95 / max per
   size and mode (hybrid: the question's embedding on its own, and the call without it) and
   the ratio of the 100k p95 to the 1k p95.
+* ``--beside K``: K more animas of 2,000 memories and 2,000 messages each (kept by later runs
+  while complete), then one of them measured the same way, and the plans of the
+  nearest-neighbour statements for it and for the big anima (exact sort or HNSW walk).
 """
 
 from __future__ import annotations
