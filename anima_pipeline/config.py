@@ -79,7 +79,7 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("anthropic_base_url", "ANTHROPIC_BASE_URL")
     )
     timezone: str = DEFAULT_TIMEZONE
-    # None: the first day recorded by `anima import` (store/calendar.py), else yesterday
+    # None: the store's first day, kept in the memory database (store/calendar.py), else yesterday
     start_date: date | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None

@@ -151,7 +151,7 @@ def sql_outside_the_store() -> dict[str, list[str]]:
     return found
 
 
-def test_no_new_sql_outside_the_store() -> None:
+def test_no_sql_outside_the_store() -> None:
     found = sql_outside_the_store()
     assert found == {}, "SQL belongs in anima_pipeline/store/ (a function there, called from here)"
 
