@@ -48,10 +48,16 @@ def test_a_30_night_range_moves_the_bar_night_by_night(db_url: str, tmp_path: Pa
     os.close(master)
     assert proc.returncode == 0, out.decode()[-2000:]
 
-    # counts drawn while the run was still going (a second or more before it ended)
-    early = b"".join(d for t, d in chunks if t < ended - 1.0).decode(errors="replace")
-    counts = {int(n) for n in re.findall(r"(?<!\d)(\d+)/30(?!\d)", early)}  # (after colour codes: no \b)
-    assert len(counts & set(range(1, 30))) >= 5, sorted(counts)
+    # counts drawn while the run was still going (half a second or more before it ended). The
+    # 21 quiet days run in bulk (docs/ordering.md), so on an idle machine the bar jumps over
+    # them and moves night by night through the sample's week: at least three counts between
+    # the first and the last, in increasing order, not a bar frozen at 0 that jumps to the end
+    early_chunks = [d.decode(errors="replace") for t, d in chunks if t < ended - 0.5]
+    drawn = [int(n) for text in early_chunks for n in re.findall(r"(?<!\d)(\d+)/30(?!\d)", text)]
+    counts = set(drawn)  # (after colour codes: no \b)
+    assert len(counts & set(range(1, 30))) >= 3, sorted(counts)
+    assert drawn == sorted(drawn), drawn
+    early = "".join(early_chunks)
     assert "night of 2026-1" in early and "eta" in early
     # ... and none of it went into the run's captured stderr (Dagster's compute logs)
     captured = list(Path(env["DAGSTER_HOME"]).glob("storage/*/compute_logs/*.err"))

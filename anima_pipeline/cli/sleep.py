@@ -197,7 +197,9 @@ def run_sleep(
 
             def poll() -> None:
                 seen = None
-                while not done.wait(0.5):
+                # five times a second: a range of quiet days runs in bulk, a busy night in
+                # a second or two, and a slower poll let the bar skip most of them
+                while not done.wait(0.2):
                     try:
                         with db.transaction() as conn:
                             latest = sleep_state.latest_night_finished(conn, first, last, t0)
