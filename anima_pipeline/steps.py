@@ -16,6 +16,7 @@ from anima_pipeline.errors import InputError
 
 
 class StepKey(StrEnum):
+    # declared in the night's order: STEP_ORDER below is this order
     CLEANED = "conversations/cleaned"
     # light sleep, in order
     SEMANTIC_EXTRACTED = "semantic_memory/extracted"
@@ -39,23 +40,9 @@ class StepKey(StrEnum):
         return self.value.split("/")
 
 
-# The DAG order (docs/ordering.md): the order the night runs them in plain Python.
-STEP_ORDER: tuple[StepKey, ...] = (
-    StepKey.CLEANED,
-    StepKey.SEMANTIC_EXTRACTED,
-    StepKey.ANCHORS_MARKED,
-    StepKey.AUTOBIOGRAPHY_NARRATED,
-    StepKey.AUTOBIOGRAPHY_SUMMARY,
-    StepKey.DECONFLICTED,
-    StepKey.SPLIT,
-    StepKey.MERGED,
-    StepKey.PINS_REVIEWED,
-    StepKey.REFERENCES_SYNCED,
-    StepKey.DAY_SUMMARY,
-    StepKey.CASCADE,
-    StepKey.DREAM,
-    StepKey.SELF_REFRESHED,
-)
+# The DAG order (docs/ordering.md): the order the night runs them in plain Python, which is the
+# members' declaration order above (one list to keep, not two).
+STEP_ORDER: tuple[StepKey, ...] = tuple(StepKey)
 LIGHT_SLEEP: tuple[StepKey, ...] = STEP_ORDER[1:5]
 DEEP_SLEEP: tuple[StepKey, ...] = STEP_ORDER[5:9]
 # The steps that write semantic memories, in order (what the day summary and the dream read back).
