@@ -17,6 +17,7 @@ from anima_pipeline.cli.demo import SAMPLE
 from anima_pipeline.config import Settings
 from anima_pipeline.embed import WHEEL_MODULE, make_embedder
 from anima_pipeline.memory import AnimaMemory
+from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Database
@@ -66,6 +67,9 @@ def test_my_dog_finds_the_greyhound_after_an_append(vector_db_url, tmp_path) -> 
         assert episodic.index(greyhound) <= 1
         pet = mem.context("Do I have a pet?").section("episodic").items
         assert pet and "greyhound" in pet[0].text
+        with psycopg.connect(vector_db_url, row_factory=dict_row) as conn:  # vectors here, none asked
+            blank = assemble_context(conn, "aria", "  ", settings=mem.settings)
+        assert blank.recall_mode == "lexical" and blank.lexical_reason == "empty question"
         status = mem.status()
         assert status["recall"]["mode"] == "hybrid" and status["recall"]["backlog"] == {
             "memory": 0,

@@ -120,7 +120,7 @@ def assemble_context(
     plan = plan_query(query, now.astimezone(tz).date())
     words = plan.terms
     sessions = [session_id] if session_id else []
-    dense, lexical_why = query_vector(conn, settings, query) if query.strip() else (None, "empty question")
+    dense, lexical_why = query_vector(conn, settings, query)
 
     memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense)
     message_search = MessageSearch(
@@ -264,7 +264,7 @@ def _page(
     _check_page(limit, offset)
     tz = settings.tz
     plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
-    dense, lexical_why = query_vector(conn, settings, query) if query.strip() else (None, "empty question")
+    dense, lexical_why = query_vector(conn, settings, query)
     items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, dense=dense, **filters)
     return SearchPage(
         query=query,

@@ -25,7 +25,10 @@ class QueryVector:
 
 
 def query_vector(conn: Connection, settings: Settings, query: str) -> tuple[QueryVector | None, str | None]:
-    """(the question's vector, None), or (None, why recall is lexical)."""
+    """(the question's vector, None), or (None, why recall is lexical). A blank question is
+    not embedded (its neighbours would be arbitrary)."""
+    if not query.strip():
+        return None, "empty question"
     if provider_name(settings) == "none":
         return (
             None,
