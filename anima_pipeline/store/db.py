@@ -8,10 +8,11 @@ the migrations serves the command, with no pool (no second connection, no pool t
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import psycopg
 from psycopg.rows import DictRow, dict_row
@@ -52,7 +53,28 @@ POOL_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 10
 
 
-class Database:
+class Store(ABC):
+    """What a command holds of the store: its `url`, `transaction()` and `close()`; a `with`
+    block closes it. `Database` (a pool) and `OneConnection` (one plain connection) differ only
+    in where the connection comes from."""
+
+    url: str
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[Connection]:
+        """A connection inside one transaction: committed on success, rolled back on error."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Database(Store):
     def __init__(self, url: str, *, max_size: int = 8) -> None:
         from psycopg_pool import ConnectionPool
 
@@ -76,12 +98,6 @@ class Database:
     def close(self) -> None:
         self.pool.close()
 
-    def __enter__(self) -> Database:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def resolve_url(settings: Settings) -> str:
     """ANIMA_DATABASE_URL when set (start nothing), else the embedded server under ANIMA_HOME."""
@@ -100,7 +116,7 @@ def open_database(settings: Settings, *, run_migrations: bool = True) -> Databas
     return Database(url)
 
 
-class OneConnection:
+class OneConnection(Store):
     """What `Database` offers a one-shot read-only command (`url`, `transaction()`, `close()`),
     on one plain connection: opening a pool costs a second connection and its threads, more
     than the command's own queries. Transactions run one after another on it."""
@@ -117,12 +133,6 @@ class OneConnection:
 
     def close(self) -> None:
         self.conn.close()
-
-    def __enter__(self) -> OneConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_read_only(settings: Settings) -> OneConnection:
