@@ -133,6 +133,25 @@ def markers(db: Database, anima: str = "kai") -> list[dict]:
         ).fetchall()
 
 
+def fail_dreams_on(bad_day: date, message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dream step raises BudgetExceeded(`message`) on `bad_day` and runs as usual on the
+    other days (through run_step, so the failure is recorded as a real step's would be)."""
+    from anima_pipeline.sleep import cycle
+
+    real_dream = cycle.BY_KEY["dreams/journal"].run
+
+    def dream(db, night, anima_id):
+        if night.day != bad_day:
+            return real_dream(db, night, anima_id)
+
+        def body(conn, audit) -> StepOutcome:
+            raise BudgetExceeded(message, step="dreams/journal")
+
+        return run_step(db, night, anima_id, "dreams/journal", body)
+
+    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", dream)
+
+
 def failure_of(result: dg.ExecuteInProcessResult) -> dg.DagsterEvent:
     [event] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     return event
@@ -347,24 +366,12 @@ def test_one_step_rerun_for_one_day(store: Database, resources: dict, instance) 
 def test_failing_day_mid_range_keeps_finished_days(
     store: Database, resources: dict, instance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from anima_pipeline.sleep import cycle
-
-    real_dream = cycle.BY_KEY["dreams/journal"].run
     bad_day = date(2026, 12, 5)
-
-    def dream_over_budget(db, night, anima_id):
-        if night.day != bad_day:
-            return real_dream(db, night, anima_id)
-
-        def body(conn, audit) -> StepOutcome:
-            raise BudgetExceeded(
-                "budget exhausted, step 'dreams/journal' stopped before its next API call",
-                step="dreams/journal",
-            )
-
-        return run_step(db, night, anima_id, "dreams/journal", body)
-
-    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", dream_over_budget)
+    fail_dreams_on(
+        bad_day,
+        "budget exhausted, step 'dreams/journal' stopped before its next API call",
+        monkeypatch,
+    )
     result = materialize_night(
         date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
     )
@@ -582,22 +589,9 @@ def test_a_failed_day_of_a_range_planned_as_one_event_reads_failed(
     materialized, the days after it nothing (never reached)."""
     from dagster._core.storage.partition_status_cache import get_and_update_asset_status_cache_value
 
-    from anima_pipeline.sleep import cycle
-
     monkeypatch.setenv(PLANNED_AS_SUBSET_ENV, "true")
-    real_dream = cycle.BY_KEY["dreams/journal"].run
     bad_day = date(2026, 12, 5)
-
-    def dream_fails(db, night, anima_id):
-        if night.day != bad_day:
-            return real_dream(db, night, anima_id)
-
-        def body(conn, audit) -> StepOutcome:
-            raise BudgetExceeded("budget exhausted", step="dreams/journal")
-
-        return run_step(db, night, anima_id, "dreams/journal", body)
-
-    monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", dream_fails)
+    fail_dreams_on(bad_day, "budget exhausted", monkeypatch)
     result = materialize_night(
         date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
     )
