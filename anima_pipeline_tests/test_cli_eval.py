@@ -28,17 +28,27 @@ ANSWERS = {  # question -> (the answer model's answer, the judge's label)
 }
 
 
-def model(body: dict[str, Any]) -> dict[str, Any] | None:
+def answer_or_judge(
+    body: dict[str, Any], who: str, answers: dict[str, tuple[str, str]]
+) -> dict[str, Any] | None:
+    """The scripted answer (or the judge's label) for an eval request about `who`; None for
+    any other request (the night's)."""
     system = body.get("system")
     system = system if isinstance(system, str) else ""
     prompt = json.dumps(body["messages"], ensure_ascii=False)
     if system.startswith("You answer questions"):
-        question = re.search(r"Question about Nora: (.+?)\"", prompt).group(1)
-        return reply(text(ANSWERS[question][0]))
+        question = re.search(rf"Question about {who}: (.+?)\"", prompt).group(1)
+        return reply(text(answers[question][0]))
     if system.startswith("You are a grader"):
         question = re.search(r"Question: (.+?)\\n", prompt).group(1)
-        label = ANSWERS[question][1]
-        return reply(text(json.dumps({"reasoning": "scripted", "label": label})))
+        return reply(text(json.dumps({"reasoning": "scripted", "label": answers[question][1]})))
+    return None
+
+
+def model(body: dict[str, Any]) -> dict[str, Any] | None:
+    if (scripted := answer_or_judge(body, "Nora", ANSWERS)) is not None:
+        return scripted
+    prompt = json.dumps(body["messages"], ensure_ascii=False)
     tools = {t["name"] for t in body.get("tools") or []}
     if "update_semantic_memory" in tools and len(body["messages"]) == 1:
         conv = re.search(r"## Conversation (\S+)", prompt).group(1)
@@ -120,16 +130,7 @@ LME_ANSWERS = {  # question -> (the answer model's answer, the judge's label)
 
 
 def lme_model(body: dict[str, Any]) -> dict[str, Any] | None:
-    system = body.get("system")
-    system = system if isinstance(system, str) else ""
-    prompt = json.dumps(body["messages"], ensure_ascii=False)
-    if system.startswith("You answer questions"):
-        question = re.search(r"Question about user: (.+?)\"", prompt).group(1)
-        return reply(text(LME_ANSWERS[question][0]))
-    if system.startswith("You are a grader"):
-        question = re.search(r"Question: (.+?)\\n", prompt).group(1)
-        return reply(text(json.dumps({"reasoning": "scripted", "label": LME_ANSWERS[question][1]})))
-    return sleep_autopilot(body)
+    return answer_or_judge(body, "user", LME_ANSWERS) or sleep_autopilot(body)
 
 
 def test_eval_longmemeval_prints_j_per_question_type_against_the_fake_api(
