@@ -50,12 +50,9 @@ def locomo(
     except LocomoError as exc:
         fail(str(exc), 2)
     if sample:
-        unknown = sorted(set(sample) - {d.sample_id for d in dialogues})
-        if unknown:
-            fail(
-                f"unknown sample id(s) {unknown}; the file has {', '.join(d.sample_id for d in dialogues)}", 2
-            )
-        dialogues = [d for d in dialogues if d.sample_id in sample]
+        dialogues = _only(
+            dialogues, sample, "sample", f"; the file has {', '.join(d.sample_id for d in dialogues)}"
+        )
     _evaluate(dialogues, "locomo", max_questions=max_questions, report=report, database_url=database_url)
 
 
@@ -85,13 +82,18 @@ def longmemeval(
     except LongMemEvalError as exc:
         fail(str(exc), 2)
     if question:
-        unknown = sorted(set(question) - {d.sample_id for d in dialogues})
-        if unknown:
-            fail(f"unknown question id(s) {unknown} in {path}", 2)
-        dialogues = [d for d in dialogues if d.sample_id in question]
+        dialogues = _only(dialogues, question, "question", f" in {path}")
     _evaluate(
         dialogues[:max_questions], "longmemeval", max_questions=None, report=report, database_url=database_url
     )
+
+
+def _only(dialogues: list, ids: list[str], what: str, where: str) -> list:
+    """The dialogues whose id is one of `ids`; exit 2 naming the ids the file does not have."""
+    unknown = sorted(set(ids) - {d.sample_id for d in dialogues})
+    if unknown:
+        fail(f"unknown {what} id(s) {unknown}{where}", 2)
+    return [d for d in dialogues if d.sample_id in ids]
 
 
 def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | None, database_url) -> None:
