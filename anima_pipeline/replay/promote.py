@@ -25,6 +25,7 @@ from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo, TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo
+from anima_pipeline.store.sleep_state import animas_with_conversations
 
 PROMOTE_STEP = "replay/promote"
 _COPIED = (
@@ -58,7 +59,9 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
     run_id = f"promote-{uuid.uuid4().hex[:12]}"
     stats: Counter[str] = Counter()
     with psycopg.connect(url, row_factory=dict_row) as sh, db.transaction() as conn:
-        animas = sorted({m.anima_id for m in (*d.added, *d.removed, *d.changed)} | queries.animas(sh))
+        animas = sorted(
+            {m.anima_id for m in (*d.added, *d.removed, *d.changed)}.union(animas_with_conversations(sh))
+        )
         for anima in animas:
             anima_lock(conn, anima)
         ids: dict[int, int] = {}  # shadow id -> live id of the memories created here
@@ -108,7 +111,7 @@ def _layers(sh: Connection, conn: Any, audit: Audit, anima: str, first: date, la
             stats["self_blocks_replaced"] += 1
     narratives = AutobiographyRepo(conn, audit)
     live_titles = {(n["title"], n["narrative"]): n["id"] for n in narratives.active(anima)}
-    shadow_rows = queries.active_narratives(sh, anima)
+    shadow_rows = AutobiographyRepo(sh).active(anima)  # read-only: no audit
     wanted = {(n["title"], n["narrative"]) for n in shadow_rows}
     for n in shadow_rows:
         if (n["title"], n["narrative"]) not in live_titles:

@@ -101,11 +101,6 @@ def all_memories(conn: Connection) -> dict[int, dict[str, Any]]:
     return {r["id"]: r for r in conn.execute("SELECT * FROM semantic_memory").fetchall()}
 
 
-def animas(conn: Connection) -> set[str]:
-    """The animas with a conversation."""
-    return {r["anima_id"] for r in conn.execute("SELECT DISTINCT anima_id FROM conversation").fetchall()}
-
-
 def summaries_touching(conn: Connection, anima_id: str, first: date, last: date) -> list[dict]:
     """The anima's summaries (any level) whose period meets first..last, by level and start."""
     return conn.execute(
@@ -118,10 +113,3 @@ def summaries_touching(conn: Connection, anima_id: str, first: date, last: date)
 def self_blocks(conn: Connection, anima_id: str) -> list[dict]:
     """The anima's self blocks: name and content."""
     return conn.execute("SELECT name, content FROM self_block WHERE anima_id = %s", (anima_id,)).fetchall()
-
-
-def active_narratives(conn: Connection, anima_id: str) -> list[dict]:
-    """The anima's active autobiographical_memory rows, whole."""
-    return conn.execute(
-        "SELECT * FROM autobiographical_memory WHERE anima_id = %s AND status = 'active'", (anima_id,)
-    ).fetchall()
