@@ -39,15 +39,6 @@ def _run_id() -> str:
     return f"first-day-{uuid.uuid4().hex[:12]}"
 
 
-def first_message_day(conn: Connection, timezone: str) -> date | None:
-    """The local day (in `timezone`) of the store's earliest message, or None when empty (a
-    scan of the messages: for `note_first_day`, never per append)."""
-    row = conn.execute(
-        "SELECT (min(created_at) AT TIME ZONE %s)::date AS day FROM message", (timezone,)
-    ).fetchone()
-    return row["day"] if row else None
-
-
 def first_message_at(conn: Connection) -> datetime | None:
     """The recorded time of the store's earliest message, None for a store with none yet."""
     row = conn.execute("SELECT first_message_at FROM store_calendar").fetchone()
