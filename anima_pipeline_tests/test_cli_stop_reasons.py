@@ -286,3 +286,24 @@ def test_a_night_against_a_model_that_answers_text_only_everywhere_succeeds_as_d
         check = model_declined(conn, CheckScope([date.fromisoformat(DAY)], ["aria"], "Asia/Shanghai"))
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
     assert check.metadata["declined"].value >= 3
+
+
+def test_a_declined_night_does_not_hold_the_next_day(db_url: str, env: dict[str, str]) -> None:
+    """A night whose steps were all declined is over (done): the order guard lets the next day
+    sleep, which it would refuse after a failed night."""
+    following = "2026-11-18"
+    with FakeMessagesAPI([], min_cache_tokens=None) as fake:  # text only, every turn, both days
+        first = sleep(env, fake)
+        second = run_cli(
+            ["sleep", "--day", following, "--anima", "aria"],
+            {**env, "ANTHROPIC_BASE_URL": fake.url},
+            timeout=300,
+        )
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert state(db_url, SEMANTIC)[2]["declined"] == 1
+    nights = rows(
+        db_url,
+        "SELECT day::text, status FROM sleep_state WHERE anima_id = 'aria' AND step = 'night' ORDER BY day",
+    )
+    assert nights == [(DAY, "done"), (following, "done")]
