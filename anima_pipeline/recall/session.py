@@ -326,17 +326,19 @@ def session_view(
     raw = turns[plan.raw_from :]
     left = budget - sum(i.tokens for i in items)
     costs = [count(t.content) for t in raw]
+    rest = sum(costs)  # what turn k and every later one cost raw (kept as it goes, not re-summed)
     for k, t in enumerate(raw):
         segment: ViewSegment = "raw"
         text, was_cut = t.content, False
         # the latest turns do not all fit (huge tool output): the oldest of them are slimmed
         # (once one fits, every later one does), and the very last is cut as a last resort
-        if k < len(raw) - 1 and costs[k] + sum(costs[k + 1 :]) > left:
+        if k < len(raw) - 1 and rest > left:
             (text, was_cut), segment = slim(t, settings.working_slim_chars), "slim"
         elif k == len(raw) - 1 and costs[k] > left:
             text, was_cut = _fit(text, max(1, left), count), True
         item = _item(segment, t, text, was_cut, count)
         left -= item.tokens
+        rest -= costs[k]
         items.append(item)
     return SessionView(
         items=items,
