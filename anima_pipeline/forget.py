@@ -64,6 +64,7 @@ from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import parse_fact_id
 from anima_pipeline.tools.scope import Scope
+from anima_pipeline.validation import AnimaInputError, ExternalId, check
 
 CORRECT_STEP = q.CORRECT_STEP
 FORGET_STEP = "forget"
@@ -195,6 +196,17 @@ def parse_ref(ref: str, field: str = "id") -> int:
         raise ForgetError(str(exc), field=field) from None
 
 
+def check_target(kind: TargetKind, target_id: str) -> None:
+    """Refuse a conversation id the other doors would refuse (NUL, lone surrogate, whitespace,
+    over 200 characters) with their words, before it reaches SQL: PostgreSQL answers a NUL
+    with an error, which a door would turn into a 500."""
+    if kind == "conversation":
+        try:
+            check(ExternalId, target_id, "conversation_id")
+        except AnimaInputError as exc:
+            raise ForgetError(exc.detail, field=exc.field) from None
+
+
 def get_memory(conn: Connection, anima_id: str, ref: str) -> SemanticMemory:
     """The anima's memory `ref` (f-N); NotFound for another anima's, unknown or erased ids."""
     mid = parse_ref(ref)
@@ -257,6 +269,7 @@ def forget(
     changed per table and what to recompute. NotFound for an id the anima never had. A purge
     is applied to every shadow store of this one too (replay/shadow.py: copies of the store
     as of a day), so no copy keeps what was erased."""
+    check_target(kind, target_id)
     run_id = f"forget-{uuid.uuid4().hex[:12]}"
     report = ForgetReport(
         anima_id=anima_id,
@@ -444,7 +457,7 @@ class _Cascade:
 
     def message(self, ref: str) -> None:
         raw = ref.removeprefix("m-")
-        if not raw.isdigit():
+        if not raw.isdecimal():  # isdigit() takes '²', which int() refuses
             raise ForgetError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
         mid = int(raw)
         msg = q.message(self.conn, self.anima, mid)

@@ -372,6 +372,7 @@ def test_http_and_mcp_refuse_a_bad_argument_naming_it(
         for method, path, body in [
             ("PUT", f"/v1/animas/ana/conversations/{quote(value, safe='')}", {"title": "t"}),
             ("POST", f"/v1/animas/ana/conversations/{quote(value, safe='')}/close", None),
+            ("DELETE", f"/v1/animas/ana/conversations/{quote(value, safe='')}", None),
         ]:
             r = client.request(method, path, json=body)
             assert r.status_code == 422 and r.json()["error"]["field"] == "conversation_id", r.text
@@ -397,6 +398,22 @@ def test_http_and_mcp_refuse_a_bad_argument_naming_it(
     assert counts(db) == (0, 0)
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 0
+
+
+def test_the_facade_refuses_a_bad_forget_target_before_sql(db: Database, db_url: str, tmp_path: Path) -> None:
+    from anima_pipeline.config import Settings
+    from anima_pipeline.memory import AnimaInputError, AnimaMemory
+
+    memory = AnimaMemory(db, "ana", settings=Settings(database_url=db_url, home=tmp_path))
+    for kind, target, field, reason in [
+        ("conversation", "c\u0000", "conversation_id", "contains a NUL character"),
+        ("conversation", "c\ud800", "conversation_id", "contains a lone surrogate"),
+        ("conversation", "c" * 300, "conversation_id", "is 300 characters long"),
+        ("message", "m-\u00b2", "message", "is not a message id"),  # isdigit, not a decimal
+    ]:
+        with pytest.raises(AnimaInputError) as refused:
+            memory.forget(kind, target)  # type: ignore[arg-type]
+        assert refused.value.field == field and reason in refused.value.detail, refused.value
 
 
 def test_http_refuses_surrogates_in_a_conversations_title_and_a_memory_with_a_named_422(served) -> None:

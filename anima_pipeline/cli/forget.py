@@ -82,6 +82,10 @@ def forget_(
     [(kind, target)] = given.items()
     if kind == "anima" and purge and not yes:
         fail(f"--anima {target} --purge erases every row of the anima for good; add --yes to confirm", 2)
+    try:
+        forgetting.check_target(kind, target)  # type: ignore[arg-type]  # before q.owners' SQL
+    except forgetting.ForgetError as exc:
+        fail(str(exc), 2)
     s = settings()
     db = open_store()
     try:

@@ -377,7 +377,7 @@ def delete_memory(ref: MemoryRef, memory: Memory) -> ForgetReport:
     "/conversations/{conversation_id}", response_model=ForgetReport, summary="Forget a conversation"
 )
 def forget_conversation(
-    conversation_id: Annotated[str, Path(min_length=1)], memory: Memory, purge: Purge = False
+    conversation_id: Annotated[ExternalId, Path()], memory: Memory, purge: Purge = False
 ) -> ForgetReport:
     """Soft: its messages are hidden and what derives only from it is deprecated; purge: erased."""
     return memory.forget("conversation", conversation_id, purge=purge, requested_by="agent (HTTP)")
