@@ -66,7 +66,6 @@ class RateLimiter:
         self._buckets: dict[str, dict[str, Bucket]] = {}
         self._paused_until = 0.0
         self._lock = threading.Lock()
-        self.waited_s = 0.0  # total time requests waited here (a metric for the deploy plan)
 
     @property
     def active(self) -> bool:
@@ -95,7 +94,6 @@ class RateLimiter:
                     if "requests" in buckets:
                         buckets["requests"].level -= 1
                     return
-            self.waited_s += wait
             self.sleep(wait)
 
     def record(self, model: str, usage: Usage) -> None:
