@@ -30,7 +30,7 @@ from anima_pipeline.sleep.night import Night, StepOutcome, StepResult, plan_of, 
 from anima_pipeline.steps import MEMORY_STEPS, StepKey
 from anima_pipeline.store.archive import animas_active_between, debug_conversations
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import Audit, semantic_events
+from anima_pipeline.store.events import Audit, semantic_writes
 from anima_pipeline.store.layers import TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
@@ -48,7 +48,7 @@ BELOW = {"week": ("day",), "month": ("week", "day"), "year": ("month", "week", "
 
 def memory_changes(conn: Connection, anima_id: str, day: date) -> list[dict]:
     """The day's semantic-memory events written by light and deep sleep, in order."""
-    return semantic_events(conn, anima_id, day, list(MEMORY_STEPS))
+    return semantic_writes(conn, anima_id, day, list(MEMORY_STEPS))
 
 
 def render_changes(conn: Connection, events: list[dict]) -> tuple[list[str], list[str]]:

@@ -146,16 +146,6 @@ def semantic_writes(conn: Connection, anima_id: str, day: date, steps: list[str]
     ).fetchall()
 
 
-def semantic_events(conn: Connection, anima_id: str, day: date, steps: list[str]) -> list[dict]:
-    """`semantic_writes` as whole memory_event rows (every column), in order."""
-    return conn.execute(
-        """SELECT * FROM memory_event WHERE anima_id = %s AND day = %s AND table_name = 'semantic_memory'
-             AND erased_at IS NULL
-             AND step = ANY(%s) ORDER BY id""",
-        (anima_id, day, steps),
-    ).fetchall()
-
-
 def semantic_writes_and_confidence(
     conn: Connection, anima_id: str, day: date, steps: list[str], confidence_step: str
 ) -> list[dict]:
