@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from functools import cache
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Literal, NoReturn, overload
 
 import typer
 
@@ -18,6 +18,8 @@ from anima_pipeline.config import Settings, get_settings
 if TYPE_CHECKING:  # rich only when something is drawn: recall's text and --json print without it
     from rich.console import Console
     from rich.progress import Progress
+
+    from anima_pipeline.store.db import Database, OneConnection
 
 
 @cache
@@ -62,7 +64,11 @@ def settings() -> Settings:
         raise typer.Exit(2) from None
 
 
-def open_store(*, read_only: bool = False):
+@overload
+def open_store(*, read_only: Literal[True]) -> OneConnection: ...
+@overload
+def open_store(*, read_only: Literal[False] = False) -> Database: ...
+def open_store(*, read_only: bool = False) -> Database | OneConnection:
     """The store; `read_only` commands (status, recall, export) never migrate it and exit 1
     naming the pending migrations instead. They run once and go: one plain connection
     (store.db.OneConnection) rather than a pool."""
