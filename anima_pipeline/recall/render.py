@@ -50,9 +50,14 @@ def _suffix(item: ContextItem, text: str) -> str:
     return f" ({item.date})"
 
 
+def _line(item: ContextItem, text: str) -> str:
+    """The item's line over `text` (already fenced): its prefix, the text, a memory's date."""
+    return _prefix(item) + text + _suffix(item, text)
+
+
 def with_text(item: ContextItem, text: str, truncated: bool = False) -> ContextItem:
     text = fenced(text)
-    line = _prefix(item) + text + _suffix(item, text)
+    line = _line(item, text)
     return item.model_copy(update={"text": text, "line": line, "chars": len(line), "truncated": truncated})
 
 
@@ -76,7 +81,7 @@ def _item(kind: ItemKind, row: dict[str, Any], score: float, why: str, **fields:
         why=why,
         **fields,
     )
-    item.line = _prefix(item) + text + _suffix(item, text)
+    item.line = _line(item, text)
     item.chars = len(item.line)
     return item
 
