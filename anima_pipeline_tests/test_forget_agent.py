@@ -55,6 +55,11 @@ def test_http_corrections_and_delete(db: Database, db_url: str, tmp_path: Path) 
         assert unpinned.json()["pinned"] is False
         bad = httpx.patch(f"{api}/memories/{ref}", json={"colour": "red"}, headers=h)
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "colour"
+        for successor in ("f-\u0000", "f-999999"):  # a malformed or unknown successor, named
+            bad = httpx.post(
+                f"{api}/memories/{ref}/deprecate", json={"reason": "r", "superseded_by": successor}, headers=h
+            )
+            assert bad.status_code == 422 and bad.json()["error"]["field"] == "superseded_by", bad.text
         gone = httpx.post(f"{api}/memories/{ref}/deprecate", json={"reason": "moved away"}, headers=h)
         assert gone.json()["status"] == "deprecated" and gone.json()["deprecated_reason"] == "moved away"
         # another anima's key cannot touch it

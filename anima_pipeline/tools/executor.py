@@ -260,7 +260,10 @@ class ToolExecutor:
         mem = self._memory(a.id)
         successor = None
         if a.superseded_by is not None:
-            succ = self._memory(a.superseded_by)
+            try:  # named like a schema refusal, so a door can say which field (forget.correct)
+                succ = self._memory(a.superseded_by)
+            except ToolError as exc:
+                raise ToolError(f"deprecate_semantic_memory: field 'superseded_by': {exc}") from None
             if succ.id == mem.id:
                 raise ToolError(f"{a.id} cannot supersede itself")
             successor = succ.id
