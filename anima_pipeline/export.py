@@ -22,6 +22,7 @@ from datetime import date
 from pathlib import Path
 
 from anima_pipeline.store import export as q
+from anima_pipeline.store.animas import known_animas
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo
 
@@ -35,7 +36,7 @@ _TYPE_TITLES = {
 
 
 def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None) -> dict[str, int]:
-    all_animas = q.animas(conn)
+    all_animas = known_animas(conn)
     chosen = [a for a in all_animas if animas is None or a in animas]
     missing = sorted(set(animas or []) - set(all_animas))
     if missing:

@@ -18,6 +18,15 @@ class UnknownAnima(InputError):
     """An anima id the store has nothing of (no conversation, no memory)."""
 
 
+def known_animas(conn: Connection, limit: int | None = None) -> list[str]:
+    """Every anima with a conversation or a memory, sorted (the first `limit` when given)."""
+    rows = conn.execute(
+        "SELECT anima_id FROM conversation UNION SELECT anima_id FROM semantic_memory ORDER BY 1 LIMIT %s",
+        (limit,),
+    ).fetchall()
+    return [r["anima_id"] for r in rows]
+
+
 def require_animas(conn: Connection, animas: Iterable[str]) -> None:
     """Raise UnknownAnima naming every id of `animas` that is malformed or unknown."""
     wanted = list(dict.fromkeys(animas))
@@ -34,13 +43,7 @@ def require_animas(conn: Connection, animas: Iterable[str]) -> None:
     ).fetchall()
     missing = [r["a"] for r in rows]
     if missing:
-        known = [
-            r["anima_id"]
-            for r in conn.execute(
-                """SELECT anima_id FROM conversation UNION SELECT anima_id FROM semantic_memory
-                   ORDER BY 1 LIMIT 21"""
-            ).fetchall()
-        ]
+        known = known_animas(conn, limit=21)
         more = ", …" if len(known) > 20 else ""
         raise UnknownAnima(
             f"unknown anima(s): {', '.join(missing)}; known: {', '.join(known[:20]) or 'none'}{more}"

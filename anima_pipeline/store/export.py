@@ -1,20 +1,10 @@
-"""The reads of `anima export --markdown` (anima_pipeline/export.py): which animas the store
-knows, and per anima its day summaries, its memory changes and the dream journal's bank
-suggestions. Read-only."""
+"""The reads of `anima export --markdown` (anima_pipeline/export.py), per anima: its day
+summaries, its memory changes and the dream journal's bank suggestions. Read-only. Which
+animas the store knows is store/animas.known_animas."""
 
 from __future__ import annotations
 
 from anima_pipeline.store.db import Connection
-
-
-def animas(conn: Connection) -> list[str]:
-    """Every anima with a conversation or a memory, sorted."""
-    return [
-        r["anima_id"]
-        for r in conn.execute(
-            "SELECT DISTINCT anima_id FROM conversation UNION SELECT DISTINCT anima_id FROM semantic_memory ORDER BY 1"
-        ).fetchall()
-    ]
 
 
 def day_summaries(conn: Connection, anima_id: str) -> list[dict]:
