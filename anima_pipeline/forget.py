@@ -197,14 +197,26 @@ def parse_ref(ref: str, field: str = "id") -> int:
 
 
 def check_target(kind: TargetKind, target_id: str) -> None:
-    """Refuse a conversation id the other doors would refuse (NUL, lone surrogate, whitespace,
-    over 200 characters) with their words, before it reaches SQL: PostgreSQL answers a NUL
-    with an error, which a door would turn into a 500."""
+    """Refuse a target id of the wrong form before it reaches SQL (PostgreSQL answers a NUL or
+    a bigint cast of '²' with an error, which a door would turn into a 500): a conversation id
+    with the other doors' words (NUL, lone surrogate, whitespace, over 200 characters), a
+    message or memory id as m-N / f-N."""
     if kind == "conversation":
         try:
             check(ExternalId, target_id, "conversation_id")
         except AnimaInputError as exc:
             raise ForgetError(exc.detail, field=exc.field) from None
+    elif kind == "message":
+        message_id(target_id)
+    elif kind == "memory":
+        parse_ref(target_id)
+
+
+def message_id(ref: str) -> int:
+    raw = ref.removeprefix("m-")
+    if not raw.isdecimal():  # isdigit() takes '²', which int() and PostgreSQL refuse
+        raise ForgetError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
+    return int(raw)
 
 
 def get_memory(conn: Connection, anima_id: str, ref: str) -> SemanticMemory:
@@ -456,10 +468,7 @@ class _Cascade:
             self._prune_words()
 
     def message(self, ref: str) -> None:
-        raw = ref.removeprefix("m-")
-        if not raw.isdecimal():  # isdigit() takes '²', which int() refuses
-            raise ForgetError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
-        mid = int(raw)
+        mid = message_id(ref)
         msg = q.message(self.conn, self.anima, mid)
         if msg is None:
             at = q.erased(self.conn, self.anima, "message", mid)

@@ -85,3 +85,9 @@ def test_purge_of_a_conversation_leaves_nothing_anywhere(
     assert again["changed"] is False
     refused = run_cli(["forget", "--conversation", "c-nope"], env)
     assert refused.returncode == 2 and "no anima has conversation c-nope" in refused.stderr
+    for args, words in [  # the id's form, named before any SQL ('²' passes isdigit, not bigint)
+        (["--message", "m-\u00b2"], "is not a message id"),
+        (["--memory", "f-x"], "is not a memory id"),
+    ]:
+        refused = run_cli(["forget", *args], env)
+        assert refused.returncode == 2 and words in refused.stderr, refused.stderr

@@ -287,7 +287,7 @@ def owners(conn: Connection, kind: str, target_id: str) -> list[str]:
     table, col, cast = _OWNER[kind]
     if cast != "%s":  # m-N / f-N as shown, or the bare number
         target_id = target_id.removeprefix("m-" if kind == "message" else "f-")
-        if not target_id.isdigit():
+        if not target_id.isdecimal():
             return []
     rows = conn.execute(
         f"""SELECT anima_id FROM {table} WHERE {col} = {cast}
