@@ -146,10 +146,13 @@ def read_first_day(settings: Settings) -> date | None:
     An unreachable or unmigrated database is a StoreError naming it: the partitions are never
     guessed."""
     url = resolve_url(settings)  # the embedded store is started like by any command
-    if not settings.database_url:
-        migrate(url)  # the embedded store is this program's own: brought up to date by any command
     try:
-        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, row_factory=dict_row) as conn:
+        # one connection per read (a schedule tick): the migration check runs on it too
+        with psycopg.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, row_factory=dict_row
+        ) as conn:
+            if not settings.database_url:
+                migrate(conn)  # the embedded store is this program's own: brought up to date by any command
             with conn.transaction():
                 adopt_legacy_file(conn, settings.home, settings.timezone)
                 return first_day(conn, settings.timezone)
