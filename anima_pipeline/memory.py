@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from functools import partial
 from typing import Any
@@ -410,21 +410,7 @@ class AnimaMemory:
         memories included, best first, paged with `limit` / `offset` (`has_more` says whether
         another page exists), filtered by memory type and by when the fact was observed
         (`since` <= observed_at < `until`, created_at when never observed)."""
-        self._check_page(limit, offset)
-        self._check_search(query, since, until)
-        self._vectors.wait(self.settings.embedder_timeout_s)  # as for a context: ranked by meaning too
-        with self.db.transaction() as conn:
-            return search_memories(
-                conn,
-                self.anima_id,
-                query,
-                settings=self.settings,
-                types=types,
-                since=since,
-                until=until,
-                limit=limit,
-                offset=offset,
-            )
+        return self._search(search_memories, query, since, until, limit, offset, types=types)
 
     def search_messages(
         self,
@@ -440,22 +426,38 @@ class AnimaMemory:
         which conversation and when, best first, paged like `search`, optionally within one
         conversation and a time range (`since` <= created_at < `until`). Cron and debug
         conversations are left out."""
-        self._check_page(limit, offset)
-        self._check_search(query, since, until)
         if conversation_id is not None:
             check(ExternalId, conversation_id, "conversation_id")
+        return self._search(
+            search_messages, query, since, until, limit, offset, conversation_id=conversation_id
+        )
+
+    def _search(
+        self,
+        find: Callable[..., SearchPage],
+        query: str,
+        since: datetime | None,
+        until: datetime | None,
+        limit: int,
+        offset: int,
+        **filters: Any,
+    ) -> SearchPage:
+        """One page of `find` (recall.assemble's search_memories or search_messages), checked
+        as every door checks it."""
+        self._check_page(limit, offset)
+        self._check_search(query, since, until)
         self._vectors.wait(self.settings.embedder_timeout_s)  # this facade's appends, by meaning too
         with self.db.transaction() as conn:
-            return search_messages(
+            return find(
                 conn,
                 self.anima_id,
                 query,
                 settings=self.settings,
-                conversation_id=conversation_id,
                 since=since,
                 until=until,
                 limit=limit,
                 offset=offset,
+                **filters,
             )
 
     def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
