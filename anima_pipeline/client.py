@@ -30,6 +30,7 @@ from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.memories import MemoryType
+from anima_pipeline.validation import AnimaInputError
 
 
 class AnimaApiError(ServiceError):
@@ -213,9 +214,19 @@ class AnimaClient:
 
     def forget(self, kind: str, target_id: str, *, purge: bool = False) -> ForgetReport:
         """kind: conversation, message (m-N) or anima (this client's own)."""
+        if kind == "anima" and target_id != self.anima_id:  # the route forgets the client's anima,
+            # whatever target_id says: refused as the facade refuses it, not applied to this one
+            raise AnimaInputError(
+                f"this forget is bound to anima {self.anima_id!r}, not {target_id!r}", field="anima_id"
+            )
         paths = {
             "conversation": f"/conversations/{quote(target_id, safe='')}",
             "message": f"/messages/{quote(target_id, safe='')}",
             "anima": "",
         }
+        if kind not in paths:
+            raise AnimaInputError(
+                f"{kind!r} is not forgotten over HTTP this way; a memory: delete() or deprecate()",
+                field="kind",
+            )
         return ForgetReport.model_validate(self._call("DELETE", paths[kind], params={"purge": purge}))

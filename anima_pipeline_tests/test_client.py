@@ -14,6 +14,7 @@ import pytest
 from anima_pipeline.client import AnimaApiError, AnimaClient
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.service.http import ErrorResponse
+from anima_pipeline.validation import AnimaInputError
 from anima_pipeline_tests.live_server import ANIMA, anima_serve, free_port
 
 
@@ -87,6 +88,9 @@ def test_the_client_speaks_every_route_of_anima_serve(served: tuple[str, str]) -
         with pytest.raises(AnimaApiError) as unknown_conversation:
             memory.forget("conversation", "c9")
         assert unknown_conversation.value.status == 404
+        with pytest.raises(AnimaInputError) as other_anima:  # never applied to this client's own
+            memory.forget("anima", "someone-else", purge=True)
+        assert other_anima.value.field == "anima_id"
         assert memory.close_conversation("c1").closed_at is not None
         assert memory.status()["semantic_active"] == 0 and memory.status()["messages"] == 2
 
