@@ -28,8 +28,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from anima_pipeline.errors import ConfigError
-from anima_pipeline.steps import StepKey, parse_steps
+from anima_pipeline.core.errors import ConfigError
+from anima_pipeline.core.steps import StepKey, parse_steps
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 # The model of the steps that allow a small one (docs/cost.md: chosen by measurement).
@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(default=256_000, ge=1)
     timestamp_min_year: int = Field(default=1970, ge=1, le=9998)
     timestamp_max_year: int = Field(default=2200, ge=2, le=9999)
-    # Loss guards (sleep/guards.py, docs/guards.md): a step, and a whole night, may deprecate or
+    # Loss guards (night/guards.py, docs/guards.md): a step, and a whole night, may deprecate or
     # rewrite at most max(floor(share * N), guard_min) of the N memories the anima had active
     # when the step (the night) began, and never leave it with no active memory.
     guard_step_share: float = Field(default=0.25, gt=0, le=1)
@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     guard_growth_share: float = Field(default=2.0, gt=0)
     guard_growth_min_memories: int = Field(default=200, ge=0)
     guard_growth_min_chars: int = Field(default=50_000, ge=0)
-    # Animas run at once inside a night (sleep/pool.py); None = the number of cores.
+    # Animas run at once inside a night (night/pool.py); None = the number of cores.
     workers: int | None = Field(None, ge=1)
     # A running night whose run has not renewed its lease for this long is taken over.
     night_lease_s: float = Field(30.0, ge=1, le=86_400)
@@ -168,7 +168,7 @@ class Settings(BaseSettings):
     embedder_batch: int = Field(64, ge=1)  # texts per HTTP request / per stored batch
     embedder_timeout_s: float = Field(30.0, gt=0)
     embedder_retries: int = Field(3, ge=0)
-    # the working context of a turn (issue 20, recall/working.py and recall/session.py)
+    # the working context of a turn (issue 20, recall/working.py and recall/session_view.py)
     context_window_tokens: int = Field(200_000, ge=1_000)  # the model's window
     context_reserve_tokens: int = Field(20_000, ge=0)  # kept free for the answer and tool turns
     context_soft_tokens: int = Field(4_000, ge=0)  # compaction (and its flush) this far below the budget

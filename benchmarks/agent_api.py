@@ -38,7 +38,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from anima_pipeline.config import DEFAULT_TIMEZONE, Settings
-from anima_pipeline.memory import AnimaMemory
+from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.store.api_keys import create_key
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit

@@ -23,11 +23,11 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
-from anima_pipeline.llm.anthropic_engine import AnthropicEngine
+from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.sleep.deep_sleep import DEEP_STEPS
-from anima_pipeline.sleep.night import StepResult
-from anima_pipeline.sleep.runner import run_days
+from anima_pipeline.night.frame import StepResult
+from anima_pipeline.night.runner import run_days
+from anima_pipeline.night.steps.deep.step import DEEP_STEPS
 from anima_pipeline.store.db import Database, open_database
 from testkit.claude_night import DAY, KEY, responder, seed
 from testkit.fake_messages_api import FakeMessagesAPI

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from anima_pipeline.offline.light import extract_facts
+from anima_pipeline.night.steps.light.heuristics import extract_facts
 from testkit.data import group_days, read_jsonl
 
 MERGE_THRESHOLD = 0.75
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--heuristics",
-        default="anima_pipeline.offline.deep",
+        default="anima_pipeline.night.steps.deep.heuristics",
         help="module providing the deep heuristics",
     )
     args = parser.parse_args(argv)

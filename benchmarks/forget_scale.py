@@ -12,7 +12,7 @@ anima of 1,000 messages and 100 memories that no forget may touch. Text is made 
 words and names), loaded with COPY, then VACUUM ANALYZE.
 
 Each measurement runs on a fresh copy of the template (CREATE DATABASE ... TEMPLATE) through
-the same function `anima forget` calls (anima_pipeline.forget.forget):
+the same function `anima forget` calls (anima_pipeline.memory.forget.forget):
 
 1. purge of one conversation (its 50 messages and the memories citing only it);
 2. purge of the whole anima (every row of it, the audit log, one tombstone);
@@ -33,7 +33,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from anima_pipeline.config import Settings
-from anima_pipeline.forget import forget
+from anima_pipeline.memory.forget import forget
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.migrations import migrate
 

@@ -14,7 +14,7 @@ Run:  .venv/bin/python -m benchmarks.library_swaps SWAP [--store URL] [-- MODULE
 The swaps, each replacing ours only where the library does the same job:
 
 * ``snowball``: snowballstemmer's English stemmer for deep sleep's suffix stemmer
-  (``offline/deep.py`` ``_stem``, which feeds ``memory_terms``), the preference words stemmed
+  (``night/steps/deep/heuristics.py`` ``_stem``, which feeds ``memory_terms``), the preference words stemmed
   the same way;
 * ``pysbd``: pysbd's English segmenter for ``offline/sentences.split_sentences`` on text
   without CJK characters, in both modes (memories and chat messages); ours keeps CJK text
@@ -40,7 +40,7 @@ FIRST, LAST = date(2022, 1, 21), date(2023, 10, 23)
 def swap_snowball() -> None:
     import snowballstemmer
 
-    from anima_pipeline.offline import deep
+    from anima_pipeline.night.steps.deep import heuristics as deep
 
     stemmer = snowballstemmer.stemmer("english")
 
@@ -55,9 +55,10 @@ def swap_snowball() -> None:
 def swap_pysbd() -> None:
     import pysbd
 
-    import anima_pipeline.offline as offline
-    from anima_pipeline.offline import sentences
-    from anima_pipeline.offline.similarity import has_cjk
+    import anima_pipeline.night.steps as steps
+    import anima_pipeline.text as text_pkg
+    from anima_pipeline.text import sentences
+    from anima_pipeline.text.similarity import has_cjk
 
     segmenter = pysbd.Segmenter(language="en", clean=False)
     ours = sentences.split_sentences
@@ -68,8 +69,10 @@ def swap_pysbd() -> None:
         return [s.strip() for s in segmenter.segment(text) if s.strip()]
 
     # every module of the engine that imported the function by name gets the swap too
-    for info in pkgutil.iter_modules(offline.__path__):
-        module = importlib.import_module(f"anima_pipeline.offline.{info.name}")
+    names = [f"anima_pipeline.text.{i.name}" for i in pkgutil.iter_modules(text_pkg.__path__)]
+    names += [i.name for i in pkgutil.walk_packages(steps.__path__, "anima_pipeline.night.steps.")]
+    for name in names:
+        module = importlib.import_module(name)
         if getattr(module, "split_sentences", None) is ours:
             module.split_sentences = split  # type: ignore[attr-defined]
 
@@ -77,8 +80,8 @@ def swap_pysbd() -> None:
 def swap_jieba() -> None:
     import jieba
 
-    from anima_pipeline.offline import deep
-    from anima_pipeline.offline.similarity import has_cjk, normalize_content
+    from anima_pipeline.night.steps.deep import heuristics as deep
+    from anima_pipeline.text.similarity import has_cjk, normalize_content
 
     jieba.setLogLevel(60)
     ours = deep.memory_terms
@@ -104,7 +107,7 @@ SWAPS: dict[str, Callable[[], None]] = {
 def build_store(url: str) -> None:
     """Import the evaluation archives into a fresh database at `url` and sleep every night."""
     from anima_pipeline.config import Settings
-    from anima_pipeline.sleep.runner import run_days
+    from anima_pipeline.night.runner import run_days
     from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
     from anima_pipeline.store.db import Database
     from anima_pipeline.store.events import Audit

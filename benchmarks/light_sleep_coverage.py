@@ -53,8 +53,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from anima_pipeline.offline.light import extract_facts
-from anima_pipeline.offline.vocab import MONTHS, NUMBER_WORDS, PAST_TO_BASE, WEEKDAYS
+from anima_pipeline.night.steps.light.heuristics import extract_facts
+from anima_pipeline.text.vocab import MONTHS, NUMBER_WORDS, PAST_TO_BASE, WEEKDAYS
 from testkit.data import group_days, group_of, locomo_dir, memorybank_dir, read_jsonl
 
 Memory = tuple[tuple[str, ...], str]

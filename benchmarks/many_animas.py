@@ -80,7 +80,7 @@ def import_rows(db, rows: list[dict]) -> None:
 
 
 def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -> float:
-    from anima_pipeline.sleep import runner
+    from anima_pipeline.night import runner
 
     t0 = time.monotonic()
     runner.run_days(db, settings, [day], animas=animas, workers=workers, run_id=f"bench-{workers or 'pool'}")
@@ -90,7 +90,7 @@ def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -
 def sleep_set_in_threads(db, settings, day: date, animas: list[str]) -> float:
     """The default pool forced to threads (what the anthropic engine uses), to show what the
     GIL leaves of the offline engine's parallelism."""
-    from anima_pipeline.sleep.pool import AnimaPool
+    from anima_pipeline.night.pool import AnimaPool
 
     chosen = AnimaPool.kind
     AnimaPool.kind = lambda self, busy: "threads" if busy >= 2 and self.workers > 1 else "serial"
@@ -121,7 +121,7 @@ def main() -> None:
     day = date.fromisoformat(args.day)
 
     from anima_pipeline.config import Settings
-    from anima_pipeline.sleep.pool import default_workers
+    from anima_pipeline.night.pool import default_workers
     from anima_pipeline.store import embedded
     from anima_pipeline.store.db import open_database
 

@@ -29,11 +29,11 @@ from typing import Any
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
-from anima_pipeline.llm.anthropic_engine import AnthropicEngine
-from anima_pipeline.llm.batch import BatchCollector
+from anima_pipeline.llm.anthropic.batches import BatchCollector
+from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.llm.types import Usage
-from anima_pipeline.sleep.runner import run_days
+from anima_pipeline.llm.contract import Usage
+from anima_pipeline.night.runner import run_days
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database, open_database
 from anima_pipeline.store.events import Audit

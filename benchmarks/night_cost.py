@@ -27,13 +27,13 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from anima_pipeline.config import SMALL_MODEL_STEPS, Settings
-from anima_pipeline.llm.anthropic_engine import AnthropicEngine
-from anima_pipeline.llm.batch import BatchCollector
+from anima_pipeline.core.steps import STEP_ORDER
+from anima_pipeline.llm.anthropic.batches import BatchCollector
+from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.llm.types import Usage
-from anima_pipeline.sleep.estimate import estimate_night
-from anima_pipeline.sleep.runner import run_days
-from anima_pipeline.steps import STEP_ORDER
+from anima_pipeline.llm.contract import Usage
+from anima_pipeline.night.estimate import estimate_night
+from anima_pipeline.night.runner import run_days
 from anima_pipeline.store.db import Database, open_database
 from benchmarks.claude_cache import _clear
 from testkit.claude_night import DAY, KEY, responder, seed

@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     days = [(FIRST + timedelta(days=i)).isoformat() for i in range(args.days)]
 
-    from anima_pipeline.steps import STEP_ORDER
+    from anima_pipeline.core.steps import STEP_ORDER
 
     with tempfile.TemporaryDirectory(prefix="anima-ui-backfill-") as tmp:
         root = Path(tmp)

@@ -46,12 +46,12 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.config import get_settings
 from anima_pipeline.llm.offline import OfflineEngine
+from anima_pipeline.memory.flush import flush_turns
+from anima_pipeline.night.runner import run_days
 from anima_pipeline.recall.assemble import assemble_context
-from anima_pipeline.recall.session import ExtractiveSummarizer
+from anima_pipeline.recall.session_view import ExtractiveSummarizer
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import working_context
-from anima_pipeline.sleep.flush import flush_turns
-from anima_pipeline.sleep.runner import run_days
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit

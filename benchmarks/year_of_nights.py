@@ -83,7 +83,7 @@ def anima(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
 def runner_alone(archive: Path, first: date, last: date, home: Path) -> float:
     """Seconds `runner.run_days` takes over the range in a fresh embedded store (no Dagster)."""
     from anima_pipeline.config import Settings
-    from anima_pipeline.sleep import runner
+    from anima_pipeline.night import runner
     from anima_pipeline.store import embedded
     from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
     from anima_pipeline.store.db import open_database

@@ -114,7 +114,7 @@ def require_animas(animas) -> None:
 def anima_ids(value: str | list[str] | None) -> str | list[str] | None:
     """The typer callback of every --anima option: an id the other doors would refuse
     (validation.AnimaId) is a usage error naming it (exit 2), before the store sees it."""
-    from anima_pipeline.validation import anima_id_problem
+    from anima_pipeline.core.validation import anima_id_problem
 
     for v in [value] if isinstance(value, str) else value or []:
         if problem := anima_id_problem(v):
@@ -125,7 +125,7 @@ def anima_ids(value: str | list[str] | None) -> str | list[str] | None:
 def require_anima_or_new(anima: str, new: bool) -> None:
     """`anima keys create` / `anima mcp`: an unknown anima exits 2 naming the known ones (a
     typo would hand an agent an empty memory), unless --new says it has nothing stored yet."""
-    from anima_pipeline.validation import anima_id_problem
+    from anima_pipeline.core.validation import anima_id_problem
 
     if not new:
         require_animas([anima])

@@ -23,8 +23,8 @@ def demo() -> None:
     what was learned."""
     from datetime import date
 
+    from anima_pipeline.night.registry import day_range
     from anima_pipeline.packaged import source_root
-    from anima_pipeline.sleep.cycle import day_range
     from anima_pipeline.store.status import status
 
     if settings().engine != "offline":
@@ -73,7 +73,7 @@ def dagster_ui_command() -> str:
 
 
 def show_learned(conn, anima_id: str) -> None:
-    from anima_pipeline.recall.context import resident_set
+    from anima_pipeline.recall.resident import resident_set
     from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo, TemporalRepo
     from anima_pipeline.store.memories import MemoryRepo
 

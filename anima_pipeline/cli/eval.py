@@ -106,9 +106,9 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
     from anima_pipeline.config import get_settings
     from anima_pipeline.evaluation.locomo import evaluate_locomo
     from anima_pipeline.llm.budget import Budget
-    from anima_pipeline.llm.errors import EngineError
     from anima_pipeline.llm.factory import make_engine
-    from anima_pipeline.sleep.runner import NightFailed
+    from anima_pipeline.llm.failures import EngineError
+    from anima_pipeline.night.runner import NightFailed
     from anima_pipeline.store.db import open_database
 
     settings = get_settings()

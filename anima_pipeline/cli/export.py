@@ -18,7 +18,7 @@ def export_(
     ),
 ) -> None:
     """Export the store as a human-readable Markdown workspace (MEMORY.md, memory/YYYY-MM-DD.md, bank/)."""
-    from anima_pipeline.export import export_markdown
+    from anima_pipeline.memory.workspace import export_markdown
 
     db = open_store(read_only=True)
     try:

@@ -1,6 +1,6 @@
 """`anima forget`: forget a message, a conversation, a memory or a whole anima (soft, or
 --purge), print what changed per table, and recompute the summaries and self blocks that drew
-on it through Dagster (anima_pipeline/forget.py has the rules)."""
+on it through Dagster (anima_pipeline/memory/forget.py has the rules)."""
 
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def forget_(
     (or erased with --purge); memories with other sources keep those; anchors, narratives and
     dream entries of those conversations go; summaries and self blocks are recomputed. The
     same forget run twice changes nothing the second time."""
-    from anima_pipeline import forget as forgetting
-    from anima_pipeline.store import forget as q
+    from anima_pipeline.memory import forget as forgetting
+    from anima_pipeline.store import erasure as q
 
     given = {
         k: v
@@ -151,7 +151,7 @@ def forget_(
 
 
 def _days(first, last):
-    from anima_pipeline.sleep.cycle import day_range
+    from anima_pipeline.night.registry import day_range
 
     return day_range(first, last)
 
@@ -164,7 +164,7 @@ def _rewrite_export(folder: Path, anima: str, *, emptied: bool) -> None:
     """Write the anima's earlier export again (its own subfolder of a several-anima export);
     the export removes the day and bank pages it no longer has. An anima purged whole leaves
     no page at all."""
-    from anima_pipeline.export import anima_folder, export_markdown, remove_pages
+    from anima_pipeline.memory.workspace import anima_folder, export_markdown, remove_pages
 
     target = folder / anima_folder(anima) if (folder / anima_folder(anima)).is_dir() else folder
     if emptied:

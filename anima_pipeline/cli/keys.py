@@ -36,8 +36,8 @@ def create(
 ) -> None:
     """Create a key and print it on its own line. It is shown only now: only its hash is stored.
     An anima the store does not know is refused (exit 2, naming the known ones) unless --new."""
+    from anima_pipeline.core.validation import AnimaInputError, Name, check
     from anima_pipeline.store.api_keys import create_key
-    from anima_pipeline.validation import AnimaInputError, Name, check
 
     if not anima.strip():
         fail("--anima must not be blank", 2)

@@ -33,7 +33,7 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="One JSON array: each proposal with its memories."),
 ) -> None:
     """Proposals with the model's reason and the memories they would change, side by side."""
-    from anima_pipeline.replay.review import pending
+    from anima_pipeline.review.decisions import pending
 
     db = open_store()
     try:
@@ -74,7 +74,7 @@ def approve(
     who: str = typer.Option("operator", "--by", help="Who decides (kept in the audit log)."),
 ) -> None:
     """Apply the proposals, each exactly as proposed, under one audited run (`anima revert --run` undoes it)."""
-    from anima_pipeline.replay.review import approve as apply
+    from anima_pipeline.review.decisions import approve as apply
 
     _decide(lambda db: apply(db, settings(), anima, proposals or [], day=_day(day), who=who))
 
@@ -90,14 +90,14 @@ def reject(
     who: str = typer.Option("operator", "--by", help="Who decides (kept in the audit log)."),
 ) -> None:
     """Mark the proposals rejected: the store stays as it is and a later night is told a person said no."""
-    from anima_pipeline.replay.review import reject as refuse
+    from anima_pipeline.review.decisions import reject as refuse
 
     _decide(lambda db: refuse(db, anima, proposals or [], day=_day(day), who=who, reason=reason))
 
 
 def _decide(action) -> None:
-    from anima_pipeline.replay.review import ReviewError
-    from anima_pipeline.sleep.guards import LossGuardTripped
+    from anima_pipeline.night.guards import LossGuardTripped
+    from anima_pipeline.review.decisions import ReviewError
 
     db = open_store()
     try:

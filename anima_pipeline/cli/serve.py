@@ -17,8 +17,8 @@ def serve(
     under /v1/animas/{anima}/…, each request with `Authorization: Bearer KEY` (anima keys create)."""
     import uvicorn
 
-    from anima_pipeline.embed import warm_up
-    from anima_pipeline.service.http import create_app
+    from anima_pipeline.embed.contract import warm_up
+    from anima_pipeline.service.http.app import create_app
 
     db = open_store()
     try:
@@ -54,7 +54,7 @@ def mcp(
     search results as compact lines, format=json for every field); with --allow-remember also
     remember and working_context; with --allow-corrections deprecate, correct, pin and unpin;
     with --allow-delete delete. Resources: anima://self and anima://resident."""
-    from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.memory.facade import AnimaMemory
     from anima_pipeline.service.mcp import run
 
     if transport not in ("stdio", "streamable-http"):
@@ -65,7 +65,7 @@ def mcp(
     try:
         if transport != "stdio":
             err_console.print(f"anima mcp: http://{host}:{port}/mcp (anima {anima!r})")
-        from anima_pipeline.embed import warm_up
+        from anima_pipeline.embed.contract import warm_up
 
         err_console.print(f"anima mcp: {warm_up(settings())}")  # stderr: stdout is the protocol
         memory = AnimaMemory(db, anima, settings=settings())

@@ -24,11 +24,11 @@ from anima_pipeline.cli.common import (
     require_animas,
     settings,
 )
-from anima_pipeline.steps import StepKey
+from anima_pipeline.core.steps import StepKey
 from anima_pipeline.store import sleep_state
 
 if TYPE_CHECKING:
-    from anima_pipeline.sleep.night import Mode
+    from anima_pipeline.night.frame import Mode
 
 
 @app.command("sleep")
@@ -94,8 +94,8 @@ def sleep_(
 def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps, shard: str) -> None:
     """`anima sleep --estimate`: one table per night and the run's total, nothing sent."""
     from anima_pipeline.defs.night.assets import parse_shard
-    from anima_pipeline.sleep.estimate import estimate_run
-    from anima_pipeline.sleep.runner import select_steps
+    from anima_pipeline.night.estimate import estimate_run
+    from anima_pipeline.night.runner import select_steps
 
     s = settings()
     try:
@@ -155,7 +155,7 @@ def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps,
 
 
 def _days(day: str | None, first: str | None, last: str | None) -> list:
-    from anima_pipeline.sleep.cycle import day_range
+    from anima_pipeline.night.registry import day_range
 
     if day and not (first or last):
         return [parse_day("--day", day)]
@@ -373,7 +373,7 @@ def revert_(
     deprecated, changed ones get their previous state, cleaned conversations come back.
     The revert is itself audited, and its nights can be run again. A run is reverted once; a
     run whose rows later runs changed is refused unless --force (docs/guards.md)."""
-    from anima_pipeline.sleep.revert import RevertError, revert_run
+    from anima_pipeline.night.revert import RevertError, revert_run
 
     db = open_store()
     revert_id = f"revert-{uuid.uuid4().hex[:12]}"

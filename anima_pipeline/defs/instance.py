@@ -35,7 +35,7 @@ from dagster._core.storage.base_storage import DagsterStorage
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from psycopg.conninfo import conninfo_to_dict
 
-from anima_pipeline.errors import ConfigError
+from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.packaged import top_level
 
 DAGSTER_YAML_PATH = top_level("dagster.yaml")

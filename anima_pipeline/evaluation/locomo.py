@@ -35,8 +35,8 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings
-from anima_pipeline.errors import InputError
-from anima_pipeline.llm.types import Engine, Usage
+from anima_pipeline.core.errors import InputError
+from anima_pipeline.llm.contract import Engine, Usage
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
@@ -299,7 +299,7 @@ def import_dialogues(db: Database, dialogues: list[Dialogue]) -> None:
 
 def sleep_dialogues(db: Database, settings: Settings, engine: Engine, dialogues: list[Dialogue]) -> Usage:
     """Every session day, in order, for the eval animas only; the night's usage."""
-    from anima_pipeline.sleep.runner import run_days
+    from anima_pipeline.night.runner import run_days
 
     days = sorted({s.started_at.astimezone(settings.tz).date() for d in dialogues for s in d.sessions})
     results = run_days(db, settings, days, animas=[d.anima_id for d in dialogues], engine=engine)

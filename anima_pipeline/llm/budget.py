@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 
 from anima_pipeline.config import Settings
-from anima_pipeline.llm.errors import BudgetExceeded
-from anima_pipeline.llm.types import Usage
+from anima_pipeline.llm.contract import Usage
+from anima_pipeline.llm.failures import BudgetExceeded
 
 
 def _tokens(u: Usage) -> int:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.llm.errors import EngineConfigError
+from anima_pipeline.llm.contract import Engine
+from anima_pipeline.llm.failures import EngineConfigError
 from anima_pipeline.llm.offline import OfflineEngine
-from anima_pipeline.llm.types import Engine
 
 
 def make_engine(settings: Settings, budget: Budget | None = None) -> Engine:
@@ -30,11 +30,11 @@ def make_engine(settings: Settings, budget: Budget | None = None) -> Engine:
             "ANIMA_ENGINE=anthropic needs an Anthropic API key in the ANTHROPIC_API_KEY environment "
             "variable, and it is not set (or empty); set it, or use ANIMA_ENGINE=offline"
         )
-    from anima_pipeline.llm.anthropic_engine import AnthropicEngine  # the SDK loads only when used
+    from anima_pipeline.llm.anthropic.engine import AnthropicEngine  # the SDK loads only when used
 
     collector = None
     if settings.llm_mode == "batch":
-        from anima_pipeline.llm.batch import BatchCollector
+        from anima_pipeline.llm.anthropic.batches import BatchCollector
 
         collector = BatchCollector(
             window_s=settings.llm_batch_window_s,

@@ -9,7 +9,7 @@ against. Calls still go through the same `ToolRunner`, so validation and audit a
 
 from __future__ import annotations
 
-from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolRunner, Usage
+from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolRunner, Usage
 
 
 class OfflineEngine:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from anima_pipeline.llm.errors import UnknownModelError
+from anima_pipeline.llm.failures import UnknownModelError
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from anima_pipeline.llm.types import Usage
+from anima_pipeline.llm.contract import Usage
 
 
 class Bucket:

@@ -31,13 +31,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings
-from anima_pipeline.recall.context import send_resident_rows_cut
 from anima_pipeline.recall.dense import query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import plan_query
 from anima_pipeline.recall.ranking import run
 from anima_pipeline.recall.render import cut, memory_item
+from anima_pipeline.recall.resident import send_resident_rows_cut
 from anima_pipeline.recall.sections import (
     SECTION_TITLES,
     AssembledContext,

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from anima_pipeline.offline.vocab import MONTHS, WEEKDAYS
+from anima_pipeline.text.vocab import MONTHS, WEEKDAYS
 
 # Words a question is made of that carry nothing to search on; the 'english' configuration
 # drops the grammatical ones itself (the, did, what, when ...), these are the rest.

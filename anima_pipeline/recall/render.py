@@ -14,7 +14,7 @@ from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from anima_pipeline.citations import cite, inert
+from anima_pipeline.core.citations import cite, inert
 from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind, SearchPage
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead

@@ -49,7 +49,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.render import cut, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
-from anima_pipeline.recall.session import (
+from anima_pipeline.recall.session_view import (
     Flusher,
     FlushOutcome,
     MessageItem,
@@ -57,7 +57,7 @@ from anima_pipeline.recall.session import (
     open_session,
     session_view,
 )
-from anima_pipeline.store import session as store
+from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SELF_BLOCKS, SelfBlockRepo

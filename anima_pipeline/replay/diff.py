@@ -18,8 +18,8 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
-from anima_pipeline.store import replay as queries
-from anima_pipeline.store import snapshot
+from anima_pipeline.store import as_of as snapshot
+from anima_pipeline.store import shadow_reads as queries
 
 EXAMPLES = 5
 
@@ -162,7 +162,7 @@ def recall_share(url: str, questions: list[Question]) -> float:
     """Mean share of each answer's key words found in the assembled context (the offline
     measure of docs/benchmarks.md), asked of the store at `url`."""
     from anima_pipeline.evaluation.locomo import keywords
-    from anima_pipeline.memory import AnimaMemory
+    from anima_pipeline.memory.facade import AnimaMemory
     from anima_pipeline.store.db import Database
 
     shares = []

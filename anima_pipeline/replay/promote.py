@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.replay import diff as diffing
 from anima_pipeline.replay import shadow
-from anima_pipeline.store import replay as queries
+from anima_pipeline.store import shadow_reads as queries
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo, TemporalRepo

@@ -19,9 +19,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
-from anima_pipeline.errors import InputError
-from anima_pipeline.store import replay as queries
-from anima_pipeline.store import snapshot
+from anima_pipeline.core.errors import InputError
+from anima_pipeline.store import as_of as snapshot
+from anima_pipeline.store import shadow_reads as queries
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.migrations import migrate
 

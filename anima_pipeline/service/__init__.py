@@ -1,2 +1,2 @@
-"""The faces a running agent talks to: the HTTP service (`http.py`) and the MCP server
-(`mcp.py`), both thin over `anima_pipeline.memory.AnimaMemory`."""
+"""The faces a running agent talks to: the HTTP service (`http/`), the MCP server (`mcp.py`)
+and the typed HTTP client (`client.py`), all thin over `anima_pipeline.memory.facade.AnimaMemory`."""

@@ -6,7 +6,7 @@ It is read-only (``context``, ``search``, ``search_messages``) unless started wi
 adds the tools that write: ``remember`` and ``working_context`` (which may store the session's
 summary and flush its facts). The self layer (``anima://self``) and the resident set
 (``anima://resident``) are resources. The tools are thin over AnimaMemory. Arguments follow the
-rules of every door (anima_pipeline.validation); a refusal is a tool error naming the field,
+rules of every door (anima_pipeline.core.validation); a refusal is a tool error naming the field,
 never a crash with a traceback.
 ``--allow-corrections`` adds ``deprecate``, ``correct``, ``pin`` and ``unpin``;
 ``--allow-delete`` adds ``delete`` (erase a memory for good); an unknown or erased memory id
@@ -25,12 +25,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from anima_pipeline.forget import ForgetReport, MemoryInfo, NotFound
-from anima_pipeline.memory import MAX_SEARCH_LIMIT, MIN_BUDGET, AnimaInputError, AnimaMemory, Remembered
+from anima_pipeline.core.validation import MEMORY_MAX, ExternalId, Instant, MemoryText, QueryText, Text
+from anima_pipeline.memory.facade import (
+    MAX_SEARCH_LIMIT,
+    MIN_BUDGET,
+    AnimaInputError,
+    AnimaMemory,
+    Remembered,
+)
+from anima_pipeline.memory.forget import ForgetReport, MemoryInfo, NotFound
 from anima_pipeline.recall.render import page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
-from anima_pipeline.validation import MEMORY_MAX, ExternalId, Instant, MemoryText, QueryText, Text
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from anima_pipeline.errors import InputError
+from anima_pipeline.core.errors import InputError
+from anima_pipeline.core.validation import anima_id_problem
 from anima_pipeline.store.db import Connection
-from anima_pipeline.validation import anima_id_problem
 
 
 class UnknownAnima(InputError):

@@ -13,9 +13,9 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from anima_pipeline.core.validation import AnimaId, Name, check
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
-from anima_pipeline.validation import AnimaId, Name, check
 
 KEY_PREFIX = "anima_"
 _SHOWN = 12  # characters of the key kept in clear for `anima keys list`

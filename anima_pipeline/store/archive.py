@@ -16,12 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
-from anima_pipeline.errors import InputError
-from anima_pipeline.store.calendar import move_first_message
-from anima_pipeline.store.db import Connection, one
-from anima_pipeline.store.events import Audit
-from anima_pipeline.store.status import cleaned_conversations
-from anima_pipeline.validation import (
+from anima_pipeline.core.errors import InputError
+from anima_pipeline.core.validation import (
     AnimaId,
     ExternalId,
     JsonObject,
@@ -31,12 +27,16 @@ from anima_pipeline.validation import (
     Title,
     context_of,
 )
+from anima_pipeline.store.calendar import move_first_message
+from anima_pipeline.store.db import Connection, one
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.status import cleaned_conversations
 
 
 class MessageRecord(BaseModel):
     """One message as an agent hands it in: the archive line without its anima, which the
     caller (the API key, the facade) supplies. The archive format and the live API share
-    these fields and their validation (anima_pipeline.validation: the rules of every door),
+    these fields and their validation (anima_pipeline.core.validation: the rules of every door),
     so a message refused by one is refused by the other. The configured limits come in the
     validation context (`validation.context_of(settings)`)."""
 

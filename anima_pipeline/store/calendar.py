@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
 from anima_pipeline.config import Settings
-from anima_pipeline.errors import StoreError
+from anima_pipeline.core.errors import StoreError
 from anima_pipeline.store.db import CONNECT_TIMEOUT_S, Connection, resolve_url
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.migrations import NotMigrated, migrate

@@ -18,7 +18,7 @@ import psycopg
 from psycopg.rows import DictRow, dict_row
 
 from anima_pipeline.config import Settings
-from anima_pipeline.errors import StoreError
+from anima_pipeline.core.errors import StoreError
 from anima_pipeline.store.migrations import NotMigrated, migrate, pending
 
 if TYPE_CHECKING:  # psycopg_pool only where a pool is opened: not at a one-shot command's start

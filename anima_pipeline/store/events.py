@@ -46,7 +46,7 @@ class Audit(BaseModel):
     # as proposals instead of applying them
     review: bool = False
     # the model's words each time it wrote nothing in this step (restraint, recorded as
-    # "declined" in the step's stats; sleep/night.py)
+    # "declined" in the step's stats; night/frame.py)
     declined: list[str] = Field(default_factory=list)
 
     def record(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> None:
@@ -194,7 +194,7 @@ def deprecations_since(conn: Connection, audit: Audit, step: str, after_id: int)
     return int(row["n"])
 
 
-# The semantic-memory events of (anima, day) as the loss guard reads them (sleep/guards.py).
+# The semantic-memory events of (anima, day) as the loss guard reads them (night/guards.py).
 _STATUS_CHANGES = """SELECT id, memory_id, op, after->>'superseded_by' AS superseded_by, before->>'status' AS before_status, before->>'content' AS before_content,
                     after->>'status' AS after_status, after->>'content' AS after_content
              FROM memory_event

@@ -1,5 +1,5 @@
 """The queries behind the night's asset checks (defs/night/checks.py, through
-defs/night/utils.py): each returns the violations it finds (empty = the invariant holds), as
+defs/night/invariants.py): each returns the violations it finds (empty = the invariant holds), as
 plain rows the checks turn into metadata.
 
 Everything is parameterized. `animas` None means every anima, else only these (the animas a
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import date
 
-from anima_pipeline.offline.similarity import NORMALIZED_CONTENT_SQL
 from anima_pipeline.store.db import Connection
+from anima_pipeline.text.similarity import NORMALIZED_CONTENT_SQL
 
 # The conversations of (anima, day): those with a message in the day's window, and those
 # cleanup deleted later whose recorded messages fall in it.

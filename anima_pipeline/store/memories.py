@@ -31,7 +31,7 @@ PROGRAM_OWNED = (
     "pinned_at",
     "reference_count",
     "last_referenced_at",
-    "settled_at",  # set by an agent's correction (anima_pipeline/forget.py): the night leaves it be
+    "settled_at",  # set by an agent's correction (anima_pipeline/memory/forget.py): the night leaves it be
 )
 WRITABLE = (*UPDATABLE, *PROGRAM_OWNED)
 
@@ -160,7 +160,7 @@ class MemoryRepo:
 def send_resident_rows(
     conn: Connection, anima_id: str, top_n: int, pinned_max: int
 ) -> Callable[[], list[dict[str, Any]]]:
-    """The resident read (recall/context.py) in two halves: queue the statement (pipeline
+    """The resident read (recall/resident.py) in two halves: queue the statement (pipeline
     mode), then take its rows: the pins (most cited first, at most `pinned_max`), then the
     top `top_n` unpinned by reference count, each row with `pinned_total` (every active pin,
     also those cut) and `part`; one row of NULLs but `pinned_total` when nothing is resident."""
@@ -193,7 +193,7 @@ def similar_memory_pairs(
     every_pair_ids: int,
     neighbours: int,
 ) -> list[tuple[int, int, float]]:
-    """Deep sleep's candidate pairs among the memories `ids` (sleep/deep_sleep.py
+    """Deep sleep's candidate pairs among the memories `ids` (night/steps/deep/step.py
     `similar_pairs` says why): (a, b, similarity) with a < b, most similar first, at most 200.
     A pair is pg_trgm-similar above `threshold` (every pair up to `every_pair_ids` memories,
     else each memory with its `neighbours` next in content order) or shares two rare
@@ -257,3 +257,19 @@ def supersede_links(conn: Connection, anima_id: str) -> list[dict]:
     return conn.execute(
         "SELECT id, status, superseded_by FROM semantic_memory WHERE anima_id = %s", (anima_id,)
     ).fetchall()
+
+
+def active_before(conn: Connection, anima_id: str, events: list[dict]) -> list[SemanticMemory]:
+    """Active memories as they were before `events` (audit events of semantic_memory, in id
+    order: a night's writes), rebuilt from the events' `before` images."""
+    repo = MemoryRepo(conn)
+    state: dict[int, dict] = {m.id: m.model_dump() for m in repo.active(anima_id)}
+    touched = sorted({int(e["memory_id"]) for e in events} - set(state))
+    state.update({m.id: m.model_dump() for m in repo.get_many(touched)})
+    for e in reversed(events):
+        mid = int(e["memory_id"])
+        if e["before"] is None:
+            state.pop(mid, None)
+        else:
+            state[mid] = SemanticMemory.model_validate(e["before"]).model_dump()
+    return [SemanticMemory.model_validate(v) for k, v in sorted(state.items()) if v["status"] == "active"]

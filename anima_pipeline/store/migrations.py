@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
-from anima_pipeline.errors import StoreError
+from anima_pipeline.core.errors import StoreError
 from anima_pipeline.packaged import top_level
 
 SQL_DIR = top_level("sql")

@@ -1,5 +1,5 @@
 """memory_reference: the citations an agent made of its memories (``[[anima:f-123]]`` in an
-assistant message), as reference sync (sleep/ref_sync.py) reads and writes them. The writes
+assistant message), as reference sync (night/steps/references/step.py) reads and writes them. The writes
 return the row; the caller audits it."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How big each anima's night will be, in characters, read with a few aggregate queries
 (no row is loaded): what `anima sleep --estimate` and the budget guard price before anything
-is sent (sleep/estimate.py, docs/cost.md)."""
+is sent (night/estimate.py, docs/cost.md)."""
 
 from __future__ import annotations
 

@@ -233,7 +233,7 @@ def days_with_steps(conn: Connection, anima_ids: list[str], days: list[date]) ->
 
 def declined_steps(conn: Connection, days: list[date], animas: list[str] | None) -> list[dict]:
     """The steps of `days` (these animas; None = all) in which the model wrote nothing and
-    said why (stats.declined, sleep/night.py): anima, day, step, the words, the cause."""
+    said why (stats.declined, night/frame.py): anima, day, step, the words, the cause."""
     return conn.execute(
         """SELECT anima_id, day, step, stats->>'declined_text' AS said,
                   coalesce(stats->>'declined_cause', 'text only') AS cause

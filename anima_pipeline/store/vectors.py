@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Literal
 
-from anima_pipeline.errors import InputError, StoreError
+from anima_pipeline.core.errors import InputError, StoreError
 
 if TYPE_CHECKING:  # only annotations: numpy loads with an embedder
     import numpy as np

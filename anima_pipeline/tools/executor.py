@@ -17,11 +17,11 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
-from anima_pipeline.citations import inert
-from anima_pipeline.errors import AnimaError
+from anima_pipeline.core.citations import inert
+from anima_pipeline.core.errors import AnimaError
+from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolResult
 from anima_pipeline.llm.offline import OfflineEngine
-from anima_pipeline.llm.types import OfflinePlan, StepRequest, ToolResult
-from anima_pipeline.store import review
+from anima_pipeline.store import proposals as review
 from anima_pipeline.store.db import Connection, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, DreamRepo, SelfBlockRepo, TemporalRepo
@@ -32,7 +32,7 @@ from anima_pipeline.tools.scope import Scope
 
 class ToolError(AnimaError, ValueError):
     """A refused call; the message goes back to the model as an is_error tool_result (the tool
-    area of anima_pipeline.errors)."""
+    area of anima_pipeline.core.errors)."""
 
     http_status = 422
 

@@ -28,7 +28,7 @@ class Scope:
     # Temporal summary levels this step may write.
     summary_levels: frozenset[str] = field(default_factory=frozenset)
     # A night leaves a memory the user corrected (settled_at) as it is; the agent's own
-    # corrections (anima_pipeline/forget.py) may change it again.
+    # corrections (anima_pipeline/memory/forget.py) may change it again.
     may_change_settled: bool = False
 
     def describe_memories(self, limit: int = 12) -> str:

@@ -1,1 +1,1 @@
-"""The nightly sleep cycle as Dagster assets; the step order is the registry in sleep/cycle.py."""
+"""The nightly sleep cycle as Dagster assets; the step order is the registry in night/registry.py."""

@@ -47,14 +47,14 @@ import dagster as dg
 from pydantic import Field
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import NightError
 from anima_pipeline.defs.night import checks as night_checks
 from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.defs.night.partitions import partition_day
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
-from anima_pipeline.errors import NightError
-from anima_pipeline.sleep import runner
-from anima_pipeline.sleep.cycle import STEPS, StepDef
-from anima_pipeline.sleep.night import Night, StepResult
+from anima_pipeline.night import runner
+from anima_pipeline.night.frame import Night, StepResult
+from anima_pipeline.night.registry import STEPS, StepDef
 
 NIGHT_OP = "night"
 SHARD_TAG = "anima/shard"  # "i/N": this run does the animas of shard i of N
@@ -100,7 +100,7 @@ def night_specs() -> list[dg.AssetSpec]:
             kinds={"postgres", "python"},
             metadata={
                 "step": str(s.key),  # the plain string: Dagster serializes no foreign Enum (StepKey)
-                "function": f"anima_pipeline.sleep.{s.module}.{s.fn}",
+                "function": f"anima_pipeline.{s.module}.{s.fn}",
                 "dagster/code_references": step_code_reference(s),
             },
         )

@@ -12,11 +12,11 @@ from datetime import date
 import dagster as dg
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import STEP_ORDER
 from anima_pipeline.defs.night.assets import asset_key, build_night
 from anima_pipeline.defs.night.freshness import build_freshness
 from anima_pipeline.defs.night.partitions import night_partitions, start_date
 from anima_pipeline.defs.night.schedules import build_job, build_schedule
-from anima_pipeline.steps import STEP_ORDER
 
 FRESHNESS_KEY = STEP_ORDER[-1]  # the night's last step: materialized every night that ran (assets.py)
 

@@ -24,15 +24,15 @@ from typing import Any
 
 import dagster as dg
 
-from anima_pipeline.defs.night.utils import MemoryInvariants
-from anima_pipeline.sleep.deep_sleep import BATCH_CHARS, REFUSE_CHARS
-from anima_pipeline.steps import LIGHT_SLEEP, StepKey
+from anima_pipeline.core.steps import LIGHT_SLEEP, StepKey
+from anima_pipeline.defs.night.invariants import MemoryInvariants
+from anima_pipeline.night.steps.deep.step import BATCH_CHARS, REFUSE_CHARS
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
 
 SAMPLE = 20  # offending rows listed in the metadata (the count is always complete)
 
-# Deep sleep's message 1 thresholds, defined once in sleep/deep_sleep.py.
+# Deep sleep's message 1 thresholds, defined once in night/steps/deep/step.py.
 DEEP_INPUT_WARN_CHARS = BATCH_CHARS
 DEEP_INPUT_MAX_CHARS = REFUSE_CHARS
 

@@ -45,10 +45,10 @@ from dagster._core.storage.tags import (
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import STEP_ORDER, parse_steps
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
 from anima_pipeline.packaged import source_root
-from anima_pipeline.steps import STEP_ORDER, parse_steps
 
 DEFINITIONS_MODULE = "anima_pipeline.definitions"
 LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
@@ -163,7 +163,7 @@ def mode_tag(mode: str, first: date, last: date) -> str:
     incremental when every day of the run has the same, else named as the rule."""
     from datetime import timedelta
 
-    from anima_pipeline.sleep.night import scheduled_mode
+    from anima_pipeline.night.frame import scheduled_mode
 
     if mode != "scheduled":
         return mode

@@ -22,9 +22,9 @@ from datetime import date
 
 import dagster as dg
 
-from anima_pipeline.sleep import runner
-from anima_pipeline.sleep.night import StepResult
-from anima_pipeline.steps import StepKey
+from anima_pipeline.core.steps import StepKey
+from anima_pipeline.night import runner
+from anima_pipeline.night.frame import StepResult
 from anima_pipeline.store import night_report
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.layers import DREAM_FIELDS

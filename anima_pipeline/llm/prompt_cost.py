@@ -1,0 +1,78 @@
+"""What a planned set of conversations will cost, before anything is sent: the same price
+table (llm/pricing.py) and the same cache rules the engine's requests meet (a breakpoint
+caches the prefix before it once it is at least the model's minimum; caches are per model;
+a later request reads the longest prefix already written; the engine's turn breakpoints make
+each turn read the previous one). `anima sleep --estimate` and the budget guard price the
+night with it (night/estimate.py); benchmarks/night_cost.py prints it beside the measured cost.
+
+Output is assumed, not known: a tool turn answers about OUT_TOOL tokens, a last turn OUT_END
+(a model that thinks aloud writes more; docs/cost.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from anima_pipeline.llm.contract import Usage
+from anima_pipeline.llm.pricing import cost_usd, min_cache_tokens
+
+CHARS_PER_TOKEN = 4  # the fake's count and about what English text costs; Chinese costs more
+OUT_TOOL = 50  # tokens a turn with tool calls answers
+OUT_END = 8  # tokens the turn that ends the conversation answers
+RESULT = 20  # tokens of the tool results sent back after a tool turn
+
+
+def tokens(chars: int) -> int:
+    return -(-max(chars, 0) // CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One step's conversation as planned: `prefix` tokens up to its last cached block (shared
+    by every conversation with the same `key` on the same model), then `tail` tokens of
+    uncached blocks, over `turns` API calls of which the first `turns - 1` call tools."""
+
+    step: str
+    model: str
+    key: str | None  # None: a prefix of this conversation alone
+    prefix: int
+    tail: int
+    turns: int = 1
+
+
+def price(conversations: Iterable[Conversation], *, batch: bool = False) -> dict[str, Usage]:
+    """Expected usage per step, in the order given (the first reader of a prefix writes it)."""
+    written: set[tuple[str, str]] = set()
+    out: dict[str, Usage] = {}
+    for i, c in enumerate(conversations):
+        key = (c.model, c.key or f"#{i}")
+        floor = min_cache_tokens(c.model)
+        seen: list[int] = []  # this conversation's own cached prefixes (its turn breakpoints)
+        total, grown, turns = Usage(), 0, max(c.turns, 1)
+        for turn in range(1, turns + 1):
+            out_tokens = OUT_TOOL if turn < turns else OUT_END
+            last = c.prefix if turn == 1 else c.prefix + c.tail + grown  # the last breakpoint
+            prompt = c.prefix + c.tail + grown
+            if last < floor:
+                inp, read, write = prompt, 0, 0
+            else:
+                shared = c.prefix if key in written and c.prefix >= floor else 0
+                read = max([shared, *(n for n in seen if n <= last)])
+                write, inp = last - read, prompt - last
+                if c.prefix >= floor:
+                    written.add(key)
+                seen.append(last)
+            if turn < turns:
+                grown += OUT_TOOL + RESULT
+            total = total + Usage(
+                calls=1,
+                input_tokens=inp,
+                output_tokens=out_tokens,
+                cache_read_tokens=read,
+                cache_write_tokens=write,
+                cost_usd=cost_usd(c.model, inp, out_tokens, read, write, batch=batch),
+                batched_calls=int(batch),
+            )
+        out[c.step] = out.get(c.step, Usage()) + total
+    return out

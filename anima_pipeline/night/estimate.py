@@ -1,0 +1,269 @@
+"""What a night will cost, from the stores' sizes, before anything is sent: `anima sleep
+--estimate` prints it and the budget guard refuses a run whose estimate is over
+ANIMA_BUDGET_USD (docs/cost.md).
+
+Each step that would run for an anima (`cycle.plan_day`, the same plan the runner follows)
+becomes one planned conversation: its cached prefix (tools, framing, identity, message 1) and
+its uncached tail, in tokens from the characters the store holds (store/sizes.py) and the
+real prompt texts, on the model the step runs on, sharing a prefix with the steps that send
+the same one (night/prefix.py). llm/prompt_cost.py prices the plan with the price table and the
+cache rules. What is assumed, not read: how many turns a step takes (TURNS), what a model
+answers (llm/estimate.OUT_*), and how large the pre-filter and the day's changes are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import date
+from functools import cache
+
+from pydantic import BaseModel
+
+from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import StepKey
+from anima_pipeline.llm.contract import Usage
+from anima_pipeline.llm.failures import BudgetExceeded
+from anima_pipeline.llm.prompt_cost import Conversation, price, tokens
+from anima_pipeline.night import prefix, prompts
+from anima_pipeline.night.frame import Mode, Night, scheduled_mode
+from anima_pipeline.night.registry import STEPS, plan_day
+from anima_pipeline.night.steps.deep import step as deep_sleep
+from anima_pipeline.night.steps.light.step import DAY_FAMILY, DAY_FAMILY_TOOLS, DAY_FRAMING
+from anima_pipeline.night.steps.light.step import PROMPTS as LIGHT_PROMPTS
+from anima_pipeline.night.steps.temporal.step import closed_periods
+from anima_pipeline.store import sleep_state
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.sizes import NightSizes, night_sizes
+from anima_pipeline.tools.schemas import tool_specs
+
+# API calls per conversation: light sleep stage 1 records over two tool turns then ends; a
+# step that must write writes then ends; the others answer once (most nights change little).
+TURNS: dict[str, int] = {
+    StepKey.SEMANTIC_EXTRACTED: 3,
+    StepKey.AUTOBIOGRAPHY_SUMMARY: 2,
+    StepKey.DAY_SUMMARY: 2,
+    StepKey.CASCADE: 2,
+    StepKey.DREAM: 2,
+}
+BLOCK_CHARS = 40  # what the request's JSON adds around each text block
+LINE_CHARS = 28  # message 1 per memory beside its content: id, type, date, spaces, newline
+MESSAGE_CHARS = 24  # the transcript per message beside its text: time, role, speaker marks
+CONVERSATION_CHARS = 80  # the transcript's header per conversation
+NEW_MEMORIES = 2  # what light sleep adds on an active day (message 2 of the dream, changes)
+MEMORY_LINE_CHARS = 150  # a rendered memory with its id, type, confidence, sources and dates
+CHANGES_CHARS = 400  # the day's changes to memory as the day summary and self refresh read them
+PREFILTER_CHARS = 600  # deep sleep's message 2 (pairs, candidates, pins)
+SUMMARY_CHARS = 1_200  # a day / week summary the cascade reads
+
+
+class StepEstimate(BaseModel):
+    step: str
+    model: str
+    animas: int = 0
+    usage: Usage = Usage()
+
+
+class NightEstimate(BaseModel):
+    day: date
+    mode: str
+    batch: bool
+    animas: int
+    steps: list[StepEstimate]
+
+    @property
+    def total(self) -> Usage:
+        return sum((s.usage for s in self.steps), Usage())
+
+
+@cache
+def _tools_chars(names: tuple[str, ...]) -> int:
+    return len(json.dumps([t.model_dump() for t in tool_specs(names)], ensure_ascii=False))
+
+
+def _framing_chars(framing: str, night: Night) -> int:
+    return len(prompts.system_blocks(framing, night.day, night.tz, "")[0].text) + 2 * BLOCK_CHARS
+
+
+def _identity_chars(anima_id: str, s: NightSizes) -> int:
+    blocks = 6 * 25 + (s.self_block_chars or 6 * 7)
+    return 100 + len(anima_id) + blocks + s.resident * 22 + s.resident_chars
+
+
+def _transcript_chars(s: NightSizes) -> int:
+    return (
+        120
+        + s.conversations * CONVERSATION_CHARS
+        + s.messages * MESSAGE_CHARS
+        + s.speaker_chars
+        + s.message_chars
+        + BLOCK_CHARS
+    )
+
+
+def _message_one_chars(s: NightSizes) -> int:
+    memories = s.memories + NEW_MEMORIES
+    chars = s.memory_chars + NEW_MEMORIES * 60 + memories * LINE_CHARS
+    return chars + 100 + BLOCK_CHARS
+
+
+def _block(text: str | int) -> int:
+    return (text if isinstance(text, int) else len(text)) + BLOCK_CHARS
+
+
+def conversations(
+    settings: Settings, night: Night, anima_id: str, steps: Sequence[str], s: NightSizes
+) -> list[Conversation]:
+    """The planned conversations of one anima's night, in run order."""
+    model_of = settings.step_model
+    identity = _identity_chars(anima_id, s)
+    transcript = _transcript_chars(s)
+    out: list[Conversation] = []
+
+    def add(step: str, key: str | None, prefix_chars: int, tail_chars: int) -> None:
+        out.append(
+            Conversation(
+                step=step,
+                model=model_of(step),
+                key=f"{anima_id}/{key}" if key else None,
+                prefix=tokens(prefix_chars),
+                tail=tokens(tail_chars),
+                turns=TURNS.get(step, 1),
+            )
+        )
+
+    def light(step: str, tools: tuple[str, ...], msg1: int, tail: int) -> None:
+        framing, task = LIGHT_PROMPTS[step]
+        add(
+            step,
+            None,
+            _tools_chars(tools) + _framing_chars(framing, night) + identity + msg1,
+            tail + _block(task),
+        )
+
+    def day(step: str, tail: int) -> None:  # the day family: one prefix per model (night/prefix.py)
+        members = prefix.sharing(model_of, step, DAY_FAMILY)
+        framing = _framing_chars("\n\n".join(DAY_FRAMING[StepKey(m)] for m in members), night)
+        head = _tools_chars(prefix.tools_of(members, DAY_FAMILY_TOOLS)) + framing + identity + transcript
+        add(step, f"day/{members}", head, tail)
+
+    deep_members = {step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY}
+    msg1 = _message_one_chars(s)
+    for step in (d.key for d in STEPS if d.key in steps):
+        if step == StepKey.SEMANTIC_EXTRACTED and s.conversations:
+            day(step, _block(100) + _block(LIGHT_PROMPTS[step][1]))
+        elif step == StepKey.ANCHORS_MARKED and s.conversations:
+            day(step, _block(60) + _block(LIGHT_PROMPTS[step][1]))
+        elif step == StepKey.AUTOBIOGRAPHY_NARRATED and (s.conversations or s.recent_experiences):
+            recent = s.recent_experience_chars + (s.recent_experiences + NEW_MEMORIES) * MEMORY_LINE_CHARS
+            tools = ("create_autobiographical_memory", "deprecate_autobiographical_memory")
+            light(step, tools, _block(recent), _block(100 + s.narratives * 80))
+        elif step == StepKey.AUTOBIOGRAPHY_SUMMARY and s.narratives:
+            light(step, ("write_self_block",), _block(60 + s.narratives * 80), 0)
+        elif step in deep_sleep.FAMILY and s.memories + NEW_MEMORIES:
+            members = deep_members[step]
+            rounds = tuple(name for key, name in deep_sleep.ROUNDS if key in members)
+            after = deep_sleep.DREAM_STEP in members or deep_sleep.SELF_STEP in members
+            framing = _framing_chars(prompts.deep_system(rounds, after), night)
+            head = _tools_chars(prefix.tools_of(members, deep_sleep.FAMILY_TOOLS)) + framing + identity + msg1
+            if step == deep_sleep.DREAM_STEP:
+                tail = _block(200) + _block(NEW_MEMORIES * MEMORY_LINE_CHARS) + _block(prompts.DREAM)
+            elif step == deep_sleep.SELF_STEP:
+                tail = _block(200) + _block(CHANGES_CHARS) + _block(prompts.SELF_REFRESH)
+            else:
+                tail = _block(200) + _block(PREFILTER_CHARS) + _block(120)
+            add(step, f"deep/{members}", head, tail)
+        elif step == StepKey.DAY_SUMMARY and s.conversations:
+            day(step, _block(CHANGES_CHARS) + _block(70) + _block(prompts.TEMPORAL_DAY))
+        elif step == StepKey.CASCADE:
+            head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
+            for level, start, end in closed_periods(night.day):
+                parts = min((end - start).days + 1, 7 if level == "week" else 5)
+                tail = _block(70) + _block(prompts.TEMPORAL_CASCADE)
+                add(step, None, head + identity + _block(parts * SUMMARY_CHARS), tail)
+    return out
+
+
+def estimate_night(
+    db: Database,
+    settings: Settings,
+    day: date,
+    mode: Mode,
+    animas: Sequence[str] | None = None,
+    steps: Sequence[str] | None = None,
+    *,
+    force: bool = True,
+    shard: tuple[int, int] | None = None,
+) -> NightEstimate:
+    """The expected tokens and dollars per step of one night, from the stores as they are.
+    Without `force`, steps already done that day cost nothing (the runner skips them)."""
+    from anima_pipeline.night.runner import in_shard
+
+    night = Night(day=day, engine=_NoEngine(), tz=settings.tz, mode=mode)
+    with db.transaction() as conn:
+        plan = plan_day(conn, night)
+        if animas:
+            plan = {a: k for a, k in plan.items() if a in set(animas)}
+        if shard is not None:
+            plan = {a: k for a, k in plan.items() if in_shard(a, shard)}
+        sizes = night_sizes(conn, list(plan), night.start, night.end)
+        done = {} if force else sleep_state.steps_done_of(conn, list(plan), day)
+    batch = settings.llm_mode == "batch"
+    per_step: dict[str, StepEstimate] = {}
+    for anima_id, keys in plan.items():
+        chosen = [k for k in keys if (steps is None or k in steps) and k not in done.get(anima_id, ())]
+        priced = price(conversations(settings, night, anima_id, chosen, sizes[anima_id]), batch=batch)
+        for step, usage in priced.items():
+            row = per_step.setdefault(step, StepEstimate(step=step, model=settings.step_model(step)))
+            row.animas += 1
+            row.usage = row.usage + usage
+    order = [d.key for d in STEPS]
+    return NightEstimate(
+        day=day,
+        mode=mode,
+        batch=batch,
+        animas=len(plan),
+        steps=sorted(per_step.values(), key=lambda r: order.index(r.step)),
+    )
+
+
+def estimate_run(
+    db: Database,
+    settings: Settings,
+    days: Sequence[date],
+    mode: Mode | None = None,
+    animas: Sequence[str] | None = None,
+    steps: Sequence[str] | None = None,
+    *,
+    force: bool = False,
+    shard: tuple[int, int] | None = None,
+) -> list[NightEstimate]:
+    """One estimate per night of a run (`mode` None: the schedule's rule per day)."""
+    return [
+        estimate_night(db, settings, d, mode or scheduled_mode(d), animas, steps, force=force, shard=shard)
+        for d in sorted(set(days))
+    ]
+
+
+def refuse_over_budget(estimates: Sequence[NightEstimate], budget_usd: float) -> None:
+    """The per-run budget guard: raise BudgetExceeded, before anything is sent, when the run's
+    estimate is over what the budget has left."""
+    total = sum(e.total.cost_usd for e in estimates)
+    if total > budget_usd:
+        nights = ", ".join(f"{e.day} ${e.total.cost_usd:.4f}" for e in estimates if e.total.calls)
+        raise BudgetExceeded(
+            f"the run is estimated at ${total:.4f}, over the budget of ${budget_usd:.4f} "
+            f"(ANIMA_BUDGET_USD); nothing was sent. Per night: {nights}. See `anima sleep --estimate` "
+            "for the steps; raise the budget, move steps to the small model (ANIMA_LLM_STEP_MODELS) or "
+            "use batch mode (docs/cost.md)",
+            step="estimate",
+        )
+
+
+class _NoEngine:
+    """The night's engine slot while estimating: nothing is sent."""
+
+    name = "estimate"
+
+    def run(self, request, runner, offline_plan):  # pragma: no cover - never called
+        raise RuntimeError("an estimate sends nothing")

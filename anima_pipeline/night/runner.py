@@ -1,0 +1,376 @@
+"""Running nights in plain Python: the loop that Dagster (defs/night/assets.py), the CLI and
+the tests all use, so the ordering rules live in one place and hold without Dagster.
+
+- `run_night` runs one day: it asks once which animas have anything to do that day
+  (`cycle.plan_day`) and records the others as skipped in one statement; it refuses an anima
+  whose night of D-1 is failed or not over (the order rule, per anima, unless forced); it
+  runs the busy animas in a bounded pool (`sleep.pool`), each anima's selected steps in
+  registry order under its own night row (`sleep.anima_night`: lease, heartbeat, takeover);
+  and when any anima failed it raises NightFailed naming every failed anima, step and cause,
+  after the others finished. A re-run redoes only what failed.
+- `run_days` runs whole nights strictly one day after another, one pool and one heartbeat
+  for the whole run.
+
+The night rows and their states are in docs/ordering.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from datetime import date, timedelta
+from typing import Any
+
+from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import NightError
+from anima_pipeline.core.steps import STEP_ORDER, parse_steps
+from anima_pipeline.llm.contract import Engine, Usage
+from anima_pipeline.night.anima_night import AnimaFailure, Heartbeat, end_unrecorded
+from anima_pipeline.night.frame import Mode, Night, StepResult, scheduled_mode
+from anima_pipeline.night.guards import GrowthLimits, LossLimits
+from anima_pipeline.night.pool import AnimaPool, Task, default_workers
+from anima_pipeline.night.registry import BY_KEY, NIGHT_MARKER, STEPS, StepDef, plan_day
+from anima_pipeline.store import sleep_state
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.planner_stats import NIGHT_TABLES, VECTOR_TABLES, keep_fresh
+
+logger = logging.getLogger(__name__)
+
+# on_step(night, step_key, results): called once per (day, step) with that step's results
+# over animas, in registry order, after the day's animas ran (only the steps before the
+# first failing one when the day failed).
+OnStep = Callable[[Night, str, list[StepResult]], None]
+# on_night(night, results): called once per day after the whole night finished.
+OnNight = Callable[[Night, list[StepResult]], None]
+
+
+class NightOrderError(NightError):
+    """An anima's day D was refused because its night of D-1 is failed or not over."""
+
+    def __init__(self, day: date, anima_id: str, previous: dict) -> None:
+        self.day = day
+        self.anima_id = anima_id
+        self.previous_day = previous["day"]
+        self.previous_status = previous["status"]
+        self.previous_run_id = previous.get("run_id")
+        if previous["status"] == sleep_state.FAILED:
+            state, hint = "failed", "re-run that day first"
+        elif previous.get("alive"):
+            state, hint = "still running", "wait for that run to finish"
+        else:
+            state, hint = "interrupted (its run is gone)", "re-run that day to take it over"
+        super().__init__(
+            f"night of {day} for anima {anima_id} not started: its night of {self.previous_day} is "
+            f"{state} (run {self.previous_run_id}); {hint}, or force this run "
+            f"(Dagster run config force: true, CLI --force) to run {day} anyway"
+        )
+
+
+class NightFailed(NightError):
+    """One or more animas' nights failed on `day`. Each failed step's writes were rolled back;
+    earlier steps, the other animas and earlier days stay done. `failures` has every failed
+    anima, step and cause; `step`, `anima_id` and `cause` are the first's, `usage` the sum of
+    what the failed steps had spent."""
+
+    def __init__(self, day: date, failures: Sequence[AnimaFailure], results: list[StepResult]) -> None:
+        self.day = day
+        self.failures = list(failures)
+        self.results = results  # what finished this day, every anima
+        first = self.failures[0]
+        self.step = first.step
+        self.anima_id: str | None = first.anima_id
+        self.cause = first.cause
+        self.usage: Usage = sum((f.usage for f in self.failures), Usage())
+        if len(self.failures) == 1:
+            who = f" for anima {first.anima_id}" if first.anima_id else ""
+            msg = f"{first.step}{who} on {day} failed: {type(first.cause).__name__}: {first.cause}"
+        else:
+            msg = f"the night of {day} failed for {len(self.failures)} animas: " + "; ".join(
+                f.describe() for f in self.failures
+            )
+        super().__init__(msg)
+
+
+def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
+    """The selected steps in registry (DAG) order; all of them for None. Unknown keys are an
+    error naming the valid ones."""
+    if steps is None:
+        return list(STEPS)
+    return [BY_KEY[k] for k in parse_steps(steps)]
+
+
+def step_functions(steps: Iterable[str] | None) -> dict[str, Callable[..., StepResult]]:
+    """The registry's functions of the selected steps (read at call time, so a test that
+    swaps a step's `run` is honoured)."""
+    return {s.key: s.run for s in select_steps(steps)}
+
+
+def run_night(
+    db: Database,
+    night: Night,
+    steps: Sequence[str] | None = None,
+    animas: Sequence[str] | None = None,
+    *,
+    pool: AnimaPool,
+    on_step: OnStep | None = None,
+    shard: tuple[int, int] | None = None,
+) -> list[StepResult]:
+    """Run the selected steps of one day for every anima that has them (filtered by `animas`
+    and `shard` when given) in `pool` (run_days opens it, with its heartbeat, from the
+    run's settings), idle animas recorded as skipped. Raises NightFailed, after every other anima
+    finished, when any anima failed or was refused by the order rule."""
+    selected = [s.key for s in select_steps(steps)]
+    partial = len(selected) < len(STEPS)
+    only = sorted(set(animas)) if animas else None
+    with db.transaction() as conn:
+        plan = plan_day(conn, night)
+        if only is not None:
+            plan = {a: keys for a, keys in plan.items() if a in only}
+        unfinished = sleep_state.unfinished_nights(conn, night.day - timedelta(days=1), only)
+        blocked = {} if night.force else unfinished
+        scope = only
+        if (
+            shard is not None
+        ):  # this run's share of the day, idle animas included; the other shards' runs do the rest
+            plan = {a: keys for a, keys in plan.items() if in_shard(a, shard)}
+            blocked = {a: row for a, row in blocked.items() if in_shard(a, shard)}
+            everyone = only if only is not None else sleep_state.animas_with_conversations(conn)
+            scope = [a for a in everyone if in_shard(a, shard)]
+        skipped = sleep_state.skip_idle(conn, night.day, night.run_id, [*plan, *blocked], scope)
+    failures = [
+        AnimaFailure(a, NIGHT_MARKER, NightOrderError(night.day, a, row))
+        for a, row in sorted(blocked.items())
+    ]
+    tasks = [
+        Task(a, tuple(k for k in selected if k in keys), tuple(keys) if partial else None)
+        for a, keys in plan.items()
+        if a not in blocked and set(keys) & set(selected)
+    ]
+    logger.info(
+        "night of %s: %d anima(s) to run (%s), %d idle recorded as skipped, %d refused by the order rule",
+        night.day,
+        len(tasks),
+        pool.kind(len(tasks)),
+        skipped,
+        len(blocked),
+    )
+    outcomes = pool.run(night, tasks)
+    if tasks:  # the night's writes: recall's plans need fresh statistics (autovacuum may be off)
+        with db.transaction() as conn:
+            keep_fresh(conn, dict.fromkeys((*NIGHT_TABLES, *VECTOR_TABLES), 0))
+    failures += [o.failure for o in outcomes if o.failure is not None]
+    end_unrecorded(db, night, failures)
+    results = [r for o in outcomes for r in o.results]
+    failed_at = min((_index(f.step) for f in failures), default=len(STEPS))
+    if on_step is not None:
+        for key in selected:
+            if _index(key) < failed_at:
+                on_step(night, key, [r for r in results if r.step == key])
+    if failures:
+        raise NightFailed(night.day, failures, results)
+    return results
+
+
+def _budget_guard(
+    db: Database,
+    settings: Settings,
+    engine: Engine,
+    days: list[date],
+    mode: Mode | None,
+    animas: Sequence[str] | None,
+    steps: list[str],
+    force: bool,
+    shard: tuple[int, int] | None,
+) -> None:
+    """Refuse, before anything is sent, a run whose estimate is over the budget's remainder
+    (the same estimate `anima sleep --estimate` prints; night/estimate.py)."""
+    budget = getattr(engine, "budget", None)
+    if budget is None or budget.max_usd is None or getattr(engine, "name", "") == "offline":
+        return
+    from anima_pipeline.night.estimate import estimate_run, refuse_over_budget
+
+    estimates = estimate_run(db, settings, days, mode, animas, steps, force=force, shard=shard)
+    refuse_over_budget(estimates, budget.max_usd - budget.spent.cost_usd)
+
+
+def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
+    """Whether `anima_id` belongs to shard (index, count): crc32 of its id mod count, stable
+    across processes and machines (unlike hash())."""
+    index, count = shard
+    return zlib.crc32(anima_id.encode()) % count == index
+
+
+def _index(step: str) -> int:
+    """A step's place in the registry; a failure of the night itself comes before them all."""
+    return STEP_ORDER.index(step) if step in STEP_ORDER else -1
+
+
+def run_days(
+    db: Database,
+    settings: Settings,
+    days: Iterable[date],
+    steps: Sequence[str] | None = None,
+    mode: Mode | None = None,
+    force: bool = False,
+    animas: Sequence[str] | None = None,
+    *,
+    on_step: OnStep | None = None,
+    on_night: OnNight | None = None,
+    run_id: str | None = None,
+    engine: Engine | None = None,
+    step_settings: dict[str, Any] | None = None,
+    workers: int | None = None,
+    shard: tuple[int, int] | None = None,
+) -> list[StepResult]:
+    """Run whole nights strictly one day after another (ascending, each day once).
+
+    `mode` None means the scheduled rule per day (Monday full, else incremental). One engine
+    (and so one budget), one pool of `workers` (default: settings.workers, else the number
+    of cores) and one heartbeat serve the whole run. Raises NightFailed at the end of the
+    first day on which any anima failed or was refused by the order rule (the later days are
+    not run)."""
+    from anima_pipeline.llm.budget import Budget
+    from anima_pipeline.llm.factory import make_engine
+
+    ordered = sorted(set(days))
+    keys = [s.key for s in select_steps(steps)]
+    fns = step_functions(keys)
+    run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+    if engine is None:
+        engine = make_engine(settings, Budget.from_settings(settings))
+    _budget_guard(db, settings, engine, ordered, mode, animas, list(keys), force, shard)
+    all_results: list[StepResult] = []
+    with (
+        Heartbeat(db.url, run_id, settings.night_lease_s),
+        AnimaPool(
+            db,
+            settings,
+            engine,
+            fns,
+            workers=workers or default_workers(settings),
+            lease_s=settings.night_lease_s,
+        ) as pool,
+    ):
+        for day in ordered:
+            night = Night(
+                day=day,
+                engine=engine,
+                tz=settings.tz,
+                run_id=run_id,
+                force=force,
+                mode=mode or scheduled_mode(day),
+                log_dir=settings.log_dir,
+                settings=dict(step_settings or {}),
+                limits=LossLimits.from_settings(settings),
+                growth=GrowthLimits.from_settings(settings),
+                review=settings.review_mode,
+            )
+            results = run_night(db, night, keys, animas, on_step=on_step, pool=pool, shard=shard)
+            all_results.extend(results)
+            if on_night is not None:
+                on_night(night, results)
+    return all_results
+
+
+# ---- what a (day, step) did, summed over animas: Dagster metadata and CLI output ---------
+
+SUMMARY_KEYS: tuple[str, ...] = (
+    "created",
+    "updated",
+    "deprecated",
+    "merged",
+    "split",
+    "input_chars",
+    "llm_calls",
+    "tokens_in",
+    "tokens_out",
+    "cache_read",
+    "cache_write",
+    "cost_usd",
+    "billed_equiv_in",
+    "one_pass_in",
+    "duration_s",
+    "chunks",
+    "skipped_rounds",
+)
+_USAGE_FIELDS = {
+    "llm_calls": "calls",
+    "tokens_in": "input_tokens",
+    "tokens_out": "output_tokens",
+    "cache_read": "cache_read_tokens",
+    "cache_write": "cache_write_tokens",
+    "cost_usd": "cost_usd",
+    "one_pass_in": "one_pass_tokens",
+}
+
+
+def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
+    """Sum the results of one (day, step) over animas: every SUMMARY_KEYS entry (0 when no
+    result has it), plus any other numeric stat the steps reported, plus `animas` (how many
+    ran) and `already_done` (how many were skipped as done before); strings and `*_index` /
+    `*_cap` labels are left out. A skipped step reports
+    the stats recorded when it ran, so re-runs do not flatten the plots."""
+    out: dict[str, int | float] = dict.fromkeys(SUMMARY_KEYS, 0)
+    out["cost_usd"] = 0.0
+    out["duration_s"] = 0.0
+    extra: dict[str, int | float] = {}
+    for r in results:
+        stats = dict(r.stats)
+        for key, field in _USAGE_FIELDS.items():
+            if key not in stats:
+                stats[key] = getattr(r.usage, field)
+        stats.setdefault("billed_equiv_in", r.usage.billed_equiv_tokens)
+        for key, value in stats.items():
+            if (
+                key in ("duration_s", "already_done")
+                or isinstance(value, bool)
+                or not isinstance(value, int | float)
+            ):
+                continue
+            if key.endswith(
+                ("_index", "_cap")
+            ):  # labels and constants, not amounts (round_index, resident_cap)
+                continue
+            target = out if key in out else extra
+            target[key] = target.get(key, 0) + value
+        out["duration_s"] += r.duration_s
+    out["cost_usd"] = round(float(out["cost_usd"]), 6)
+    out["duration_s"] = round(float(out["duration_s"]), 3)
+    out["billed_equiv_in"] = round(float(out["billed_equiv_in"]), 1)
+    # billed-equivalent input per pass of the input: 1.0 uncached, 1.25 for a first write,
+    # towards 0.1 for a prefix read again and again
+    out["billed_equiv_ratio"] = (
+        round(out["billed_equiv_in"] / out["one_pass_in"], 3) if out["one_pass_in"] else 0.0
+    )
+    out["animas"] = len({r.anima_id for r in results})
+    out["already_done"] = sum(1 for r in results if r.status == "skipped")
+    return {**out, **dict(sorted(extra.items()))}
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the night should be retried: lost database connections, serialization
+    failures, deadlocks. One owner per failure kind: an API overload (429/529/5xx/timeout) is
+    retried per request by the engine (tenacity, ANIMA_LLM_MAX_RETRIES with capped waits), so
+    its RetriesExhausted is final here, as are budget, configuration, refusals, bad tool calls
+    and ordering errors: a retry would fail the same way (or spend more)."""
+    import psycopg
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, NightFailed):  # a retry helps only if every failure could pass
+            return all(f.transient for f in cur.failures)
+        if isinstance(
+            cur,
+            psycopg.OperationalError
+            | psycopg.errors.SerializationFailure
+            | psycopg.errors.DeadlockDetected
+            | ConnectionError
+            | TimeoutError,
+        ):
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False

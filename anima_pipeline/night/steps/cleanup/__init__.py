@@ -1,0 +1,1 @@
+"""Conversation cleanup, the first step of the night."""

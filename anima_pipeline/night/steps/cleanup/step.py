@@ -1,0 +1,128 @@
+"""Conversation cleanup, the first step of the night (seed sleep-v2, "Session cleanup").
+
+A stale conversation (updated_at more than 24 hours before the wall clock, not the CST day
+boundary) is deleted when it holds 0 messages, 1 message of any role, or several messages
+but no assistant reply: such a conversation never became a dialogue and would only feed
+noise to light sleep. Debug conversations are kept (they have their own cleanup), and a
+recent one is kept until a later night, because a "new conversation" opened at 23:59 may
+still get its first message.
+
+Deletion is never a loss: each deleted conversation is recorded in memory_event with the
+conversation row, all its messages and their citations, and `restore_conversation` puts it
+back from that event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from anima_pipeline.core.steps import StepKey
+from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.store import stale_conversations as store
+from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import event as memory_event
+
+STEP = StepKey.CLEANED
+RESTORE_STEP = "conversations/restored"
+STALE_HOURS = 24
+DETAIL_IDS = 200  # how many deleted ids the step result lists (the audit has all of them)
+
+
+def animas_for(conn: Connection, night: Night) -> list[str]:
+    """Every anima with something to delete: a stale, non-debug conversation of fewer than two
+    messages or without an assistant message (stale junk may be older than the night's day).
+    An anima with none has nothing to clean, so an idle night skips the step (runner)."""
+    return store.animas_with_junk(conn, STALE_HOURS)
+
+
+def cleanup(db: Database, night: Night, anima_id: str) -> StepResult:
+    def body(conn: Connection, audit: Audit) -> StepOutcome:
+        stats = {
+            "deleted_empty": 0,
+            "deleted_single": 0,
+            "deleted_no_assistant": 0,
+            "kept_debug": 0,
+            "kept_recent": 0,
+        }
+        deleted: list[str] = []
+        for cand in _candidates(conn, anima_id):
+            if cand["debug"]:
+                stats["kept_debug"] += 1
+            elif not cand["stale"]:
+                stats["kept_recent"] += 1
+            elif rule := _delete(conn, audit, anima_id, cand["id"]):
+                stats[rule] += 1
+                deleted.append(cand["id"])
+            else:
+                stats["kept_changed"] = stats.get("kept_changed", 0) + 1
+        stats["deleted"] = len(deleted)
+        return StepOutcome(stats=stats, details={"deleted": deleted[:DETAIL_IDS]})
+
+    return run_step(db, night, anima_id, STEP, body)
+
+
+def _candidates(conn: Connection, anima_id: str, only: str | None = None) -> list[dict]:
+    """Conversations that match a deletion rule, with whether they are stale (`only`: that one).
+
+    Debug and recent ones are returned too, so the step can say how many it kept and why.
+    """
+    return store.candidates(conn, anima_id, STALE_HOURS, only)
+
+
+def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str) -> str | None:
+    """Delete one candidate, re-checked under its row lock: an agent may have appended to it
+    since the candidates were read (appends do not take the night's anima lock), and a
+    conversation that became a dialogue or recent is kept. The rule that deleted it, or None."""
+    conversation = store.lock_conversation(conn, anima_id, conv_id)
+    now = _candidates(conn, anima_id, only=conv_id)
+    if conversation is None or not now or now[0]["debug"] or not now[0]["stale"]:
+        return None
+    rule = now[0]["rule"]
+    messages = store.conversation_messages(conn, anima_id, conv_id)
+    references = store.conversation_references(conn, anima_id, conv_id)
+    before = {"conversation": conversation, "messages": messages, "references": references, "rule": rule}
+    audit.record("conversation", conv_id, "delete", before, None)
+    # Messages and their memory_reference rows go with the conversation (ON DELETE CASCADE).
+    store.delete_conversation(conn, anima_id, conv_id)
+    return rule
+
+
+def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = None) -> dict[str, Any]:
+    """Re-insert a conversation deleted by cleanup, from its memory_event (the revert story).
+
+    Message ids are kept (OVERRIDING SYSTEM VALUE), so citations and anything else that
+    names a message still point at it. The restore is itself audited (op 'restore').
+    Raises ValueError when the event is not a cleanup deletion or the conversation exists.
+    """
+    event = memory_event(conn, event_id)
+    if event is None or event["table_name"] != "conversation" or event["op"] != "delete":
+        raise ValueError(f"memory_event {event_id} is not a deleted conversation")
+    before = event["before"] or {}
+    conv = before.get("conversation")
+    if not conv:
+        raise ValueError(f"memory_event {event_id} holds no conversation row to restore")
+    if store.conversation_exists(conn, conv["anima_id"], conv["id"]):
+        raise ValueError(f"conversation {conv['id']} of anima {conv['anima_id']} exists; nothing to restore")
+    row = store.insert_conversation(conn, conv)
+    for m in before.get("messages", []):
+        store.insert_message(conn, m)
+    restored_refs = 0
+    for r in before.get("references", []):
+        # A memory may have been forgotten (physically deleted) since: skip its citation.
+        restored_refs += store.insert_reference(conn, r)
+    audit = audit or Audit(
+        conn=conn,
+        anima_id=conv["anima_id"],
+        run_id=f"restore-{event_id}",
+        step=RESTORE_STEP,
+        day=event["day"],
+    )
+    after = {
+        "conversation": row,
+        "messages": len(before.get("messages", [])),
+        "references": restored_refs,
+        "from_event": event_id,
+    }
+    audit.for_anima(conv["anima_id"]).record("conversation", conv["id"], "restore", None, after)
+    return row

@@ -1,0 +1,1 @@
+"""Dream (REM synthesis): one dream journal entry per anima and day."""

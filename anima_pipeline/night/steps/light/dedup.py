@@ -1,0 +1,106 @@
+"""Dedup of fact candidates against the active memories of the same sessions ("message 2")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from anima_pipeline.night.steps.light.records import Decision, FactCandidate
+from anima_pipeline.text.vocab import STOPWORDS
+from anima_pipeline.text.words import CJK, normalize_key
+
+
+def _tokens(text: str) -> set[str]:
+    """Content words, plus Chinese character bigrams, for overlap measures."""
+    key = normalize_key(text)
+    words = {w for w in key.split() if w not in STOPWORDS and not CJK.search(w)}
+    cjk = "".join(CJK.findall(key))
+    return words | {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+
+
+@dataclass
+class _Known:
+    memory_id: int | None  # None: created by an earlier candidate of this batch
+    content: str
+    tokens: set[str]
+    decision: int | None  # index of the decision that currently writes this entry
+    key: str = ""  # normalize_key(content), kept with it
+    position: int = 0  # index in the known list
+
+    def __post_init__(self) -> None:
+        self.key = self.key or normalize_key(self.content)
+
+
+def _relation(key: str, tokens: set[str], known: _Known) -> tuple[int, str]:
+    """(rank, kind): twin > contained > fuller > near; rank 0 means unrelated."""
+    if key == known.key:
+        return 4, "twin"
+    if not tokens or not known.tokens:
+        return 0, ""
+    common = len(tokens & known.tokens)
+    in_known, in_new = common / len(tokens), common / len(known.tokens)
+    if in_known >= 0.9 and in_new >= 0.9:
+        return 4, "twin"
+    if in_known >= 0.85:
+        return 3, "contained"
+    if in_new >= 0.85 and len(tokens) > len(known.tokens):
+        return 2, "fuller"
+    if common / len(tokens | known.tokens) >= 0.75:
+        return 1, "near"
+    return 0, ""
+
+
+def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int, str]]) -> list[Decision]:
+    """One decision per candidate against active memories of the same sessions.
+
+    A twin or a candidate already contained in a memory is skipped; a fuller
+    version of a memory updates that memory; candidates of the same batch are
+    compared too, so no near-duplicate is ever created.
+    """
+    known: list[_Known] = []
+    # Only entries with the same key or a shared token can be related (_relation is 0 otherwise),
+    # so each candidate is compared with those alone, in list order, as a full scan would: a
+    # long message yields many candidates and comparing each with all was quadratic.
+    by_key: dict[str, list[int]] = {}
+    by_token: dict[str, list[int]] = {}
+
+    def index(i: int) -> None:
+        entry = known[i]
+        by_key.setdefault(entry.key, []).append(i)
+        for t in entry.tokens:
+            by_token.setdefault(t, []).append(i)
+
+    for mid, content in existing:
+        known.append(_Known(mid, content, _tokens(content), None, position=len(known)))
+        index(len(known) - 1)
+    decisions: list[Decision] = []
+    for cand in candidates:
+        tokens = _tokens(cand.content)
+        related = set(by_key.get(cand.key, ()))
+        for t in tokens:
+            related.update(by_token.get(t, ()))
+        best, rank, kind = None, 0, ""
+        for i in sorted(related):
+            r, k = _relation(cand.key, tokens, known[i])
+            if r > rank:
+                best, rank, kind = known[i], r, k
+        if best is None:
+            known.append(_Known(None, cand.content, tokens, len(decisions), position=len(known)))
+            index(len(known) - 1)
+            decisions.append(Decision("create", cand, None, cand.content, "new"))
+            continue
+        ref = f"f-{best.memory_id}" if best.memory_id is not None else "an earlier candidate"
+        if kind != "fuller":
+            decisions.append(Decision("skip", cand, best.memory_id, None, f"{kind} of {ref}"))
+            continue
+        if best.decision is not None:  # an earlier write of this batch is superseded
+            old = decisions[best.decision]
+            decisions[best.decision] = Decision(
+                "skip", old.candidate, best.memory_id, None, "superseded by a fuller candidate"
+            )
+        action = "update" if best.memory_id is not None else "create"
+        best.content, best.tokens, best.decision = cand.content, tokens, len(decisions)
+        best.key = normalize_key(cand.content)
+        index(best.position)  # stale index entries only widen the candidates; _relation decides
+        decisions.append(Decision(action, cand, best.memory_id, cand.content, f"fuller version of {ref}"))
+    return decisions

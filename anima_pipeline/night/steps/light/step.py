@@ -1,0 +1,332 @@
+"""Light sleep: the day's conversations into semantic memories (stage 1), emotional anchors
+(stage 2), autobiographical narratives (stage 3, phase A) and the autobiography summary in
+the self layer (stage 3b, phase B). Each stage is its own step, so each can be re-run alone;
+any stage may write nothing and the later ones still run (restraint is a normal result).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from datetime import timedelta
+
+from anima_pipeline.core.steps import LIGHT_SLEEP, StepKey
+from anima_pipeline.llm.contract import OfflinePlan, StepRequest, TextBlock, ToolCall, Usage
+from anima_pipeline.night import prefix, prompts
+from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
+from anima_pipeline.night.prefix import identity_as_found
+from anima_pipeline.night.revert import REVERTED_REASON
+from anima_pipeline.night.steps.light.day_input import (
+    chunk_conversations,
+    load_day,
+    render_day,
+    render_memories,
+)
+from anima_pipeline.night.steps.light.plan import (
+    anchor_plan,
+    autobiography_outline,
+    narrative_plan,
+    semantic_plan,
+    short_date,
+)
+from anima_pipeline.recall.identity import identity_context
+from anima_pipeline.store.archive import DayConversation
+from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.erasure import corrected_wordings
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo
+from anima_pipeline.store.memories import MemoryRepo
+from anima_pipeline.tools.executor import ToolExecutor
+from anima_pipeline.tools.schemas import tool_specs
+from anima_pipeline.tools.scope import Scope
+
+STEP_SEMANTIC = StepKey.SEMANTIC_EXTRACTED
+STEP_LIMBIC = StepKey.ANCHORS_MARKED
+STEP_NARRATIVE = StepKey.AUTOBIOGRAPHY_NARRATED
+STEP_SUMMARY = StepKey.AUTOBIOGRAPHY_SUMMARY
+LIGHT_STEPS = LIGHT_SLEEP
+
+SEMANTIC_TOOLS = ("create_semantic_memory", "update_semantic_memory", "deprecate_semantic_memory")
+NARRATIVE_WINDOW_DAYS = 7
+# The counts each stage always reports, 0 included, so a quiet night plots as 0 instead of a gap.
+ZERO_COUNTS: dict[str, tuple[str, ...]] = {
+    STEP_SEMANTIC: ("created", "updated", "deprecated", "errors"),
+    STEP_LIMBIC: ("anchors", "errors"),
+    STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
+    STEP_SUMMARY: ("self_blocks", "errors"),
+}
+# Each stage's framing (the system prompt) and task (its last user message).
+PROMPTS: dict[str, tuple[str, str]] = {
+    STEP_SEMANTIC: (prompts.LIGHT_SEMANTIC_SYSTEM, prompts.LIGHT_SEMANTIC_TASK),
+    STEP_LIMBIC: (prompts.LIGHT_LIMBIC_SYSTEM, prompts.LIGHT_LIMBIC_TASK),
+    STEP_NARRATIVE: (prompts.LIGHT_NARRATIVE_SYSTEM, prompts.LIGHT_NARRATIVE_TASK),
+    STEP_SUMMARY: (prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_SYSTEM, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_TASK),
+}
+
+
+# The steps whose message 1 is the day's transcript: on one model they send one prefix (the
+# union of their tools and framings, the identity as the night found it, the transcript), so
+# the later ones read it from the cache (night/prefix.py, docs/cost.md).
+STEP_DAY_SUMMARY = StepKey.DAY_SUMMARY
+DAY_FAMILY = (STEP_SEMANTIC, STEP_LIMBIC, STEP_DAY_SUMMARY)
+DAY_FAMILY_TOOLS = {
+    STEP_SEMANTIC: SEMANTIC_TOOLS,
+    STEP_LIMBIC: ("create_emotional_anchor",),
+    STEP_DAY_SUMMARY: ("write_temporal_summary",),
+}
+DAY_FRAMING = {
+    STEP_SEMANTIC: prompts.LIGHT_SEMANTIC_SYSTEM,
+    STEP_LIMBIC: prompts.LIGHT_LIMBIC_SYSTEM,
+    STEP_DAY_SUMMARY: prompts.TEMPORAL_SYSTEM,
+}
+
+
+def day_prefix(night: Night, step: str) -> tuple[tuple[str, ...], str]:
+    """(tools, framing) that `step` of the day family sends: those of the members on its model."""
+    members = prefix.sharing(prefix.engine_models(night.engine), step, DAY_FAMILY)
+    return prefix.tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
+
+
+def day_transcript(convs: list[DayConversation], night: Night) -> str:
+    """The day as message 1, rendered as stage 1 sends it (one chunk: newest first), so every
+    step of the day family sends the same bytes."""
+    chunks = chunk_conversations(convs, night.tz)
+    return render_day(chunks[0] if len(chunks) == 1 else convs, night.tz, night.day.isoformat())
+
+
+def _request(
+    step: str, night: Night, identity: str, inputs: list[str], tools: tuple[str, ...], *, must_write: bool
+) -> StepRequest:
+    """The step's framing and identity as the system prompt, its inputs then its task as the
+    user messages; message 1 (the day, or the step's main input) carries a cache breakpoint,
+    so every later tool turn of the step reads it from the cache instead of paying for it again."""
+    framing, task = PROMPTS[step]
+    if step in DAY_FAMILY:
+        tools, framing = day_prefix(night, step)
+    return StepRequest(
+        step=step,
+        system=prompts.system_blocks(framing, night.day, night.tz, identity),
+        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate([*inputs, task])],
+        tools=tool_specs(tools),
+        must_write=must_write,
+    )
+
+
+def _run(
+    step: str,
+    night: Night,
+    executor: ToolExecutor,
+    identity: str,
+    inputs: list[str],
+    plan: OfflinePlan,
+    *,
+    must_write: bool = False,
+) -> tuple[StepRequest, Usage]:
+    """The stage's request over the tools of the executor's scope, run by the night's engine
+    (the model chooses the tool calls; the offline engine makes those of `plan`)."""
+    request = _request(step, night, identity, inputs, executor.scope.tools, must_write=must_write)
+    return request, night.engine.run(request, executor, plan)
+
+
+def _chars(request: StepRequest) -> int:
+    return sum(len(b.text) for b in [*request.system, *request.user])
+
+
+def _listing(tag: str, header: str, lines: Iterable[str]) -> str:
+    """A tagged list under its header line, "(none)" when it is empty."""
+    return prompts.tagged(tag, header + "\n" + ("\n".join(lines) or "(none)"))
+
+
+def _quiet(step: str, **stats: int) -> StepOutcome:
+    """The stats of a stage with nothing to read: no input, every zero count."""
+    return StepOutcome(stats={**stats, "input_chars": 0, **dict.fromkeys(ZERO_COUNTS[step], 0)})
+
+
+def _outcome(
+    step: str, executor: ToolExecutor, request: StepRequest, usage: Usage, **stats: int
+) -> StepOutcome:
+    """The stats every stage reports: its own counts, the input size, its zero counts (a quiet
+    night plots as 0) overridden by what the executor did."""
+    return StepOutcome(
+        stats={
+            **stats,
+            "input_chars": _chars(request),
+            **dict.fromkeys(ZERO_COUNTS[step], 0),
+            **executor.stats,
+        },
+        usage=usage,
+    )
+
+
+# ---- stage 1: semantic --------------------------------------------------------------
+
+
+def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
+    def body(conn: Connection, audit: Audit) -> StepOutcome:
+        convs = load_day(conn, anima_id, night.start, night.end)
+        stats: dict[str, int] = {"conversations": len(convs), "messages": sum(len(c.messages) for c in convs)}
+        stats.update(
+            dict.fromkeys(ZERO_COUNTS[STEP_SEMANTIC], 0)
+        )  # a night that writes nothing still reports 0
+        usage, chunks_log, input_chars = Usage(), [], 0
+        if convs:
+            system = identity_as_found(conn, anima_id, night)
+            for chunk in chunk_conversations(convs, night.tz):
+                ids = sorted({c.id for c in chunk})
+                meeting = MemoryRepo(conn).by_source_sessions(anima_id, ids)
+                # a memory the user corrected is settled: known (never learned again, nor its
+                # old wording) but not the night's to update
+                existing = [m for m in meeting if m.settled_at is None]
+                settled = [m for m in meeting if m.settled_at is not None]
+                retired = [  # consolidated or retired facts; a reverted run's facts may be learned again
+                    m
+                    for m in MemoryRepo(conn).by_source_sessions(anima_id, ids, status="deprecated")
+                    if not (m.deprecated_reason or "").startswith(REVERTED_REASON)
+                ]
+                retired += settled + corrected_wordings(conn, [m.id for m in settled])
+                msg1 = render_day(chunk, night.tz, night.day.isoformat())
+                msg2 = render_memories(
+                    existing, "# Existing memories from these conversations (ids you may update or deprecate)"
+                )
+                scope = Scope(
+                    anima_id=anima_id,
+                    tools=SEMANTIC_TOOLS,
+                    memory_ids=frozenset(m.id for m in existing),
+                    conversation_ids=frozenset(ids),
+                    default_sources=tuple(ids),
+                    default_observed_at=max(c.ended_at for c in chunk),
+                )
+                executor = ToolExecutor(conn, scope, audit)
+                request, spent = _run(
+                    STEP_SEMANTIC,
+                    night,
+                    executor,
+                    system,
+                    [msg1, msg2],
+                    functools.partial(semantic_plan, chunk, existing, night.tz, retired),
+                )
+                input_chars += _chars(request)
+                usage += spent
+                chunks_log.append(ids)
+                for k, v in executor.stats.items():
+                    stats[k] = stats.get(k, 0) + v
+        stats.update(chunks=len(chunks_log), input_chars=input_chars)
+        return StepOutcome(stats=stats, usage=usage, details={"chunk_conversations": chunks_log})
+
+    return run_step(db, night, anima_id, STEP_SEMANTIC, body)
+
+
+# ---- stage 2: limbic ----------------------------------------------------------------
+
+
+def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
+    def body(conn: Connection, audit: Audit) -> StepOutcome:
+        convs = load_day(conn, anima_id, night.start, night.end)
+        if not convs:
+            return _quiet(STEP_LIMBIC, conversations=0)
+        ids = sorted(c.id for c in convs)
+        existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
+        system = identity_as_found(conn, anima_id, night)
+        msg1 = day_transcript(convs, night)
+        msg2 = _listing(
+            "anchors",
+            "# Anchors already recorded today",
+            (
+                f"- {a['conversation_id']} {a['occurred_at'].astimezone(night.tz).isoformat()} {a['emotion']}"
+                for a in existing
+            ),
+        )
+        scope = Scope(anima_id=anima_id, tools=("create_emotional_anchor",), conversation_ids=frozenset(ids))
+        executor = ToolExecutor(conn, scope, audit)
+        seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
+        request, usage = _run(
+            STEP_LIMBIC, night, executor, system, [msg1, msg2], lambda: anchor_plan(convs, night.tz, seen)
+        )
+        return _outcome(STEP_LIMBIC, executor, request, usage, conversations=len(convs))
+
+    return run_step(db, night, anima_id, STEP_LIMBIC, body)
+
+
+# ---- stage 3: autobiographical narratives (phase A) --------------------------------------
+
+
+def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
+    def body(conn: Connection, audit: Audit) -> StepOutcome:
+        since = night.start - timedelta(days=NARRATIVE_WINDOW_DAYS - 1)
+        recent = [
+            m
+            for m in MemoryRepo(conn).active(anima_id)
+            if m.type in ("experience", "imprint") and m.observed_at and since <= m.observed_at < night.end
+        ]
+        narratives = AutobiographyRepo(conn).active(anima_id)
+        if not recent:
+            return _quiet(STEP_NARRATIVE, candidates=0)
+        system = identity_context(conn, anima_id)
+        msg1 = render_memories(recent, f"# Experience and imprint memories, {since.date()} to {night.day}")
+        msg2 = _listing(
+            "narratives",
+            "# Existing narratives (date, significance, title, the memories each already covers)",
+            (
+                f"- a-{n['id']} {short_date(n['occurred_from'], night.tz)} [{n['significance']}] {n['title']}"
+                f" — covers {', '.join(f'f-{i}' for i in n['source_memory_ids']) or 'no memory'}"
+                for n in narratives
+            ),
+        )
+        scope = Scope(
+            anima_id=anima_id,
+            tools=("create_autobiographical_memory", "deprecate_autobiographical_memory"),
+            memory_ids=frozenset(m.id for m in recent),
+            narrative_ids=frozenset(n["id"] for n in narratives),
+        )
+        executor = ToolExecutor(conn, scope, audit)
+        told = {i for n in narratives for i in n["source_memory_ids"]}
+        request, usage = _run(
+            STEP_NARRATIVE,
+            night,
+            executor,
+            system,
+            [msg1, msg2],
+            lambda: narrative_plan(recent, told, night.tz),
+        )
+        return _outcome(STEP_NARRATIVE, executor, request, usage, candidates=len(recent))
+
+    return run_step(db, night, anima_id, STEP_NARRATIVE, body)
+
+
+# ---- stage 3b: autobiography summary (phase B) -----------------------------------------
+
+
+def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepResult:
+    def body(conn: Connection, audit: Audit) -> StepOutcome:
+        narratives = AutobiographyRepo(conn).active(anima_id)
+        if not narratives:
+            return _quiet(STEP_SUMMARY, narratives_read=0)
+        system = identity_context(conn, anima_id)
+        msg1 = _listing(
+            "narratives",
+            "# Active narratives",
+            (
+                f"- a-{n['id']} [{n['significance']}] {short_date(n['occurred_from'], night.tz)} {n['title']}"
+                for n in narratives
+            ),
+        )
+        scope = Scope(
+            anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"})
+        )
+        executor = ToolExecutor(conn, scope, audit)
+        outline = autobiography_outline(narratives, night.end, night.tz)
+        plan = plan_of(
+            ToolCall(name="write_self_block", input={"name": "autobiography_summary", "content": outline})
+        )
+        request, usage = _run(STEP_SUMMARY, night, executor, system, [msg1], plan, must_write=True)
+        current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
+        return _outcome(
+            STEP_SUMMARY,
+            executor,
+            request,
+            usage,
+            narratives_read=len(narratives),
+            summary_chars=len(current),
+        )
+
+    return run_step(db, night, anima_id, STEP_SUMMARY, body)

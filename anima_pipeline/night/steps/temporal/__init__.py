@@ -1,0 +1,1 @@
+"""Temporal summaries: the day summary and the week / month / year cascade."""

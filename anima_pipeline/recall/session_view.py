@@ -1,0 +1,381 @@
+"""The current conversation as the model sees it: summary | slim | raw (the context-management
+seed's compression), kept within a token budget. Compression never deletes a stored message.
+
+* **raw**: the latest turns verbatim, within `working_raw_share` of the messages budget and
+  never fewer than `working_raw_min_turns` (the very latest turn is cut only when it alone
+  is larger than the whole budget, and then flagged).
+* **slim**: the turns before them, tool output and long content trimmed to
+  `working_slim_chars`, every ``[[anima:f-N]]`` marker kept (appended when the cut took it).
+* **summary**: a rolling summary of everything older, stored per (session, watermark) in
+  ``session_summary``; the watermark is the last message it covers.
+
+A compaction cycle (the seed's advanceCompressionMeta) starts when the slim view no longer
+fits the messages budget less the soft margin (`context_soft_tokens`, at most a fifth of
+the budget): the watermark moves forward until the slim turns take at most half of what the summary
+and the raw turns leave, so the next turns are added without another cycle. Before
+the turns move into the summary they are *flushed*: the engine extracts the durable facts
+in them with light sleep stage 1's rules (`memory/flush.py`), once per cycle (a row in
+``session_flush`` per watermark, in the same transaction). The summary of the new watermark
+extends the stored one with those turns only: the engine (Claude, its instructions and the
+previous summary as a cached prefix; offline: `offline.session_summary`) sees each turn once.
+A turn that needs no cycle reuses the stored summary and calls no engine.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
+
+from anima_pipeline.config import Settings
+from anima_pipeline.llm import offline_summary as extractive
+from anima_pipeline.llm.contract import TextBlock
+from anima_pipeline.store import session_rows as store
+from anima_pipeline.store.db import Connection
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.session_rows import Turn
+
+MARKER = re.compile(r"\[\[anima:f-\d+\]\]")
+TOOL_HEAD = 120  # what a slimmed tool output keeps of itself
+SOFT_SHARE = 0.2  # the soft margin is at most this share of the messages budget
+LOW_WATER = 0.5  # a cycle leaves slim this share of the room raw and the summary leave
+SUMMARY_SHARE = 0.25  # the summary takes at most this share of the messages budget
+
+ViewSegment = Literal["summary", "slim", "raw"]
+
+
+class MessageItem(BaseModel):
+    """One message of the view. `role` is the stored role (user, assistant, tool, system); the
+    summary is one item of role "user" ahead of the turns."""
+
+    segment: ViewSegment
+    role: str
+    content: str
+    message_id: str | None = None  # the host's id (external_id) of a stored message
+    created_at: datetime | None = None
+    chars: int
+    tokens: int
+    cut: bool = False
+
+
+class Summarizer(Protocol):
+    name: str
+
+    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str: ...
+
+
+@dataclass
+class FlushOutcome:
+    memory_ids: list[int] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+Flusher = Callable[[Connection, Audit, Sequence[Turn]], FlushOutcome]
+
+
+class ExtractiveSummarizer:
+    """The offline engine's summary: the compacted turns' most informative sentences."""
+
+    name = "offline"
+
+    def __init__(self, tz: ZoneInfo) -> None:
+        self.tz = tz
+
+    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str:
+        said = [
+            (t.speaker or t.role, t.content, t.created_at) for t in turns if t.role in ("user", "assistant")
+        ]
+        return extractive.extend(previous, extractive.turn_lines(said, self.tz), fits)
+
+
+SUMMARY_STEP = "agent/session_summary"
+SUMMARY_SYSTEM = """\
+You keep the running summary of one conversation between a user and a digital life, so the
+conversation can go on after its older turns leave the context window. You are not in the
+conversation and you answer no one.
+
+Write the summary as short lines "- [MM-DD HH:MM] who: what", in the order things happened:
+who said or decided what, facts about the user and their world, plans with absolute dates,
+open questions and promises. Keep every [[anima:f-N]] marker that a kept line relies on.
+Keep the summary so far as it is (shorten its least important lines only when the whole
+would exceed the limit) and append what the new turns add. Answer with the summary only."""
+
+
+class ClaudeSummarizer:
+    """The summary written by Claude: its instructions and the identity context are a cached
+    prefix (the same every cycle of every session of the anima), then the summary so far,
+    then only the turns that leave the view."""
+
+    name = "anthropic"
+
+    def __init__(self, engine: Any, identity: str, tz: ZoneInfo, chars_per_token: float) -> None:
+        self.engine, self.identity, self.tz, self.chars_per_token = engine, identity, tz, chars_per_token
+
+    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str:
+        said = "\n".join(
+            f"[{t.created_at.astimezone(self.tz):%m-%d %H:%M}] {t.speaker or t.role}: {slim(t, 2000)[0]}"
+            for t in turns
+        )
+        limit = 4000.0
+        while limit > 200 and not fits("x" * int(limit)):
+            limit *= 0.8
+        prompt = [
+            TextBlock(text="<summary_so_far>\n" + (previous or "(none yet)") + "\n</summary_so_far>"),
+            TextBlock(text="<new_turns>\n" + said + "\n</new_turns>"),
+            TextBlock(
+                text=f"Write the summary so far extended with the new turns, at most {int(limit)} characters."
+            ),
+        ]
+        system = [TextBlock(text=SUMMARY_SYSTEM), TextBlock(text=self.identity, cache=True)]
+        text, _ = self.engine.complete(SUMMARY_STEP, system, prompt, max_tokens=2048)
+        while text and not fits(text):  # the model overshot: drop its last lines
+            text = text.rsplit("\n", 1)[0] if "\n" in text else text[: len(text) * 4 // 5]
+        return text.strip()
+
+
+def slim(turn: Turn, max_chars: int) -> tuple[str, bool]:
+    """A turn trimmed to `max_chars` (tool output to a head and its size), markers kept."""
+    text = turn.content
+    if turn.role == "tool":
+        head = " ".join(text[:TOOL_HEAD].split())
+        out = f"[tool output, {len(text)} chars] {head}" + (" …" if len(text) > TOOL_HEAD else "")
+    elif len(text) <= max_chars:
+        return text, False
+    else:
+        room = max(40, max_chars - 3)
+        head, tail = text[: room * 2 // 3], text[len(text) - room // 3 :]
+        head = head.rsplit(" ", 1)[0] if " " in head[-30:] else head
+        tail = tail.split(" ", 1)[-1] if " " in tail[:30] else tail
+        out = f"{head.rstrip()} … {tail.lstrip()}"
+    kept = set(MARKER.findall(out))
+    lost = [m for m in dict.fromkeys(MARKER.findall(text)) if m not in kept]
+    if lost:
+        out += " " + " ".join(lost)
+    return out, out != text
+
+
+@dataclass
+class Plan:
+    """Which turns go where: indexes into the session's turns."""
+
+    covered: int  # turns[:covered] are in the stored summary
+    compact_to: int  # turns[covered:compact_to] move into the summary in this cycle
+    slim_from: int  # turns[compact_to:raw_from] are slim
+    raw_from: int  # turns[raw_from:] are raw
+
+    @property
+    def compacts(self) -> bool:
+        return self.compact_to > self.covered
+
+
+def plan_view(
+    turns: Sequence[Turn],
+    covered: int,
+    summary_tokens: int,
+    budget: int,
+    settings: Settings,
+    count: Callable[[str], int],
+) -> Plan:
+    """Where raw, slim and the summary start, for a messages budget of `budget` tokens."""
+    n = len(turns)
+    raw_cost = [count(t.content) for t in turns]
+    slim_cost = [count(slim(t, settings.working_slim_chars)[0]) for t in turns]
+    soft = min(settings.context_soft_tokens, int(budget * SOFT_SHARE))
+    room = budget - summary_tokens
+    if sum(raw_cost[covered:]) <= room:
+        return Plan(covered, covered, covered, covered)
+    raw_from = _raw_from(raw_cost, covered, room * settings.working_raw_share, settings.working_raw_min_turns)
+    if sum(raw_cost[raw_from:]) + sum(slim_cost[covered:raw_from]) <= room - soft:
+        return Plan(covered, covered, covered, raw_from)
+    # a compaction cycle: the summary may grow to its share; raw and slim keep half the rest
+    room = budget - max(summary_tokens, summary_limit(budget, settings))
+    raw_from = max(
+        covered,
+        _raw_from(raw_cost, covered, room * settings.working_raw_share, settings.working_raw_min_turns),
+    )
+    keep = sum(raw_cost[raw_from:])
+    target = keep + int(max(0, room - soft - keep) * LOW_WATER)  # slim takes half of what raw leaves
+    slim_from = raw_from
+    while slim_from > covered and keep + slim_cost[slim_from - 1] <= target:
+        slim_from -= 1
+        keep += slim_cost[slim_from]
+    if slim_from == covered and n > covered:  # everything fits after all: no cycle needed
+        return Plan(covered, covered, covered, raw_from)
+    return Plan(covered, slim_from, slim_from, raw_from)
+
+
+def summary_limit(budget: int, settings: Settings) -> int:
+    """The tokens the rolling summary may take: its setting, at most a share of the budget."""
+    return max(1, min(settings.working_summary_tokens, int(budget * SUMMARY_SHARE)))
+
+
+def _raw_from(cost: list[int], covered: int, raw_budget: float, min_turns: int) -> int:
+    i, used = len(cost), 0
+    while i > covered:
+        c = cost[i - 1]
+        if len(cost) - i >= min_turns and used + c > raw_budget:
+            break
+        used += c
+        i -= 1
+    return i
+
+
+def _covered(turns: Sequence[Turn], summary: dict | None) -> int:
+    if summary is None:
+        return 0
+    mark = (summary["watermark_at"], summary["watermark"])
+    return sum(1 for t in turns if (t.created_at, t.id) <= mark)
+
+
+@dataclass
+class Session:
+    """A session as read under its lock: its turns in order and its latest stored summary."""
+
+    id: str
+    turns: list[Turn]
+    stored: dict | None
+
+    @property
+    def covered(self) -> int:
+        return _covered(self.turns, self.stored)
+
+    def need(self, count: Callable[[str], int]) -> int:
+        """Tokens the view takes uncompressed: the stored summary and every turn after it."""
+        summary = self.stored["content"] if self.stored else ""
+        return count(summary) + sum(count(t.content) for t in self.turns[self.covered :])
+
+
+def open_session(conn: Connection, anima_id: str, session_id: str) -> Session:
+    """Lock the session (until the transaction ends: one compaction at a time) and read it."""
+    store.lock_session(conn, anima_id, session_id)
+    turns = store.session_turns(conn, anima_id, session_id)
+    return Session(session_id, turns, store.latest_summary(conn, anima_id, session_id))
+
+
+@dataclass
+class SessionView:
+    items: list[MessageItem]
+    turns: int
+    watermark: int | None  # the stored summary's (after this call)
+    compacted: bool  # this call ran a compaction cycle
+    flushed: FlushOutcome | None
+    summary_reused: bool  # a stored summary was used as it was
+
+
+def session_view(
+    conn: Connection,
+    audit: Audit,
+    session: Session,
+    budget: int,
+    *,
+    settings: Settings,
+    count: Callable[[str], int],
+    summarizer: Summarizer,
+    flusher: Flusher | None,
+) -> SessionView:
+    """The session's messages within `budget` tokens, compacting (flush, then summary) when
+    the view needs a new cycle. Runs in the caller's transaction, `session` opened (locked) in it."""
+    anima_id, session_id = audit.anima_id, session.id
+    turns, stored, covered = session.turns, session.stored, session.covered
+    summary = stored["content"] if stored else ""
+    plan = plan_view(turns, covered, count(summary), budget, settings, count)
+    flushed = None
+    if plan.compacts:
+        moving = turns[plan.covered : plan.compact_to]
+        mark = moving[-1]
+        if flusher is not None and store.flush_of(conn, anima_id, session_id, mark.id) is None:
+            flushed = flusher(conn, audit, moving)
+            store.record_flush(
+                conn,
+                audit,
+                session_id,
+                mark.id,
+                stored["watermark"] if stored else None,
+                flushed.memory_ids,
+                flushed.stats,
+                summarizer.name,
+            )
+        limit = summary_limit(budget, settings)
+        summary = summarizer.extend(summary, moving, lambda text: count(text) <= limit)
+        stored = store.save_summary(
+            conn,
+            audit,
+            session_id,
+            mark,
+            stored["watermark"] if stored else None,
+            summary,
+            plan.compact_to,
+            summarizer.name,
+        )
+        summary = stored["content"]
+    items: list[MessageItem] = []
+    if summary:
+        items.append(
+            MessageItem(
+                segment="summary", role="user", content=summary, chars=len(summary), tokens=count(summary)
+            )
+        )
+    for t in turns[plan.compact_to : plan.raw_from]:
+        text, was_cut = slim(t, settings.working_slim_chars)
+        items.append(_item("slim", t, text, was_cut, count))
+    raw = turns[plan.raw_from :]
+    left = budget - sum(i.tokens for i in items)
+    costs = [count(t.content) for t in raw]
+    rest = sum(costs)  # what turn k and every later one cost raw (kept as it goes, not re-summed)
+    for k, t in enumerate(raw):
+        segment: ViewSegment = "raw"
+        text, was_cut = t.content, False
+        # the latest turns do not all fit (huge tool output): the oldest of them are slimmed
+        # (once one fits, every later one does), and the very last is cut as a last resort
+        if k < len(raw) - 1 and rest > left:
+            (text, was_cut), segment = slim(t, settings.working_slim_chars), "slim"
+        elif k == len(raw) - 1 and costs[k] > left:
+            text, was_cut = _fit(text, max(1, left), count), True
+        item = _item(segment, t, text, was_cut, count)
+        left -= item.tokens
+        rest -= costs[k]
+        items.append(item)
+    return SessionView(
+        items=items,
+        turns=len(turns),
+        watermark=stored["watermark"] if stored else None,
+        compacted=plan.compacts,
+        flushed=flushed,
+        summary_reused=bool(stored) and not plan.compacts,
+    )
+
+
+def _item(segment: ViewSegment, t: Turn, text: str, cut: bool, count: Callable[[str], int]) -> MessageItem:
+    return MessageItem(
+        segment=segment,
+        role=t.role,
+        content=text,
+        message_id=t.external_id,
+        created_at=t.created_at,
+        chars=len(text),
+        tokens=count(text),
+        cut=cut,
+    )
+
+
+def _fit(text: str, tokens: int, count: Callable[[str], int]) -> str:
+    """The head of `text` within `tokens`, with the markers it held appended (counted too)."""
+    markers = " ".join(dict.fromkeys(MARKER.findall(text)))
+    tail = " …" + (" " + markers if markers else "")
+    room = tokens - count(tail)
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    head = text[:lo]
+    while head and count(head + tail) > tokens:  # the join may round up
+        head = head[:-1]
+    return head + tail

@@ -1,0 +1,70 @@
+"""HTTP routes of review mode (docs/review.md): list a night's proposals, approve or reject them.
+Same keys as the memory routes: a key decides over its own anima's proposals only."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel, Field
+
+from anima_pipeline.core.validation import Name, Text
+from anima_pipeline.night.guards import LossGuardTripped
+from anima_pipeline.review import decisions as review
+from anima_pipeline.service.http.app import ApiError, Memory
+
+router = APIRouter(prefix="/v1/animas/{anima_id}/review", tags=["review"])
+ProposalRef = Annotated[str, Path(pattern=r"^r-\d{1,18}$", description="a proposal id, r-N")]
+
+
+class DecisionBody(BaseModel):
+    by: Name = Field("api", description="who decides (kept in the audit log)")
+    reason: Text | None = Field(None, max_length=2000, description="why (kept with a rejection)")
+
+
+@router.get("", response_model=list[review.ProposalView], summary="Proposals of review mode")
+def proposals(
+    request: Request,
+    memory: Memory,
+    day: Annotated[date | None, Query(description="only this night")] = None,
+    status: Annotated[Literal["pending", "approved", "rejected", "conflict"], Query()] = "pending",
+) -> list[review.ProposalView]:
+    """Each proposal with the model's reason and the memories it would change."""
+    return review.pending(request.app.state.db, memory.anima_id, day, status)
+
+
+@router.post("/{proposal}/approve", response_model=list[review.Decision], summary="Approve a proposal")
+def approve(
+    request: Request, memory: Memory, proposal: ProposalRef, body: DecisionBody | None = None
+) -> list[review.Decision]:
+    """Apply exactly the proposed operation (audited, revertible); 409 when it was decided before
+    or the loss guard refuses it; a proposal whose memories changed since comes back as `conflict`."""
+    by = body.by if body else "api"
+    return _decide(
+        lambda: review.approve(
+            request.app.state.db, request.app.state.settings, memory.anima_id, [proposal], who=by
+        )
+    )
+
+
+@router.post("/{proposal}/reject", response_model=list[review.Decision], summary="Reject a proposal")
+def reject(
+    request: Request, memory: Memory, proposal: ProposalRef, body: DecisionBody | None = None
+) -> list[review.Decision]:
+    body = body or DecisionBody()
+    return _decide(
+        lambda: review.reject(
+            request.app.state.db, memory.anima_id, [proposal], who=body.by, reason=body.reason
+        )
+    )
+
+
+def _decide(action) -> list[review.Decision]:
+    try:
+        return action()
+    except review.ReviewError as exc:
+        status = 404 if "is not a proposal" in str(exc) else 409
+        raise ApiError(status, "not_found" if status == 404 else "conflict", str(exc), "proposal") from None
+    except LossGuardTripped as exc:
+        raise ApiError(409, "loss_guard", str(exc)) from None

@@ -1,0 +1,147 @@
+"""The MCP server through the official SDK's own client: `anima mcp` launched over stdio (as
+Claude Desktop / Claude Code launch it) and over streamable HTTP, on a real store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx2 as httpx
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from anima_pipeline.config import Settings
+from anima_pipeline.memory.facade import AnimaMemory
+from anima_pipeline.store.db import Database
+from testkit.live_server import free_port
+
+ANIMA = str(Path(sys.executable).parent / "anima")
+
+
+def _env(db_url: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ANIMA_TEST_DATABASE_URL"}
+    return {**env, "ANIMA_DATABASE_URL": db_url, "ANIMA_HOME": str(home)}
+
+
+def _seed(db: Database, db_url: str, tmp_path: Path) -> str:
+    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path))
+    ref = memory.remember("Lena moved to Lisbon in April 2026", "world", session_id="c1").id
+    AnimaMemory(db, "bruno", settings=Settings(database_url=db_url, home=tmp_path)).remember(
+        "Bruno keeps bees in Lisbon"
+    )
+    return ref
+
+
+def _stdio(db_url: str, home: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=ANIMA, args=["mcp", "--anima", "aria", *extra], env=_env(db_url, home)
+    )
+
+
+def _text(result) -> str:
+    return "\n".join(block.text for block in result.content if getattr(block, "text", None))
+
+
+def test_stdio_lists_read_only_tools_and_returns_a_context(db: Database, db_url: str, tmp_path: Path) -> None:
+    ref = _seed(db, db_url, tmp_path)
+
+    async def main() -> None:
+        async with Client(_stdio(db_url, tmp_path)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {
+                "context",
+                "search",
+                "search_messages",
+            }  # read-only without --allow-remember
+            assert "query" in tools["context"].input_schema["properties"]
+            assert tools["context"].input_schema["required"] == ["query"]
+            assert "[[anima:f-N]]" in tools["context"].description
+            assert tools["search"].annotations.read_only_hint is True
+            ctx = await client.call_tool("context", {"query": "Where does Lena live now?"})
+            assert not ctx.is_error
+            assert f"[[anima:{ref}]] Lena moved to Lisbon in April 2026" in _text(ctx)
+            assert "bees" not in _text(ctx)  # scoped to one anima by configuration
+            found = await client.call_tool("search", {"query": "Lisbon", "limit": 5})
+            lines = _text(found).splitlines()  # compact: a head line, then ref | date | type | text
+            assert (
+                lines[1] == f"{ref} | {lines[1].split(' | ')[1]} | world | Lena moved to Lisbon in April 2026"
+            )
+            assert len(lines) == 2 and found.structured_content is None
+            as_json = await client.call_tool("search", {"query": "Lisbon", "limit": 5, "format": "json"})
+            assert [m["ref"] for m in as_json.structured_content["items"]] == [ref]
+            assert "format" in tools["search"].input_schema["properties"]
+            said = await client.call_tool("search_messages", {"query": "Lisbon"})
+            assert not said.is_error and _text(said).startswith("0 result(s)")
+            refused = await client.call_tool("remember", {"content": "x"})
+            assert refused.is_error
+            bad = await client.call_tool("search", {"query": "Lisbon", "limit": 0})
+            assert bad.is_error and "limit" in _text(bad)
+
+    anyio.run(main)
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 2
+
+
+def test_stdio_remember_when_enabled_is_audited_and_recalled(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    async def main() -> str:
+        async with Client(_stdio(db_url, tmp_path, "--allow-remember", "--new")) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert names == {"context", "search", "search_messages", "remember", "working_context"}
+            made = await client.call_tool(
+                "remember",
+                {"content": "Aria's user is vegetarian since 2024", "type": "preference", "session_id": "c7"},
+            )
+            assert not made.is_error, _text(made)
+            ref = made.structured_content["id"]
+            ctx = await client.call_tool("context", {"query": "is the user vegetarian?"})
+            assert f"[[anima:{ref}]]" in _text(ctx)
+            return ref
+
+    ref = anyio.run(main)
+    with db.transaction() as conn:
+        event = conn.execute(
+            "SELECT step, anima_id FROM memory_event WHERE table_name = 'semantic_memory' AND memory_id = %s",
+            (ref.removeprefix("f-"),),
+        ).fetchone()
+    assert event == {"step": "agent/remember", "anima_id": "aria"}
+
+
+def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_path: Path) -> None:
+    ref = _seed(db, db_url, tmp_path)
+    port = free_port()
+    proc = subprocess.Popen(
+        [ANIMA, "mcp", "--anima", "aria", "--transport", "streamable-http", "--port", str(port)],
+        env=_env(db_url, tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
+                time.sleep(0.2)
+
+        async def main() -> None:
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                assert {t.name for t in (await client.list_tools()).tools} == {
+                    "context",
+                    "search",
+                    "search_messages",
+                }
+                ctx = await client.call_tool("context", {"query": "Lena Lisbon"})
+                assert f"[[anima:{ref}]]" in _text(ctx)
+
+        anyio.run(main)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

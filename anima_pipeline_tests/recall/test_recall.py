@@ -1,0 +1,421 @@
+"""Chat-time recall on a real store: sections within their budgets, exclusions, typos, Chinese,
+dates, active search, the indexes actually used, and nothing written."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from anima_pipeline.config import Settings
+from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
+from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.ranking import common_lexemes
+from anima_pipeline.recall.resident import resident_set
+from anima_pipeline.recall.sections import TRUNCATION_MARK, Budgets
+from anima_pipeline.store.db import Database
+
+A = "aria"
+NOW = datetime(2024, 6, 20, 12, tzinfo=UTC)
+
+
+def _add(
+    conn,
+    content: str,
+    *,
+    anima: str = A,
+    sources: tuple[str, ...] = ("aria:s1",),
+    pinned: bool = False,
+    refs: float = 0,
+    status: str = "active",
+    observed: datetime | None = None,
+) -> int:
+    return conn.execute(
+        """INSERT INTO semantic_memory
+               (anima_id, type, content, source_sessions, pinned, reference_count, status, observed_at)
+           VALUES (%s, 'world', %s, %s, %s, %s, %s, %s) RETURNING id""",
+        (anima, content, list(sources), pinned, refs, status, observed),
+    ).fetchone()["id"]
+
+
+def _say(
+    conn,
+    content: str,
+    *,
+    conv: str = "aria:c1",
+    speaker: str = "Lin Wei",
+    at: datetime = datetime(2024, 5, 3, 12, tzinfo=UTC),
+    anima: str = A,
+    title: str | None = "evening chat",
+) -> int:
+    conn.execute(
+        """INSERT INTO conversation (id, anima_id, title, created_at, updated_at) VALUES (%s, %s, %s, %s, %s)
+           ON CONFLICT DO NOTHING""",
+        (conv, anima, title, at, at),
+    )
+    n = conn.execute("SELECT count(*) AS n FROM message").fetchone()["n"]
+    return conn.execute(
+        """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at)
+           VALUES (%s, %s, %s, 'user', %s, %s, %s) RETURNING id""",
+        (anima, conv, f"x{n}", speaker, content, at),
+    ).fetchone()["id"]
+
+
+def _ids(ctx, section: str) -> list[int]:
+    return [i.id for i in ctx.section(section).items]
+
+
+def _texts(ctx, section: str) -> list[str]:
+    return [i.text for i in ctx.section(section).items]
+
+
+def _ctx(conn, query: str, **kw):
+    return assemble_context(conn, A, query, settings=Settings(), now=NOW, **kw)
+
+
+# --- resident set -----------------------------------------------------------------------
+
+
+def test_resident_is_pinned_union_top_n_by_reference_count(db: Database) -> None:
+    with db.transaction() as conn:
+        pins = [_add(conn, f"pinned fact {i}", pinned=True, refs=i) for i in range(3)]
+        cited = [_add(conn, f"cited fact {i}", refs=i + 1) for i in range(25)]
+        _add(conn, "never cited fact")
+        _add(conn, "deprecated pin", pinned=True, refs=99, status="deprecated")
+        _add(conn, "another anima's pin", anima="other", pinned=True)
+        resident, overflow = resident_set(conn, A)
+        ctx = _ctx(conn, "fact")
+    ids = [m.id for m in resident]
+    assert overflow == 0
+    assert ids[:3] == pins[::-1]  # pins first, most cited pin first
+    assert ids[3:] == cited[::-1][:20]  # then the top 20 by reference_count
+    assert _ids(ctx, "resident") == ids
+    assert set(_ids(ctx, "memories")).isdisjoint(ids)  # resident ones are not repeated
+
+
+def test_pins_beyond_the_cap_are_cut_reported_and_never_unpinned(db: Database, caplog) -> None:
+    with db.transaction() as conn:
+        for i in range(45):
+            _add(conn, f"pin {i}", pinned=True, refs=i)
+        _add(conn, "cited", refs=100)
+        with caplog.at_level(logging.WARNING, logger="anima_pipeline"):
+            resident, overflow = resident_set(conn, A)
+        ctx = _ctx(conn, "pin")
+        still_pinned = conn.execute("SELECT count(*) AS n FROM semantic_memory WHERE pinned").fetchone()["n"]
+    assert overflow == 5 and ctx.resident_overflow == 5
+    assert sum(m.pinned for m in resident) == 40 and len(resident) == 41
+    assert still_pinned == 45
+    assert "over pinned_max" in caplog.text
+    # the cut pins are not resident, so passive recall may still bring them back
+    assert set(_texts(ctx, "memories")) <= {f"pin {i}" for i in range(5)}
+
+
+# --- sections and budgets ---------------------------------------------------------------
+
+
+def test_sections_fill_their_budgets_and_a_long_item_never_overflows(db: Database) -> None:
+    with db.transaction() as conn:
+        for i in range(40):
+            _add(conn, f"Kayak trip number {i:02d}: " + "paddling along the quiet river " * 3)
+            _say(conn, f"The kayak went over a weir on trip {i:02d}, " + "cold water everywhere " * 3)
+        huge = _add(conn, "Kayak " + "the longest kayak story ever told, " * 200)
+        _say(conn, "kayak " * 2000)
+        ctx = _ctx(conn, "kayak trip")
+        small = _ctx(conn, "kayak trip", budgets=Budgets(recall=300, memory_share=0.5))
+        story = _ctx(conn, "the longest story")
+    recall_sections = [ctx.section(n) for n in ("summaries", "memories", "episodic")]
+    used = sum(s.chars_used for s in recall_sections)
+    assert 1800 < used <= 2000  # packed by characters, up to the budget, never over it
+    for s in (s for s in ctx.sections if s.items):
+        # the header, the blank line before it and each line's newline count: rendered, it fits
+        assert len(s.render()) + 2 <= s.chars_used == sum(i.chars + 1 for i in s.items) + len(s.title) + 4
+        assert s.chars_used <= s.budget and all(i.chars == len(i.line) for i in s.items)
+    recalled = "\n\n".join(s.render() for s in recall_sections if s.items)
+    assert len(recalled) <= 2000
+    assert ctx.section("memories").items and ctx.section("episodic").items  # both sections take part
+    long_ones = [i for i in ctx.items() if i.truncated]
+    assert all(i.chars <= 400 and i.text.endswith(TRUNCATION_MARK) for i in long_ones)
+    assert any(i.kind == "message" for i in long_ones)
+    (cut,) = story.section("memories").items
+    assert cut.id == huge and cut.truncated and cut.chars <= 400 and len(cut.text) < 400
+    assert sum(s.chars_used for s in small.sections if s.name != "resident") <= 300
+    assert ctx.chars == len(ctx.rendered) and "# Past messages" in ctx.rendered
+
+
+def test_messages_show_date_speaker_and_title(db: Database) -> None:
+    with db.transaction() as conn:
+        _say(conn, "I finally adopted a greyhound called Biscuit.", speaker="Odile", title="Sunday walk")
+        ctx = _ctx(conn, "What kind of dog did Odile adopt?")
+    (item,) = ctx.section("episodic").items
+    assert item.line == '- [2024-05-03 Odile, "Sunday walk"] I finally adopted a greyhound called Biscuit.'
+    assert (item.speaker, item.title, item.date) == ("Odile", "Sunday walk", date(2024, 5, 3))
+
+
+# --- exclusions --------------------------------------------------------------------------
+
+
+def test_the_current_session_and_its_only_sourced_memories_are_excluded(db: Database) -> None:
+    with db.transaction() as conn:
+        own = _add(conn, "Lin Wei is baking a lemon cake right now.", sources=("aria:now",))
+        mixed = _add(conn, "Lin Wei bakes a lemon cake every spring.", sources=("aria:old", "aria:now"))
+        old = _add(conn, "Lin Wei's lemon cake recipe came from her grandmother.", sources=("aria:old",))
+        said_now = _say(conn, "The lemon cake is in the oven.", conv="aria:now")
+        said_before = _say(conn, "Grandmother's lemon cake needs two lemons.", conv="aria:old")
+        everything = _ctx(conn, "lemon cake")
+        ctx = _ctx(conn, "lemon cake", session_id="aria:now")
+    assert set(_ids(everything, "memories")) == {own, mixed, old}
+    assert set(_ids(everything, "episodic")) == {said_now, said_before}
+    assert set(_ids(ctx, "memories")) == {mixed, old}
+    assert _ids(ctx, "episodic") == [said_before]
+
+
+def test_deprecated_memories_and_debug_conversations_are_never_recalled(db: Database) -> None:
+    with db.transaction() as conn:
+        _add(conn, "Lin Wei lives in Shanghai.", status="deprecated", pinned=True, refs=5)
+        live = _add(conn, "Lin Wei moved to Hangzhou.")
+        _say(conn, "test harness: Shanghai Hangzhou", conv="aria:debug")
+        conn.execute("UPDATE conversation SET debug = true WHERE id = 'aria:debug'")
+        ctx = _ctx(conn, "Where does Lin Wei live, Shanghai or Hangzhou?")
+    assert _ids(ctx, "resident") == [] and _ids(ctx, "memories") == [live]
+    assert _ids(ctx, "episodic") == []
+
+
+# --- matching ----------------------------------------------------------------------------
+
+
+def test_question_words_are_dropped_and_stems_come_from_postgres(db: Database) -> None:
+    with db.transaction() as conn:
+        cat = _add(conn, "Lin Wei's cat is called Mochi and sleeps on the piano.")
+        _add(conn, "What a day: when it rains, they go where it is dry, and that is how it was.")
+        painted = _add(conn, "Lin Wei painted a sunrise over the lake.")
+        found = _ctx(conn, "What is the name of the cat?")
+        nothing = _ctx(conn, "When did you go there, what was it and how?")
+        stem = _ctx(conn, "Does Lin Wei paint?")
+    assert _ids(found, "memories") == [cat] and "cat" in found.section("memories").items[0].why
+    assert "go" not in plan_query("When did you go there, what was it and how?").words
+    assert _ids(nothing, "memories") == [] and _ids(nothing, "episodic") == []
+    assert _ids(stem, "memories")[0] == painted  # 'english' stems painted and paint alike
+
+
+def test_a_misspelt_word_is_found_by_trigrams(db: Database) -> None:
+    with db.transaction() as conn:
+        mem = _add(conn, "Lin Wei booked a table at the new ramen restaurant downtown.")
+        _add(conn, "Lin Wei repaired the bicycle on Sunday.")
+        msg = _say(conn, "That restaurant had the best noodles in town.")
+        ctx = _ctx(conn, "which resturant?")
+    assert _ids(ctx, "memories") == [mem] and "resturant~" in ctx.section("memories").items[0].why
+    assert _ids(ctx, "episodic") == [msg]
+
+
+def test_a_word_the_anima_uses_is_never_corrected(db: Database) -> None:
+    # "regards" is in no memory, but the anima wrote it: the memories are not searched as "rewards"
+    with db.transaction() as conn:
+        _add(conn, "Lin Wei collects loyalty rewards at the bakery.")
+        said = _say(conn, "Kind regards from the whole team, see you Monday.")
+        ctx = _ctx(conn, "regards")
+    assert _ids(ctx, "memories") == [] and _ids(ctx, "episodic") == [said]
+    assert not any("~" in i.why for i in ctx.items())
+
+
+def test_the_vocabulary_follows_inserts_and_updates_per_anima(db: Database) -> None:
+    with db.transaction() as conn:
+        mem = _add(conn, "Lin Wei restores antique clocks.")
+        _say(conn, "The harpsichord needs tuning.")
+        _add(conn, "Bruno likes zucchini.", anima="bruno")
+        conn.execute(
+            "UPDATE semantic_memory SET content = 'Lin Wei restores antique barometers.' WHERE id = %s",
+            (mem,),
+        )
+        words = {
+            (r["anima_id"], r["word"])
+            for r in conn.execute("SELECT anima_id, word FROM recall_word").fetchall()
+        }
+    assert {(A, "clocks"), (A, "barometers"), (A, "harpsichord"), ("bruno", "zucchini")} <= words
+    assert (A, "zucchini") not in words and (A, "the") not in words  # per anima; short words left out
+
+
+def test_a_chinese_question(db: Database) -> None:
+    with db.transaction() as conn:
+        hotpot = _add(conn, "林薇最喜欢吃火锅，尤其是麻辣锅底。")
+        hangzhou = _add(conn, "林薇在杭州工作了三年。")
+        _add(conn, "The weather in Hangzhou was rainy all week.")
+        said = _say(conn, "周末我们去吃了一家新开的火锅店。")
+        food = _ctx(conn, "林薇喜欢吃什么？")
+        work = _ctx(conn, "她在杭州做什么")
+        hot = _ctx(conn, "火锅店在哪里")
+    assert _ids(food, "memories")[0] == hotpot and "喜欢" in food.section("memories").items[0].why
+    assert _ids(work, "memories") == [hangzhou]
+    assert _ids(hot, "episodic") == [said]
+
+
+def test_a_date_question_prefers_dated_memories_and_summaries(db: Database) -> None:
+    with db.transaction() as conn:
+        _add(conn, "Odile loves the chess club she goes to.")
+        dated = _add(conn, "Odile went to a chess club on 2023-05-07.")
+        may = _add(conn, "Odile joined a pottery class.", observed=datetime(2023, 5, 20, tzinfo=UTC))
+        _add(conn, "Odile joined a choir.", observed=datetime(2023, 9, 2, tzinfo=UTC))
+        conn.execute(
+            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content) VALUES
+               (%s, 'month', '2023-05-01', '2023-05-31', 'May: Odile started pottery and kept going to her group.'),
+               (%s, 'month', '2023-09-01', '2023-09-30', 'September: choir practice every week.')""",
+            (A, A),
+        )
+        when = _ctx(conn, "When did Odile go to the chess club?")
+        in_may = _ctx(conn, "What did Odile join in May 2023?")
+        plain = _ctx(conn, "What did Odile join?")
+    assert _ids(when, "memories")[0] == dated and "(dated)" in when.section("memories").items[0].why
+    assert _ids(in_may, "memories")[0] == may and in_may.periods == ["2023-05-01/2023-06-01"]
+    assert _texts(in_may, "summaries")[0].startswith("May: Odile started pottery")
+    assert in_may.section("summaries").chars_used <= 500
+    assert plain.section("summaries").items == [] and not plain.asks_time
+
+
+def test_relative_periods_are_read_against_now() -> None:
+    today = date(2024, 6, 20)  # a Thursday
+    (week,) = plan_query("what did we talk about last week", today).periods
+    assert (week.start, week.end) == (date(2024, 6, 10), date(2024, 6, 17))
+    (month,) = plan_query("上个月我们聊了什么", today).periods
+    assert (month.start, month.end) == (date(2024, 5, 1), date(2024, 6, 1))
+    (day,) = plan_query("What happened on 7 May 2023?", today).periods
+    assert (day.start, day.end) == (date(2023, 5, 7), date(2023, 5, 8))
+    words = plan_query("When did Odile go to the chess club?").words
+    assert {"odile", "chess", "club"} <= set(words) and "go" not in words
+
+
+# --- active search -----------------------------------------------------------------------
+
+
+def test_active_search_pages_and_filters(db: Database) -> None:
+    with db.transaction() as conn:
+        ids = [
+            _add(conn, f"Garden note {i}: tomatoes", observed=datetime(2024, 1, 1, tzinfo=UTC) + timedelta(i))
+            for i in range(30)
+        ]
+        conn.execute("UPDATE semantic_memory SET type = 'preference' WHERE id = %s", (ids[3],))
+        first = search_memories(conn, A, "tomatoes", settings=Settings(), limit=20)
+        second = search_memories(conn, A, "tomatoes", settings=Settings(), limit=20, offset=20)
+        prefs = search_memories(conn, A, "tomatoes", settings=Settings(), types=["preference"])
+        early = search_memories(
+            conn, A, "tomatoes", settings=Settings(), until=datetime(2024, 1, 3, tzinfo=UTC)
+        )
+        for i in range(5):
+            _say(conn, f"tomatoes again {i}", speaker="Ana" if i % 2 else "Lin Wei")
+        ana = search_messages(conn, A, "tomatoes", settings=Settings(), speaker="Ana")
+    assert len(first.items) == 20 and first.has_more and len(second.items) == 10 and not second.has_more
+    assert {i.id for i in first.items} | {i.id for i in second.items} == set(ids)
+    assert [i.id for i in prefs.items] == [ids[3]]
+    assert {i.id for i in early.items} == set(ids[:2])
+    assert len(ana.items) == 2 and {i.speaker for i in ana.items} == {"Ana"}
+    with pytest.raises(ValueError, match="limit"):
+        search_memories(conn, A, "x", settings=Settings(), limit=0)
+
+
+# --- indexes and read-only ---------------------------------------------------------------
+
+
+class _Recording:
+    """The real connection, noting every statement so the test can EXPLAIN it afterwards."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.statements = conn, []
+
+    def execute(self, sql, params=None):
+        self.statements.append((sql, params))
+        return self.conn.execute(sql, params)
+
+    def pipeline(self):
+        return self.conn.pipeline()
+
+    @property
+    def info(self):
+        return self.conn.info
+
+
+def test_recall_reads_indexes_not_the_table(db: Database) -> None:
+    words = "river mountain garden piano kitchen market harbour library station museum".split()
+    with db.transaction() as conn:
+        conn.execute(
+            """INSERT INTO semantic_memory (anima_id, type, content, source_sessions)
+               SELECT CASE WHEN g %% 10 = 0 THEN 'other' ELSE %s END, 'world',
+                      'Note ' || g || ' about the ' || (%s::text[])[1 + g %% 10] || ' and ' ||
+                      (%s::text[])[1 + (g / 10) %% 10] || ' ' || md5(g::text), ARRAY['aria:s' || g %% 50]
+               FROM generate_series(1, 30000) g""",
+            (A, words, words),
+        )
+        rare = _add(conn, "Lin Wei keeps a pet axolotl named Pip.")
+        conn.execute(
+            """INSERT INTO conversation (id, anima_id, created_at, updated_at) VALUES ('aria:big', %s, now(), now())""",
+            (A,),
+        )
+        conn.execute(
+            """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at)
+               SELECT %s, 'aria:big', 'm' || g, 'user', 'Lin Wei', 'We talked about the ' ||
+                      (%s::text[])[1 + g %% 10] || ' ' || md5(g::text), now() - g * interval '1 minute'
+               FROM generate_series(1, 30000) g""",
+            (A, words),
+        )
+    with db.transaction() as conn:
+        conn.execute("ANALYZE semantic_memory")
+        conn.execute("ANALYZE message")
+    with db.transaction() as conn:
+        rec = _Recording(conn)
+        ctx = assemble_context(rec, A, "What is the name of Lin Wei's axolotl?", settings=Settings(), now=NOW)
+        plans = [
+            "\n".join(r["QUERY PLAN"] for r in conn.execute("EXPLAIN " + sql, params).fetchall())
+            for sql, params in rec.statements
+        ]
+    assert _ids(ctx, "memories")[0] == rare
+    touching = [p for p in plans if "semantic_memory" in p or "on message" in p]
+    assert len(touching) >= 4, plans
+    for plan in touching:
+        assert "Seq Scan on semantic_memory" not in plan and "Seq Scan on message" not in plan, plan
+    assert any("semantic_memory_fts_idx" in p for p in plans) and any("message_fts_idx" in p for p in plans)
+    # term statistics are ANALYZE's: a word in 3,000 of the rows brings no candidates of its own
+    with db.transaction() as conn:
+        assert "'river'" in common_lexemes(conn, "semantic_memory")
+        assert "'axolotl'" not in common_lexemes(conn, "semantic_memory")
+        both = assemble_context(conn, A, "the axolotl by the river", settings=Settings(), now=NOW)
+    assert _ids(both, "memories")[0] == rare
+
+
+def test_recall_writes_nothing(db: Database) -> None:
+    with db.transaction() as conn:
+        _add(conn, "Lin Wei likes green tea.", pinned=True)
+        _add(conn, "Lin Wei drinks tea at four.")
+        _say(conn, "Tea time!")
+    with db.transaction() as conn:
+        conn.execute("SET TRANSACTION READ ONLY")  # any write would raise here
+        before = conn.execute("SELECT pg_current_snapshot()::text AS s").fetchone()
+        ctx = _ctx(conn, "When do you drink tea, last week?")
+        search_memories(conn, A, "tea", settings=Settings())
+        search_messages(conn, A, "tea", settings=Settings())
+        wrote = conn.execute("SELECT pg_current_xact_id_if_assigned() AS x").fetchone()["x"]
+    assert before and wrote is None  # no transaction id was ever needed: nothing was written
+    assert ctx.section("memories").items and ctx.section("episodic").items
+
+
+def test_a_cut_ends_on_a_sentence_and_a_date_shows_once() -> None:
+    from anima_pipeline.recall.render import cut, memory_item, message_item
+
+    at = datetime(2026, 11, 16, 12, tzinfo=UTC)
+    row = {"id": 1, "type": "experience", "source_sessions": [], "pinned": False, "observed_at": at}
+    dated = memory_item(
+        {**row, "content": "Lin slept badly and felt restless (2026-11-16)."}, score=0, why="", tz=UTC
+    )
+    assert dated.line.count("2026-11-16") == 1
+    plain = memory_item({**row, "content": "Lin slept badly."}, score=0, why="", tz=UTC)
+    assert plain.line.endswith("(2026-11-16)")
+    text = (
+        "The ferry left at dawn and the sea was calm. " * 3 + "Then the wind rose and " + "waves grew " * 20
+    )
+    msg = {
+        "id": 2,
+        "content": text,
+        "created_at": at,
+        "speaker": "Lin",
+        "role": "user",
+        "conversation_id": "c",
+    }
+    fitted = cut(message_item(msg, score=0, why="", tz=UTC), 160, ["ferry"])
+    assert fitted is not None and fitted.chars <= 160 and fitted.text.removesuffix(" …").endswith("calm.")

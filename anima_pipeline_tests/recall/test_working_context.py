@@ -1,0 +1,483 @@
+"""The working context of a turn on a real store: the self layer, resident memories, the
+temporal segment and recall folded into the system budget; a long session as summary | slim
+| raw within one token budget; the summary kept per watermark and reused; the flush before a
+compaction writing each fact once, seen by the night; the same result over HTTP; the Claude
+path against the fake Messages API (token counting, the summary's engine calls counted)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import httpx2 as httpx
+import pytest
+from pydantic import SecretStr
+
+from anima_pipeline.config import Settings
+from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
+from anima_pipeline.night.runner import run_days
+from anima_pipeline.recall.session_view import ExtractiveSummarizer, slim
+from anima_pipeline.recall.tokens import RatioCounter
+from anima_pipeline.recall.working import working_context
+from anima_pipeline.service.http.app import create_app
+from anima_pipeline.store.api_keys import create_key
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import SelfBlockRepo
+from anima_pipeline.store.session_rows import Turn
+from testkit.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
+from testkit.live_server import serving
+
+TZ = ZoneInfo("Asia/Shanghai")
+DAY = date(2026, 11, 20)
+IDENTITY = (
+    "I am Wren, a patient companion who keeps track of the people, plans and small "
+    "details of my user's life. I speak plainly, I ask before I assume, and I never pretend "
+    "to remember what I was not told. " * 3
+).strip()
+PERSONA = "Warm, a little dry; short answers unless asked for more. Uses the user's own words."
+VALUES = "Honesty before comfort. " * 80  # longer than its budget: folded to its head
+PLACES = ["Porto", "Tromso", "Cusco", "Hobart", "Tbilisi", "Quebec", "Oaxaca", "Bergen", "Kyoto", "Tallinn"]
+PEOPLE = ["Ines", "Tomas", "Priya", "Oskar", "Lucia", "Emeka", "Sanna", "Mateo", "Yuki", "Farid"]
+
+
+def _settings(db_url: str, tmp_path, **kw) -> Settings:
+    return Settings(database_url=db_url, home=tmp_path, **kw)
+
+
+def _turn_text(i: int) -> tuple[str, str]:
+    """(role, content) of turn i of a synthetic session: facts, chatter, tool output, citations."""
+    person, place = PEOPLE[i % 10], PLACES[(i // 10) % 10]
+    if i % 2 == 1:
+        if i % 10 == 3:
+            return "tool", "search results: " + " ".join(f"row{k}={k * i}" for k in range(120))
+        return (
+            "assistant",
+            f"That sounds good; you mentioned {person} before [[anima:f-{i}]]. " + "Tell me more. " * 6,
+        )
+    if i % 6 == 0:
+        return "user", f"My friend {person} moved to {place} in March 2026 and works as a nurse there."
+    return "user", f"Hi again, just checking in about turn {i}. Nothing much new today, it was quiet."
+
+
+def _session(n: int, conv: str = "s1", start: datetime | None = None) -> list[dict]:
+    start = start or datetime(2026, 11, 20, 9, 0, tzinfo=TZ)
+    out = []
+    for i in range(n):
+        role, content = _turn_text(i)
+        out.append(
+            {
+                "conversation_id": conv,
+                "message_id": f"{conv}-{i}",
+                "role": role,
+                "speaker": {"user": "Dana", "assistant": "Wren"}.get(role),
+                "content": content,
+                "created_at": (start + timedelta(seconds=30 * i)).isoformat(),
+            }
+        )
+    return out
+
+
+def _write_self(db: Database, anima: str = "wren") -> None:
+    with db.transaction() as conn:
+        repo = SelfBlockRepo(conn, Audit(conn=conn, anima_id=anima, run_id="seed", step="test"))
+        repo.write(anima, "identity", IDENTITY, "test")
+        repo.write(anima, "persona", PERSONA, "test")
+        repo.write(anima, "values", VALUES, "test")
+        repo.write(anima, "relationships", "Dana: the user, a nurse's friend; talks most evenings.", "test")
+
+
+def _count(db: Database, sql: str, *args) -> int:
+    with db.transaction() as conn:
+        return conn.execute(sql, args).fetchone()["n"]
+
+
+def _adds_up(ctx) -> None:
+    by_part = {r.name: r for r in ctx.segments}
+    assert sum(r.chars for r in ctx.segments) == ctx.chars
+    assert sum(r.tokens for r in ctx.segments) == ctx.tokens
+    assert ctx.chars == sum(len(s.text) for s in ctx.system) + sum(len(m.content) for m in ctx.messages)
+    for s in ctx.system:
+        assert by_part[s.name].chars == len(s.text)
+    for part in ("summary", "slim", "raw"):
+        items = [m for m in ctx.messages if m.segment == part]
+        assert by_part[f"messages.{part}"].items == len(items)
+        assert by_part[f"messages.{part}"].chars == sum(len(m.content) for m in items)
+
+
+def test_a_300_turn_session_fits_its_budget_whole_identity_latest_turns_raw(db, db_url, tmp_path) -> None:
+    _write_self(db)
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    turns = _session(300)
+    memory.append(turns)
+    ctx = memory.working_context("s1", "Where does Ines live now?", budget=6000)
+    assert ctx.tokens + ctx.message_tokens <= 6000
+    seg = {s.name: s for s in ctx.system}
+    assert seg["self.identity"].text.endswith(IDENTITY) and not seg["self.identity"].cut
+    assert seg["self.persona"].text.endswith(PERSONA)
+    assert seg["self.values"].cut and "Honesty before comfort." in seg["self.values"].text  # its head
+    assert seg["self.relationships"].text.endswith("talks most evenings.")
+    raw = [m for m in ctx.messages if m.segment == "raw"]
+    assert len(raw) >= 4 and [m.message_id for m in raw[-4:]] == [t["message_id"] for t in turns[-4:]]
+    assert all(m.content == t["content"] for m, t in zip(raw[-4:], turns[-4:], strict=True))
+    assert ctx.messages[0].segment == "summary" and ctx.compacted and ctx.watermark is not None
+    assert [m.segment for m in ctx.messages] == sorted(
+        (m.segment for m in ctx.messages), key=["summary", "slim", "raw"].index
+    )
+    _adds_up(ctx)
+    # nothing stored was deleted by the compression
+    assert _count(db, "SELECT count(*) AS n FROM message WHERE conversation_id = 's1'") == 300
+
+
+def test_the_next_turn_reuses_the_summary_and_a_later_cycle_extends_it(db, db_url, tmp_path) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(300))
+    first = memory.working_context("s1", "hello", budget=6000)
+    memory.append(_session(302)[300:])  # one more exchange
+    second = memory.working_context("s1", "and then?", budget=6000)
+    assert second.summary_reused and not second.compacted and second.watermark == first.watermark
+    assert second.messages[0].content == first.messages[0].content
+    assert _count(db, "SELECT count(*) AS n FROM session_summary") == 1
+    memory.append(_session(420)[302:])  # enough for a new cycle: it extends the stored summary
+    third = memory.working_context("s1", "more", budget=6000)
+    assert third.compacted and third.watermark != first.watermark
+    with db.transaction() as conn:
+        rows = conn.execute(
+            "SELECT watermark, previous FROM session_summary ORDER BY watermark_at"
+        ).fetchall()
+    assert [r["previous"] for r in rows] == [None, rows[0]["watermark"]]
+
+
+def test_markers_survive_slimming() -> None:
+    long = (
+        "We talked about the trip. " * 40
+        + "You said [[anima:f-77]] and [[anima:f-78]] then. "
+        + "More. " * 60
+    )
+    turn = Turn(1, "m1", "assistant", "Wren", long, datetime(2026, 11, 20, tzinfo=TZ))
+    out, was_cut = slim(turn, 300)
+    assert was_cut and len(out) < len(long) and "[[anima:f-77]]" in out and "[[anima:f-78]]" in out
+    tool = Turn(2, "m2", "tool", None, "x" * 5000 + " [[anima:f-9]]", datetime(2026, 11, 20, tzinfo=TZ))
+    out, _ = slim(tool, 300)
+    assert out.startswith("[tool output, 5014 chars]") and out.endswith("[[anima:f-9]]")
+
+
+def test_markers_survive_in_the_slim_segment_of_a_long_session(db, db_url, tmp_path) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    turns = _session(300)
+    for t in turns:
+        if t["role"] == "assistant":
+            t["content"] = "Noted. " * 80 + t["content"]  # long: the marker sits past any head
+    memory.append(turns)
+    ctx = memory.working_context("s1", "hi", budget=8000)
+    slimmed = [m for m in ctx.messages if m.segment == "slim" and m.role == "assistant"]
+    assert slimmed and all(m.cut for m in slimmed)
+    by_id = {t["message_id"]: t["content"] for t in turns}
+    for m in slimmed:
+        marker = by_id[m.message_id][by_id[m.message_id].index("[[anima:") :].split("]]")[0] + "]]"
+        assert marker in m.content
+
+
+def _flushed(db: Database, conv: str) -> list[str]:
+    with db.transaction() as conn:
+        rows = conn.execute(
+            "SELECT content FROM semantic_memory WHERE %s = ANY(source_sessions) AND status = 'active' ORDER BY id",
+            (conv,),
+        ).fetchall()
+    return [r["content"] for r in rows]
+
+
+def test_a_flush_writes_each_fact_once_also_when_retried_and_the_night_keeps_them(
+    db, db_url, tmp_path
+) -> None:
+    settings = _settings(db_url, tmp_path)
+    memory = AnimaMemory(db, "wren", settings=settings)
+    turns = _session(150, start=datetime.combine(DAY, datetime.min.time(), tzinfo=TZ) + timedelta(hours=9))
+    memory.append(turns)
+
+    class Failing(ExtractiveSummarizer):
+        def extend(self, *a, **kw):
+            raise RuntimeError("summary engine down")
+
+    # an attempt that fails after its flush leaves nothing: flush and summary share a transaction
+    with pytest.raises(RuntimeError), db.transaction() as conn:
+        from functools import partial
+
+        from anima_pipeline.llm.offline import OfflineEngine
+        from anima_pipeline.memory.flush import flush_turns
+
+        working_context(
+            conn,
+            Audit(conn=conn, anima_id="wren", run_id="t", step="agent/working_context"),
+            "s1",
+            "hi",
+            budget=3000,
+            settings=settings,
+            count=RatioCounter().count,
+            summarizer=Failing(TZ),
+            flusher=partial(flush_turns, engine=OfflineEngine(), session_id="s1", tz=TZ),
+            now=datetime.now(TZ),
+        )
+    assert _flushed(db, "s1") == [] and _count(db, "SELECT count(*) AS n FROM session_flush") == 0
+
+    ctx = memory.working_context("s1", "hi", budget=3000)  # the retry
+    facts = _flushed(db, "s1")
+    assert ctx.flushed and facts and len(facts) == len(set(facts))
+    assert any("Ines" in f and "Porto" in f for f in facts)
+    memory.working_context("s1", "hi", budget=3000)  # the same cycle again: nothing more
+    assert _flushed(db, "s1") == facts
+    with db.transaction() as conn:
+        row = conn.execute("SELECT memory_ids FROM session_flush").fetchone()
+        steps = {
+            r["step"]
+            for r in conn.execute(
+                "SELECT step FROM memory_event WHERE table_name = 'semantic_memory' AND op = 'create'"
+            ).fetchall()
+        }
+    assert sorted(f"f-{i}" for i in row["memory_ids"]) == sorted(ctx.flushed) and steps == {"agent/flush"}
+
+    run_days(db, settings, [DAY])  # the night's light sleep sees them as existing memories of s1
+    night = _flushed(db, "s1")
+    assert all(night.count(f) == 1 for f in facts)
+    assert not [f for f in night if "Porto" in f and f not in facts]  # no second copy of a flushed fact
+
+
+def test_a_chinese_session_works(db, db_url, tmp_path) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    start = datetime(2026, 11, 20, 9, 0, tzinfo=TZ)
+    lines = [
+        "我妹妹小雨上个月搬到了成都，在一家医院当护士。",
+        "听起来很好，她适应得怎么样？",
+        "她很喜欢那里的火锅，每个周末都去爬青城山。",
+        "真不错，你们常联系吗？",
+    ]
+    msgs = [
+        {
+            "conversation_id": "zh",
+            "message_id": f"zh-{i}",
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": lines[i % 4] + ("今天我们聊了很多事情。" * 3 if i % 2 == 0 else ""),
+            "created_at": (start + timedelta(seconds=30 * i)).isoformat(),
+        }
+        for i in range(240)
+    ]
+    memory.append(msgs)
+    ctx = memory.working_context("zh", "小雨现在住在哪里？", budget=3000)
+    assert ctx.tokens + ctx.message_tokens <= 3000
+    assert ctx.messages[0].segment == "summary" and "成都" in ctx.messages[0].content
+    assert ctx.messages[-1].content == msgs[-1]["content"]
+    # a Chinese character is about a token: far fewer characters fit than in English
+    assert ctx.chars < 3000 * 1.5
+    _adds_up(ctx)
+
+
+def test_self_blocks_written_by_a_night_appear_in_the_next_working_context(db, db_url, tmp_path) -> None:
+    settings = _settings(db_url, tmp_path)
+    memory = AnimaMemory(db, "wren", settings=settings)
+    day = _session(
+        40, conv="day1", start=datetime.combine(DAY, datetime.min.time(), tzinfo=TZ) + timedelta(hours=9)
+    )
+    memory.append(day)
+    before = {s.name: s.text for s in memory.working_context("s2", "hello", budget=4000).system}
+    run_days(db, settings, [DAY])
+    blocks = memory.self_blocks()
+    written = [name for name, content in blocks.items() if content.strip()]
+    assert written, "the night wrote no self block"
+    after = {s.name: s.text for s in memory.working_context("s2", "hello", budget=4000).system}
+    for name in written:
+        head = blocks[name].strip()[:80]
+        assert head in after[f"self.{name}"] and head not in before[f"self.{name}"]
+
+
+def test_the_http_route_returns_what_the_python_call_returns(db, db_url, tmp_path) -> None:
+    settings = _settings(db_url, tmp_path)
+    _write_self(db)
+    memory = AnimaMemory(db, "wren", settings=settings)
+    memory.append(_session(300))
+    memory.working_context("s1", "Where does Ines live?", budget=5000)  # the compaction happens here
+    with db.transaction() as conn:
+        key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "wren")
+    with serving(create_app(db, settings)) as base:
+        r = httpx.post(
+            f"{base}/v1/animas/wren/working_context",
+            json={"session_id": "s1", "message": "Where does Ines live?", "budget": 5000},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        bad = httpx.post(
+            f"{base}/v1/animas/wren/working_context",
+            json={"session_id": "s1", "message": "x", "budget": 10},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert r.status_code == 200, r.text
+    python = memory.working_context("s1", "Where does Ines live?", budget=5000)
+    assert r.json() == python.model_dump(mode="json")
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "budget"
+
+
+def test_bad_arguments_name_their_field(db, db_url, tmp_path) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    for kwargs, field in (
+        ({"session_id": " ", "message": "x"}, "session_id"),
+        ({"session_id": "s", "message": 3}, "message"),
+        ({"session_id": "s", "message": "x", "budget": 12}, "budget"),
+    ):
+        with pytest.raises(AnimaInputError) as err:
+            memory.working_context(**kwargs)
+        assert err.value.field == field
+
+
+def test_the_claude_path_counts_tokens_and_a_reused_summary_calls_no_engine(db, db_url, tmp_path) -> None:
+    _write_self(db)
+    fact = {"type": "world", "content": "Dana's friend Ines moved to Porto in March 2026.", "confidence": 0.9}
+    script = [
+        reply(tool_use("create_semantic_memory", fact)),  # the flush: light sleep stage 1's tools
+        reply(text("Recorded."), stop_reason="end_turn"),
+        reply(text("- [11-20 09:00] Dana: Ines moved to Porto in March 2026.")),  # the summary
+    ]
+    with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
+        settings = _settings(
+            db_url,
+            tmp_path,
+            engine="anthropic",
+            anthropic_api_key=SecretStr("k"),
+            anthropic_base_url=fake.url,
+        )
+        memory = AnimaMemory(db, "wren", settings=settings)
+        memory.append(_session(300))
+        first = memory.working_context("s1", "Where does Ines live?", budget=6000)
+        calls = len(fake.messages)
+        assert first.counter == "anthropic" and fake.counted > 0
+        assert first.compacted and "Porto" in first.messages[0].content
+        assert len(first.flushed) == 1 and _flushed(db, "s1") == [fact["content"]]
+        # the flush (light sleep stage 1) and the summary: two conversations with the model
+        steps = [m["system"][0]["text"][:40] for m in fake.messages]
+        assert any("light-sleep semantic stage" in s for s in steps) and any(
+            "running summary" in s for s in steps
+        )
+        summary_call = next(m for m in fake.messages if "running summary" in m["system"][0]["text"])
+        assert summary_call["system"][-1].get("cache_control") == {"type": "ephemeral"}
+        memory.append(_session(302)[300:])
+        second = memory.working_context("s1", "and then?", budget=6000)
+        assert len(fake.messages) == calls  # no second engine call: the stored summary is reused
+        assert second.summary_reused and second.messages[0].content == first.messages[0].content
+        _adds_up(second)
+
+
+def test_mcp_serves_the_self_layer_and_the_resident_set_and_the_working_context(db, db_url, tmp_path) -> None:
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from anima_pipeline_tests.api.test_agent_mcp import ANIMA, _env
+
+    _write_self(db)
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(20))
+    ref = memory.remember("Dana's friend Ines lives in Porto", "world", session_id="s0").id
+    with db.transaction() as conn:
+        conn.execute("UPDATE semantic_memory SET pinned = true, pinned_at = now()")
+
+    async def main() -> None:
+        params = StdioServerParameters(
+            command=ANIMA, args=["mcp", "--anima", "wren", "--allow-remember"], env=_env(db_url, tmp_path)
+        )
+        async with Client(params) as client:
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert {"anima://self", "anima://resident"} <= uris
+            self_text = (await client.read_resource("anima://self")).contents[0].text
+            assert IDENTITY in self_text and "## persona" in self_text
+            resident = (await client.read_resource("anima://resident")).contents[0].text
+            assert f"[[anima:{ref}]] Dana's friend Ines lives in Porto" in resident
+            result = await client.call_tool(
+                "working_context", {"session_id": "s1", "message": "hi", "budget": 3000}
+            )
+            assert not result.is_error
+            ctx = result.structured_content
+            assert [m["message_id"] for m in ctx["messages"]][-1] == "s1-19"
+            assert next(s for s in ctx["system"] if s["name"] == "self.identity")["text"].endswith(IDENTITY)
+
+    anyio.run(main)
+
+
+def test_a_debug_session_is_compacted_but_never_flushed(db, db_url, tmp_path) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.open_conversation("dbg", debug=True)
+    memory.append(_session(300, conv="dbg"))
+    ctx = memory.working_context("dbg", "hi", budget=6000)
+    assert ctx.compacted and ctx.flushed == [] and _flushed(db, "dbg") == []
+    assert _count(db, "SELECT count(*) AS n FROM session_flush WHERE conversation_id = 'dbg'") == 1
+
+
+def test_the_readme_agent_loop_runs_against_the_messages_api(db, db_url, tmp_path) -> None:
+    """The README's turn cycle with the real SDK (the fake answers): each request is one the
+    Messages API accepts (roles, first turn), carries the self layer and ends on the message."""
+    import anthropic
+
+    _write_self(db)
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(120))
+    with FakeMessagesAPI([reply(text(f"Answer {n} [[anima:f-1]].")) for n in range(3)]) as fake:
+        claude = anthropic.Anthropic(
+            api_key="k", base_url=fake.url, max_retries=0, default_headers={"x-api-key": "k"}
+        )
+        for n, user_text in enumerate(["Where does Ines live?", "And Tomas?", "Thanks!"]):
+            ctx = memory.working_context("s1", user_text, budget=3000)
+            answer = (
+                claude.messages.create(
+                    model="claude-sonnet-5-5",
+                    max_tokens=500,
+                    system=ctx.system_text(),
+                    messages=ctx.as_messages(then=user_text),
+                )
+                .content[0]
+                .text
+            )
+            now = datetime.now(TZ).isoformat()
+            memory.append(
+                [
+                    {
+                        "conversation_id": "s1",
+                        "message_id": f"u-{n}",
+                        "role": "user",
+                        "content": user_text,
+                        "created_at": now,
+                    },
+                    {
+                        "conversation_id": "s1",
+                        "message_id": f"a-{n}",
+                        "role": "assistant",
+                        "content": answer,
+                        "created_at": now,
+                    },
+                ]
+            )
+        sent = fake.messages
+    assert len(sent) == 3 and all(IDENTITY in m["system"] for m in sent)
+    assert [m["messages"][-1]["content"].rsplit("\n\n", 1)[-1] for m in sent] == [
+        "Where does Ines live?",
+        "And Tomas?",
+        "Thanks!",
+    ]
+    assert all(m["messages"][0]["role"] == "user" for m in sent)
+    assert (
+        "Answer 1 [[anima:f-1]]." in sent[2]["messages"][-2]["content"]
+    )  # the previous answer, stored and shown
+
+
+def test_latest_turns_larger_than_the_budget_are_slimmed_then_cut_and_the_budget_holds(
+    db, db_url, tmp_path
+) -> None:
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    turns = _session(6)
+    for t in turns[-4:]:
+        t["role"], t["speaker"] = "assistant", "Wren"
+        t["content"] = "Here is the whole log you asked for. " + "entry " * 3000 + "[[anima:f-5]]"
+    memory.append(turns)
+    ctx = memory.working_context("s1", "hi", budget=2500)
+    assert ctx.tokens + ctx.message_tokens <= 2500
+    last = ctx.messages[-1]
+    assert (
+        last.segment == "raw" and last.message_id == "s1-5" and last.cut and "[[anima:f-5]]" in last.content
+    )
+    assert all("[[anima:f-5]]" in m.content for m in ctx.messages if m.message_id in ("s1-2", "s1-3", "s1-4"))
+    _adds_up(ctx)
