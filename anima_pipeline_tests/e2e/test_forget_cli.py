@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from anima_pipeline_tests.conftest import cli_env, run_cli
 from anima_pipeline_tests.api.test_forget import D1, D2, EX, HOME, NAMES, leftovers, messages
+from anima_pipeline_tests.conftest import cli_env, run_cli
 
 
 def _archive(path: Path) -> Path:
