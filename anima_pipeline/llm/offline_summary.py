@@ -11,14 +11,13 @@ it does not paraphrase.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.night.steps.temporal.plan import informativeness, sentences
+from anima_pipeline.text.slim import MARKER
 
-MARKER = re.compile(r"\[\[anima:f-\d+\]\]")
 LINE_CHARS = 240  # one kept sentence, at most
 HEADER = "Summary of the earlier conversation (extractive):"
 

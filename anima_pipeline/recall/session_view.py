@@ -23,7 +23,6 @@ A turn that needs no cycle reuses the stored summary and calls no engine.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,9 +38,8 @@ from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.session_rows import Turn
+from anima_pipeline.text.slim import MARKER, slim
 
-MARKER = re.compile(r"\[\[anima:f-\d+\]\]")
-TOOL_HEAD = 120  # what a slimmed tool output keeps of itself
 SOFT_SHARE = 0.2  # the soft margin is at most this share of the messages budget
 LOW_WATER = 0.5  # a cycle leaves slim this share of the room raw and the summary leave
 SUMMARY_SHARE = 0.25  # the summary takes at most this share of the messages budget
@@ -136,27 +134,6 @@ class ClaudeSummarizer:
         while text and not fits(text):  # the model overshot: drop its last lines
             text = text.rsplit("\n", 1)[0] if "\n" in text else text[: len(text) * 4 // 5]
         return text.strip()
-
-
-def slim(turn: Turn, max_chars: int) -> tuple[str, bool]:
-    """A turn trimmed to `max_chars` (tool output to a head and its size), markers kept."""
-    text = turn.content
-    if turn.role == "tool":
-        head = " ".join(text[:TOOL_HEAD].split())
-        out = f"[tool output, {len(text)} chars] {head}" + (" …" if len(text) > TOOL_HEAD else "")
-    elif len(text) <= max_chars:
-        return text, False
-    else:
-        room = max(40, max_chars - 3)
-        head, tail = text[: room * 2 // 3], text[len(text) - room // 3 :]
-        head = head.rsplit(" ", 1)[0] if " " in head[-30:] else head
-        tail = tail.split(" ", 1)[-1] if " " in tail[:30] else tail
-        out = f"{head.rstrip()} … {tail.lstrip()}"
-    kept = set(MARKER.findall(out))
-    lost = [m for m in dict.fromkeys(MARKER.findall(text)) if m not in kept]
-    if lost:
-        out += " " + " ".join(lost)
-    return out, out != text
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from anima_pipeline.config import Settings
 from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
 from anima_pipeline.night.runner import run_days
-from anima_pipeline.recall.session_view import ExtractiveSummarizer, slim
+from anima_pipeline.recall.session_view import ExtractiveSummarizer
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import working_context
 from anima_pipeline.service.http.app import create_app
@@ -25,6 +25,7 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.session_rows import Turn
+from anima_pipeline.text.slim import slim
 from testkit.fake_messages_api import FakeMessagesAPI, reply, text, tool_use
 from testkit.live_server import serving
 
