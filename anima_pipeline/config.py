@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -55,6 +55,8 @@ ENV_PREFIX = "ANIMA_"
 Thinking = Literal["adaptive", "disabled", "model_default"]
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 LlmMode = Literal["sync", "batch"]
+# ANIMA_ENGINE's values; llm/factory.py maps each to its engine class
+EngineName = Literal["offline", "anthropic"]
 
 
 class StepLimits(BaseModel):
@@ -70,7 +72,7 @@ class Settings(BaseSettings):
 
     database_url: str | None = None
     home: Path = Path("~/.anima").expanduser()
-    engine: str = "offline"
+    engine: EngineName = "offline"
     model: str = DEFAULT_MODEL
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("anthropic_api_key", "ANTHROPIC_API_KEY")
@@ -228,11 +230,13 @@ class Settings(BaseSettings):
             raise ValueError("ANIMA_TIMESTAMP_MIN_YEAR must be before ANIMA_TIMESTAMP_MAX_YEAR")
         return self
 
-    @field_validator("engine")
+    @field_validator("engine", mode="before")
     @classmethod
-    def _engine(cls, v: str) -> str:
-        if v not in ("offline", "anthropic"):
-            raise ValueError(f"ANIMA_ENGINE must be 'offline' or 'anthropic', got {v!r}")
+    def _engine(cls, v: Any) -> Any:
+        names = get_args(EngineName)
+        if v not in names:
+            listed = " or ".join(", ".join(f"'{n}'" for n in names).rsplit(", ", 1))
+            raise ValueError(f"ANIMA_ENGINE must be {listed}, got {v!r}")
         return v
 
     @field_validator("timezone")

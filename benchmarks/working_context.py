@@ -46,10 +46,10 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.config import get_settings
 from anima_pipeline.llm.offline import OfflineEngine
+from anima_pipeline.llm.offline_summary import ExtractiveSummarizer
 from anima_pipeline.memory.flush import flush_turns
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.recall.assemble import assemble_context
-from anima_pipeline.recall.session_view import ExtractiveSummarizer
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import working_context
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines

@@ -23,11 +23,12 @@ def demo() -> None:
     what was learned."""
     from datetime import date
 
+    from anima_pipeline.llm.factory import engine_class
     from anima_pipeline.night.registry import day_range
     from anima_pipeline.packaged import source_root
     from anima_pipeline.store.status import status
 
-    if settings().engine != "offline":
+    if engine_class(settings()).priced:
         console.print("note: the demo uses the engine in ANIMA_ENGINE; unset it for the offline engine")
     import_([str(SAMPLE)])
     days = day_range(date(2026, 11, 16), date(2026, 11, 23))

@@ -132,9 +132,7 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
             raise typer.Exit(1) from None
         finally:
             db.close()
-            close = getattr(engine, "close", None)
-            if close is not None:
-                close()
+            engine.close()
 
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         if result.judged():

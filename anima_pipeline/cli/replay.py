@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import date
+from typing import get_args
 
 import typer
 from rich.markup import escape
@@ -13,6 +14,7 @@ from rich.table import Table
 
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import console, err_console, fail, open_store, parse_day, settings
+from anima_pipeline.config import EngineName
 
 _NAME = typer.Option("replay", "--name", help="The shadow store's name (a-z, 0-9, _).")
 
@@ -52,7 +54,9 @@ def snapshot_(
 def replay_(
     first: str | None = typer.Option(None, "--from", help="First day to replay."),
     last: str | None = typer.Option(None, "--to", help="Last day to replay."),
-    engine: str | None = typer.Option(None, "--engine", help="offline | anthropic (default: ANIMA_ENGINE)."),
+    engine: str | None = typer.Option(
+        None, "--engine", help=f"{' | '.join(get_args(EngineName))} (default: ANIMA_ENGINE)."
+    ),
     model: str | None = typer.Option(None, "--model", help="Anthropic model id for the replay."),
     mode: str = typer.Option("scheduled", "--mode", help="Deep sleep mode: scheduled | full | incremental."),
     name: str = _NAME,

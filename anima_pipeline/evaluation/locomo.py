@@ -333,7 +333,7 @@ def judge_label(raw: str) -> str:
 
 
 def ask(
-    engine: Any, d: Dialogue, q: Question, context: str, asked_at: datetime
+    engine: Engine, d: Dialogue, q: Question, context: str, asked_at: datetime
 ) -> tuple[str, str, Usage, Usage]:
     """The answer model's answer and the judge's label for one question, with each call's usage."""
     prompt = (
@@ -367,7 +367,7 @@ def evaluate_locomo(
 
     import_dialogues(db, dialogues)
     night = sleep_dialogues(db, settings, engine, dialogues)
-    judged = hasattr(engine, "complete")
+    judged = engine.model is not None  # a model answers and judges; offline measures the contexts
     spent, results = Usage(), []
     for d in dialogues:
         last_session = max(s.started_at for s in d.sessions) + timedelta(days=1)
@@ -391,8 +391,8 @@ def evaluate_locomo(
                 row.context_tokens = answered.one_pass_tokens  # the answer prompt, as the API counted it
             results.append(row)
     return Report(
-        engine=getattr(engine, "name", "?"),
-        model=getattr(engine, "model", None),
+        engine=engine.name,
+        model=engine.model,
         benchmark=benchmark,
         category_names=dict(category_names),
         judged_categories=list(judged_categories),

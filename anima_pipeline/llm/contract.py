@@ -8,10 +8,19 @@ depend on which engine planned the call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Generator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    # annotations only: the budget imports this module, the settings and the store reach it
+    # through the settings' price and rate checks, so importing them here would close a circle
+    from anima_pipeline.config import Settings
+    from anima_pipeline.llm.budget import Budget
+    from anima_pipeline.store.session_rows import Turn
 
 
 class TextBlock(BaseModel):
@@ -120,14 +129,98 @@ class Usage(BaseModel):
         )
 
 
-class Engine(Protocol):
-    """Plans a step's tool calls and feeds them through the runner.
-
-    The Anthropic engine sends `request` to the Messages API and loops over tool_use
-    blocks; the offline engine ignores `request` and drives `offline_plan`.
-    Returns the usage of this step (zero tokens for the offline engine).
-    """
+class Summarizer(Protocol):
+    """The rolling summary of a session (recall/session_view.py): the summary so far extended
+    with the turns that leave the view, thinned until `fits` says it does. `name` is stored
+    with each summary and flush (sql/0013)."""
 
     name: str
 
+    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str: ...
+
+
+class TokenCounter(Protocol):
+    """Tokens of a text as a model reads them. `name` is the working context's `counter`."""
+
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class Engine(Protocol):
+    """What every caller needs of an engine, so that none asks which engine it has.
+
+    It plans a step's tool calls and feeds them through the runner: the Anthropic engine
+    sends `request` to the Messages API and loops over tool_use blocks; the offline engine
+    ignores `request` and drives `offline_plan`. `run` returns the usage of this step (zero
+    tokens for the offline engine).
+
+    The class variables describe the engine before one is built (the Dagster definitions and
+    the night's pool read them from the class llm/factory.py maps ANIMA_ENGINE to).
+    """
+
+    name: ClassVar[str]  # ANIMA_ENGINE's value; recorded in run tags and reports
+    # The Dagster concurrency pool the nights calling this engine share (`dagster instance
+    # concurrency set <pool> N`, docs/deploy.md "Throughput"); None: no pool, nothing to share.
+    pool: ClassVar[str | None]
+    # Its calls cost money: the steps' materializations carry tokens and cost, and a run whose
+    # estimate is over the budget is refused before anything is sent (docs/cost.md).
+    priced: ClassVar[bool]
+    # It plans on this machine's CPU: a busy day's animas run in worker processes; an engine
+    # that waits on the network runs them in threads of the run's process.
+    worker_processes: ClassVar[bool]
+
+    @classmethod
+    def from_settings(cls, settings: Settings, budget: Budget | None = None) -> Engine:
+        """The engine of `settings`; `budget` shared by the run (None: one from the settings)."""
+        ...
+
+    @classmethod
+    def default_workers(cls, settings: Settings) -> int:
+        """How many animas a night runs at once when ANIMA_WORKERS is unset."""
+        ...
+
+    @property
+    def budget(self) -> Budget | None:
+        """The run's spending limit, None when nothing costs."""
+        ...
+
+    @property
+    def model(self) -> str | None:
+        """The main model, None for an engine without one (no free-text answers)."""
+        ...
+
     def run(self, request: StepRequest, runner: ToolRunner, offline_plan: OfflinePlan) -> Usage: ...
+
+    def model_for(self, step: str) -> str | None:
+        """The model `step` runs on (prompt caches are per model: night/prefix.py); None
+        without models."""
+        ...
+
+    def complete(
+        self,
+        step: str,
+        system: str | list[TextBlock],
+        prompt: str | list[TextBlock],
+        *,
+        max_tokens: int = 1024,
+    ) -> tuple[str, Usage]:
+        """One plain text answer (no tools); an engine without a model refuses."""
+        ...
+
+    def summarizer(self, identity: Callable[[], str], tz: ZoneInfo) -> Summarizer:
+        """The session summarizer (recall/session_view.py). `identity` gives the anima's identity
+        context; an engine whose summary does not read it never calls it."""
+        ...
+
+    def token_counter(self) -> TokenCounter | None:
+        """The engine's own count of a text's tokens, None when the ratio estimate is all
+        there is (recall/tokens.py)."""
+        ...
+
+    def batch_member(self) -> AbstractContextManager[None]:
+        """Counts the calling thread as one of the night's animas while it runs (batch mode
+        sends a batch as soon as every member waits: llm/anthropic/batches.py)."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,7 +1,7 @@
-"""The offline rolling summary of a session: extractive, line per kept sentence.
+"""The offline engine's rolling summary of a session: extractive, line per kept sentence.
 
 A compaction hands over the turns that leave the verbatim view; their most informative
-sentences (`offline.temporal.informativeness`: names, numbers, dates; greetings and
+sentences (`night/steps/temporal/plan.py`'s informativeness: names, numbers, dates; greetings and
 questions out) become lines ``- [MM-DD HH:MM] speaker: sentence`` appended to the summary
 so far, markers ``[[anima:f-N]]`` kept. When the whole no longer fits its budget, the least
 informative lines go first (the oldest among equals), so a later turn extends the summary
@@ -16,10 +16,26 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.night.steps.temporal.plan import informativeness, sentences
+from anima_pipeline.store.session_rows import Turn
 from anima_pipeline.text.slim import MARKER
 
 LINE_CHARS = 240  # one kept sentence, at most
 HEADER = "Summary of the earlier conversation (extractive):"
+
+
+class ExtractiveSummarizer:
+    """The compacted turns' most informative sentences (what the user and the agent said)."""
+
+    name = "offline"
+
+    def __init__(self, tz: ZoneInfo) -> None:
+        self.tz = tz
+
+    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str:
+        said = [
+            (t.speaker or t.role, t.content, t.created_at) for t in turns if t.role in ("user", "assistant")
+        ]
+        return extend(previous, turn_lines(said, self.tz), fits)
 
 
 def _clip(text: str, limit: int = LINE_CHARS) -> str:

@@ -51,7 +51,7 @@ from anima_pipeline.core.validation import (
     context_of,
 )
 from anima_pipeline.embed.contract import make_embedder
-from anima_pipeline.llm.contract import Engine
+from anima_pipeline.llm.contract import Engine, TokenCounter
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.memory import forget as forgetting
 from anima_pipeline.memory.flush import flush_turns
@@ -62,8 +62,7 @@ from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.recall.render import memory_item
 from anima_pipeline.recall.resident import resident_set
 from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
-from anima_pipeline.recall.session_view import ClaudeSummarizer, ExtractiveSummarizer, Summarizer
-from anima_pipeline.recall.tokens import ClaudeCounter, RatioCounter, TokenCounter
+from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import WorkingContext, default_budget
 from anima_pipeline.recall.working import working_context as build_working_context
 from anima_pipeline.store import sleep_state
@@ -161,7 +160,6 @@ class AnimaMemory:
         self.anima_id = check(AnimaId, anima_id, "anima_id")
         self.settings = settings or get_settings()
         self._engine: Engine | None = None
-        self._claude_counter: ClaudeCounter | None = None
         self._owns_db = not isinstance(db, Database)
         if isinstance(db, Database):
             self.db = db
@@ -483,17 +481,9 @@ class AnimaMemory:
         engine = self.engine
         now = datetime.now(self.settings.tz)
         ratio = RatioCounter(self.settings.chars_per_token, self.settings.tokens_per_cjk_char)
-        counter: TokenCounter = self._counter() if engine.name == "anthropic" else ratio
+        counter: TokenCounter = engine.token_counter() or ratio
         with self.db.transaction() as conn:
-            if engine.name == "anthropic":
-                summarizer: Summarizer = ClaudeSummarizer(
-                    engine,
-                    identity_context(conn, self.anima_id),
-                    self.settings.tz,
-                    self.settings.chars_per_token,
-                )
-            else:
-                summarizer = ExtractiveSummarizer(self.settings.tz)
+            summarizer = engine.summarizer(partial(identity_context, conn, self.anima_id), self.settings.tz)
             return build_working_context(
                 conn,
                 self._audit(conn, f"{AGENT_STEP_PREFIX}working_context"),
@@ -516,11 +506,6 @@ class AnimaMemory:
         if self._engine is None:
             self._engine = make_engine(self.settings)
         return self._engine
-
-    def _counter(self) -> TokenCounter:
-        if self._claude_counter is None:
-            self._claude_counter = ClaudeCounter(self.engine)
-        return self._claude_counter
 
     def self_blocks(self) -> dict[str, str]:
         """The six self blocks as the night last wrote them (empty when never written)."""

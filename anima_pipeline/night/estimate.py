@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from datetime import date
 from functools import cache
+from typing import ClassVar
 
 from pydantic import BaseModel
 
@@ -24,6 +25,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded
+from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.prompt_cost import Conversation, price, tokens
 from anima_pipeline.night import prefix, prompts
 from anima_pipeline.night.frame import Mode, Night, scheduled_mode
@@ -260,10 +262,10 @@ def refuse_over_budget(estimates: Sequence[NightEstimate], budget_usd: float) ->
         )
 
 
-class _NoEngine:
+class _NoEngine(OfflineEngine):
     """The night's engine slot while estimating: nothing is sent."""
 
-    name = "estimate"
+    name: ClassVar[str] = "estimate"
 
     def run(self, request, runner, offline_plan):  # pragma: no cover - never called
         raise RuntimeError("an estimate sends nothing")

@@ -2,20 +2,19 @@
 number of cores); each anima's steps stay in order, on its own connection. One anima's
 failure does not stop the others: every outcome comes back and the runner reports them all.
 
-Which executor, by engine (benchmarks/many_animas.py measures it):
+Which executor, by engine (`Engine.worker_processes`; benchmarks/many_animas.py measures it):
 - offline: the heuristics are CPU-bound Python, so threads would only take turns on the GIL;
   worker processes (spawned, each with its own small connection pool and offline engine)
   run them side by side. Starting them costs about a second, so a day with fewer than
   PROCESS_MIN busy animas runs in this process, and the workers live for the whole run.
-- anthropic: a night waits on the network, so threads share this process's connection pool
-  and the run's one engine (one budget, one client).
+- anthropic (an engine that waits on the network): threads share this process's connection
+  pool and the run's one engine (one budget, one client).
 A worker process exits by itself when the process that started it is gone (kill -9), so a
 killed night leaves nothing running; its open transaction is rolled back by PostgreSQL.
 """
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.contract import Engine
+from anima_pipeline.llm.factory import engine_class
 from anima_pipeline.night.anima_night import NIGHT, AnimaOutcome, failure, run_anima_night
 from anima_pipeline.night.frame import Night, StepResult
 from anima_pipeline.store.db import Database
@@ -42,14 +42,9 @@ class Task:
 
 
 def default_workers(settings: Settings) -> int:
-    """ANIMA_WORKERS, else: the Anthropic engine waits on the network, so as many animas as
-    requests may be in flight (ANIMA_LLM_CONCURRENCY, or what the provider's limits allow);
-    offline, the number of cores."""
-    if settings.workers:
-        return settings.workers
-    if settings.engine == "anthropic":
-        return settings.llm_in_flight
-    return os.cpu_count() or 1
+    """ANIMA_WORKERS, else the engine's own default (`Engine.default_workers`: as many animas as
+    requests may be in flight for an engine that waits on the network, one per core offline)."""
+    return settings.workers or engine_class(settings).default_workers(settings)
 
 
 class AnimaPool:
@@ -72,7 +67,7 @@ class AnimaPool:
         """serial | threads | processes for a day with `busy` animas to run."""
         if self.workers == 1 or busy < 2:
             return "serial"
-        if self.engine.name == "offline":
+        if self.engine.worker_processes:
             return "processes" if busy >= PROCESS_MIN else "serial"
         return "threads"
 
@@ -94,8 +89,7 @@ class AnimaPool:
     def _one(self, night: Night, t: Task) -> AnimaOutcome:
         # In batch mode the thread is one of the night's members: a batch goes out as soon as
         # every member waits on the collector (llm/anthropic/batches.py).
-        collector = getattr(self.engine, "collector", None)
-        with collector.member() if collector is not None else contextlib.nullcontext():
+        with self.engine.batch_member():
             return run_anima_night(
                 self.db,
                 night,

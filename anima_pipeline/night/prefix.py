@@ -27,8 +27,7 @@ ModelOf = Callable[[str], str]
 def engine_models(engine: Engine) -> ModelOf:
     """The model `engine` runs a step on. An engine without models (offline) caches nothing:
     each step sends only its own tools and framing, as if alone on its model."""
-    model_for = getattr(engine, "model_for", None)
-    return model_for if callable(model_for) else (lambda step: step)
+    return lambda step: engine.model_for(step) or step
 
 
 def sharing(model_of: ModelOf, step: str, family: Sequence[str]) -> tuple[str, ...]:

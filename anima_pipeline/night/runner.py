@@ -186,8 +186,8 @@ def _budget_guard(
 ) -> None:
     """Refuse, before anything is sent, a run whose estimate is over the budget's remainder
     (the same estimate `anima sleep --estimate` prints; night/estimate.py)."""
-    budget = getattr(engine, "budget", None)
-    if budget is None or budget.max_usd is None or getattr(engine, "name", "") == "offline":
+    budget = engine.budget
+    if not engine.priced or budget is None or budget.max_usd is None:
         return
     from anima_pipeline.night.estimate import estimate_run, refuse_over_budget
 

@@ -16,8 +16,9 @@ and the raw turns leave, so the next turns are added without another cycle. Befo
 the turns move into the summary they are *flushed*: the engine extracts the durable facts
 in them with light sleep stage 1's rules (`memory/flush.py`), once per cycle (a row in
 ``session_flush`` per watermark, in the same transaction). The summary of the new watermark
-extends the stored one with those turns only: the engine (Claude, its instructions and the
-previous summary as a cached prefix; offline: `offline.session_summary`) sees each turn once.
+extends the stored one with those turns only: the engine's summarizer (`Engine.summarizer`:
+Claude with its instructions and the identity context as a cached prefix, llm/anthropic/summary.py;
+offline, the extractive one of llm/offline_summary.py) sees each turn once.
 A turn that needs no cycle reuses the stored summary and calls no engine.
 """
 
@@ -26,14 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
-from zoneinfo import ZoneInfo
+from typing import Literal
 
 from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
-from anima_pipeline.llm import offline_summary as extractive
-from anima_pipeline.llm.contract import TextBlock
+from anima_pipeline.llm.contract import Summarizer
 from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -61,12 +60,6 @@ class MessageItem(BaseModel):
     cut: bool = False
 
 
-class Summarizer(Protocol):
-    name: str
-
-    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str: ...
-
-
 @dataclass
 class FlushOutcome:
     memory_ids: list[int] = field(default_factory=list)
@@ -74,66 +67,6 @@ class FlushOutcome:
 
 
 Flusher = Callable[[Connection, Audit, Sequence[Turn]], FlushOutcome]
-
-
-class ExtractiveSummarizer:
-    """The offline engine's summary: the compacted turns' most informative sentences."""
-
-    name = "offline"
-
-    def __init__(self, tz: ZoneInfo) -> None:
-        self.tz = tz
-
-    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str:
-        said = [
-            (t.speaker or t.role, t.content, t.created_at) for t in turns if t.role in ("user", "assistant")
-        ]
-        return extractive.extend(previous, extractive.turn_lines(said, self.tz), fits)
-
-
-SUMMARY_STEP = "agent/session_summary"
-SUMMARY_SYSTEM = """\
-You keep the running summary of one conversation between a user and a digital life, so the
-conversation can go on after its older turns leave the context window. You are not in the
-conversation and you answer no one.
-
-Write the summary as short lines "- [MM-DD HH:MM] who: what", in the order things happened:
-who said or decided what, facts about the user and their world, plans with absolute dates,
-open questions and promises. Keep every [[anima:f-N]] marker that a kept line relies on.
-Keep the summary so far as it is (shorten its least important lines only when the whole
-would exceed the limit) and append what the new turns add. Answer with the summary only."""
-
-
-class ClaudeSummarizer:
-    """The summary written by Claude: its instructions and the identity context are a cached
-    prefix (the same every cycle of every session of the anima), then the summary so far,
-    then only the turns that leave the view."""
-
-    name = "anthropic"
-
-    def __init__(self, engine: Any, identity: str, tz: ZoneInfo, chars_per_token: float) -> None:
-        self.engine, self.identity, self.tz, self.chars_per_token = engine, identity, tz, chars_per_token
-
-    def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str:
-        said = "\n".join(
-            f"[{t.created_at.astimezone(self.tz):%m-%d %H:%M}] {t.speaker or t.role}: {slim(t, 2000)[0]}"
-            for t in turns
-        )
-        limit = 4000.0
-        while limit > 200 and not fits("x" * int(limit)):
-            limit *= 0.8
-        prompt = [
-            TextBlock(text="<summary_so_far>\n" + (previous or "(none yet)") + "\n</summary_so_far>"),
-            TextBlock(text="<new_turns>\n" + said + "\n</new_turns>"),
-            TextBlock(
-                text=f"Write the summary so far extended with the new turns, at most {int(limit)} characters."
-            ),
-        ]
-        system = [TextBlock(text=SUMMARY_SYSTEM), TextBlock(text=self.identity, cache=True)]
-        text, _ = self.engine.complete(SUMMARY_STEP, system, prompt, max_tokens=2048)
-        while text and not fits(text):  # the model overshot: drop its last lines
-            text = text.rsplit("\n", 1)[0] if "\n" in text else text[: len(text) * 4 // 5]
-        return text.strip()
 
 
 @dataclass

@@ -93,7 +93,7 @@ class ToolExecutor:
     def without_model(self, request: StepRequest, plan: OfflinePlan) -> None:
         """After the model declined: write what the product needs anyway (a day summary) with
         the offline planner, each row marked written_by offline with the model's words."""
-        self.marks = {"written_by": "offline", "declined_text": " | ".join(self.said)[:1000]}
+        self.marks = {"written_by": OfflineEngine.name, "declined_text": " | ".join(self.said)[:1000]}
         OfflineEngine().run(request, self, plan)
         self.stats["written_offline"] += 1
 

@@ -114,9 +114,10 @@ def day_ids(db: Database, day: date) -> set[str]:
         return {c.id for c in load_day(conn, A, n.start, n.end)}
 
 
-class ScriptedEngine:
+class ScriptedEngine(OfflineEngine):
     """An engine that reads the step's request and makes the calls a script derives from it,
-    through the step's own runner (the executor), keeping every result."""
+    through the step's own runner (the executor), keeping every result (the rest of the engine
+    contract is the offline engine's: no models, nothing priced)."""
 
     name = "scripted"
 

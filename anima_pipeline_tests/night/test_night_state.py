@@ -314,6 +314,6 @@ def test_the_pool_is_chosen_by_engine_and_size(db: Database, settings: Settings)
     assert AnimaPool(db, settings, OfflineEngine(), {}, workers=1, lease_s=1.0).kind(100) == "serial"
 
     class Remote(OfflineEngine):
-        name = "anthropic"
+        worker_processes = False  # an engine that waits on the network
 
     assert AnimaPool(db, settings, Remote(), {}, workers=4, lease_s=1.0).kind(2) == "threads"

@@ -200,7 +200,7 @@ def test_year_on_31_december_from_months(db):
         assert len(_summaries(conn, "month")) == 2
 
 
-class _WrongDayEngine:
+class _WrongDayEngine(OfflineEngine):
     """A model that writes the summary under the wrong date, then the right one."""
 
     name = "scripted"

@@ -14,9 +14,9 @@ import pytest
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
+from anima_pipeline.llm.offline_summary import ExtractiveSummarizer
 from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
 from anima_pipeline.night.runner import run_days
-from anima_pipeline.recall.session_view import ExtractiveSummarizer
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import working_context
 from anima_pipeline.service.http.app import create_app

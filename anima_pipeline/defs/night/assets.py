@@ -52,6 +52,7 @@ from anima_pipeline.defs.night import checks as night_checks
 from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.defs.night.partitions import partition_day
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
+from anima_pipeline.llm.factory import engine_class
 from anima_pipeline.night import runner
 from anima_pipeline.night.frame import Night, StepResult
 from anima_pipeline.night.registry import STEPS, StepDef
@@ -197,8 +198,9 @@ def rate_shares(instance: dg.DagsterInstance, settings: Settings) -> int:
     paces itself to that share (llm/ratelimit.py; docs/deploy.md, "Throughput")."""
     slots = 0
     storage = instance.event_log_storage
-    if storage.supports_global_concurrency_limits:
-        info = storage.get_concurrency_info(settings.engine)
+    pool = engine_class(settings).pool
+    if pool is not None and storage.supports_global_concurrency_limits:
+        info = storage.get_concurrency_info(pool)
         slots = info.slot_count or 0
     default = instance.get_concurrency_config().pool_config.default_pool_limit
     return max(1, slots or default or settings.night_shards)
@@ -280,7 +282,7 @@ def _night_body(
     check_results: dict[str, dg.AssetCheckResult] = {}
     timing = {"night_s": 0.0, "checks_s": 0.0}
     settings = night_settings(memory_store, anima_engine)
-    llm = settings.engine != "offline"
+    llm = engine_class(settings).priced  # tokens and cost in the metadata, the provider's rate shares
     if llm and "llm_rate_shares" not in settings.model_fields_set:
         settings = settings.model_copy(update={"llm_rate_shares": rate_shares(context.instance, settings)})
     shard = _shard(config, context.run.tags)

@@ -17,6 +17,7 @@ from anima_pipeline.defs.night.assets import asset_key, build_night
 from anima_pipeline.defs.night.freshness import build_freshness
 from anima_pipeline.defs.night.partitions import night_partitions, start_date
 from anima_pipeline.defs.night.schedules import build_job, build_schedule
+from anima_pipeline.llm.factory import engine_class
 
 FRESHNESS_KEY = STEP_ORDER[-1]  # the night's last step: materialized every night that ran (assets.py)
 
@@ -30,8 +31,8 @@ def night_definitions(settings: Settings) -> dg.Definitions:
 
     # the LLM provider's pool: `dagster instance concurrency set anthropic N` lets at most N
     # nights talk to the API at once on the instance (inside a night ANIMA_LLM_CONCURRENCY
-    # bounds the requests in flight); offline nights need no pool
-    night = build_night(partitions, pool=None if settings.engine == "offline" else settings.engine)
+    # bounds the requests in flight); offline nights need no pool (`Engine.pool`)
+    night = build_night(partitions, pool=engine_class(settings).pool)
     freshness, freshness_schedule = build_freshness(
         asset_key(FRESHNESS_KEY), settings.timezone, current_first_day
     )

@@ -12,11 +12,12 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import get_args
 
 import dagster as dg
 from pydantic import Field, SecretStr
 
-from anima_pipeline.config import DEFAULT_MODEL, Settings
+from anima_pipeline.config import DEFAULT_MODEL, EngineName, Settings
 from anima_pipeline.store.db import Database, open_database
 
 
@@ -50,7 +51,7 @@ class EngineResource(dg.ConfigurableResource):
     """Which engine plans the tool calls: offline heuristics (default, no network) or the
     Anthropic Messages API. The key is only ever read from ANTHROPIC_API_KEY."""
 
-    engine: str = Field(default="offline", description="offline | anthropic")
+    engine: str = Field(default="offline", description=" | ".join(get_args(EngineName)))
     model: str = Field(default=DEFAULT_MODEL, description="Anthropic model id (anthropic engine only).")
     anthropic_api_key: str | None = Field(
         default=None, description="Set as EnvVar('ANTHROPIC_API_KEY'); never a literal in config."

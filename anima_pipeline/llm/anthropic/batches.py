@@ -30,8 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import anthropic
-
+from anima_pipeline.llm.anthropic.sdk import sdk
 from anima_pipeline.llm.failures import EngineError, RequestRejected, RetriesExhausted
 
 if TYPE_CHECKING:
@@ -171,7 +170,7 @@ class BatchCollector:
                 (ids[cid], f"batch {created.id} ended without a result for it") for cid in set(ids) - seen
             ]
             resent = {id(slot) for slot in self._send_again(again)}
-        except anthropic.AnthropicError as err:
+        except sdk().AnthropicError as err:
             for slot in batch:
                 if slot.message is None and slot.error is None:
                     slot.error = engine.translate(slot.step, err)

@@ -36,20 +36,29 @@ conversation so each turn reads the previous one from the cache (at most 4 in al
 
 The API key stays a `SecretStr` on the engine and is never logged, put in an error
 message or shown in a repr; request headers are never logged.
+
+The SDK is imported when the first engine is built, not with this module (llm/anthropic/sdk.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, ClassVar
+from zoneinfo import ZoneInfo
 
-import anthropic
 import tenacity
 from pydantic import SecretStr
 
+from anima_pipeline.config import Settings
+from anima_pipeline.llm.anthropic.batches import BatchCollector
+from anima_pipeline.llm.anthropic.sdk import sdk
+from anima_pipeline.llm.anthropic.summary import ClaudeSummarizer
+from anima_pipeline.llm.anthropic.tokens import ClaudeCounter
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import (
     DeclineRecorder,
@@ -73,8 +82,9 @@ from anima_pipeline.llm.pricing import cost_usd, price_for
 from anima_pipeline.llm.ratelimit import RateLimiter
 
 if TYPE_CHECKING:
-    from anima_pipeline.config import Effort, Settings, Thinking
-    from anima_pipeline.llm.anthropic.batches import BatchCollector
+    import anthropic
+
+    from anima_pipeline.config import Effort, Thinking
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +107,10 @@ def _is_retryable(err: anthropic.APIStatusError) -> bool:
 
 
 def _retryable(err: BaseException) -> bool:
-    if isinstance(err, anthropic.APIStatusError):
+    api = sdk()
+    if isinstance(err, api.APIStatusError):
         return _is_retryable(err)
-    return isinstance(err, anthropic.APITimeoutError | anthropic.APIConnectionError)
+    return isinstance(err, api.APITimeoutError | api.APIConnectionError)
 
 
 def _retry_after(err: BaseException) -> float | None:
@@ -176,7 +187,11 @@ def _texts(response: Any) -> str:
 
 
 class AnthropicEngine:
-    name = "anthropic"
+    name: ClassVar[str] = "anthropic"
+    # the nights calling the API share one Dagster pool named after the provider
+    pool: ClassVar[str | None] = "anthropic"
+    priced: ClassVar[bool] = True
+    worker_processes: ClassVar[bool] = False  # it waits on the network: threads suffice
 
     def __init__(
         self,
@@ -193,8 +208,6 @@ class AnthropicEngine:
         collector: BatchCollector | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
-        from anima_pipeline.config import Settings
-
         price_for(model)  # an unpriced model would make the budget meaningless: fail now
         # (the per-step models of the settings were priced when the settings were built)
         if not 0 <= max_retries <= 10:
@@ -223,15 +236,53 @@ class AnthropicEngine:
             shares=s.llm_rate_shares,
         )
         self._api_key = api_key
-        self._client = anthropic.Anthropic(
+        self._counter = ClaudeCounter(self)  # one per engine: its cache serves every turn
+        api = sdk()
+        self._client = api.Anthropic(
             api_key=key,
             base_url=base_url,
             max_retries=0,  # retried by tenacity in _create, with each wait capped
             timeout=timeout,
             # SDK 2.x sends `api_key` as `Authorization: Bearer`; the Messages API
             # documents `x-api-key` for API keys, so send it there and only there.
-            default_headers={"x-api-key": key, "Authorization": anthropic.omit},  # type: ignore[dict-item]
+            default_headers={"x-api-key": key, "Authorization": api.omit},
         )
+
+    @classmethod
+    def from_settings(cls, settings: Settings, budget: Budget | None = None) -> AnthropicEngine:
+        """Refuses to start without a key rather than failing at the first step. Without an
+        explicit `budget`, one from ANIMA_BUDGET_USD / ANIMA_BUDGET_TOKENS (unlimited if
+        neither is set)."""
+        key = settings.anthropic_api_key
+        if key is None or not key.get_secret_value().strip():
+            raise EngineConfigError(
+                "ANIMA_ENGINE=anthropic needs an Anthropic API key in the ANTHROPIC_API_KEY environment "
+                "variable, and it is not set (or empty); set it, or use ANIMA_ENGINE=offline"
+            )
+        collector = None
+        if settings.llm_mode == "batch":
+            collector = BatchCollector(
+                window_s=settings.llm_batch_window_s,
+                poll_s=settings.llm_batch_poll_s,
+                max_attempts=settings.llm_max_retries + 1,  # the same retries as a synchronous request
+            )
+        return cls(
+            model=settings.model,
+            api_key=key,
+            base_url=settings.anthropic_base_url,
+            budget=budget if budget is not None else Budget.from_settings(settings),
+            timeout=settings.llm_request_timeout_s,
+            max_retries=settings.llm_max_retries,
+            max_retry_wait=settings.llm_max_retry_wait_s,
+            settings=settings,
+            collector=collector,
+        )
+
+    @classmethod
+    def default_workers(cls, settings: Settings) -> int:
+        """The animas wait on the network: as many as requests may be in flight
+        (ANIMA_LLM_CONCURRENCY, or what the provider's limits allow)."""
+        return settings.llm_in_flight
 
     @property
     def client(self) -> anthropic.Anthropic:
@@ -246,6 +297,15 @@ class AnthropicEngine:
 
     def close(self) -> None:
         self._client.close()
+
+    def summarizer(self, identity: Callable[[], str], tz: ZoneInfo) -> ClaudeSummarizer:
+        return ClaudeSummarizer(self, identity(), tz)  # read now: the prefix every cycle caches
+
+    def token_counter(self) -> ClaudeCounter:
+        return self._counter
+
+    def batch_member(self) -> AbstractContextManager[None]:
+        return self.collector.member() if self.collector is not None else contextlib.nullcontext()
 
     def run(self, request: StepRequest, runner: ToolRunner, offline_plan: OfflinePlan) -> Usage:
         total = Usage()
@@ -343,7 +403,7 @@ class AnthropicEngine:
                     model=self.model,
                     messages=[{"role": "user", "content": text}],
                 )
-        except anthropic.AnthropicError as err:
+        except sdk().AnthropicError as err:
             leaked = self._api_key.get_secret_value() in str(err)
             raise self.translate("agent/count_tokens", err) from (None if leaked else err)
         return int(result.input_tokens)
@@ -494,7 +554,7 @@ class AnthropicEngine:
         try:
             with self._slots:
                 return self._retrying(params)
-        except anthropic.AnthropicError as err:
+        except sdk().AnthropicError as err:
             # The SDK's own message quotes the response body; if a proxy echoed the key
             # there, keep that exception out of the chain (and so out of tracebacks).
             leaked = self._api_key.get_secret_value() in str(err)
@@ -524,7 +584,7 @@ class AnthropicEngine:
         self.limiter.acquire(model)  # also waits out a 429's pause when no limit is set
         try:
             response = self._client.messages.create(**params)
-        except anthropic.RateLimitError as err:
+        except sdk().RateLimitError as err:
             self.limiter.pause(min(_retry_after(err) or 1.0, self.max_retry_wait))
             raise
         if self.limiter.active:
@@ -534,7 +594,8 @@ class AnthropicEngine:
     def translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
         """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""
         attempts = f"{self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
-        if isinstance(err, anthropic.APIStatusError):
+        api = sdk()
+        if isinstance(err, api.APIStatusError):
             status = err.status_code
             detail = self._scrub(f"HTTP {status} {err.type or 'error'}: {err.api_message or ''}".strip())
             if _is_retryable(err):
@@ -542,10 +603,10 @@ class AnthropicEngine:
                 return RetriesExhausted(msg, step=step, status=status)
             msg = f"step {step!r}: Anthropic API rejected the request: {detail}"
             return RequestRejected(msg, step=step, status=status)
-        if isinstance(err, anthropic.APITimeoutError):
+        if isinstance(err, api.APITimeoutError):
             msg = f"step {step!r}: Anthropic API timed out ({self.timeout}s per attempt) on all {attempts}"
             return RetriesExhausted(msg, step=step)
-        if isinstance(err, anthropic.APIConnectionError):
+        if isinstance(err, api.APIConnectionError):
             msg = f"step {step!r}: could not reach the Anthropic API in {attempts}: {self._scrub(str(err))}"
             return RetriesExhausted(msg, step=step)
         return EngineError(
