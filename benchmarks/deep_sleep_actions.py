@@ -20,8 +20,10 @@ memories any round touched, the largest per-anima share per round (the breaker t
 25 % of the active memories in one round), and a seeded random sample of up to ``--sample``
 decisions of each kind with the texts involved, so a person can judge precision.
 
-``--heuristics MODULE`` imports another copy of ``deep.py`` (e.g. a saved baseline on
-PYTHONPATH) to compare before/after on the same extraction.
+``--heuristics MODULE`` imports another copy of the heuristics as one module providing
+``MemoryView``, ``find_contradictions``, ``split_parts``, ``normalize_content`` and
+``merge_groups`` (e.g. a saved baseline on PYTHONPATH) to compare before/after on the same
+extraction; by default they are the rounds' own modules under ``night/steps/deep/``.
 """
 
 from __future__ import annotations
@@ -32,10 +34,15 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from anima_pipeline.night.steps.light.heuristics import extract_facts
+from anima_pipeline.night.steps.deep.contradictions import find_contradictions
+from anima_pipeline.night.steps.deep.memory_view import MemoryView
+from anima_pipeline.night.steps.deep.merges import merge_groups
+from anima_pipeline.night.steps.deep.splits import split_parts
+from anima_pipeline.night.steps.light.facts import extract_facts
+from anima_pipeline.text.similarity import normalize_content
 from testkit.data import group_days, read_jsonl
 
 MERGE_THRESHOLD = 0.75
@@ -45,7 +52,17 @@ BREAKER_RATIO = 0.25
 # --- memories -----------------------------------------------------------------------
 
 
-def archive_views(paths: list[Path], deep: ModuleType) -> dict[str, list[Any]]:
+# the heuristics of the four rounds, as one namespace (`--heuristics` replaces it by a module)
+OURS = SimpleNamespace(
+    MemoryView=MemoryView,
+    find_contradictions=find_contradictions,
+    split_parts=split_parts,
+    normalize_content=normalize_content,
+    merge_groups=merge_groups,
+)
+
+
+def archive_views(paths: list[Path], deep: ModuleType | SimpleNamespace) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     next_id = 1
     for path in paths:
@@ -72,7 +89,7 @@ def archive_views(paths: list[Path], deep: ModuleType) -> dict[str, list[Any]]:
     return out
 
 
-def store_views(database_url: str, deep: ModuleType) -> dict[str, list[Any]]:
+def store_views(database_url: str, deep: ModuleType | SimpleNamespace) -> dict[str, list[Any]]:
     import psycopg  # only needed for this mode
     from psycopg.rows import dict_row
 
@@ -124,7 +141,7 @@ def _show(m: Any) -> str:
     return f"f-{m.id} [{m.type}, {day}] {m.content}"
 
 
-def run_anima(deep: ModuleType, anima_id: str, views: list[Any], tally: Tally) -> None:
+def run_anima(deep: ModuleType | SimpleNamespace, anima_id: str, views: list[Any], tally: Tally) -> None:
     tally.memories += len(views)
     by_id = {v.id: v for v in views}
     original = set(by_id)
@@ -239,13 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--heuristics",
-        default="anima_pipeline.night.steps.deep.heuristics",
-        help="module providing the deep heuristics",
+        default=None,
+        help="module providing the deep heuristics (default: night/steps/deep/'s own modules)",
     )
     args = parser.parse_args(argv)
     if not args.archives and not args.from_store:
         parser.error("give archive files or --from-store URL")
-    deep = importlib.import_module(args.heuristics)
+    deep = importlib.import_module(args.heuristics) if args.heuristics else OURS
     if args.from_store:
         per_anima = store_views(args.from_store, deep)
         source = "semantic_memory (--from-store)"

@@ -14,7 +14,7 @@ Run:  .venv/bin/python -m benchmarks.library_swaps SWAP [--store URL] [-- MODULE
 The swaps, each replacing ours only where the library does the same job:
 
 * ``snowball``: snowballstemmer's English stemmer for deep sleep's suffix stemmer
-  (``night/steps/deep/heuristics.py`` ``_stem``, which feeds ``memory_terms``), the preference words stemmed
+  (``night/steps/deep/merges.py`` ``_stem``, which feeds ``memory_terms``), the preference words stemmed
   the same way;
 * ``pysbd``: pysbd's English segmenter for ``offline/sentences.split_sentences`` on text
   without CJK characters, in both modes (memories and chat messages); ours keeps CJK text
@@ -40,7 +40,7 @@ FIRST, LAST = date(2022, 1, 21), date(2023, 10, 23)
 def swap_snowball() -> None:
     import snowballstemmer
 
-    from anima_pipeline.night.steps.deep import heuristics as deep
+    from anima_pipeline.night.steps.deep import merges as deep
 
     stemmer = snowballstemmer.stemmer("english")
 
@@ -80,7 +80,7 @@ def swap_pysbd() -> None:
 def swap_jieba() -> None:
     import jieba
 
-    from anima_pipeline.night.steps.deep import heuristics as deep
+    from anima_pipeline.night.steps.deep import merges as deep
     from anima_pipeline.text.similarity import has_cjk, normalize_content
 
     jieba.setLogLevel(60)

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from anima_pipeline.night.steps.light.heuristics import extract_facts
+from anima_pipeline.night.steps.light.facts import extract_facts
 from anima_pipeline.text.vocab import MONTHS, NUMBER_WORDS, PAST_TO_BASE, WEEKDAYS
 from testkit.data import group_days, group_of, locomo_dir, memorybank_dir, read_jsonl
 

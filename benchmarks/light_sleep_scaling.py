@@ -22,7 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from anima_pipeline.night.steps.light.heuristics import Utterance, detect_anchors, extract_facts  # noqa: E402
+from anima_pipeline.night.steps.light.anchors import detect_anchors  # noqa: E402
+from anima_pipeline.night.steps.light.facts import extract_facts  # noqa: E402
+from anima_pipeline.night.steps.light.records import Utterance  # noqa: E402
 
 SENTENCES = (
     "I moved to Porto last spring and I work as a nurse at the children's hospital.",

@@ -18,7 +18,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
-from anima_pipeline.night.steps.light.heuristics import Utterance
+from anima_pipeline.night.steps.light.records import Utterance
 
 DATA_DIR_ENV = "ANIMA_DATA_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]

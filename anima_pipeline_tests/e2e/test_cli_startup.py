@@ -27,8 +27,6 @@ HEAVY = (
     "dagster",
     "anima_pipeline.night",
     "anima_pipeline.defs",
-    "anima_pipeline.night.steps.light.heuristics",
-    "anima_pipeline.night.steps.deep.heuristics",
     "anima_pipeline.night.steps.dream.plan",
     "anthropic",
     "fastapi",

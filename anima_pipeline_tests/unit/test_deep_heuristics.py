@@ -9,18 +9,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from anima_pipeline.night.steps.deep.heuristics import (
+from anima_pipeline.night.steps.deep.contradictions import find_contradictions
+from anima_pipeline.night.steps.deep.memory_view import MemoryView
+from anima_pipeline.night.steps.deep.merges import merge_groups
+from anima_pipeline.night.steps.deep.pins import stale_pins
+from anima_pipeline.night.steps.deep.splits import is_split_candidate, split_parts
+from anima_pipeline.text.attributes import extract_attribute
+from anima_pipeline.text.similarity import (
     NORMALIZED_CONTENT_SQL,
-    MemoryView,
-    extract_attribute,
-    find_contradictions,
-    is_split_candidate,
-    merge_groups,
     normalize_content,
     normalized_content_sql,
     similarity,
-    split_parts,
-    stale_pins,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -509,7 +508,7 @@ class TestMerge:
                         ca, cb = memories[a - 1].content, memories[b - 1].content
                         na, nb = normalize_content(ca), normalize_content(cb)
                         assert na == nb or na in nb or nb in na or similarity(ca, cb) >= 0.6
-        from anima_pipeline.night.steps.deep import heuristics as deep
+        from anima_pipeline.night.steps.deep import merges as deep
 
         entries = [deep._entry(m) for m in memories]
         brute = {

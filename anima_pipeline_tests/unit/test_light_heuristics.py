@@ -10,17 +10,14 @@ from itertools import count
 
 import pytest
 
-from anima_pipeline.night.steps.light.heuristics import (
-    FactCandidate,
-    Utterance,
-    dedup_against,
-    detect_anchors,
-    extract_facts,
-    is_small_talk,
-    narrative_significance,
-    normalize_key,
-    resolve_relative_dates,
-)
+from anima_pipeline.night.steps.light.anchors import detect_anchors
+from anima_pipeline.night.steps.light.dedup import dedup_against
+from anima_pipeline.night.steps.light.facts import extract_facts
+from anima_pipeline.night.steps.light.records import FactCandidate, Utterance
+from anima_pipeline.night.steps.light.significance import narrative_significance
+from anima_pipeline.night.steps.light.small_talk import is_small_talk
+from anima_pipeline.text.dates import resolve_relative_dates
+from anima_pipeline.text.words import normalize_key
 
 LOCAL = timezone(timedelta(hours=8))
 MONDAY = datetime(2023, 5, 8, 20, 0, tzinfo=LOCAL)  # 2023-05-08 is a Monday

@@ -1,40 +1,25 @@
-"""The offline deep-sleep plans: per round, the tool calls the heuristics of night/steps/deep/heuristics.py
-decide over the active memories (contradictions and expiries, splits, merges, stale pins).
-Pure: the step (night/steps/deep/step.py) reads the store, builds the pre-filter and passes the
-memories in.
+"""The offline deep-sleep plans: per round, the tool calls the heuristics decide over the
+active memories (contradictions.py, splits.py, merges.py, pins.py). Pure: the step
+(step.py) reads the store, builds the pre-filter and passes the memories in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from anima_pipeline.llm.contract import ToolCall, ToolResult
-from anima_pipeline.night.steps.deep.heuristics import (
-    MemoryView,
-    MergeGroup,
-    extract_attributes,
-    find_contradictions,
-    merge_groups,
-    normalize_content,
-    split_parts,
-    stale_pins,
-)
+from anima_pipeline.night.steps.deep.contradictions import find_contradictions
+from anima_pipeline.night.steps.deep.memory_view import memory_view
+from anima_pipeline.night.steps.deep.merges import MergeGroup, merge_groups
+from anima_pipeline.night.steps.deep.pins import stale_pins
+from anima_pipeline.night.steps.deep.splits import split_parts
+from anima_pipeline.text.attributes import extract_attributes
+from anima_pipeline.text.similarity import normalize_content
 
 if TYPE_CHECKING:
     from anima_pipeline.store.memories import SemanticMemory
-
-
-_VIEW_FIELDS = tuple(f.name for f in fields(MemoryView))
-
-
-def memory_view(m: SemanticMemory) -> MemoryView:
-    """The row's fields the heuristics read, by name (its sources as a tuple: a view is frozen)."""
-    values = {name: getattr(m, name) for name in _VIEW_FIELDS}
-    values["source_sessions"] = tuple(m.source_sessions)
-    return MemoryView(**values)
 
 
 def attribute_pairs(memories: list[SemanticMemory]) -> list[tuple[int, int, str]]:

@@ -31,8 +31,9 @@ from anima_pipeline.core.steps import STEP_ORDER, StepKey
 from anima_pipeline.llm.contract import StepRequest, TextBlock, ToolSpec, Usage
 from anima_pipeline.night import guards, prefix, prompts
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
-from anima_pipeline.night.steps.deep.heuristics import is_split_candidate
+from anima_pipeline.night.steps.deep.pins import RESIDENT_CAP
 from anima_pipeline.night.steps.deep.plan import attribute_pairs, merge_candidates, round_plan
+from anima_pipeline.night.steps.deep.splits import is_split_candidate
 from anima_pipeline.night.steps.light.step import LIGHT_STEPS
 from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.store.db import Connection, Database
@@ -96,7 +97,6 @@ ROUND_PROMPTS = prompts.DEEP_ROUND_TASK  # short: every round's rules are in the
 WARN_CHARS = 10_000
 BATCH_CHARS = 100_000
 REFUSE_CHARS = 300_000
-RESIDENT_CAP = 40
 MAX_PREFILTER_LINES = 30  # message 2 stays small beside message 1 (the cached prefix)
 MAX_PREFILTER_IDS = 40
 EVERY_PAIR_IDS = 250  # past this many memories the trigram pairs come from content-order neighbours

@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.llm.contract import ToolCall, ToolResult
-from anima_pipeline.night.steps.light.heuristics import (
-    Utterance,
-    dedup_against,
-    detect_anchors,
-    extract_facts,
-    is_small_talk,
-    narrative_significance,
-)
+from anima_pipeline.night.steps.light.anchors import detect_anchors
+from anima_pipeline.night.steps.light.dedup import dedup_against
+from anima_pipeline.night.steps.light.facts import extract_facts
+from anima_pipeline.night.steps.light.records import Utterance
+from anima_pipeline.night.steps.light.significance import narrative_significance
+from anima_pipeline.night.steps.light.small_talk import is_small_talk
 
 if TYPE_CHECKING:
     from anima_pipeline.store.archive import DayConversation
