@@ -23,11 +23,11 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import DEEP_SLEEP
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.night.frame import StepResult
 from anima_pipeline.night.runner import run_days
-from anima_pipeline.night.steps.deep.step import DEEP_STEPS
 from anima_pipeline.store.db import Database, open_database
 from testkit.claude_night import DAY, KEY, responder, seed
 from testkit.fake_messages_api import FakeMessagesAPI
@@ -65,8 +65,8 @@ def report(night: tuple[list[StepResult], int], label: str) -> float:
             f"{r.step:38} {u.calls:5d} {u.one_pass_tokens:9d} {u.billed_equiv_tokens:10.0f} "
             f"{u.billed_equiv_ratio:6.2f} {u.cache_read_tokens:8d} {u.cache_write_tokens:8d}"
         )
-    deep = [r for r in results if r.step in DEEP_STEPS]
-    first = next(r for r in deep if r.step == DEEP_STEPS[0])
+    deep = [r for r in results if r.step in DEEP_SLEEP]
+    first = next(r for r in deep if r.step == DEEP_SLEEP[0])
     total = sum(r.usage.billed_equiv_tokens for r in deep)
     ratio = total / msg1
     whole = total / first.usage.one_pass_tokens
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
                 home=Path(home),
                 database_url=args.database_url,
                 engine="anthropic",
-                llm_step_models=dict.fromkeys(DEEP_STEPS, "main"),
+                llm_step_models=dict.fromkeys(DEEP_SLEEP, "main"),
             )
             db = open_database(settings)
             try:

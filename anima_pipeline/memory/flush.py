@@ -22,7 +22,8 @@ from anima_pipeline.night.frame import Night
 from anima_pipeline.night.revert import REVERTED_REASON
 from anima_pipeline.night.steps.light.day_input import render_day, render_memories, strip_tool_blocks
 from anima_pipeline.night.steps.light.plan import semantic_plan
-from anima_pipeline.night.steps.light.step import SEMANTIC_TOOLS, STEP_SEMANTIC, _run
+from anima_pipeline.night.steps.light.step import STEP_SEMANTIC, _run
+from anima_pipeline.night.steps.light.tools import SEMANTIC_TOOLS
 from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.recall.session_view import FlushOutcome
 from anima_pipeline.store.archive import DayConversation, DayMessage

@@ -27,13 +27,18 @@ from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.prompt_cost import Conversation, price, tokens
-from anima_pipeline.night import prefix, prompts
+from anima_pipeline.night import prefix
 from anima_pipeline.night.frame import Mode, Night, scheduled_mode
 from anima_pipeline.night.registry import STEPS, plan_day
-from anima_pipeline.night.steps.deep import step as deep_sleep
-from anima_pipeline.night.steps.light.step import DAY_FAMILY, DAY_FAMILY_TOOLS, DAY_FRAMING
-from anima_pipeline.night.steps.light.step import PROMPTS as LIGHT_PROMPTS
+from anima_pipeline.night.steps.deep.prompt import ROUNDS, deep_system
+from anima_pipeline.night.steps.dream.prompt import DREAM
+from anima_pipeline.night.steps.framing import system_blocks
+from anima_pipeline.night.steps.light.prompt import PROMPTS as LIGHT_PROMPTS
+from anima_pipeline.night.steps.light.tools import NARRATIVE_TOOLS, SUMMARY_TOOLS
+from anima_pipeline.night.steps.self_refresh.prompt import SELF_REFRESH
+from anima_pipeline.night.steps.temporal.prompt import TEMPORAL_CASCADE, TEMPORAL_DAY, TEMPORAL_SYSTEM
 from anima_pipeline.night.steps.temporal.step import closed_periods
+from anima_pipeline.night.steps.temporal.tools import TOOLS as TEMPORAL_TOOLS
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.sizes import NightSizes, night_sizes
@@ -84,7 +89,7 @@ def _tools_chars(names: tuple[str, ...]) -> int:
 
 
 def _framing_chars(framing: str, night: Night) -> int:
-    return len(prompts.system_blocks(framing, night.day, night.tz, "")[0].text) + 2 * BLOCK_CHARS
+    return len(system_blocks(framing, night.day, night.tz, "")[0].text) + 2 * BLOCK_CHARS
 
 
 def _identity_chars(anima_id: str, s: NightSizes) -> int:
@@ -144,12 +149,14 @@ def conversations(
         )
 
     def day(step: str, tail: int) -> None:  # the day family: one prefix per model (night/prefix.py)
-        members = prefix.sharing(model_of, step, DAY_FAMILY)
-        framing = _framing_chars("\n\n".join(DAY_FRAMING[StepKey(m)] for m in members), night)
-        head = _tools_chars(prefix.tools_of(members, DAY_FAMILY_TOOLS)) + framing + identity + transcript
+        members = prefix.sharing(model_of, step, prefix.DAY_FAMILY)
+        framing = _framing_chars("\n\n".join(prefix.DAY_FRAMING[StepKey(m)] for m in members), night)
+        head = (
+            _tools_chars(prefix.tools_of(members, prefix.DAY_FAMILY_TOOLS)) + framing + identity + transcript
+        )
         add(step, f"day/{members}", head, tail)
 
-    deep_members = {step: prefix.sharing(model_of, step, deep_sleep.FAMILY) for step in deep_sleep.FAMILY}
+    deep_members = {step: prefix.sharing(model_of, step, prefix.DEEP_FAMILY) for step in prefix.DEEP_FAMILY}
     msg1 = _message_one_chars(s)
     for step in (d.key for d in STEPS if d.key in steps):
         if step == StepKey.SEMANTIC_EXTRACTED and s.conversations:
@@ -158,30 +165,31 @@ def conversations(
             day(step, _block(60) + _block(LIGHT_PROMPTS[step][1]))
         elif step == StepKey.AUTOBIOGRAPHY_NARRATED and (s.conversations or s.recent_experiences):
             recent = s.recent_experience_chars + (s.recent_experiences + NEW_MEMORIES) * MEMORY_LINE_CHARS
-            tools = ("create_autobiographical_memory", "deprecate_autobiographical_memory")
-            light(step, tools, _block(recent), _block(100 + s.narratives * 80))
+            light(step, NARRATIVE_TOOLS, _block(recent), _block(100 + s.narratives * 80))
         elif step == StepKey.AUTOBIOGRAPHY_SUMMARY and s.narratives:
-            light(step, ("write_self_block",), _block(60 + s.narratives * 80), 0)
-        elif step in deep_sleep.FAMILY and s.memories + NEW_MEMORIES:
+            light(step, SUMMARY_TOOLS, _block(60 + s.narratives * 80), 0)
+        elif step in prefix.DEEP_FAMILY and s.memories + NEW_MEMORIES:
             members = deep_members[step]
-            rounds = tuple(name for key, name in deep_sleep.ROUNDS if key in members)
-            after = deep_sleep.DREAM_STEP in members or deep_sleep.SELF_STEP in members
-            framing = _framing_chars(prompts.deep_system(rounds, after), night)
-            head = _tools_chars(prefix.tools_of(members, deep_sleep.FAMILY_TOOLS)) + framing + identity + msg1
-            if step == deep_sleep.DREAM_STEP:
-                tail = _block(200) + _block(NEW_MEMORIES * MEMORY_LINE_CHARS) + _block(prompts.DREAM)
-            elif step == deep_sleep.SELF_STEP:
-                tail = _block(200) + _block(CHANGES_CHARS) + _block(prompts.SELF_REFRESH)
+            rounds = tuple(name for key, name in ROUNDS if key in members)
+            after = StepKey.DREAM in members or StepKey.SELF_REFRESHED in members
+            framing = _framing_chars(deep_system(rounds, after), night)
+            head = (
+                _tools_chars(prefix.tools_of(members, prefix.DEEP_FAMILY_TOOLS)) + framing + identity + msg1
+            )
+            if step == StepKey.DREAM:
+                tail = _block(200) + _block(NEW_MEMORIES * MEMORY_LINE_CHARS) + _block(DREAM)
+            elif step == StepKey.SELF_REFRESHED:
+                tail = _block(200) + _block(CHANGES_CHARS) + _block(SELF_REFRESH)
             else:
                 tail = _block(200) + _block(PREFILTER_CHARS) + _block(120)
             add(step, f"deep/{members}", head, tail)
         elif step == StepKey.DAY_SUMMARY and s.conversations:
-            day(step, _block(CHANGES_CHARS) + _block(70) + _block(prompts.TEMPORAL_DAY))
+            day(step, _block(CHANGES_CHARS) + _block(70) + _block(TEMPORAL_DAY))
         elif step == StepKey.CASCADE:
-            head = _tools_chars(("write_temporal_summary",)) + _framing_chars(prompts.TEMPORAL_SYSTEM, night)
+            head = _tools_chars(TEMPORAL_TOOLS) + _framing_chars(TEMPORAL_SYSTEM, night)
             for level, start, end in closed_periods(night.day):
                 parts = min((end - start).days + 1, 7 if level == "week" else 5)
-                tail = _block(70) + _block(prompts.TEMPORAL_CASCADE)
+                tail = _block(70) + _block(TEMPORAL_CASCADE)
                 add(step, None, head + identity + _block(parts * SUMMARY_CHARS), tail)
     return out
 

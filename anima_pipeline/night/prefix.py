@@ -3,23 +3,54 @@ serves it: caches are per model, so the steps of a family that run on the same m
 one prefix (its tools and framing are the union of what they need), and a step alone on its
 model sends only its own (docs/cost.md).
 
-Families: deep sleep's four rounds with the dream and the self refresh (the store as message
-1, the self-block snapshot); light sleep's day transcript with the day summary.
+Two families:
+- the day: light sleep's stages 1 and 2 with the day summary send the identity as the night
+  found it and the day's transcript as message 1;
+- the store: deep sleep's four rounds with the dream and the self refresh send the identity
+  over the self-block snapshot and the store as deep sleep found it as message 1 (in slices
+  under the size limit), then message 1.5, the rounds' changes so far.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from anima_pipeline.core.steps import STEP_ORDER
-from anima_pipeline.llm.contract import Engine
+from anima_pipeline.core.steps import DEEP_SLEEP, LIGHT_SLEEP, STEP_ORDER, StepKey
+from anima_pipeline.llm.contract import Engine, StepRequest, TextBlock, ToolSpec
 from anima_pipeline.night.frame import Night
+from anima_pipeline.night.steps.deep.prompt import (
+    REFUSE_CHARS,
+    ROUNDS,
+    DeepSleepTooLarge,
+    compact,
+    deep_system,
+    message_one,
+    message_one_five,
+    slices,
+)
+from anima_pipeline.night.steps.deep.tools import ROUND_TOOLS
+from anima_pipeline.night.steps.dream.tools import TOOLS as DREAM_TOOLS
+from anima_pipeline.night.steps.framing import system_blocks, tagged
+from anima_pipeline.night.steps.light.day_input import chunk_conversations, render_day
+from anima_pipeline.night.steps.light.prompt import LIGHT_LIMBIC_SYSTEM, LIGHT_SEMANTIC_SYSTEM
+from anima_pipeline.night.steps.light.tools import ANCHOR_TOOLS, SEMANTIC_TOOLS
+from anima_pipeline.night.steps.self_refresh.tools import TOOLS as SELF_TOOLS
+from anima_pipeline.night.steps.temporal.prompt import TEMPORAL_SYSTEM
+from anima_pipeline.night.steps.temporal.tools import TOOLS as TEMPORAL_TOOLS
 from anima_pipeline.recall.identity import identity_context
+from anima_pipeline.store.archive import DayConversation
 from anima_pipeline.store.db import Connection
-from anima_pipeline.store.events import night_writes
+from anima_pipeline.store.events import (
+    events_of_steps,
+    memories_changed_outside,
+    night_writes,
+    semantic_writes,
+)
 from anima_pipeline.store.layers import SelfBlockRepo
-from anima_pipeline.store.memories import active_before
+from anima_pipeline.store.memories import SemanticMemory, active_before
+from anima_pipeline.tools.schemas import tool_specs
 
 ModelOf = Callable[[str], str]
 
@@ -41,10 +72,38 @@ def tools_of(members: Sequence[str], tools: Mapping[Any, Sequence[str]]) -> tupl
     return tuple(dict.fromkeys(t for m in members for t in tools[m]))
 
 
+# ---- the day: light sleep's transcript with the day summary ---------------------------------
+
+DAY_FAMILY = (StepKey.SEMANTIC_EXTRACTED, StepKey.ANCHORS_MARKED, StepKey.DAY_SUMMARY)
+DAY_FAMILY_TOOLS = {
+    StepKey.SEMANTIC_EXTRACTED: SEMANTIC_TOOLS,
+    StepKey.ANCHORS_MARKED: ANCHOR_TOOLS,
+    StepKey.DAY_SUMMARY: TEMPORAL_TOOLS,
+}
+DAY_FRAMING = {
+    StepKey.SEMANTIC_EXTRACTED: LIGHT_SEMANTIC_SYSTEM,
+    StepKey.ANCHORS_MARKED: LIGHT_LIMBIC_SYSTEM,
+    StepKey.DAY_SUMMARY: TEMPORAL_SYSTEM,
+}
+
+
+def day_prefix(night: Night, step: str) -> tuple[tuple[str, ...], str]:
+    """(tools, framing) that `step` of the day family sends: those of the members on its model."""
+    members = sharing(engine_models(night.engine), step, DAY_FAMILY)
+    return tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
+
+
+def day_transcript(convs: list[DayConversation], night: Night) -> str:
+    """The day as message 1, rendered as stage 1 sends it (one chunk: newest first), so every
+    step of the day family sends the same bytes."""
+    chunks = chunk_conversations(convs, night.tz)
+    return render_day(chunks[0] if len(chunks) == 1 else convs, night.tz, night.day.isoformat())
+
+
 def identity_as_found(conn: Connection, anima_id: str, night: Night) -> str:
     """The identity context as the night found it, before any of its steps wrote (their writes
     to memories and self blocks undone): what the steps that read the day's transcript send in
-    their shared prefix (light sleep stages 1 and 2, the day summary; night/prefix.py), the
+    their shared prefix (light sleep stages 1 and 2, the day summary: the day family), the
     same whether a step runs first or after deep sleep and reference sync."""
     steps = [str(s) for s in STEP_ORDER]
     memories = active_before(
@@ -55,3 +114,145 @@ def identity_as_found(conn: Connection, anima_id: str, night: Night) -> str:
         if e["memory_id"] in blocks:
             blocks[e["memory_id"]] = (e["before"] or {}).get("content", "")
     return identity_context(conn, anima_id, memories=memories, blocks=blocks)
+
+
+# ---- the store: deep sleep's rounds with the dream and the self refresh ---------------------
+
+DEEP_FAMILY: tuple[str, ...] = (*DEEP_SLEEP, StepKey.DREAM, StepKey.SELF_REFRESHED)
+DEEP_FAMILY_TOOLS: dict[str, tuple[str, ...]] = {
+    **{step: ROUND_TOOLS[name] for step, name in ROUNDS},
+    StepKey.DREAM: DREAM_TOOLS,
+    StepKey.SELF_REFRESHED: SELF_TOOLS,
+}
+# The steps that finish before deep sleep starts (DAG order); every later write of the night
+# is undone when the family rebuilds its shared prompt.
+BEFORE_DEEP_SLEEP = (StepKey.CLEANED, *LIGHT_SLEEP)
+
+
+def deep_writes(conn: Connection, anima_id: str, night: Night) -> list[dict]:
+    """The rounds' writes to semantic memory this night, in order (message 1.5 is made from them)."""
+    return semantic_writes(conn, anima_id, night.day, list(DEEP_SLEEP))
+
+
+def _after_light_sleep(conn: Connection, anima_id: str, night: Night, table: str) -> list[dict]:
+    """This night's writes to `table` by the steps that run from deep sleep on (the rounds
+    themselves, the dream, the self refresh, reference sync): undone, they give the store as
+    deep sleep found it, which every round shows the same (one cached prompt prefix). An
+    agent's own writes of that day (remember) are part of what deep sleep finds, not undone;
+    nor are a revert's (`anima revert`, the night guard's undo), and the writes of a run
+    that was reverted are undone already: undoing either again would bring back what the
+    revert retired (a reverted flood of 5,000 memories in message 1)."""
+    return events_of_steps(
+        conn, anima_id, night.day, table, [k for k in STEP_ORDER if k not in BEFORE_DEEP_SLEEP]
+    )
+
+
+def self_blocks_snapshot(conn: Connection, anima_id: str, night: Night) -> dict[str, str]:
+    """The self blocks as they were when deep sleep started this night."""
+    blocks = SelfBlockRepo(conn).all(anima_id)
+    for e in reversed(_after_light_sleep(conn, anima_id, night, "self_block")):
+        if e["memory_id"] in blocks:
+            blocks[e["memory_id"]] = (e["before"] or {}).get("content", "")
+    return blocks
+
+
+def changed_today(conn: Connection, anima_id: str, night: Night) -> set[int]:
+    """Memories written in the 24 h before the night's cutoff by anything but deep sleep:
+    keyed to the partition day so a backfill skips exactly what the nights it replays would
+    have skipped. An audited write belongs to its event's day; updated_at inside the day only
+    counts for a write no day-tagged event explains (unaudited), since the wall-clock time of
+    a backfill's or of the previous night's writes says nothing about this day."""
+    return memories_changed_outside(conn, anima_id, night.day, list(DEEP_SLEEP), night.start, night.end)
+
+
+@dataclass
+class Prefix:
+    """What every deep-sleep round, the dream and the self refresh of a night send first, byte
+    for byte (one cached prefix per model): the system blocks over the identity snapshot, then
+    message 1 per slice of the store as deep sleep found it. `events` are the rounds' writes
+    so far (message 1.5 is made from them)."""
+
+    system: list[TextBlock]
+    tools: list[ToolSpec]
+    slices: list[tuple[str, list[SemanticMemory], TextBlock]]
+    base: list[SemanticMemory]
+    events: list[dict]
+    chars: int  # of the whole message 1 (the size thresholds are defined on it)
+    refused: str | None = None  # why deep sleep is skipped tonight (a slice that cannot be cut)
+
+
+def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Prefix:
+    """The prefix `step` sends (shared with the family members on its model), message 1 in
+    slices each under the limit (`slices`); `refused` says why deep sleep is skipped tonight
+    when one slice cannot be cut."""
+    members = sharing(engine_models(night.engine), step, DEEP_FAMILY)
+    rounds = tuple(name for s, name in ROUNDS if s in members)
+    base = active_before(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
+    system = identity_context(
+        conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
+    )
+    try:
+        cut, refused = slices(base, night.tz), None
+    except DeepSleepTooLarge as exc:  # the rounds skip; the dream and the self refresh read what fits
+        cut, refused = (
+            slices([m for m in base if len(compact(m, night.tz)) <= REFUSE_CHARS], night.tz),
+            str(exc),
+        )
+    sliced = [
+        (
+            label,
+            batch,
+            TextBlock(
+                text=tagged(
+                    "memories",
+                    f"# Message 1: active semantic memories ({label})\n{message_one(batch, night.tz)}",
+                ),
+                cache=True,
+            ),
+        )
+        for label, batch in cut
+    ]
+    framing = deep_system(rounds, after=StepKey.DREAM in members or StepKey.SELF_REFRESHED in members)
+    return Prefix(
+        system=system_blocks(framing, night.day, night.tz, system),
+        tools=tool_specs(tools_of(members, DEEP_FAMILY_TOOLS)),
+        slices=sliced,
+        refused=refused,
+        base=base,
+        events=deep_writes(conn, anima_id, night),
+        chars=len(message_one(base, night.tz)),
+    )
+
+
+def store_changed(conn: Connection, anima_id: str, night: Night) -> bool:
+    """Whether the anima's store changed that day: a write by any step (or the agent) other than
+    deep sleep, the rule deep sleep's incremental mode skips rounds 1 and 3 by, or a deep-sleep
+    write that night. The dream and the self refresh cannot change anything otherwise."""
+    return bool(changed_today(conn, anima_id, night) or deep_writes(conn, anima_id, night))
+
+
+def deep_request(
+    step: str,
+    shared: Prefix,
+    msg1: TextBlock,
+    events: list[dict],
+    message_two: str,
+    task: str,
+    *,
+    must_write: bool = False,
+) -> StepRequest:
+    """The request of a step of the store family: the shared prefix (tools, system, one slice
+    of message 1), then message 1.5 (the rounds' changes in `events`), the step's message 2
+    and its task."""
+    return StepRequest(
+        step=step,
+        system=shared.system,
+        user=[
+            msg1,
+            TextBlock(text=tagged("changes", message_one_five(events))),
+            TextBlock(text=message_two),
+            TextBlock(text=task),
+        ],
+        tools=shared.tools,
+        must_write=must_write,
+    )

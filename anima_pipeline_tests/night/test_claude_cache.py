@@ -10,8 +10,9 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import DEEP_SLEEP
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
-from anima_pipeline.night.steps.deep.step import DEEP_STEPS, read_log
+from anima_pipeline.night.steps.deep.step import read_log
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
@@ -30,7 +31,7 @@ def test_rounds_share_one_cached_prefix_while_dream_and_self_refresh_write(
             SecretStr("sk-ant-test"),
             base_url=fake.url,
             max_retries=0,
-            settings=Settings(llm_step_models=dict.fromkeys(DEEP_STEPS, "main")),  # caches are per model
+            settings=Settings(llm_step_models=dict.fromkeys(DEEP_SLEEP, "main")),  # caches are per model
         )
         try:
             n = night(tmp_path, engine=engine, mode="full")

@@ -20,27 +20,29 @@ import pytest
 from pydantic import SecretStr
 
 from anima_pipeline import config
+from anima_pipeline.core.steps import DEEP_SLEEP
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night, StepFailed
 from anima_pipeline.night.guards import LossGuardTripped, LossLimits
-from anima_pipeline.night.steps.deep import step as deep_sleep
-from anima_pipeline.night.steps.deep.step import (
+from anima_pipeline.night.steps.deep.prompt import (
     BATCH_CHARS,
-    DEEP_STEPS,
+    DEEP_ROUND_TASK,
     REFUSE_CHARS,
     WARN_CHARS,
     DeepSleepTooLarge,
+    message_one,
+    message_one_five,
+    size_band,
+    slices,
+)
+from anima_pipeline.night.steps.deep.step import (
     Settings,
     deconflict,
     merge,
-    message_one,
-    message_one_five,
     prefilter,
     read_log,
     review_pins,
-    size_band,
-    slices,
     split,
 )
 from anima_pipeline.store import sleep_state
@@ -55,7 +57,7 @@ A = "mira"
 DAY = date(2024, 3, 5)  # the night under test (a Tuesday; every test sets the mode explicitly)
 PLANTED = date(2024, 2, 1)  # the partition day of the light sleep that wrote the planted memories
 LIGHT = "semantic_memory/extracted"
-STEP_DECONFLICT, STEP_SPLIT, STEP_MERGE, STEP_PINS = DEEP_STEPS
+STEP_DECONFLICT, STEP_SPLIT, STEP_MERGE, STEP_PINS = DEEP_SLEEP
 ROUNDS = (deconflict, split, merge, review_pins)
 END = datetime(2024, 3, 6, tzinfo=CST)  # Night(DAY).end
 
@@ -330,7 +332,7 @@ def test_four_rounds_in_order_record_every_change_and_leave_the_expected_store(
     n = night(tmp_path)
     results = [r(db, n, A) for r in ROUNDS]
     assert [r.status for r in results] == ["done"] * 4
-    assert [r.step for r in results] == list(DEEP_STEPS)
+    assert [r.step for r in results] == list(DEEP_SLEEP)
 
     assert ops(db, STEP_DECONFLICT) == [("deprecate", tiger)]
     split_ops = ops(db, STEP_SPLIT)
@@ -396,9 +398,7 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
         ),
         reply(text("Done.")),
     ]  # rounds 2-4 get the fake's default end_turn reply: the model changes nothing more
-    one_model = config.Settings(
-        llm_step_models=dict.fromkeys(deep_sleep.DEEP_STEPS, "main")
-    )  # caches are per model
+    one_model = config.Settings(llm_step_models=dict.fromkeys(DEEP_SLEEP, "main"))  # caches are per model
     with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
         engine = AnthropicEngine(
             "claude-haiku-4-5",
@@ -433,7 +433,7 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
     for later in msg15[1:]:
         assert f"f-{tiger} — deprecated: contradicted by a newer fact (superseded by f-{goat})" in later
     assert [b["messages"][0]["content"][3]["text"] for b in firsts] == [
-        deep_sleep.ROUND_PROMPTS[name] for name in ("contradiction", "split", "merge", "pin_review")
+        DEEP_ROUND_TASK[name] for name in ("contradiction", "split", "merge", "pin_review")
     ]
 
     assert results[0].usage.cache_write_tokens > 0
@@ -881,7 +881,7 @@ def test_a_store_of_600k_characters_sleeps_with_deep_sleep_in_slices(db: Databas
         import_records(conn, parse_lines(lines, "day"), audit, ImportStats())
     settings = AppSettings(database_url=db.url, home=tmp_path, workers=1, timezone="Asia/Shanghai")
     results = run_days(db, settings, [DAY], mode="full")  # no NightFailed
-    rounds = [r for r in results if r.step in DEEP_STEPS and r.day == DAY]
+    rounds = [r for r in results if r.step in DEEP_SLEEP and r.day == DAY]
     assert len(rounds) == 4
     for r in rounds:
         assert r.stats["size_band"] == "sliced" and r.stats["message1_chars"] > 2 * REFUSE_CHARS

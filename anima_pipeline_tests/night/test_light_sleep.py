@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from anima_pipeline.core.steps import LIGHT_SLEEP
 from anima_pipeline.llm.contract import StepRequest, ToolCall, ToolResult, ToolRunner, Usage
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night, StepResult
@@ -29,8 +30,6 @@ from anima_pipeline.night.steps.light.day_input import (
 )
 from anima_pipeline.night.steps.light.plan import autobiography_outline
 from anima_pipeline.night.steps.light.step import (
-    LIGHT_STEPS,
-    SEMANTIC_TOOLS,
     STEP_NARRATIVE,
     STEP_SEMANTIC,
     STEP_SUMMARY,
@@ -39,6 +38,7 @@ from anima_pipeline.night.steps.light.step import (
     narrate,
     summarize_autobiography,
 )
+from anima_pipeline.night.steps.light.tools import SEMANTIC_TOOLS
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import DayConversation, DayMessage, ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
@@ -576,7 +576,7 @@ def test_a_day_of_small_talk_writes_nothing_and_the_night_goes_on(db: Database):
         states = conn.execute(
             "SELECT step, status FROM sleep_state WHERE anima_id = %s AND day = %s", (A, DAY)
         ).fetchall()
-    assert {(s["step"], s["status"]) for s in states} == {(step, "done") for step in LIGHT_STEPS}
+    assert {(s["step"], s["status"]) for s in states} == {(step, "done") for step in LIGHT_SLEEP}
 
 
 def test_a_day_without_conversations_is_a_normal_night(db: Database):
@@ -689,7 +689,7 @@ def test_each_stage_reports_counts_and_input_size(rich: Database):
         "autobiographical_memory/narrated": ("candidates", "narratives"),
         "self_blocks/autobiography_summary": ("narratives_read", "self_blocks", "summary_chars"),
     }
-    assert list(results) == list(LIGHT_STEPS)
+    assert list(results) == list(LIGHT_SLEEP)
     for step, keys in expected.items():
         stats = results[step].stats
         for key in (*keys, "input_chars", "llm_calls", "tokens_in", "tokens_out", "cost_usd"):

@@ -12,6 +12,7 @@ import pytest
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import DEEP_SLEEP
 from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
@@ -20,14 +21,13 @@ from anima_pipeline.llm.pricing import cost_usd, price_for
 from anima_pipeline.night.estimate import estimate_night
 from anima_pipeline.night.frame import StepResult
 from anima_pipeline.night.runner import run_days
-from anima_pipeline.night.steps.deep.step import DEEP_STEPS
 from anima_pipeline.store.db import Database
 from anima_pipeline_tests.conftest import cli_env, run_cli
 from testkit.claude_night import DAY, KEY, responder, seed
 from testkit.fake_messages_api import FakeMessagesAPI, PromptCache, reply, sleep_autopilot, text
 
 MAIN, SMALL = "claude-sonnet-5-5", "claude-haiku-5-5"
-DEEP_FAMILY = (*DEEP_STEPS, "dreams/journal", "self_blocks/refreshed")
+DEEP_FAMILY = (*DEEP_SLEEP, "dreams/journal", "self_blocks/refreshed")
 
 
 def night(
@@ -68,10 +68,10 @@ def _step_of(body: dict) -> str:
     """Which step sent a request (the task is the first user turn's last block)."""
     task = body["messages"][0]["content"][-1]["text"]
     for marker, step in (
-        ("this is round 1", DEEP_STEPS[0]),
-        ("this is round 2", DEEP_STEPS[1]),
-        ("this is round 3", DEEP_STEPS[2]),
-        ("this is round 4", DEEP_STEPS[3]),
+        ("this is round 1", DEEP_SLEEP[0]),
+        ("this is round 2", DEEP_SLEEP[1]),
+        ("this is round 3", DEEP_SLEEP[2]),
+        ("this is round 4", DEEP_SLEEP[3]),
         ("Message 3 — the dream", "dreams/journal"),
         ("Message 3 — the self-layer refresh", "self_blocks/refreshed"),
     ):
@@ -91,8 +91,8 @@ def test_each_step_runs_on_its_model_and_is_billed_at_its_price(db: Database, se
     for body in bodies:
         models.setdefault(_step_of(body), set()).add(body["model"])
     # judgement on the main model; every step that allows it on the small one
-    assert models[DEEP_STEPS[0]] == {MAIN}
-    assert all(models[s] == {SMALL} for s in (*DEEP_STEPS[1:], "dreams/journal", "self_blocks/refreshed"))
+    assert models[DEEP_SLEEP[0]] == {MAIN}
+    assert all(models[s] == {SMALL} for s in (*DEEP_SLEEP[1:], "dreams/journal", "self_blocks/refreshed"))
     by_step = {r.step: r for r in results}
     extracted = by_step["semantic_memory/extracted"].usage
     assert extracted.calls == 3 and {
@@ -160,7 +160,7 @@ def test_dream_and_self_refresh_read_deep_sleeps_prefix_written_once_per_model(
     by_step = {_step_of(b): (b, u) for b, u in firsts}
     assert set(by_step) == set(DEEP_FAMILY)
     # the small model's members send one prefix byte for byte: tools, system and message 1
-    small = [by_step[s] for s in (*DEEP_STEPS[1:], "dreams/journal", "self_blocks/refreshed")]
+    small = [by_step[s] for s in (*DEEP_SLEEP[1:], "dreams/journal", "self_blocks/refreshed")]
     for b, _ in small:
         assert b["tools"] == small[0][0]["tools"] and b["system"] == small[0][0]["system"]
         assert b["messages"][0]["content"][0] == small[0][0]["messages"][0]["content"][0]
@@ -171,7 +171,7 @@ def test_dream_and_self_refresh_read_deep_sleeps_prefix_written_once_per_model(
         u["cache_read_input_tokens"] == prefix and u["cache_creation_input_tokens"] == 0 for _, u in small[1:]
     )
     # round 1 is alone on the main model: its own, smaller prefix (only its tool and rules), written once
-    r1, u1 = by_step[DEEP_STEPS[0]]
+    r1, u1 = by_step[DEEP_SLEEP[0]]
     assert [t["name"] for t in r1["tools"]] == ["deprecate_semantic_memory"]
     assert "Round 2 — split" not in json.dumps(
         r1["system"], ensure_ascii=False

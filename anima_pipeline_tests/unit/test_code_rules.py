@@ -154,25 +154,44 @@ def test_no_sentence_or_speaker_of_the_evaluation_data_in_the_repository() -> No
     assert not found, "quotes the evaluation data (a sentence or a speaker's name):\n" + "\n".join(found)
 
 
+def _runtime_imports(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) of every import outside `if TYPE_CHECKING:` blocks."""
+    type_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in type_only or not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        out += [(node.lineno, n) for n in names]
+    return out
+
+
 def test_the_offline_engine_needs_no_database_no_dagster_and_no_step_module() -> None:
-    """text/ and the offline plans of night/steps/ hold pure functions from a step's inputs to
-    tool calls (type-only imports aside): no store, no Dagster, no step frame."""
+    """text/ and the offline plans of night/steps/ (each folder's plan.py and every module of
+    night/steps/ or text/ it imports) hold pure functions from a step's inputs to tool calls
+    (type-only imports aside): no store, no Dagster, no step frame."""
     forbidden = ("anima_pipeline.night.frame", "anima_pipeline.night.registry", "anima_pipeline.defs",
                  "anima_pipeline.store", "anima_pipeline.cli", "anima_pipeline.service", "anima_pipeline.recall",
                  "anima_pipeline.memory", "psycopg", "dagster")  # fmt: skip
+    pure_rooms = ("anima_pipeline.night.steps.", "anima_pipeline.text.")
+    todo = [*(PACKAGE / "text").glob("*.py"), *(PACKAGE / "night" / "steps").glob("*/plan.py")]
+    seen: set[Path] = set()
     found = []
-    pure = [*(PACKAGE / "text").glob("*.py"), *(PACKAGE / "night" / "steps").rglob("*.py")]
-    for path in sorted(p for p in pure if p.name not in ("step.py", "day_input.py")):
-        tree = ast.parse(path.read_text())
-        type_only = {
-            id(n)
-            for node in ast.walk(tree)
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-            for n in ast.walk(node)
-        }
-        for node in ast.walk(tree):
-            if id(node) in type_only or not isinstance(node, ast.Import | ast.ImportFrom):
-                continue
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            found += [f"{path.name}:{node.lineno} {n}" for n in names if n.startswith(forbidden)]
-    assert not found, found
+    while todo:
+        path = todo.pop()
+        if path in seen or path.name == "__init__.py":
+            continue
+        seen.add(path)
+        for line, name in _runtime_imports(ast.parse(path.read_text())):
+            if name.startswith(forbidden):
+                found.append(f"{path.relative_to(PACKAGE)}:{line} {name}")
+            elif name.startswith(pure_rooms):
+                module = PACKAGE.parent / (name.replace(".", "/") + ".py")
+                if module.exists():
+                    todo.append(module)
+    assert len(seen) > 30 and not found, found

@@ -48,7 +48,7 @@ class MemoryInvariants:
         """Per anima: the size of deep sleep's message 1 (all active memories as compact JSON),
         built by the same function deep sleep uses, and why it would be refused (a slice that
         cannot be cut), or None."""
-        from anima_pipeline.night.steps.deep.step import DeepSleepTooLarge, message_one, slices
+        from anima_pipeline.night.steps.deep.prompt import DeepSleepTooLarge, message_one, slices
         from anima_pipeline.store.memories import MemoryRepo
 
         repo = MemoryRepo(self.conn)

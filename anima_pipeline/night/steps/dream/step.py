@@ -1,4 +1,4 @@
-"""Dream (REM synthesis, seed sleep-consolidation "Mode 3"): today's memories against the
+"""Dream (REM synthesis): today's memories against the
 long-term store, into one dream_journal entry per (anima, day).
 
 The journal holds what consolidation by sorting cannot: links between memories that share
@@ -6,12 +6,13 @@ a person, pet, place or a rare word (creative connections), entities that keep c
 (aha moments), confidence raised where today re-confirmed a memory, concrete next-session
 actions from today's plans, and bank page suggestions for topics that recurred 3+ times.
 
-Offline this is a deterministic baseline of exactly those cues (night/steps/dream/plan.py); with an
-LLM, the request is deep sleep's prefix (the store as message 1, read from the prompt cache),
-the rounds' changes, today's memories and prompts.DREAM. A store that did not change that day
-is not dreamt over again: the step is skipped and says so (`skipped_unchanged`). Either way the entry is one write_dream_entry
-call: the executor applies the confidence updates (audited, op 'confidence') and upserts the
-entry. This module gathers the inputs and runs the step.
+Offline this is a deterministic baseline of exactly those cues (plan.py); with an LLM, the
+request is deep sleep's prefix (the store as message 1, read from the prompt cache;
+night/prefix.py), the rounds' changes, today's memories and the task (prompt.py). A store
+that did not change that day is not dreamt over again: the step is skipped and says so
+(`skipped_unchanged`). Either way the entry is one write_dream_entry call: the executor
+applies the confidence updates (audited, op 'confidence') and upserts the entry. This module
+gathers the inputs and runs the step.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from collections import defaultdict
 from datetime import date
 
 from anima_pipeline.core.steps import MEMORY_STEPS, StepKey
-from anima_pipeline.llm.contract import StepRequest, TextBlock, ToolCall
-from anima_pipeline.night import prompts
+from anima_pipeline.llm.contract import ToolCall
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
-from anima_pipeline.night.steps.deep import step as deep_sleep
+from anima_pipeline.night.prefix import deep_prefix, deep_request, store_changed
 from anima_pipeline.night.steps.dream.plan import DayMemories, synthesize
+from anima_pipeline.night.steps.dream.prompt import DREAM
+from anima_pipeline.night.steps.dream.tools import TOOLS
+from anima_pipeline.night.steps.framing import input_chars
 from anima_pipeline.night.steps.light.day_input import render_memories
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit, semantic_writes_and_confidence
@@ -34,7 +37,6 @@ from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
 STEP = StepKey.DREAM
-TOOLS = ("write_dream_entry",)
 _ENTRY_KEYS = ("creative_connections", "aha_moments", "next_session_actions", "bank_suggestions")
 
 
@@ -78,7 +80,7 @@ def day_memories(conn: Connection, anima_id: str, day: date) -> DayMemories:
 
 def dream(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
-        if not night.force and not deep_sleep.store_changed(conn, anima_id, night):
+        if not night.force and not store_changed(conn, anima_id, night):
             return unchanged(today_memories=0, dreams=0, input_chars=0)
         dm = day_memories(conn, anima_id, night.day)
         if not dm.today:
@@ -87,28 +89,21 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
         today_ids = {m.id for m in dm.today}
         # deep sleep's prefix, byte for byte (one cached prefix): the store as deep sleep found
         # it, then what the rounds changed, then today's memories and the task
-        prefix = deep_sleep.night_prefix(conn, anima_id, night, STEP)
+        prefix = deep_prefix(conn, anima_id, night, STEP)
         _, shown, msg1 = prefix.slices[0]
-        msg15 = prompts.tagged("changes", deep_sleep.message_one_five(prefix.events))
         msg2 = render_memories(dm.today, f"# Message 2: today's new and changed memories ({night.day})")
         entry = synthesize(night.day, dm, store, anima_id)
         visible = today_ids | {m.id for m in shown} | {int(e["memory_id"]) for e in prefix.events}
         scope = Scope(anima_id=anima_id, tools=TOOLS, memory_ids=frozenset(visible))
         executor = ToolExecutor(conn, scope, audit)
-        request = StepRequest(
-            step=STEP,
-            system=prefix.system,
-            user=[msg1, TextBlock(text=msg15), TextBlock(text=msg2), TextBlock(text=prompts.DREAM)],
-            tools=prefix.tools,
-            must_write=True,
-        )
+        request = deep_request(STEP, prefix, msg1, prefix.events, msg2, DREAM, must_write=True)
         usage = night.engine.run(request, executor, plan_of(ToolCall(name="write_dream_entry", input=entry)))
         row = DreamRepo(conn).get(anima_id, night.day)
         written = {k: len(row[k]) if row else 0 for k in _ENTRY_KEYS}
         return StepOutcome(
             stats={
                 "today_memories": len(dm.today),
-                "input_chars": sum(len(b.text) for b in [*request.system, *request.user]),
+                "input_chars": input_chars(request),
                 **written,
                 "dreams": 0,
                 "confidence_updates": 0,

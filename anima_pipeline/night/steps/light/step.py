@@ -7,15 +7,14 @@ any stage may write nothing and the later ones still run (restraint is a normal 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from datetime import timedelta
 
-from anima_pipeline.core.steps import LIGHT_SLEEP, StepKey
-from anima_pipeline.llm.contract import OfflinePlan, StepRequest, TextBlock, ToolCall, Usage
-from anima_pipeline.night import prefix, prompts
+from anima_pipeline.core.steps import StepKey
+from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolCall, Usage
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
-from anima_pipeline.night.prefix import identity_as_found
+from anima_pipeline.night.prefix import DAY_FAMILY, day_prefix, day_transcript, identity_as_found
 from anima_pipeline.night.revert import REVERTED_REASON
+from anima_pipeline.night.steps.framing import input_chars
 from anima_pipeline.night.steps.light.day_input import (
     chunk_conversations,
     load_day,
@@ -29,24 +28,27 @@ from anima_pipeline.night.steps.light.plan import (
     semantic_plan,
     short_date,
 )
+from anima_pipeline.night.steps.light.prompt import PROMPTS, listing, stage_request
+from anima_pipeline.night.steps.light.tools import (
+    ANCHOR_TOOLS,
+    NARRATIVE_TOOLS,
+    SEMANTIC_TOOLS,
+    SUMMARY_TOOLS,
+)
 from anima_pipeline.recall.identity import identity_context
-from anima_pipeline.store.archive import DayConversation
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.erasure import corrected_wordings
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
-from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
 STEP_SEMANTIC = StepKey.SEMANTIC_EXTRACTED
 STEP_LIMBIC = StepKey.ANCHORS_MARKED
 STEP_NARRATIVE = StepKey.AUTOBIOGRAPHY_NARRATED
 STEP_SUMMARY = StepKey.AUTOBIOGRAPHY_SUMMARY
-LIGHT_STEPS = LIGHT_SLEEP
 
-SEMANTIC_TOOLS = ("create_semantic_memory", "update_semantic_memory", "deprecate_semantic_memory")
 NARRATIVE_WINDOW_DAYS = 7
 # The counts each stage always reports, 0 included, so a quiet night plots as 0 instead of a gap.
 ZERO_COUNTS: dict[str, tuple[str, ...]] = {
@@ -55,61 +57,6 @@ ZERO_COUNTS: dict[str, tuple[str, ...]] = {
     STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
     STEP_SUMMARY: ("self_blocks", "errors"),
 }
-# Each stage's framing (the system prompt) and task (its last user message).
-PROMPTS: dict[str, tuple[str, str]] = {
-    STEP_SEMANTIC: (prompts.LIGHT_SEMANTIC_SYSTEM, prompts.LIGHT_SEMANTIC_TASK),
-    STEP_LIMBIC: (prompts.LIGHT_LIMBIC_SYSTEM, prompts.LIGHT_LIMBIC_TASK),
-    STEP_NARRATIVE: (prompts.LIGHT_NARRATIVE_SYSTEM, prompts.LIGHT_NARRATIVE_TASK),
-    STEP_SUMMARY: (prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_SYSTEM, prompts.LIGHT_AUTOBIOGRAPHY_SUMMARY_TASK),
-}
-
-
-# The steps whose message 1 is the day's transcript: on one model they send one prefix (the
-# union of their tools and framings, the identity as the night found it, the transcript), so
-# the later ones read it from the cache (night/prefix.py, docs/cost.md).
-STEP_DAY_SUMMARY = StepKey.DAY_SUMMARY
-DAY_FAMILY = (STEP_SEMANTIC, STEP_LIMBIC, STEP_DAY_SUMMARY)
-DAY_FAMILY_TOOLS = {
-    STEP_SEMANTIC: SEMANTIC_TOOLS,
-    STEP_LIMBIC: ("create_emotional_anchor",),
-    STEP_DAY_SUMMARY: ("write_temporal_summary",),
-}
-DAY_FRAMING = {
-    STEP_SEMANTIC: prompts.LIGHT_SEMANTIC_SYSTEM,
-    STEP_LIMBIC: prompts.LIGHT_LIMBIC_SYSTEM,
-    STEP_DAY_SUMMARY: prompts.TEMPORAL_SYSTEM,
-}
-
-
-def day_prefix(night: Night, step: str) -> tuple[tuple[str, ...], str]:
-    """(tools, framing) that `step` of the day family sends: those of the members on its model."""
-    members = prefix.sharing(prefix.engine_models(night.engine), step, DAY_FAMILY)
-    return prefix.tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
-
-
-def day_transcript(convs: list[DayConversation], night: Night) -> str:
-    """The day as message 1, rendered as stage 1 sends it (one chunk: newest first), so every
-    step of the day family sends the same bytes."""
-    chunks = chunk_conversations(convs, night.tz)
-    return render_day(chunks[0] if len(chunks) == 1 else convs, night.tz, night.day.isoformat())
-
-
-def _request(
-    step: str, night: Night, identity: str, inputs: list[str], tools: tuple[str, ...], *, must_write: bool
-) -> StepRequest:
-    """The step's framing and identity as the system prompt, its inputs then its task as the
-    user messages; message 1 (the day, or the step's main input) carries a cache breakpoint,
-    so every later tool turn of the step reads it from the cache instead of paying for it again."""
-    framing, task = PROMPTS[step]
-    if step in DAY_FAMILY:
-        tools, framing = day_prefix(night, step)
-    return StepRequest(
-        step=step,
-        system=prompts.system_blocks(framing, night.day, night.tz, identity),
-        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate([*inputs, task])],
-        tools=tool_specs(tools),
-        must_write=must_write,
-    )
 
 
 def _run(
@@ -123,18 +70,13 @@ def _run(
     must_write: bool = False,
 ) -> tuple[StepRequest, Usage]:
     """The stage's request over the tools of the executor's scope, run by the night's engine
-    (the model chooses the tool calls; the offline engine makes those of `plan`)."""
-    request = _request(step, night, identity, inputs, executor.scope.tools, must_write=must_write)
+    (the model chooses the tool calls; the offline engine makes those of `plan`). The stages
+    whose message 1 is the day's transcript send the day family's prefix (night/prefix.py):
+    on one model, the union of their tools and framings, so the later ones read it from the
+    cache."""
+    shared = day_prefix(night, step) if step in DAY_FAMILY else (executor.scope.tools, PROMPTS[step][0])
+    request = stage_request(step, night, identity, inputs, shared, must_write=must_write)
     return request, night.engine.run(request, executor, plan)
-
-
-def _chars(request: StepRequest) -> int:
-    return sum(len(b.text) for b in [*request.system, *request.user])
-
-
-def _listing(tag: str, header: str, lines: Iterable[str]) -> str:
-    """A tagged list under its header line, "(none)" when it is empty."""
-    return prompts.tagged(tag, header + "\n" + ("\n".join(lines) or "(none)"))
 
 
 def _quiet(step: str, **stats: int) -> StepOutcome:
@@ -150,7 +92,7 @@ def _outcome(
     return StepOutcome(
         stats={
             **stats,
-            "input_chars": _chars(request),
+            "input_chars": input_chars(request),
             **dict.fromkeys(ZERO_COUNTS[step], 0),
             **executor.stats,
         },
@@ -168,7 +110,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
         stats.update(
             dict.fromkeys(ZERO_COUNTS[STEP_SEMANTIC], 0)
         )  # a night that writes nothing still reports 0
-        usage, chunks_log, input_chars = Usage(), [], 0
+        usage, chunks_log, sent = Usage(), [], 0
         if convs:
             system = identity_as_found(conn, anima_id, night)
             for chunk in chunk_conversations(convs, night.tz):
@@ -205,12 +147,12 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                     [msg1, msg2],
                     functools.partial(semantic_plan, chunk, existing, night.tz, retired),
                 )
-                input_chars += _chars(request)
+                sent += input_chars(request)
                 usage += spent
                 chunks_log.append(ids)
                 for k, v in executor.stats.items():
                     stats[k] = stats.get(k, 0) + v
-        stats.update(chunks=len(chunks_log), input_chars=input_chars)
+        stats.update(chunks=len(chunks_log), input_chars=sent)
         return StepOutcome(stats=stats, usage=usage, details={"chunk_conversations": chunks_log})
 
     return run_step(db, night, anima_id, STEP_SEMANTIC, body)
@@ -228,7 +170,7 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
         existing = AnchorRepo(conn).between(anima_id, night.start, night.end)
         system = identity_as_found(conn, anima_id, night)
         msg1 = day_transcript(convs, night)
-        msg2 = _listing(
+        msg2 = listing(
             "anchors",
             "# Anchors already recorded today",
             (
@@ -236,7 +178,7 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
                 for a in existing
             ),
         )
-        scope = Scope(anima_id=anima_id, tools=("create_emotional_anchor",), conversation_ids=frozenset(ids))
+        scope = Scope(anima_id=anima_id, tools=ANCHOR_TOOLS, conversation_ids=frozenset(ids))
         executor = ToolExecutor(conn, scope, audit)
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
         request, usage = _run(
@@ -263,7 +205,7 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
             return _quiet(STEP_NARRATIVE, candidates=0)
         system = identity_context(conn, anima_id)
         msg1 = render_memories(recent, f"# Experience and imprint memories, {since.date()} to {night.day}")
-        msg2 = _listing(
+        msg2 = listing(
             "narratives",
             "# Existing narratives (date, significance, title, the memories each already covers)",
             (
@@ -274,7 +216,7 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         )
         scope = Scope(
             anima_id=anima_id,
-            tools=("create_autobiographical_memory", "deprecate_autobiographical_memory"),
+            tools=NARRATIVE_TOOLS,
             memory_ids=frozenset(m.id for m in recent),
             narrative_ids=frozenset(n["id"] for n in narratives),
         )
@@ -302,7 +244,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
         if not narratives:
             return _quiet(STEP_SUMMARY, narratives_read=0)
         system = identity_context(conn, anima_id)
-        msg1 = _listing(
+        msg1 = listing(
             "narratives",
             "# Active narratives",
             (
@@ -311,7 +253,7 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
             ),
         )
         scope = Scope(
-            anima_id=anima_id, tools=("write_self_block",), self_blocks=frozenset({"autobiography_summary"})
+            anima_id=anima_id, tools=SUMMARY_TOOLS, self_blocks=frozenset({"autobiography_summary"})
         )
         executor = ToolExecutor(conn, scope, audit)
         outline = autobiography_outline(narratives, night.end, night.tz)

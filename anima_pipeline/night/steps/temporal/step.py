@@ -8,91 +8,45 @@ on its Sunday from its days, a month on its last day from its weeks (days where 
 crosses the month boundary), a year on 31 December from its months. Each level is an
 upsert per period, so re-runs replace and never add a second summary.
 
-Offline, the summaries are extractive (deterministic sentence picking, night/steps/temporal/plan.py);
-with an LLM the same input goes to prompts.TEMPORAL_DAY / TEMPORAL_CASCADE and the model
-writes the text through write_temporal_summary.
+Offline, the summaries are extractive (deterministic sentence picking, plan.py); with an LLM
+the same input goes with the day's or the cascade's task (prompt.py) and the model writes the
+text through write_temporal_summary.
 """
 
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Any
 
-from anima_pipeline.core.steps import MEMORY_STEPS, StepKey
-from anima_pipeline.llm.contract import StepRequest, TextBlock, ToolCall, ToolResult, Usage
+from anima_pipeline.core.steps import StepKey
+from anima_pipeline.llm.contract import ToolCall, Usage
 from anima_pipeline.llm.failures import ModelAnswerError
-from anima_pipeline.night import prompts
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
-from anima_pipeline.night.prefix import identity_as_found
+from anima_pipeline.night.prefix import day_prefix, day_transcript, identity_as_found
+from anima_pipeline.night.steps.day_changes import changes_message, memory_changes, render_changes
+from anima_pipeline.night.steps.framing import tagged
 from anima_pipeline.night.steps.light.day_input import load_day
-from anima_pipeline.night.steps.light.step import day_prefix, day_transcript
-from anima_pipeline.night.steps.temporal.plan import (
-    UNIT_CHARS,
-    bullets,
-    day_summary,
-    period_label,
-    period_summary,
+from anima_pipeline.night.steps.temporal.plan import day_summary, period_label, period_summary
+from anima_pipeline.night.steps.temporal.prompt import (
+    TEMPORAL_CASCADE,
+    TEMPORAL_DAY,
+    TEMPORAL_SYSTEM,
+    summary_request,
 )
+from anima_pipeline.night.steps.temporal.tools import TOOLS, PeriodGuard
 from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.store.archive import animas_active_between, debug_conversations
 from anima_pipeline.store.db import Connection, Database
-from anima_pipeline.store.events import Audit, semantic_writes
+from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import TemporalRepo
-from anima_pipeline.store.memories import MemoryRepo
-from anima_pipeline.text.entities import clip
 from anima_pipeline.tools.executor import ToolExecutor
-from anima_pipeline.tools.schemas import tool_specs
 from anima_pipeline.tools.scope import Scope
 
 STEP_DAY = StepKey.DAY_SUMMARY
 STEP_CASCADE = StepKey.CASCADE
-TOOLS = ("write_temporal_summary",)
 BELOW = {"week": ("day",), "month": ("week", "day"), "year": ("month", "week", "day")}
 
 
 # ---- day ------------------------------------------------------------------------------
-
-
-def memory_changes(conn: Connection, anima_id: str, day: date) -> list[dict]:
-    """The day's semantic-memory events written by light and deep sleep, in order."""
-    return semantic_writes(conn, anima_id, day, list(MEMORY_STEPS))
-
-
-def render_changes(conn: Connection, events: list[dict]) -> tuple[list[str], list[str]]:
-    """("Learned" lines, "Changed" lines) from the day's memory events."""
-    created = list(dict.fromkeys(int(e["memory_id"]) for e in events if e["op"] == "create"))
-    current = {m.id: m for m in MemoryRepo(conn).get_many(created)}
-    learned = [
-        f"f-{i} ({current[i].type}) {clip(current[i].content, UNIT_CHARS)}"
-        for i in created
-        if i in current and current[i].status == "active"
-    ]
-    changed: list[str] = []
-    merged: dict[Any, list[str]] = {}
-    for e in events:
-        mid, before, after = int(e["memory_id"]), e["before"] or {}, e["after"] or {}
-        if e["op"] == "update" and mid not in created:
-            if before.get("content") != after.get("content"):
-                changed.append(
-                    f'updated f-{mid}: "{clip(before.get("content", ""), 140)}" → "{clip(after.get("content", ""), 140)}"'
-                )
-            else:
-                fields = sorted(
-                    k for k in after if k not in ("updated_at",) and after.get(k) != before.get(k)
-                )
-                changed.append(f"updated f-{mid} ({', '.join(fields) or 'no visible change'})")
-        elif e["op"] == "deprecate":
-            succ = f", superseded by f-{after['superseded_by']}" if after.get("superseded_by") else ""
-            reason = after.get("deprecated_reason") or "no reason"
-            changed.append(f'deprecated f-{mid} "{clip(before.get("content", ""), 140)}" ({reason}{succ})')
-        elif e["op"] == "merge":
-            merged.setdefault(after.get("superseded_by"), []).append(f"f-{mid}")
-        elif e["op"] == "split":
-            changed.append(f"f-{mid} {after.get('deprecated_reason') or 'split'}")
-        elif e["op"] in ("pin", "unpin"):
-            changed.append(f"{e['op']}ned f-{mid}")
-    changed += [f"merged {', '.join(srcs)} into f-{target}" for target, srcs in merged.items()]
-    return learned, changed
 
 
 def _debug_ids(conn: Connection, anima_id: str) -> set[str]:
@@ -112,18 +66,7 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
         # light sleep's prefix for the day (night/prefix.py): the same identity and transcript
         system = identity_as_found(conn, anima_id, night)
         msg1 = day_transcript(convs, night)
-        msg2 = prompts.tagged(
-            "changes",
-            "\n".join(
-                [
-                    "# Memory changes of the day",
-                    "Learned:",
-                    *bullets(learned),
-                    "Changed:",
-                    *bullets(changed),
-                ]
-            ),
-        )
+        msg2 = changes_message("# Memory changes of the day", learned, changed)
         period = f"Period: level day, period_start {day}, period_end {day}."
         content = day_summary(convs, learned, changed, night.day, night.tz)
         call = ToolCall(
@@ -137,7 +80,7 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
             anima_id,
             STEP_DAY,
             system,
-            [msg1, msg2, period, prompts.TEMPORAL_DAY],
+            [msg1, msg2, period, TEMPORAL_DAY],
             ("day", night.day, night.day),
             call,
             day_prefix(night, STEP_DAY),
@@ -158,28 +101,6 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
     return run_step(db, night, anima_id, STEP_DAY, body)
 
 
-class _PeriodGuard:
-    """The executor, restricted to one (level, period): the scope limits levels, and this
-    keeps a model from overwriting another day's or week's summary by a wrong date."""
-
-    def __init__(self, executor: ToolExecutor, level: str, start: date, end: date) -> None:
-        self.executor, self.level, self.start, self.end = executor, level, start.isoformat(), end.isoformat()
-
-    def call(self, name: str, input: dict[str, Any]) -> ToolResult:
-        if name == "write_temporal_summary" and isinstance(input, dict):
-            got = (input.get("level"), str(input.get("period_start")), str(input.get("period_end")))
-            if got != (self.level, self.start, self.end):
-                return ToolResult(
-                    is_error=True,
-                    content=f"this step writes level {self.level!r} for period_start {self.start}, "
-                    f"period_end {self.end}; got {got[0]!r} {got[1]}–{got[2]}",
-                )
-        return self.executor.call(name, input)
-
-    def declined(self, said: str) -> None:
-        self.executor.declined(said)
-
-
 def _write(
     conn: Connection,
     audit: Audit,
@@ -190,23 +111,16 @@ def _write(
     user: list[str],
     period: tuple[str, date, date],
     call: ToolCall,
-    shared: tuple[tuple[str, ...], str] = (TOOLS, prompts.TEMPORAL_SYSTEM),
+    shared: tuple[tuple[str, ...], str] = (TOOLS, TEMPORAL_SYSTEM),
 ) -> tuple[Usage, dict[str, int]]:
     """One write_temporal_summary for one period, through the engine (offline: `call`);
     `shared`: the (tools, framing) of the prefix the request shares (the day summary's)."""
     scope = Scope(anima_id=anima_id, tools=TOOLS, summary_levels=frozenset({period[0]}))
     executor = ToolExecutor(conn, scope, audit)
-    tools, framing = shared
-    request = StepRequest(
-        step=step,
-        system=prompts.system_blocks(framing, night.day, night.tz, system),
-        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
-        tools=tool_specs(tools),
-        must_write=True,
-    )
+    request = summary_request(step, night, system, user, shared)
     try:
         with conn.transaction():  # a savepoint: a refused or cut answer leaves nothing
-            usage = night.engine.run(request, _PeriodGuard(executor, *period), plan_of(call))
+            usage = night.engine.run(request, PeriodGuard(executor, *period), plan_of(call))
     except ModelAnswerError as exc:
         executor.declined(f"{type(exc).__name__}: {exc}")
         executor.stats["summaries"] = 0  # what it wrote before was rolled back
@@ -278,7 +192,7 @@ def cascade(db: Database, night: Night, anima_id: str) -> StepResult:
             if not inputs:
                 continue
             system = system or identity_context(conn, anima_id)
-            msg1 = prompts.tagged(
+            msg1 = tagged(
                 "summaries",
                 "\n\n".join(
                     [f"# Summaries below the {level} {start} – {end}"]
@@ -295,7 +209,7 @@ def cascade(db: Database, night: Night, anima_id: str) -> StepResult:
                     "content": period_summary(level, start, end, inputs),
                 },
             )
-            prompt = prompts.TEMPORAL_CASCADE.format(level=level)
+            prompt = TEMPORAL_CASCADE.format(level=level)
             used, stats = _write(
                 conn,
                 audit,
