@@ -29,26 +29,11 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from anima_pipeline.core.errors import ConfigError
-from anima_pipeline.core.steps import StepKey, parse_steps
+from anima_pipeline.core.steps import SMALL_MODEL_STEPS, parse_steps
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 # The model of the steps that allow a small one (docs/cost.md: chosen by measurement).
 DEFAULT_SMALL_MODEL = "claude-haiku-5-5"
-# Which steps run on the small model by default; every other step runs on ANIMA_MODEL (the
-# main model): light sleep stage 1 and deep sleep round 1, where judgement matters. Measured
-# in benchmarks/night_cost.py (docs/cost.md has the table and the prices).
-SMALL_MODEL_STEPS: tuple[StepKey, ...] = (
-    StepKey.ANCHORS_MARKED,
-    StepKey.AUTOBIOGRAPHY_NARRATED,
-    StepKey.AUTOBIOGRAPHY_SUMMARY,
-    StepKey.SPLIT,
-    StepKey.MERGED,
-    StepKey.PINS_REVIEWED,
-    StepKey.DAY_SUMMARY,
-    StepKey.CASCADE,
-    StepKey.DREAM,
-    StepKey.SELF_REFRESHED,
-)
 # What a "day" is when ANIMA_TIMEZONE is unset; the one place this default is written.
 DEFAULT_TIMEZONE = "Asia/Shanghai"
 ENV_PREFIX = "ANIMA_"

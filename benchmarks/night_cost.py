@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from anima_pipeline.config import SMALL_MODEL_STEPS, Settings
-from anima_pipeline.core.steps import STEP_ORDER
+from anima_pipeline.config import Settings
+from anima_pipeline.core.steps import SMALL_MODEL_STEPS, STEP_ORDER
 from anima_pipeline.llm.anthropic.batches import BatchCollector
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
@@ -41,7 +41,7 @@ from testkit.fake_messages_api import FakeMessagesAPI
 
 TARGETS = {"sync": 0.04, "batch": 0.02}  # dollars per active anima-night at 400 memories
 SPLITS: dict[str, dict[str, str]] = {
-    "default": {},  # config.SMALL_MODEL_STEPS on the small model, the rest on the main one
+    "default": {},  # core/steps.py's SMALL_MODEL_STEPS on the small model, the rest on the main one
     "all-main": dict.fromkeys(STEP_ORDER, "main"),
     # rounds 2-4, the dream and the self refresh on the main model: they read round 1's cache
     "deep-main": dict.fromkeys(

@@ -47,6 +47,23 @@ LIGHT_SLEEP: tuple[StepKey, ...] = STEP_ORDER[1:5]
 DEEP_SLEEP: tuple[StepKey, ...] = STEP_ORDER[5:9]
 # The steps that write semantic memories, in order (what the day summary and the dream read back).
 MEMORY_STEPS: tuple[StepKey, ...] = (*LIGHT_SLEEP, *DEEP_SLEEP)
+# Each step's default model role: these run on the small model (ANIMA_SMALL_MODEL), every other
+# step on the main one (ANIMA_MODEL): light sleep stage 1 and deep sleep round 1, where
+# judgement matters. Measured in benchmarks/night_cost.py (docs/cost.md has the table and the
+# prices). ANIMA_LLM_STEP_MODELS overrides it per step (config.py). Kept here, beside the
+# keys, not in the step folders: the settings and the engines below the night read it.
+SMALL_MODEL_STEPS: tuple[StepKey, ...] = (
+    StepKey.ANCHORS_MARKED,
+    StepKey.AUTOBIOGRAPHY_NARRATED,
+    StepKey.AUTOBIOGRAPHY_SUMMARY,
+    StepKey.SPLIT,
+    StepKey.MERGED,
+    StepKey.PINS_REVIEWED,
+    StepKey.DAY_SUMMARY,
+    StepKey.CASCADE,
+    StepKey.DREAM,
+    StepKey.SELF_REFRESHED,
+)
 
 
 class UnknownStepError(InputError):

@@ -1,6 +1,6 @@
-"""The night in plain Python: the steps in DAG order, which animas each one processes, and
-running whole nights day after day. Dagster wraps exactly this (defs/), and tests and the
-CLI can run it without Dagster.
+"""The night's step table: every step folder's declaration (night/steps/*/step.py, DECLARED)
+in DAG order, which animas each step processes, and the plan of a day. Dagster wraps exactly
+this (defs/), and tests and the CLI can run it without Dagster (night/runner.py).
 
 Order (the dependency graph in docs/ordering.md): cleanup → light sleep (4 stages) → deep
 sleep (4 rounds) → memory-ref-sync; temporal day → cascade; dream; self-layer refresh. Run
@@ -9,13 +9,13 @@ sequentially, the dependencies hold trivially; the Dagster asset graph states th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import TYPE_CHECKING
 
-from anima_pipeline.core.steps import StepKey
-from anima_pipeline.night.frame import Night, StepResult
+from anima_pipeline.core.steps import STEP_ORDER, StepKey
+from anima_pipeline.night.frame import Night
 from anima_pipeline.night.steps.cleanup import step as cleanup
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.deep import step as deep_sleep
 from anima_pipeline.night.steps.dream import step as dream
 from anima_pipeline.night.steps.light import step as light_sleep
@@ -26,134 +26,17 @@ from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
 
-StepFn = Callable[[Database, Night, str], StepResult]
-AnimasFn = Callable[[Connection, Night], list[str]]
+if TYPE_CHECKING:
+    from anima_pipeline.night.steps.declaration import AnimasFn
 
-
-@dataclass
-class StepDef:
-    key: StepKey  # the Dagster asset key path, also sleep_state.step and memory_event.step
-    group: str
-    description: str
-    run: StepFn
-    deps: tuple[StepKey, ...]
-    # which animas the step processes on a day; None = those with conversations that day
-    animas: AnimasFn | None = None
-
-    @property
-    def module(self) -> str:
-        """The step's module under anima_pipeline (for display: Dagster metadata)."""
-        return self.run.__module__.removeprefix("anima_pipeline.")
-
-    @property
-    def fn(self) -> str:
-        return self.run.__name__
-
-
-STEPS: tuple[StepDef, ...] = (
-    StepDef(
-        StepKey.CLEANED,
-        "cleanup",
-        "Stale empty, single-message and assistant-less conversations deleted (audited, recoverable from memory_event).",
-        cleanup.cleanup,
-        (),
-        animas=cleanup.animas_for,
-    ),
-    StepDef(
-        StepKey.SEMANTIC_EXTRACTED,
-        "light_sleep",
-        "Stage 1: the day's conversations into semantic memories (create / update / deprecate within message 2).",
-        light_sleep.extract_semantic,
-        (StepKey.CLEANED,),
-    ),
-    StepDef(
-        StepKey.ANCHORS_MARKED,
-        "light_sleep",
-        "Stage 2: the day's mood and emotional turning points as anchors.",
-        light_sleep.extract_anchors,
-        (StepKey.SEMANTIC_EXTRACTED,),
-    ),
-    StepDef(
-        StepKey.AUTOBIOGRAPHY_NARRATED,
-        "light_sleep",
-        "Stage 3 (phase A): narratives from the last 7 days' experience and imprint memories, only when worth telling.",
-        light_sleep.narrate,
-        (StepKey.ANCHORS_MARKED,),
-    ),
-    StepDef(
-        StepKey.AUTOBIOGRAPHY_SUMMARY,
-        "light_sleep",
-        "Stage 3b (phase B): the autobiography summary self block, a grouped outline fading with distance.",
-        light_sleep.summarize_autobiography,
-        (StepKey.AUTOBIOGRAPHY_NARRATED,),
-    ),
-    StepDef(
-        StepKey.DECONFLICTED,
-        "deep_sleep",
-        "Round 1: exclusive contradictions and expired facts deprecated, superseded_by set.",
-        deep_sleep.deconflict,
-        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
-    ),
-    StepDef(
-        StepKey.SPLIT,
-        "deep_sleep",
-        "Round 2: entries holding several independent facts split into one memory each.",
-        deep_sleep.split,
-        (StepKey.DECONFLICTED,),
-    ),
-    StepDef(
-        StepKey.MERGED,
-        "deep_sleep",
-        "Round 3: duplicates and near-duplicates merged (sources union, earliest observed_at).",
-        deep_sleep.merge,
-        (StepKey.SPLIT,),
-    ),
-    StepDef(
-        StepKey.PINS_REVIEWED,
-        "deep_sleep",
-        "Round 4: stale pins unpinned; the resident read stays capped at 40.",
-        deep_sleep.review_pins,
-        (StepKey.MERGED,),
-    ),
-    StepDef(
-        StepKey.REFERENCES_SYNCED,
-        "references",
-        "[[anima:f-N]] citations collected, re-pointed to successors, decayed reference counts and the resident set.",
-        ref_sync.sync_references,
-        (StepKey.PINS_REVIEWED,),
-        animas=ref_sync.animas_for,
-    ),
-    StepDef(
-        StepKey.DAY_SUMMARY,
-        "temporal",
-        "The day summary from the day's conversations and memory changes.",
-        temporal.summarize_day,
-        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
-        animas=temporal.animas_for,
-    ),
-    StepDef(
-        StepKey.CASCADE,
-        "temporal",
-        "Week (on Sunday), month (last day) and year (31 December) summaries from the level below.",
-        temporal.cascade,
-        (StepKey.PINS_REVIEWED, StepKey.DAY_SUMMARY),
-        animas=temporal.animas_for,
-    ),
-    StepDef(
-        StepKey.DREAM,
-        "dream",
-        "REM synthesis: cross-memory connections, confidence updates, next-session actions, bank page suggestions.",
-        dream.dream,
-        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
-    ),
-    StepDef(
-        StepKey.SELF_REFRESHED,
-        "self_layer",
-        "The self blocks other than identity refreshed from the day's consolidated memories.",
-        self_refresh.refresh_self,
-        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
-    ),
-)
+# Every folder's declared steps, in the one order of core/steps.py (a step no folder declares
+# is a KeyError here, at import).
+_DECLARED: dict[StepKey, StepDef] = {
+    s.key: s
+    for folder in (cleanup, light_sleep, deep_sleep, ref_sync, temporal, dream, self_refresh)
+    for s in folder.DECLARED
+}
+STEPS: tuple[StepDef, ...] = tuple(_DECLARED[k] for k in STEP_ORDER)
 BY_KEY: dict[StepKey, StepDef] = {s.key: s for s in STEPS}
 NIGHT_MARKER = sleep_state.NIGHT  # sleep_state.step of the row that records one anima's whole night
 

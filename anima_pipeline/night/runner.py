@@ -31,7 +31,8 @@ from anima_pipeline.night.anima_night import AnimaFailure, Heartbeat, end_unreco
 from anima_pipeline.night.frame import Mode, Night, StepResult, scheduled_mode
 from anima_pipeline.night.guards import GrowthLimits, LossLimits
 from anima_pipeline.night.pool import AnimaPool, Task, default_workers
-from anima_pipeline.night.registry import BY_KEY, NIGHT_MARKER, STEPS, StepDef, plan_day
+from anima_pipeline.night.registry import BY_KEY, NIGHT_MARKER, STEPS, plan_day
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.planner_stats import NIGHT_TABLES, VECTOR_TABLES, keep_fresh

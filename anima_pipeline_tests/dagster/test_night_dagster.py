@@ -29,12 +29,12 @@ from anima_pipeline.defs.night.launch import (
     night_run_config,
     partition_tags,
 )
-from anima_pipeline.defs.night.metadata import LLM_KEYS, STEP_CHANGES
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.llm.failures import BudgetExceeded
 from anima_pipeline.night import runner
 from anima_pipeline.night.frame import StepOutcome, run_step
-from anima_pipeline.night.registry import NIGHT_MARKER
+from anima_pipeline.night.registry import BY_KEY, NIGHT_MARKER
+from anima_pipeline.night.step_report import LLM_KEYS
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
@@ -166,7 +166,7 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
     for step in STEP_ORDER:  # planned day by day: every step materialized, with work or not
         [mat] = materializations(instance, step, day)
         # only what the step can change, plus the common keys; no tokens or cost offline
-        assert COMMON_KEYS | set(STEP_CHANGES[step]) <= set(mat.metadata), step
+        assert COMMON_KEYS | set(BY_KEY[step].changes) <= set(mat.metadata), step
         assert not set(LLM_KEYS) & set(mat.metadata), step
         assert mat.metadata["mode"].value == "full"
     extracted = materializations(instance, "semantic_memory/extracted", day)[0].metadata

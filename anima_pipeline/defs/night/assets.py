@@ -55,7 +55,8 @@ from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResou
 from anima_pipeline.llm.factory import engine_class
 from anima_pipeline.night import runner
 from anima_pipeline.night.frame import Night, StepResult
-from anima_pipeline.night.registry import STEPS, StepDef
+from anima_pipeline.night.registry import STEPS
+from anima_pipeline.night.steps.declaration import StepDef
 
 NIGHT_OP = "night"
 SHARD_TAG = "anima/shard"  # "i/N": this run does the animas of shard i of N

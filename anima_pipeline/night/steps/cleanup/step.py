@@ -18,6 +18,8 @@ from typing import Any
 
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.night.steps.cleanup.preview import CHANGES
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.store import stale_conversations as store
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
@@ -126,3 +128,17 @@ def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = 
     }
     audit.for_anima(conv["anima_id"]).record("conversation", conv["id"], "restore", None, after)
     return row
+
+
+DECLARED = (
+    StepDef(
+        STEP,
+        "cleanup",
+        "Stale empty, single-message and assistant-less conversations deleted (audited, recoverable from memory_event).",
+        cleanup,
+        (),
+        CHANGES,
+        animas=animas_for,
+        sends_request=False,
+    ),
+)

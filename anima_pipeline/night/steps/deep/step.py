@@ -25,12 +25,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.night import guards
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.prefix import changed_today, deep_prefix, deep_request, deep_writes
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.deep.pins import RESIDENT_CAP
 from anima_pipeline.night.steps.deep.plan import attribute_pairs, merge_candidates, round_plan
+from anima_pipeline.night.steps.deep.preview import ROUND_CHANGES, round_preview
 from anima_pipeline.night.steps.deep.prompt import (
     DEEP_ROUND_TASK,
     ROUNDS,
@@ -336,3 +339,34 @@ def merge(db: Database, night: Night, anima_id: str) -> StepResult:
 
 def review_pins(db: Database, night: Night, anima_id: str) -> StepResult:
     return run_round(db, night, anima_id, 4)
+
+
+DECLARED = tuple(
+    StepDef(step, "deep_sleep", description, run, (after,), ROUND_CHANGES[step], preview=round_preview)
+    for step, description, run, after in (
+        (
+            StepKey.DECONFLICTED,
+            "Round 1: exclusive contradictions and expired facts deprecated, superseded_by set.",
+            deconflict,
+            StepKey.AUTOBIOGRAPHY_SUMMARY,
+        ),
+        (
+            StepKey.SPLIT,
+            "Round 2: entries holding several independent facts split into one memory each.",
+            split,
+            StepKey.DECONFLICTED,
+        ),
+        (
+            StepKey.MERGED,
+            "Round 3: duplicates and near-duplicates merged (sources union, earliest observed_at).",
+            merge,
+            StepKey.SPLIT,
+        ),
+        (
+            StepKey.PINS_REVIEWED,
+            "Round 4: stale pins unpinned; the resident read stays capped at 40.",
+            review_pins,
+            StepKey.MERGED,
+        ),
+    )
+)

@@ -24,7 +24,9 @@ from anima_pipeline.core.steps import MEMORY_STEPS, StepKey
 from anima_pipeline.llm.contract import ToolCall
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
 from anima_pipeline.night.prefix import deep_prefix, deep_request, store_changed
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.dream.plan import DayMemories, synthesize
+from anima_pipeline.night.steps.dream.preview import CHANGES, preview
 from anima_pipeline.night.steps.dream.prompt import DREAM
 from anima_pipeline.night.steps.dream.tools import TOOLS
 from anima_pipeline.night.steps.framing import input_chars
@@ -113,3 +115,17 @@ def dream(db: Database, night: Night, anima_id: str) -> StepResult:
         )
 
     return run_step(db, night, anima_id, STEP, body)
+
+
+DECLARED = (
+    StepDef(
+        STEP,
+        "dream",
+        "REM synthesis: cross-memory connections, confidence updates, next-session actions, bank page suggestions.",
+        dream,
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
+        CHANGES,
+        preview=preview,
+        skips_unchanged=True,
+    ),
+)

@@ -14,7 +14,9 @@ from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolCall, Usag
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.night.prefix import DAY_FAMILY, day_prefix, day_transcript, identity_as_found
 from anima_pipeline.night.revert import REVERTED_REASON
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.framing import input_chars
+from anima_pipeline.night.steps.light import preview
 from anima_pipeline.night.steps.light.day_input import (
     chunk_conversations,
     load_day,
@@ -272,3 +274,41 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
         )
 
     return run_step(db, night, anima_id, STEP_SUMMARY, body)
+
+
+DECLARED = (
+    StepDef(
+        STEP_SEMANTIC,
+        "light_sleep",
+        "Stage 1: the day's conversations into semantic memories (create / update / deprecate within message 2).",
+        extract_semantic,
+        (StepKey.CLEANED,),
+        preview.SEMANTIC_CHANGES,
+        preview=preview.semantic_preview,
+    ),
+    StepDef(
+        STEP_LIMBIC,
+        "light_sleep",
+        "Stage 2: the day's mood and emotional turning points as anchors.",
+        extract_anchors,
+        (STEP_SEMANTIC,),
+        preview.ANCHOR_CHANGES,
+    ),
+    StepDef(
+        STEP_NARRATIVE,
+        "light_sleep",
+        "Stage 3 (phase A): narratives from the last 7 days' experience and imprint memories, only when worth telling.",
+        narrate,
+        (STEP_LIMBIC,),
+        preview.NARRATIVE_CHANGES,
+    ),
+    StepDef(
+        STEP_SUMMARY,
+        "light_sleep",
+        "Stage 3b (phase B): the autobiography summary self block, a grouped outline fading with distance.",
+        summarize_autobiography,
+        (STEP_NARRATIVE,),
+        preview.SUMMARY_CHANGES,
+        preview=preview.summary_preview,
+    ),
+)

@@ -22,6 +22,8 @@ from typing import Any
 from anima_pipeline.core.citations import CITATION
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
+from anima_pipeline.night.steps.declaration import StepDef
+from anima_pipeline.night.steps.references.preview import CHANGES
 from anima_pipeline.store import references
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
@@ -216,3 +218,17 @@ def _resident(
             f"{overflow} left out of the resident set (none unpinned: review pins)"
         )
     return [m.id for m in memories], pinned, overflow, warnings
+
+
+DECLARED = (
+    StepDef(
+        STEP,
+        "references",
+        "[[anima:f-N]] citations collected, re-pointed to successors, decayed reference counts and the resident set.",
+        sync_references,
+        (StepKey.PINS_REVIEWED,),
+        CHANGES,
+        animas=animas_for,
+        sends_request=False,
+    ),
+)

@@ -22,8 +22,10 @@ from anima_pipeline.llm.contract import ToolCall
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step, unchanged
 from anima_pipeline.night.prefix import deep_prefix, deep_request, store_changed
 from anima_pipeline.night.steps.day_changes import changes_message, memory_changes, render_changes
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.framing import input_chars
 from anima_pipeline.night.steps.self_refresh.plan import templates
+from anima_pipeline.night.steps.self_refresh.preview import CHANGES, preview
 from anima_pipeline.night.steps.self_refresh.prompt import SELF_REFRESH
 from anima_pipeline.night.steps.self_refresh.tools import BLOCKS, TOOLS
 from anima_pipeline.store.db import Connection, Database
@@ -68,3 +70,17 @@ def refresh_self(db: Database, night: Night, anima_id: str) -> StepResult:
         )
 
     return run_step(db, night, anima_id, STEP, body)
+
+
+DECLARED = (
+    StepDef(
+        STEP,
+        "self_layer",
+        "The self blocks other than identity refreshed from the day's consolidated memories.",
+        refresh_self,
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
+        CHANGES,
+        preview=preview,
+        skips_unchanged=True,
+    ),
+)

@@ -23,8 +23,10 @@ from anima_pipeline.llm.failures import ModelAnswerError
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.night.prefix import day_prefix, day_transcript, identity_as_found
 from anima_pipeline.night.steps.day_changes import changes_message, memory_changes, render_changes
+from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.framing import tagged
 from anima_pipeline.night.steps.light.day_input import load_day
+from anima_pipeline.night.steps.temporal import preview
 from anima_pipeline.night.steps.temporal.plan import day_summary, period_label, period_summary
 from anima_pipeline.night.steps.temporal.prompt import (
     TEMPORAL_CASCADE,
@@ -238,3 +240,27 @@ def cascade(db: Database, night: Night, anima_id: str) -> StepResult:
         )
 
     return run_step(db, night, anima_id, STEP_CASCADE, body)
+
+
+DECLARED = (
+    StepDef(
+        STEP_DAY,
+        "temporal",
+        "The day summary from the day's conversations and memory changes.",
+        summarize_day,
+        (StepKey.AUTOBIOGRAPHY_SUMMARY,),
+        preview.DAY_CHANGES,
+        animas=animas_for,
+        preview=preview.day_preview,
+    ),
+    StepDef(
+        STEP_CASCADE,
+        "temporal",
+        "Week (on Sunday), month (last day) and year (31 December) summaries from the level below.",
+        cascade,
+        (StepKey.PINS_REVIEWED, STEP_DAY),
+        preview.CASCADE_CHANGES,
+        animas=animas_for,
+        preview=preview.cascade_preview,
+    ),
+)
