@@ -20,7 +20,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from anima_pipeline.embed.bert import Bert, BertConfig
-from anima_pipeline.embed.contract import WHEEL_MODULE, EmbedderError
+from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

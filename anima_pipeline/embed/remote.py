@@ -11,7 +11,7 @@ import httpx2 as httpx
 import numpy as np
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
-from anima_pipeline.embed.contract import EmbedderError, normalise
+from anima_pipeline.embed.embedder import EmbedderError, normalise
 
 
 def _retryable(exc: BaseException) -> bool:

@@ -50,7 +50,7 @@ from anima_pipeline.core.validation import (
     check,
     context_of,
 )
-from anima_pipeline.embed.contract import make_embedder
+from anima_pipeline.embed.embedder import make_embedder
 from anima_pipeline.llm.contract import Engine, TokenCounter
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.memory import forget as forgetting

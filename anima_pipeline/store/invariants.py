@@ -1,5 +1,5 @@
 """The queries behind the night's asset checks (defs/night/checks.py, through
-defs/night/invariants.py): each returns the violations it finds (empty = the invariant holds), as
+defs/night/memory_invariants.py): each returns the violations it finds (empty = the invariant holds), as
 plain rows the checks turn into metadata.
 
 Everything is parameterized. `animas` None means every anima, else only these (the animas a

@@ -25,7 +25,7 @@ from typing import Any
 import dagster as dg
 
 from anima_pipeline.core.steps import LIGHT_SLEEP, StepKey
-from anima_pipeline.defs.night.invariants import MemoryInvariants
+from anima_pipeline.defs.night.memory_invariants import MemoryInvariants
 from anima_pipeline.night.steps.deep.prompt import BATCH_CHARS, REFUSE_CHARS
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection
