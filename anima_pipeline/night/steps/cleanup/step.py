@@ -1,4 +1,4 @@
-"""Conversation cleanup, the first step of the night (seed sleep-v2, "Session cleanup").
+"""Conversation cleanup, the first step of the night.
 
 A stale conversation (updated_at more than 24 hours before the wall clock, not the CST day
 boundary) is deleted when it holds 0 messages, 1 message of any role, or several messages

@@ -283,7 +283,7 @@ def _write_log(
     calls: list,
     earlier: list[dict],
 ) -> None:
-    """The seeds' per-round operation log, for debugging only (not in the database): one file
+    """The per-round operation log, for debugging only (not in the database): one file
     per anima under logs/deep_sleep_<day>_<round index>_<round>/, written whole through a
     temporary file of this writer's own. The animas of a night run at once (night/pool.py):
     they never share a file, and each write stays the size of one anima's round (one shared

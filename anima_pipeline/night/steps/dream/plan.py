@@ -23,7 +23,7 @@ MAX_AHA = 3
 MAX_ACTIONS = 5
 MAX_ENTITY_PAGES = 5
 MAX_CONCEPT_PAGES = 3
-RECUR = 3  # "a topic that recurred 3+ times" (seed)
+RECUR = 3  # a bank page only for a topic that recurred 3+ times (the dream's task, prompt.py)
 CONFIDENCE_STEP = 0.05
 
 

@@ -1,4 +1,4 @@
-"""Light sleep's input: the day's conversations, rendered the way the seeds ask.
+"""Light sleep's input: the day's conversations, rendered as message 1.
 
 Message 1 is one section per conversation (id, title, times), user and assistant only, tool
 blocks stripped; cron conversations never enter. Over about 120,000 characters the day is cut

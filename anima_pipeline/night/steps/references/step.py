@@ -1,4 +1,4 @@
-"""Memory-ref-sync: the chat-time citation loop closed at night (seed context-management).
+"""Memory-ref-sync: the chat-time citation loop closed at night (docs/content_is_data.md, "Citations").
 
 The agent cites a memory it used as ``[[anima:f-123]]``. This step (program bookkeeping,
 no LLM) turns the day's citations into memory_reference rows, re-points references of

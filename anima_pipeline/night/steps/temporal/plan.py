@@ -89,7 +89,7 @@ def highlights(convs: list[DayConversation], tz: Any, limit: int = HIGHLIGHTS) -
 
 _CONV_LINE = re.compile(
     r"^\d\d:\d\d–\d\d:\d\d\s+(?P<title>.+?)\s+\(\d+ messages\)$"
-)  # summaries before issue 19
+)  # the conversation lines of day summaries written by an earlier version
 _GREETINGS = frozenset(
     "hi hello hey dear thanks thank ok okay yes no oh wow good morning evening night".split()
 )
