@@ -56,9 +56,9 @@ from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.anthropic.batches import BatchCollector
+from anima_pipeline.llm.anthropic.counting import ClaudeCounter
 from anima_pipeline.llm.anthropic.sdk import sdk
 from anima_pipeline.llm.anthropic.summary import ClaudeSummarizer
-from anima_pipeline.llm.anthropic.tokens import ClaudeCounter
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import (
     DeclineRecorder,
