@@ -23,9 +23,9 @@ def demo() -> None:
     what was learned."""
     from datetime import date
 
+    from anima_pipeline.definitions import checkout
     from anima_pipeline.llm.factory import engine_class
     from anima_pipeline.night.registry import day_range
-    from anima_pipeline.packaged import source_root
     from anima_pipeline.store.status import status
 
     if engine_class(settings()).priced:
@@ -42,7 +42,7 @@ def demo() -> None:
     finally:
         db.close()
     console.print(status_table(data))
-    anima = "anima" if source_root() is None else ".venv/bin/anima"
+    anima = "anima" if checkout() is None else ".venv/bin/anima"
     console.print(
         "\nOpen the Dagster UI on the same run history:\n"
         f"  {dagster_ui_command()}\n"
@@ -58,10 +58,10 @@ def dagster_ui_command() -> str:
     template is."""
     import os
 
+    from anima_pipeline.definitions import checkout
     from anima_pipeline.defs.instance import DAGSTER_YAML_PATH
-    from anima_pipeline.packaged import source_root
 
-    root = source_root()
+    root = checkout()
     where = (
         f"cd {root} && . .venv/bin/activate && dg dev"
         if root

@@ -19,7 +19,7 @@ app.add_typer(db_app, name="db")
 
 @db_app.command("migrate")
 def db_migrate() -> None:
-    """Apply pending migrations from sql/ (each in a transaction); refuse if an applied file changed."""
+    """Apply pending migrations (store/sql/, each in a transaction); refuse if an applied file changed."""
     import psycopg
 
     from anima_pipeline.store.db import resolve_url

@@ -12,18 +12,20 @@ instance loads (webserver, daemon, run workers, `anima sleep`), from the environ
   storage is configured; with DAGSTER_HOME unset (`dagster dev` with a temporary instance),
   under $ANIMA_HOME/dagster/storage, so run history survives the session.
 
-The one dagster.yaml is the repository's top-level one (`anima_pipeline.packaged`; a
-wheel carries it). `dg dev` from the repository root with DAGSTER_HOME unset reads it (and
-stores under $ANIMA_HOME/dagster/storage); the CLI's instance (`get_instance`) is its home
-(DAGSTER_HOME, or $ANIMA_HOME/dagster) configured by that same file, unless the home holds a
-dagster.yaml of its own. Nothing is copied, so a run launched by `anima sleep` shows up in
-`dg dev` and vice versa, and `dg dev` has no second dagster.yaml to warn about.
+The one dagster.yaml is this package's (defs/dagster.yaml, package data, so a checkout and
+a wheel read the same file). The checkout's top-level dagster.yaml is a link to it, because
+`dg dev` with DAGSTER_HOME unset reads ./dagster.yaml only (and then stores under
+$ANIMA_HOME/dagster/storage); the CLI's instance (`get_instance`) is its home (DAGSTER_HOME,
+or $ANIMA_HOME/dagster) configured by that same file, unless the home holds a dagster.yaml of
+its own. Nothing is copied, so a run launched by `anima sleep` shows up in `dg dev` and vice
+versa, and `dg dev` has no second dagster.yaml to warn about.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +38,10 @@ from dagster._serdes import ConfigurableClass, ConfigurableClassData
 from psycopg.conninfo import conninfo_to_dict
 
 from anima_pipeline.core.errors import ConfigError
-from anima_pipeline.packaged import top_level
 
-DAGSTER_YAML_PATH = top_level("dagster.yaml")
+# Dagster reads an instance's dagster.yaml from a folder (config_dir): the package is installed
+# as files (a checkout, a wheel), so its resource is a path of the file system
+DAGSTER_YAML_PATH = Path(str(resources.files("anima_pipeline.defs") / "dagster.yaml"))
 DAGSTER_YAML = DAGSTER_YAML_PATH.read_text()
 
 

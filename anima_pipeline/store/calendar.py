@@ -1,6 +1,6 @@
 """The store's first day: where the night's daily partitions start.
 
-Kept in the memory database (table store_calendar, sql/0009_first_day.sql), one row per
+Kept in the memory database (table store_calendar, store/sql/0009_first_day.sql), one row per
 store: the time of the earliest message, so every process on every host that opens the
 store sees the same first day; the day is that time's local date in ANIMA_TIMEZONE. It only
 moves earlier: `import_records` (`anima import`, `AnimaMemory.append`) compares the batch's

@@ -1,4 +1,5 @@
-"""Numbered SQL migrations (sql/0001_*.sql …), applied in order, each in its own transaction.
+"""Numbered SQL migrations (store/sql/0001_*.sql …, package data), applied in order, each in
+its own transaction.
 
 An applied migration's checksum is recorded; if its file changes later we refuse to run,
 because the database would no longer match what the code reads from the files.
@@ -11,16 +12,16 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
 
 from anima_pipeline.core.errors import StoreError
-from anima_pipeline.packaged import top_level
 
-SQL_DIR = top_level("sql")
+SQL_DIR = resources.files("anima_pipeline.store") / "sql"  # the same in a checkout and a wheel
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 _LOCK_KEY = 7_231_001  # one advisory lock id for "migrating", so two processes never apply twice
 
@@ -40,11 +41,11 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def load_migrations(sql_dir: Path = SQL_DIR) -> list[Migration]:
+def load_migrations(sql_dir: Traversable = SQL_DIR) -> list[Migration]:
     if not sql_dir.is_dir():
         raise MigrationError(f"migrations folder not found: {sql_dir}")
     found: list[Migration] = []
-    for path in sorted(sql_dir.glob("*.sql")):
+    for path in sorted((p for p in sql_dir.iterdir() if p.name.endswith(".sql")), key=lambda p: p.name):
         m = _NAME.match(path.name)
         if not m:
             raise MigrationError(f"{path}: a migration file is named NNNN_name.sql")
@@ -59,7 +60,7 @@ class NotMigrated(MigrationError):
     """A read-only command found a database whose migrations are not (all) applied."""
 
 
-def pending(target: str | psycopg.Connection[Any], sql_dir: Path = SQL_DIR) -> list[str]:
+def pending(target: str | psycopg.Connection[Any], sql_dir: Traversable = SQL_DIR) -> list[str]:
     """The migrations not applied to the database at `target` (a URL, or an open autocommit
     connection a one-shot command goes on using), creating nothing: what a read-only command
     checks instead of migrating (`anima status`, `recall`, `export`)."""
@@ -83,7 +84,7 @@ def _connected(target: str | psycopg.Connection[Any]) -> Iterator[psycopg.Connec
         yield conn
 
 
-def migrate(target: str | psycopg.Connection[Any], sql_dir: Path = SQL_DIR) -> list[str]:
+def migrate(target: str | psycopg.Connection[Any], sql_dir: Traversable = SQL_DIR) -> list[str]:
     """Apply pending migrations; return the names applied (empty when up to date). `target`
     is a URL or an open autocommit connection (left open)."""
     migrations = load_migrations(sql_dir)

@@ -439,8 +439,11 @@ def test_dagster_yaml_gives_sqlite_under_dagster_home(
     from dagster._core.instance.ref import InstanceRef
     from dagster._core.storage.runs import SqliteRunStorage
 
-    # the one template is the repository's top-level dagster.yaml (what `dg dev` reads there)
-    assert dinstance.DAGSTER_YAML_PATH == REPO / "dagster.yaml"
+    # the one template is the package's (package data); the checkout's top-level dagster.yaml,
+    # what `dg dev` reads there, is a link to it
+    assert dinstance.DAGSTER_YAML_PATH == REPO / "anima_pipeline" / "defs" / "dagster.yaml"
+    assert (REPO / "dagster.yaml").is_symlink()
+    assert (REPO / "dagster.yaml").resolve() == dinstance.DAGSTER_YAML_PATH
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
     with dinstance.get_instance() as instance:
@@ -462,7 +465,7 @@ def test_dagster_yaml_gives_sqlite_under_dagster_home(
 def test_a_home_with_its_own_dagster_yaml_keeps_it(tmp_path: Path) -> None:
     home = dinstance.dagster_home({"ANIMA_HOME": str(tmp_path)})
     assert home == tmp_path / "dagster"
-    assert dinstance.config_dir(home) == REPO
+    assert dinstance.config_dir(home) == REPO / "anima_pipeline" / "defs"
     (home / "dagster.yaml").write_text(dinstance.DAGSTER_YAML)
     assert dinstance.config_dir(home) == home
 

@@ -34,11 +34,16 @@ def test_the_built_wheel_runs_the_demo_in_a_fresh_venv(empty_db_url: str, tmp_pa
     _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, REPO])
     [wheel] = dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    migrations = sorted(p.name for p in (REPO / "sql").glob("*.sql"))
+    migrations = sorted(p.name for p in (REPO / "anima_pipeline" / "store" / "sql").glob("*.sql"))
     assert (
-        sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("anima_pipeline/_top/sql/")) == migrations
+        sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("anima_pipeline/store/sql/")) == migrations
     )
-    assert "anima_pipeline/_top/dagster.yaml" in names
+    assert {"anima_pipeline/defs/dagster.yaml", "anima_pipeline/dg.toml"} <= set(names)
+    # the package only: no tests, no test doubles
+    assert {n.split("/", 1)[0] for n in names if "/" in n} == {
+        "anima_pipeline",
+        "anima_pipeline-0.1.0.dist-info",
+    }
 
     venv = tmp_path / "fresh"
     _run([sys.executable, "-m", "venv", "--without-pip", venv])

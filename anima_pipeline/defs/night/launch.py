@@ -44,11 +44,11 @@ from dagster._core.storage.tags import (
 )
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
+from anima_pipeline import definitions
 from anima_pipeline.config import Settings
 from anima_pipeline.core.steps import STEP_ORDER, parse_steps
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
-from anima_pipeline.packaged import source_root
 
 DEFINITIONS_MODULE = "anima_pipeline.definitions"
 LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
@@ -73,8 +73,6 @@ def night_run_config(
 def code_location_definitions() -> dg.Definitions:
     """The definitions exactly as the code location loads them (anima_pipeline.definitions),
     loaded afresh: a long-lived process sees the first day a later import recorded."""
-    from anima_pipeline import definitions
-
     return definitions.load()
 
 
@@ -86,7 +84,7 @@ def nightly_sleep_job() -> dg.JobDefinition:
 
 def remote_job_origin(job_name: str = JOB_NAME) -> RemoteJobOrigin:
     """The origin the webserver gives runs of this job when it loads workspace.yaml."""
-    root = source_root()  # workspace.yaml's working_directory; none for an installed wheel
+    root = definitions.checkout()  # workspace.yaml's working_directory; none for an installed wheel
     target = LoadableTargetOrigin(
         executable_path=sys.executable,
         module_name=DEFINITIONS_MODULE,
