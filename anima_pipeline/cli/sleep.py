@@ -188,7 +188,7 @@ def run_sleep(
     first, last = days[0], days[-1]
     with db.transaction() as conn:
         t0 = db_now(conn)
-        note_first_day(conn, s.home, s.timezone)  # where the partitions start (store/calendar.py)
+        note_first_day(conn, s.timezone)  # where the partitions start (store/calendar.py)
     done = threading.Event()
     outcome: dict = {}
     try:

@@ -6,17 +6,13 @@ store sees the same first day; the day is that time's local date in ANIMA_TIMEZO
 moves earlier: `import_records` (`anima import`, `AnimaMemory.append`) compares the batch's
 earliest message with the known value in the same transaction as the messages (one one-row
 read, no scan) and moves it, audited in memory_event, when the batch holds an older one.
-ANIMA_START_DATE overrides it (defs/night/partitions.py).
-
-Earlier versions kept the day in the file `$ANIMA_HOME/first_day`. Such a file is taken in
-once, the first time a process of that home reads the first day (it moves the day earlier
-when it is earlier), and ignored afterwards; the file is left where it is."""
+ANIMA_START_DATE overrides it (defs/night/partitions.py). The table's `legacy_files` column
+is no longer used; an applied migration is checksummed, so it goes only with a new one."""
 
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime, time
-from pathlib import Path
+from datetime import date, datetime
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -29,7 +25,6 @@ from anima_pipeline.store.db import CONNECT_TIMEOUT_S, Connection, resolve_url
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.migrations import NotMigrated, migrate
 
-FIRST_DAY_FILE = "first_day"  # the legacy file under ANIMA_HOME (read once, see above)
 TABLE = "store_calendar"
 _LOCK_KEY = 7_231_009  # serialises the (rare) moves: two writers never both record one
 AUDIT_STEP = "first_day"  # memory_event.step of the moves made outside an import or append
@@ -77,50 +72,10 @@ def move_first_message(conn: Connection, audit: Audit, at: datetime, source: str
     return True
 
 
-def legacy_file_day(home: Path) -> date | None:
-    """The day in a legacy `$ANIMA_HOME/first_day` file, None without one."""
-    path = Path(home) / FIRST_DAY_FILE
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    try:
-        return date.fromisoformat(text)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {text!r} is not a date (YYYY-MM-DD); fix or delete the file") from exc
-
-
-def adopt_legacy_file(conn: Connection, home: Path, timezone: str) -> bool:
-    """Take in the legacy `$ANIMA_HOME/first_day` file of `home` once (its day's local
-    midnight, when earlier than the recorded time); whether this call took it in. The file
-    is kept; once its path is recorded it is never read again."""
-    path = (Path(home).expanduser() / FIRST_DAY_FILE).resolve()
-    if not path.exists():
-        return False
-    seen = conn.execute("SELECT 1 FROM store_calendar WHERE %s = ANY(legacy_files)", (str(path),)).fetchone()
-    if seen:
-        return False
-    day = legacy_file_day(path.parent)
-    if day is None:  # removed in between
-        return False
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-    if conn.execute("SELECT 1 FROM store_calendar WHERE %s = ANY(legacy_files)", (str(path),)).fetchone():
-        return False  # another process of this home took it in while we waited
-    audit = Audit(conn=conn, anima_id="", run_id=_run_id(), step=AUDIT_STEP)
-    move_first_message(conn, audit, datetime.combine(day, time(0), tzinfo=ZoneInfo(timezone)), f"file {path}")
-    conn.execute(
-        "UPDATE store_calendar SET legacy_files = array_append(legacy_files, %s) WHERE id", (str(path),)
-    )
-    audit.record(TABLE, "legacy_files", "adopt_file", None, {"path": str(path), "day": day})
-    return True
-
-
-def note_first_day(conn: Connection, home: Path, timezone: str) -> date | None:
-    """Bring the recorded first day up to date with the store: the legacy file of `home` (once)
-    and the earliest message (a scan, also catching messages written by another path than
-    `import_records`, such as a script); the first day now recorded. `anima sleep` calls it
-    once per run."""
-    adopt_legacy_file(conn, home, timezone)
+def note_first_day(conn: Connection, timezone: str) -> date | None:
+    """Bring the recorded first day up to date with the store's earliest message (a scan, also
+    catching messages written by another path than `import_records`, such as a script); the
+    first day now recorded. `anima sleep` calls it once per run."""
     earliest = conn.execute("SELECT min(created_at) AS at FROM message").fetchone()
     if earliest and earliest["at"] is not None:
         audit = Audit(conn=conn, anima_id="", run_id=_run_id(), step=AUDIT_STEP)
@@ -153,9 +108,7 @@ def read_first_day(settings: Settings) -> date | None:
         ) as conn:
             if not settings.database_url:
                 migrate(conn)  # the embedded store is this program's own: brought up to date by any command
-            with conn.transaction():
-                adopt_legacy_file(conn, settings.home, settings.timezone)
-                return first_day(conn, settings.timezone)
+            return first_day(conn, settings.timezone)
     except psycopg.errors.UndefinedTable:
         raise NotMigrated(
             f"the memory database {describe_database(url)} has no {TABLE} table (the store's first "

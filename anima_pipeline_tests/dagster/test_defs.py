@@ -218,42 +218,6 @@ def test_an_unreachable_database_stops_the_load_naming_it(tmp_path: Path) -> Non
         night_partitions(gone)
 
 
-def test_a_legacy_first_day_file_is_taken_in_once(db_url: str, tmp_path: Path) -> None:
-    from anima_pipeline.store.calendar import FIRST_DAY_FILE
-
-    home = tmp_path / "home"
-    home.mkdir()
-    settings = shanghai_settings(home=home, database_url=db_url)
-    (home / FIRST_DAY_FILE).write_text("2026-10-05\n")
-    assert night_partitions(settings).get_first_partition_key() == "2026-10-05"
-    # afterwards the file is ignored (kept where it is): the database has the day
-    (home / FIRST_DAY_FILE).write_text("2026-01-01\n")
-    assert night_partitions(settings).get_first_partition_key() == "2026-10-05"
-    assert (home / FIRST_DAY_FILE).exists()
-    # another home's file is its own: taken in once too, moving the day earlier only
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / FIRST_DAY_FILE).write_text("2026-12-01")
-    assert night_partitions(shanghai_settings(home=other, database_url=db_url)).get_first_partition_key() == (
-        "2026-10-05"
-    )
-    with psycopg.connect(db_url) as conn:
-        [(files,)] = conn.execute("SELECT legacy_files FROM store_calendar").fetchall()
-        ops = [
-            op
-            for (op,) in conn.execute(
-                "SELECT op FROM memory_event WHERE table_name = 'store_calendar' ORDER BY id"
-            )
-        ]
-    assert files == [str((home / FIRST_DAY_FILE).resolve()), str((other / FIRST_DAY_FILE).resolve())]
-    assert ops == ["move", "adopt_file", "adopt_file"]
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    (bad / FIRST_DAY_FILE).write_text("not a date")
-    with pytest.raises(ValueError, match="first_day.*not a date"):
-        night_partitions(shanghai_settings(home=bad, database_url=db_url))
-
-
 def test_the_schedule_reads_the_first_day_at_each_tick(db_url: str, tmp_path: Path) -> None:
     """A first day moved earlier after the load is seen by the schedule without a reload."""
     from anima_pipeline.memory.facade import AnimaMemory

@@ -106,7 +106,7 @@ def test_import_records_the_first_day_in_the_database(
 ) -> None:
     """`anima import` moves the store's first day (in the database, not a file of the home)
     earlier in its own transaction, never later; one audited event per move."""
-    from anima_pipeline.store.calendar import FIRST_DAY_FILE, first_day
+    from anima_pipeline.store.calendar import first_day
 
     def recorded():
         with db.transaction() as conn:
@@ -138,7 +138,6 @@ def test_import_records_the_first_day_in_the_database(
             )
         ]
     assert steps == ["import", "import"]
-    assert not (tmp_path / "anima_home" / FIRST_DAY_FILE).exists()  # no file is written any more
 
 
 def test_status_table_lists_each_anima_and_the_total(cli_env, db_url: str, tmp_path: Path) -> None:
