@@ -6,7 +6,8 @@ anima_pipeline.defs; the checkout's top-level dg.toml is a link to it, for the `
 Importing this module builds nothing and opens no database connection: `defs` is a
 `@dg.definitions` function, which Dagster calls when it loads the code location (and the
 run worker when it starts a run). Only then are the settings read and the store's first day
-looked up in the memory database (defs/night/partitions.py)."""
+looked up in the memory database, if one is running: loading starts no server and writes
+nothing (defs/night/partitions.py)."""
 
 from __future__ import annotations
 

@@ -19,11 +19,10 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 
-from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import StoreError
-from anima_pipeline.store.db import CONNECT_TIMEOUT_S, Connection, resolve_url
+from anima_pipeline.store.db import CONNECT_TIMEOUT_S, Connection, read_only
 from anima_pipeline.store.events import Audit
-from anima_pipeline.store.migrations import NotMigrated, migrate
+from anima_pipeline.store.migrations import NotMigrated
 
 TABLE = "store_calendar"
 _LOCK_KEY = 7_231_009  # serialises the (rare) moves: two writers never both record one
@@ -95,20 +94,19 @@ def describe_database(url: str) -> str:
     return f"{params.get('dbname', '?')!r} at {where}"
 
 
-def read_first_day(settings: Settings) -> date | None:
-    """The store's first day for `settings`, read from the memory database now (the Dagster
-    definitions when they load, the schedule at each tick, the freshness check when it runs).
-    An unreachable or unmigrated database is a StoreError naming it: the partitions are never
-    guessed."""
-    url = resolve_url(settings)  # the embedded store is started like by any command
+def read_first_day(url: str, timezone: str) -> date | None:
+    """The store's first day as the database at `url` has it now, None when none is recorded
+    (the Dagster definitions when they load, the schedule at each tick, the freshness check
+    when it runs). One read-only transaction on one connection: nothing is started, migrated
+    or written (README, "Where the partitions start"). An unreachable or unmigrated database
+    is a StoreError naming it: the partitions are never guessed from a server that is set."""
     try:
-        # one connection per read (a schedule tick): the migration check runs on it too
         with psycopg.connect(
             url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, row_factory=dict_row
         ) as conn:
-            if not settings.database_url:
-                migrate(conn)  # the embedded store is this program's own: brought up to date by any command
-            return first_day(conn, settings.timezone)
+            with conn.transaction():
+                read_only(conn)
+                return first_day(conn, timezone)
     except psycopg.errors.UndefinedTable:
         raise NotMigrated(
             f"the memory database {describe_database(url)} has no {TABLE} table (the store's first "

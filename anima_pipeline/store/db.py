@@ -19,6 +19,7 @@ from psycopg.rows import DictRow, dict_row
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import StoreError
+from anima_pipeline.store import embedded
 from anima_pipeline.store.migrations import NotMigrated, migrate, pending
 
 if TYPE_CHECKING:  # psycopg_pool only where a pool is opened: not at a one-shot command's start
@@ -103,9 +104,16 @@ def resolve_url(settings: Settings) -> str:
     """ANIMA_DATABASE_URL when set (start nothing), else the embedded server under ANIMA_HOME."""
     if settings.database_url:
         return settings.database_url
-    from anima_pipeline.store import embedded
-
     return embedded.ensure_running(settings.home)
+
+
+def running_url(settings: Settings) -> str | None:
+    """Where the store is served now, starting nothing: ANIMA_DATABASE_URL when set, else the
+    embedded server under ANIMA_HOME when it runs, else None (loading the Dagster definitions,
+    README "Where the partitions start")."""
+    if settings.database_url:
+        return settings.database_url
+    return embedded.running_url(settings.home)
 
 
 def open_database(settings: Settings, *, run_migrations: bool = True) -> Database:

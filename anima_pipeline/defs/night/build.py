@@ -1,7 +1,7 @@
 """The night's definitions, built when Dagster loads the code location (not at import): the
-partitions start at the store's first day (partitions.py, read from the database as they
-load), the schedule's time zone and shard count come from the settings, and a check says
-when last night did not run (freshness.py). The schedule and the check read the first day
+partitions start at the store's first day (partitions.py, read from a running store as they
+load: loading starts no server and writes nothing), the schedule's time zone and shard
+count come from the settings, and a check says when last night did not run (freshness.py). The schedule and the check read the first day
 again each time they run, so a first day moved earlier since the load is seen by them at
 once (the partitions themselves follow at the next reload)."""
 

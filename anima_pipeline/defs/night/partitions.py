@@ -6,6 +6,12 @@ older data moves it earlier, and after a code-location reload those days can be
 backfilled). With nothing imported yet there is one partition, yesterday. The last
 partition is yesterday: a day is processed once it is over.
 
+Reading the first day starts no server and writes nothing (README, "Where the partitions
+start"; docs/decisions.md): a server in ANIMA_DATABASE_URL is read, and one that cannot be
+reached is an error naming it; the embedded server is read only while it runs, and while it
+is stopped the partitions start yesterday, with a warning, until a reload after any `anima`
+command started it.
+
 Nothing here reads the environment or the database at import time: `night_partitions` is
 called when the definitions load (defs/night/build.py), `start_date` also by the schedule
 and the freshness check when they run.
@@ -13,6 +19,7 @@ and the freshness check when they run.
 
 from __future__ import annotations
 
+import logging
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -20,17 +27,27 @@ import dagster as dg
 
 from anima_pipeline.config import Settings
 from anima_pipeline.store.calendar import read_first_day
+from anima_pipeline.store.db import running_url
+
+logger = logging.getLogger(__name__)
 
 
 def start_date(settings: Settings) -> date:
-    """Where the partitions start for these settings, read now (see the module docstring): a
-    database that cannot be reached is a StoreError naming it, never a guessed day."""
+    """Where the partitions start for these settings, read now (see the module docstring)."""
     if settings.start_date is not None:
         return settings.start_date  # pinned: the database is not asked
-    recorded = read_first_day(settings)
-    if recorded is not None:
-        return recorded
-    return datetime.now(settings.tz).date() - timedelta(days=1)
+    yesterday = datetime.now(settings.tz).date() - timedelta(days=1)
+    url = running_url(settings)
+    if url is None:
+        logger.warning(
+            "the embedded PostgreSQL under %s is not running, and loading the Dagster definitions "
+            "starts no server: the partitions start yesterday (%s). Run any `anima` command (anima "
+            "status) to start it, then reload the code location; or set ANIMA_START_DATE",
+            settings.home,
+            yesterday,
+        )
+        return yesterday
+    return read_first_day(url, settings.timezone) or yesterday
 
 
 def night_partitions(settings: Settings, first_day: date | None = None) -> dg.DailyPartitionsDefinition:
