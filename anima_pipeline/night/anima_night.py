@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import NightError
 from anima_pipeline.llm.contract import Usage
-from anima_pipeline.night import faults
+from anima_pipeline.night import failpoints
 from anima_pipeline.night.embedding import embed_night
 from anima_pipeline.night.frame import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
@@ -161,8 +161,8 @@ def run_anima_night(
         results[-1].stats.update(made)
     if failed is None:
         try:
-            faults.point("night_end", day=night.day, anima_id=anima_id)
-        except faults.FaultInjected as exc:
+            failpoints.reached("night_end", day=night.day, anima_id=anima_id)
+        except NightError as exc:  # a failpoint's failure (night/failpoints.py)
             failed = failure(anima_id, NIGHT, exc)
     if prev is not None:
         spent = sum((r.usage for r in results), Usage()) + (failed.usage if failed else Usage())

@@ -25,7 +25,7 @@ from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.core.errors import NightError
 from anima_pipeline.llm.contract import Engine, OfflinePlan, ToolCall, ToolResult, Usage
 from anima_pipeline.llm.failures import ModelAnswerError
-from anima_pipeline.night import faults, guards
+from anima_pipeline.night import failpoints, guards
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database, anima_lock
 from anima_pipeline.store.events import Audit, event_watermark
@@ -109,7 +109,7 @@ StepBody = Callable[[Connection, Audit], StepOutcome]
 
 def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBody) -> StepResult:
     t0 = time.monotonic()
-    faults.point("before_step", day=night.day, anima_id=anima_id, step=step)
+    failpoints.reached("before_step", day=night.day, anima_id=anima_id, step=step)
     try:
         with db.transaction() as conn:
             anima_lock(conn, anima_id)
@@ -139,7 +139,7 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             guarded |= guards.check_growth(conn, audit, night.growth, watermark, night.start, night.end)
             stats = {**outcome.stats, **guarded, **_usage_stats(outcome.usage), **_declined_stats(audit)}
             sleep_state.finish(conn, anima_id, night.day, step, stats, night.run_id)
-            faults.point("in_step", day=night.day, anima_id=anima_id, step=step)
+            failpoints.reached("in_step", day=night.day, anima_id=anima_id, step=step)
     except Exception as exc:
         spent = getattr(exc, "usage", None)
         undone = ""

@@ -4,8 +4,9 @@ exits 0 and the store equals the store of an uninterrupted run of that command (
 contents, anchors, narratives, self blocks, summaries, dreams, step states, and no duplicate
 in the audit log).
 
-The points are set with the fault hook of night/faults.py (ANIMA_FAULT), which makes the
-night hang there and writes ANIMA_FAULT_READY, so the kill is deterministic:
+The points are set with the failpoint hook of testkit/faults.py (`faults.env`: ANIMA_FAULT and
+the hook's entry point for the `anima` process), which makes the night hang there and writes
+the ready file, so the kill is deterministic:
 - in_step: inside a deep-sleep step's transaction, after all its writes, before the commit;
 - before_step: between two steps of a later day;
 - night_end: every step of an anima's night committed, the night not yet marked done.
@@ -29,11 +30,11 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from anima_pipeline.night import faults
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline_tests.conftest import CLI, _with_dbname, cli_env, run_cli
+from testkit import faults
 
 SAMPLE = Path(__file__).resolve().parents[2] / "anima_pipeline" / "sample" / "week.archive.jsonl"
 FIRST, LAST = date(2026, 11, 16), date(2026, 11, 17)
@@ -209,7 +210,7 @@ def test_kill_9_then_the_same_command_gives_the_uninterrupted_store(
     ready = tmp_path / "ready"
     kill_at(
         COMMAND,
-        env_for(url, tmp_path, **{faults.ENV: f"action=hang,{POINTS[point]}", faults.READY_ENV: str(ready)}),
+        env_for(url, tmp_path, **faults.env(f"action=hang,{POINTS[point]}", ready)),
         ready,
     )
     with psycopg.connect(url) as conn:  # the kill left a night running that nobody renews
@@ -267,7 +268,7 @@ def test_kill_9_leaves_no_worker_process_and_the_same_command_carries_on(make_st
     ready = tmp_path / "ready"
     command = ["sleep", "--day", str(FIRST)]
     hang = "action=hang,at=in_step,step=semantic_memory/merged,anima=w3"
-    env = env_for(url, tmp_path, ANIMA_WORKERS="2", **{faults.ENV: hang, faults.READY_ENV: str(ready)})
+    env = env_for(url, tmp_path, ANIMA_WORKERS="2", **faults.env(hang, ready))
     kill_at(command, env, ready)
     worker = int(ready.read_text().split("pid")[1])
     deadline = time.monotonic() + 15
@@ -294,7 +295,7 @@ def test_a_failed_night_prints_one_line_naming_the_step_and_cause(make_store, tm
     fault = f"action=fail,at=in_step,step=semantic_memory/merged,day={FIRST},anima=aria"
     result = run_cli(
         ["sleep", "--anima", "aria", "--day", str(FIRST)],
-        env_for(url, tmp_path, ANIMA_FAULT=fault),
+        env_for(url, tmp_path, **faults.env(fault)),
         timeout=300,
     )
     assert result.returncode == 1

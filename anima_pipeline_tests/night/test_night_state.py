@@ -5,7 +5,7 @@ an incomplete night blocking, a failed step records what it spent, one anima's f
 not stop the others, idle animas are recorded as skipped in bulk, and the CLI's per-day
 totals count only the rows of its own run.
 
-Failures are injected with the documented fault hook (ANIMA_FAULT, night/faults.py)."""
+Failures are injected with the failpoint hook of testkit/faults.py (night/failpoints.py)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ import pytest
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded
-from anima_pipeline.night import faults, runner
+from anima_pipeline.night import runner
 from anima_pipeline.night.frame import run_step
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline_tests.conftest import DATA_DIR
+from testkit import faults
 
 # unseen.archive.jsonl in Asia/Shanghai days: kai on 12-02, 12-05, 12-11, 12-20;
 # yue on 12-02, 12-06, 12-13, 12-21.
@@ -55,7 +56,7 @@ def nights(db: Database, anima: str) -> dict[date, dict]:
 
 
 def fault(monkeypatch: pytest.MonkeyPatch, **spec: str) -> None:
-    monkeypatch.setenv(faults.ENV, ",".join(f"{k}={v}" for k, v in spec.items()))
+    faults.install(monkeypatch, ",".join(f"{k}={v}" for k, v in spec.items()))
 
 
 def test_a_failed_anima_night_does_not_wedge_that_anima(
@@ -68,7 +69,7 @@ def test_a_failed_anima_night_does_not_wedge_that_anima(
         runner.run_days(store, settings, [D, D + timedelta(days=1)], animas=["kai"], run_id="run-1")
     assert failed.value.day == D and failed.value.step == "dreams/journal"
     assert nights(store, "kai")[D]["status"] == "failed"
-    monkeypatch.delenv(faults.ENV)
+    faults.install(monkeypatch, "")  # no fault from here on
     # the next day alone is refused over the failed one, naming it
     with pytest.raises(runner.NightFailed) as refused:
         runner.run_days(store, settings, [D + timedelta(days=1)], animas=["kai"], run_id="run-2")
@@ -89,7 +90,7 @@ def test_force_and_day_clear_what_they_redo(store: Database, settings: Settings,
     fault(monkeypatch, action="fail", at="in_step", step="semantic_memory/merged", day=str(D), anima="kai")
     with pytest.raises(runner.NightFailed):
         runner.run_days(store, settings, [D], animas=["kai"], run_id="run-1")
-    monkeypatch.delenv(faults.ENV)
+    faults.install(monkeypatch, "")  # no fault from here on
     runner.run_days(store, settings, [D], animas=["kai"], force=True, run_id="run-forced")
     assert nights(store, "kai")[D]["status"] == "done"
     runner.run_days(store, settings, [D + timedelta(days=1)], animas=["kai"], run_id="run-next")
@@ -158,7 +159,7 @@ def test_one_anima_failing_does_not_stop_the_others(store: Database, settings: S
     assert "FaultInjected" in str(failed.value)
     assert nights(store, "yue")[D]["status"] == "done"
     assert nights(store, "kai")[D]["status"] == "failed"
-    monkeypatch.delenv(faults.ENV)
+    faults.install(monkeypatch, "")  # no fault from here on
     runner.run_days(store, settings, [D], run_id="run-2")  # redoes only kai, from the failed step
     with store.transaction() as conn:
         redone = conn.execute(
@@ -278,7 +279,7 @@ def eight(db: Database) -> list[str]:
 def test_worker_processes_run_the_others_and_name_every_failure(
     db: Database, eight: list[str], settings: Settings, monkeypatch
 ) -> None:
-    # the fault hook reaches the worker processes through their environment
+    # the fault hook reaches the worker processes through their environment and path
     fault(monkeypatch, action="fail", at="before_step", step="semantic_memory/merged", anima="a2|a5")
     with pytest.raises(runner.NightFailed) as failed:
         runner.run_days(db, settings, [D], workers=2, run_id="run-1")
@@ -290,7 +291,7 @@ def test_worker_processes_run_the_others_and_name_every_failure(
     assert "a5 at semantic_memory/merged: FaultInjected" in str(failed.value)
     status = {a: nights(db, a)[D]["status"] for a in eight}
     assert status == {a: "failed" if a in ("a2", "a5") else "done" for a in eight}
-    monkeypatch.delenv(faults.ENV)
+    faults.install(monkeypatch, "")  # no fault from here on
     runner.run_days(db, settings, [D], workers=2, run_id="run-2")  # redoes only a2 and a5
     with db.transaction() as conn:
         redone = conn.execute(

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from anima_pipeline.store import embedded
+from testkit import faults
 
 # the wheel asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR that only warns
 pytestmark = pytest.mark.filterwarnings("ignore:.*XDG_RUNTIME_DIR")
@@ -269,7 +270,7 @@ def test_db_stop_mid_night_ends_it_non_zero_within_60_s_and_the_server_stays_sto
     fault = "action=pause:4,at=before_step,step=semantic_memory/merged,day=2026-11-16"
     night = subprocess.Popen(
         [*cmd, "sleep", "--day", "2026-11-16"],
-        env={**env, "ANIMA_FAULT": fault, "ANIMA_FAULT_READY": str(ready)},
+        env={**env, **faults.env(fault, ready)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
