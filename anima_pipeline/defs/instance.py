@@ -120,7 +120,6 @@ def batch_sqlite_storage(base_dir: str, inst_data: ConfigurableClassData) -> Dag
     # no public export of the SQLite storages (checked with 1.13.27)
     from dagster import DagsterEventType
     from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-    from dagster._core.storage.sqlalchemy_compat import db_result
     from dagster._core.storage.sqlite_storage import DagsterSqliteStorage, _event_logs_directory
 
     class BatchSqliteEventLogStorage(SqliteEventLogStorage):
@@ -137,10 +136,10 @@ def batch_sqlite_storage(base_dir: str, inst_data: ConfigurableClassData) -> Dag
                 for statement in statements:
                     conn.execute(statement)
             with self.index_transaction() as conn:  # what store_event mirrors there, per event
-                ids = []
+                ids: list[int] = []
                 for statement in statements:
-                    with db_result(conn, statement) as result:
-                        ids.append(result.inserted_primary_key[0])
+                    with conn.execute(statement) as result:  # SQLAlchemy 2's CursorResult
+                        ids.append(result.lastrowid)  # SQLite: the new row's id, its primary key
                 self._store_asset_event_tags(conn, events, ids)
                 # the asset table holds each key's latest event: only the batch's last per key
                 # (as dagster-postgres' batch write does)
@@ -195,7 +194,8 @@ def get_instance(env: dict[str, str] | None = None):
     from dagster import DagsterInstance
 
     # DagsterInstance.get() reads DAGSTER_HOME from the environment only; an instance for a
-    # given home needs InstanceRef (no public export, checked with 1.13.27)
+    # given home configured by another folder's dagster.yaml needs InstanceRef (no public
+    # export, docs/decisions.md "Dagster internals")
     from dagster._core.instance.ref import InstanceRef
 
     home = dagster_home(env)

@@ -537,11 +537,12 @@ def deferred_interrupts() -> Iterator[None]:
 def _tag_run(context: dg.AssetExecutionContext, engine: str, mode: str) -> None:
     """Runs launched from the UI (a launch, a re-execution, a backfill) get the tags the CLI
     and the schedule set themselves: who started it, the engine, the mode."""
-    # BACKFILL_ID_TAG / PARENT_RUN_ID_TAG: Dagster's own run tags, not exported publicly (1.13.27)
-    from dagster._core.storage.tags import BACKFILL_ID_TAG, PARENT_RUN_ID_TAG
+    # BACKFILL_ID_TAG: Dagster's own run tag, not exported publicly and with no public
+    # property of the run (1.13.27); a re-execution is the run's documented parent_run_id
+    from dagster._core.storage.tags import BACKFILL_ID_TAG
 
     tags = context.run.tags
-    if TRIGGER_TAG in tags and PARENT_RUN_ID_TAG not in tags:
+    if TRIGGER_TAG in tags and context.run.parent_run_id is None:
         return
     trigger = "backfill" if BACKFILL_ID_TAG in tags else "ui"
     context.instance.add_run_tags(
