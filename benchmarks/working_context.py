@@ -45,6 +45,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from anima_pipeline.config import get_settings
+from anima_pipeline.core.types import SELF_BLOCKS
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.offline_summary import ExtractiveSummarizer
 from anima_pipeline.memory.flush import flush_turns
@@ -55,7 +56,7 @@ from anima_pipeline.recall.working import working_context
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline.store.layers import SELF_BLOCKS, SelfBlockRepo, TemporalRepo
+from anima_pipeline.store.layers import SelfBlockRepo, TemporalRepo
 from benchmarks import recall_scale
 from benchmarks.light_sleep_coverage import CATEGORIES, key_words, memory_tokens
 from testkit.data import TZ, data_dir, group_of, read_jsonl

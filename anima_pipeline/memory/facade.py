@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.core.errors import AccessError
+from anima_pipeline.core.types import MemoryType
 from anima_pipeline.core.validation import (
     AnimaId,
     AnimaInputError,
@@ -80,7 +81,6 @@ from anima_pipeline.store.archive import (
 from anima_pipeline.store.db import Connection, Database, db_now, open_database
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.layers import SelfBlockRepo
-from anima_pipeline.store.memories import MemoryType
 from anima_pipeline.store.planner_stats import keep_fresh
 from anima_pipeline.store.status import recent_nights
 from anima_pipeline.store.status import status as store_status

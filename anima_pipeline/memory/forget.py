@@ -48,13 +48,14 @@ import uuid
 from collections import defaultdict
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.steps import StepKey
+from anima_pipeline.core.types import TargetKind
 from anima_pipeline.core.validation import AnimaInputError, ExternalId, check
 from anima_pipeline.store import erasure as q
 from anima_pipeline.store import vectors
@@ -79,7 +80,6 @@ DAY_STEPS = (StepKey.DAY_SUMMARY, StepKey.DREAM, StepKey.CASCADE)
 CASCADE_STEP = StepKey.CASCADE
 SELF_STEPS = (StepKey.AUTOBIOGRAPHY_SUMMARY, StepKey.SELF_REFRESHED)
 TOMBSTONE_IDS = 100_000  # ids per table in a tombstone (the counts are always whole)
-TargetKind = Literal["message", "conversation", "memory", "anima"]
 
 
 class ForgetError(InputError):

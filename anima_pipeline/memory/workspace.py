@@ -21,10 +21,11 @@ from collections import defaultdict
 from datetime import date
 from pathlib import Path
 
+from anima_pipeline.core.types import MEMORY_TYPES
 from anima_pipeline.store import workspace_reads as q
 from anima_pipeline.store.animas import known_animas
 from anima_pipeline.store.db import Connection
-from anima_pipeline.store.memories import MEMORY_TYPES, MemoryRepo
+from anima_pipeline.store.memories import MemoryRepo
 
 _TYPE_TITLES = {
     "world": "World (W)",

@@ -46,6 +46,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.types import SELF_BLOCKS
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.render import cut, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
@@ -60,7 +61,7 @@ from anima_pipeline.recall.session_view import (
 from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
-from anima_pipeline.store.layers import SELF_BLOCKS, SelfBlockRepo
+from anima_pipeline.store.layers import SelfBlockRepo
 
 CORE = ("identity", "persona")  # never cut
 RECALL_SECTIONS = ("summaries", "memories", "episodic")

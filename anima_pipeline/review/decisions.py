@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
+from anima_pipeline.core.types import ProposalStatus
 from anima_pipeline.night import guards
 from anima_pipeline.store import proposals as review
 from anima_pipeline.store.db import Database, anima_lock
@@ -39,7 +40,7 @@ class ReviewError(InputError):
 
 class Decision(BaseModel):
     proposal: str
-    status: review.ProposalStatus
+    status: ProposalStatus
     message: str
     run_id: str | None = None
 

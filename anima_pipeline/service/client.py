@@ -24,13 +24,13 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from anima_pipeline.core.errors import ServiceError
+from anima_pipeline.core.types import MemoryType
 from anima_pipeline.core.validation import AnimaInputError
 from anima_pipeline.memory.facade import AppendResult, ConversationInfo, Remembered
 from anima_pipeline.memory.forget import ForgetReport, MemoryInfo
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.archive import MessageRecord
-from anima_pipeline.store.memories import MemoryType
 
 
 class AnimaApiError(ServiceError):

@@ -25,6 +25,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from anima_pipeline.core.types import MemoryType
 from anima_pipeline.core.validation import MEMORY_MAX, ExternalId, Instant, MemoryText, QueryText, Text
 from anima_pipeline.memory.facade import (
     MAX_SEARCH_LIMIT,
@@ -41,7 +42,6 @@ from anima_pipeline.recall.working import WorkingContext
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "streamable-http"]
-MemoryKind = Literal["world", "experience", "preference", "opinion", "imprint"]
 # the paging both search tools take
 Limit = Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")]
 Offset = Annotated[int, Field(ge=0, description="skip this many results (the previous offset + limit)")]
@@ -159,7 +159,7 @@ def build_server(
     @_refusals_named
     def search(
         query: Annotated[QueryText, Field(description="what to look for")],
-        types: Annotated[list[MemoryKind] | None, Field(description="only these memory types")] = None,
+        types: Annotated[list[MemoryType] | None, Field(description="only these memory types")] = None,
         since: Annotated[Instant | None, Field(description="observed at or after (ISO-8601)")] = None,
         until: Annotated[Instant | None, Field(description="observed before (ISO-8601)")] = None,
         limit: Limit = 10,
@@ -188,7 +188,7 @@ def build_server(
     def remember(
         content: Annotated[MemoryText, Field(description="one self-contained fact")],
         type: Annotated[
-            MemoryKind,
+            MemoryType,
             Field(
                 description="world (facts about people and things), experience, preference, opinion, imprint"
             ),
@@ -244,7 +244,7 @@ def build_server(
     def correct(
         id: Ref,
         content: Annotated[MemoryText | None, Field(description="the corrected fact")] = None,
-        type: Annotated[MemoryKind | None, Field(description="a new type, if it changes")] = None,
+        type: Annotated[MemoryType | None, Field(description="a new type, if it changes")] = None,
         valid_until: Annotated[
             Instant | None, Field(description="when it stopped being true (ISO-8601)")
         ] = None,

@@ -11,12 +11,13 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
+from anima_pipeline.core.types import Role
 from anima_pipeline.core.validation import (
     AnimaId,
     ExternalId,
@@ -45,7 +46,7 @@ class MessageRecord(BaseModel):
     anima_id: AnimaId | None = Field(None, description="optional; when given it must be the anima addressed")
     conversation_id: ExternalId
     message_id: ExternalId
-    role: Literal["user", "assistant", "tool", "system"]
+    role: Role
     speaker: Name | None = None
     content: MessageText
     created_at: Timestamp = Field(description="ISO-8601 with its UTC offset, e.g. 2023-05-08T13:56:00+08:00")

@@ -9,19 +9,9 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.core.types import LEVELS, SELF_BLOCKS
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
-
-SELF_BLOCKS: tuple[str, ...] = (
-    "identity",
-    "persona",
-    "values",
-    "relationships",
-    "current_state",
-    "autobiography_summary",
-)
-SIGNIFICANCE: tuple[str, ...] = ("routine", "notable", "milestone", "turning_point")
-LEVELS: tuple[str, ...] = ("day", "week", "month", "year")
 
 
 def _insert(conn: Connection, table: str, values: dict[str, Any]) -> dict:

@@ -9,11 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from anima_pipeline.core.types import MemoryType
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
 
-MemoryType = Literal["world", "experience", "preference", "opinion", "imprint"]
-MEMORY_TYPES: tuple[str, ...] = ("world", "experience", "preference", "opinion", "imprint")
 _COLUMNS = (
     "id, anima_id, type, content, confidence, source_sessions, observed_at, valid_from, valid_until, "
     "status, deprecated_reason, superseded_by, pinned, pinned_at, reference_count, last_referenced_at, "

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 from datetime import date
-from typing import Any, Literal
+from typing import Any
 
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel
 
+from anima_pipeline.core.types import ProposalStatus
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 
-ProposalStatus = Literal["pending", "approved", "rejected", "conflict"]
 _COLUMNS = (
     "id, anima_id, day, run_id, step, tool, input, reason, memory_ids, watermark, status, "
     "decided_at, decided_by, decision, created_at"

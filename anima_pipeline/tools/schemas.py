@@ -15,14 +15,10 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from anima_pipeline.core.types import Level, MemoryType, Significance, WritableBlock
 from anima_pipeline.core.validation import MEMORY_MAX, Instant
 
 MAX_CONTENT_CHARS = MEMORY_MAX
-
-MemoryType = Literal["world", "experience", "preference", "opinion", "imprint"]
-Significance = Literal["routine", "notable", "milestone", "turning_point"]
-WritableBlock = Literal["persona", "values", "relationships", "current_state", "autobiography_summary"]
-Level = Literal["day", "week", "month", "year"]
 
 _FACT_ID = re.compile(r"^f-(\d+)$")
 _NARRATIVE_ID = re.compile(r"^a-(\d+)$")

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from anima_pipeline.core.types import MEMORY_TYPES
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night, StepFailed, StepOutcome, run_step
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
-from anima_pipeline.tools import schemas
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.schemas import MAX_CONTENT_CHARS, TOOLS, tool_specs
 from anima_pipeline.tools.scope import Scope
@@ -1026,9 +1026,7 @@ def test_tool_specs_give_every_tool_a_strict_schema():
         model_required = {n for n, f in TOOLS[spec.name].model_fields.items() if f.is_required()}
         assert required == model_required, spec.name
     by_name = {s.name: s.input_schema for s in specs}
-    assert by_name["create_semantic_memory"]["properties"]["type"]["enum"] == list(
-        schemas.MemoryType.__args__
-    )
+    assert by_name["create_semantic_memory"]["properties"]["type"]["enum"] == list(MEMORY_TYPES)
     assert by_name["create_semantic_memory"]["properties"]["content"]["maxLength"] == MAX_CONTENT_CHARS
     assert "identity" not in by_name["write_self_block"]["properties"]["name"]["enum"]
     assert "source_sessions: []" in tool_specs(["update_semantic_memory"])[0].description

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import ServiceError
+from anima_pipeline.core.types import MemoryType
 from anima_pipeline.core.validation import (
     MEMORY_MAX,
     AnimaId,
@@ -60,7 +61,6 @@ from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.api_keys import anima_of_key
 from anima_pipeline.store.archive import MessageRecord
 from anima_pipeline.store.db import Database
-from anima_pipeline.store.memories import MemoryType
 
 log = logging.getLogger(__name__)
 

@@ -4,11 +4,12 @@ Same keys as the memory routes: a key decides over its own anima's proposals onl
 from __future__ import annotations
 
 from datetime import date
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
+from anima_pipeline.core.types import ProposalStatus
 from anima_pipeline.core.validation import Name, Text
 from anima_pipeline.night.guards import LossGuardTripped
 from anima_pipeline.review import decisions as review
@@ -28,7 +29,7 @@ def proposals(
     request: Request,
     memory: Memory,
     day: Annotated[date | None, Query(description="only this night")] = None,
-    status: Annotated[Literal["pending", "approved", "rejected", "conflict"], Query()] = "pending",
+    status: Annotated[ProposalStatus, Query()] = "pending",
 ) -> list[review.ProposalView]:
     """Each proposal with the model's reason and the memories it would change."""
     return review.pending(request.app.state.db, memory.anima_id, day, status)
