@@ -18,6 +18,8 @@ import typer
 from typer.core import TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 
+from anima_pipeline.core.errors import InternalError
+
 
 class Lazy(NamedTuple):
     module: str  # under anima_pipeline.cli
@@ -79,11 +81,24 @@ class _Commands(MutableMapping[str, Any]):
 
 
 class LazyGroup(TyperGroup):
-    """The top-level group: commands from COMMANDS, each built when first looked up."""
+    """The top-level group: commands from COMMANDS, each built when first looked up, and the
+    one error handler of every command (cli/common.py `exit_for`): no command catches an
+    error of the package itself."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.commands = _Commands(self.commands)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # click's own ends and usage errors
+            raise
+        except Exception as exc:
+            # cli/common.py loads the settings: `anima --help` never gets here, nor imports them
+            from anima_pipeline.cli.common import exit_for
+
+            raise typer.Exit(exit_for(exc, ctx.invoked_subcommand or "")) from None
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         # the listing from the table (or a command already built): --help imports no command
@@ -126,7 +141,7 @@ def _load(name: str) -> Any:
                 rich_markup_mode=markup,
                 suggest_commands=app.suggest_commands,
             )
-    raise LookupError(f"anima_pipeline.cli.{COMMANDS[name].module} registers no command {name!r}")
+    raise InternalError(f"anima_pipeline.cli.{COMMANDS[name].module} registers no command {name!r}")
 
 
 # Click's own help (rich_markup_mode=None) on every app: a flag shows as a flag (`--force`,

@@ -2,18 +2,27 @@
 
 Every command opens the store the same way (ANIMA_DATABASE_URL, else the embedded server
 under ANIMA_HOME) so what works in the demo works against a real server.
+
+Errors have one path (`exit_for`, called by cli/app.py for every command): an error of the
+package prints one line, ``label: message`` (its message names the place and the fix), and
+the command exits with the error's `exit_code`; a driver failure is the store's error first
+(store/failures.py); anything else is a bug, whose traceback goes to ANIMA_HOME/logs/cli.log
+while one line says so. A command refuses its own arguments with `fail`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn, overload
 
 import typer
 
 from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.core.errors import AnimaError
 
 if TYPE_CHECKING:  # rich only when something is drawn: recall's text and --json print without it
     from rich.console import Console
@@ -57,11 +66,8 @@ def escape(text: str) -> str:
 
 
 def settings() -> Settings:
-    try:
-        return get_settings()
-    except ValueError as exc:
-        _stderr_console().print(f"[red]configuration error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+    """The process's settings; a bad value is a ConfigError (exit 2, naming the variable)."""
+    return get_settings()
 
 
 @overload
@@ -71,32 +77,15 @@ def open_store(*, read_only: Literal[False] = False) -> Database: ...
 def open_store(*, read_only: bool = False) -> Database | OneConnection:
     """The store; `read_only` commands (status, recall, export) never migrate it and exit 1
     naming the pending migrations instead. They run once and go: one plain connection
-    (store.db.OneConnection) rather than a pool."""
-    import psycopg
-
+    (store.db.OneConnection) rather than a pool. A store that cannot be opened is a store
+    error (exit 1)."""
     from anima_pipeline.store.db import open_database, open_read_only
-    from anima_pipeline.store.embedded import EmbeddedError
-    from anima_pipeline.store.migrations import MigrationError
 
-    if read_only:
-        unreachable: tuple[type[Exception], ...] = (psycopg.Error,)
-    else:
-        from psycopg_pool import PoolTimeout
-
-        unreachable = (psycopg.Error, PoolTimeout)
-    try:
-        return open_read_only(settings()) if read_only else open_database(settings())
-    except (EmbeddedError, MigrationError, psycopg.OperationalError) as exc:
-        _stderr_console().print(f"[red]store error:[/red] {escape(str(exc))}")
-        raise typer.Exit(1) from None
-    except unreachable as exc:  # the text may hold the URL: name the class only
-        _stderr_console().print(f"[red]store error:[/red] cannot open the store ({type(exc).__name__})")
-        raise typer.Exit(1) from None
+    return open_read_only(settings()) if read_only else open_database(settings())
 
 
 def require_animas(animas) -> None:
-    """Exit 2 naming the unknown ones when any of `animas` has nothing in the store."""
-    from anima_pipeline.store.animas import UnknownAnima
+    """UnknownAnima (exit 2) naming the unknown ones when any of `animas` has nothing in the store."""
     from anima_pipeline.store.animas import require_animas as check
 
     if not animas:
@@ -105,8 +94,6 @@ def require_animas(animas) -> None:
     try:
         with db.transaction() as conn:
             check(conn, animas)
-    except UnknownAnima as exc:
-        fail(str(exc), 2)
     finally:
         db.close()
 
@@ -197,20 +184,13 @@ def only_anima(conn, anima: str | None = None) -> str:
     from anima_pipeline.store.sleep_state import animas_with_conversations
 
     if anima is not None:
-        from anima_pipeline.store.animas import UnknownAnima
         from anima_pipeline.store.animas import require_animas as check
 
-        try:
-            check(conn, [anima])
-        except UnknownAnima as exc:
-            fail(str(exc), 2)
+        check(conn, [anima])
         return anima
     animas = animas_with_conversations(conn)
     if len(animas) != 1:
-        _stderr_console().print(
-            f"[red]choose an anima with --anima[/red] (known: {', '.join(animas) or 'none'})"
-        )
-        raise typer.Exit(2)
+        fail(f"choose an anima with --anima (known: {', '.join(animas) or 'none'})", 2)
     return animas[0]
 
 
@@ -224,6 +204,51 @@ def parse_day(option: str, value: str):
         fail(f"{option}: expected a day as YYYY-MM-DD (e.g. 2026-11-28), got {value!r}", 2)
 
 
+class CommandRefused(AnimaError):
+    """A command's refusal of its own arguments or outcome (`fail`), with the exit code it chose."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
-    _stderr_console().print(f"[red]error:[/red] {escape(message)}")
-    raise typer.Exit(code)
+    raise CommandRefused(message, code)
+
+
+def exit_for(exc: Exception, command: str) -> int:
+    """One line on stderr for what stopped `command`, and the code it exits with."""
+    if not isinstance(exc, AnimaError):
+        from anima_pipeline.store.failures import store_failure
+
+        exc = store_failure(exc) or exc
+    if isinstance(exc, AnimaError):
+        _stderr_console().print(f"[red]{exc.label}:[/red] {escape(str(exc))}")
+        return exc.exit_code
+    where = crash_log(exc, command)
+    _stderr_console().print(
+        f"[red]error:[/red] unexpected {type(exc).__name__} (a bug): "
+        + (f"the traceback is in {where}" if where else escape(str(exc)))
+    )
+    return 1
+
+
+def crash_log(exc: BaseException, command: str) -> Path | None:
+    """Append `exc` with its traceback to ANIMA_HOME/logs/cli.log; the file, or None when there
+    is none to write (no usable settings, a read-only home)."""
+    try:
+        folder = get_settings().log_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(folder / "cli.log", encoding="utf-8")
+    except (AnimaError, OSError):
+        return None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    log = logging.getLogger(f"{__name__}.crash")
+    log.propagate = False  # the traceback goes to the file only, not to the terminal
+    log.addHandler(handler)
+    try:
+        log.error("unexpected error in `anima %s`", command, exc_info=exc)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+    return Path(handler.baseFilename)

@@ -24,7 +24,7 @@ def embed(
     interrupted backfill keeps what it did and the same command carries on. Nights embed what
     they write; this catches up on appended messages, a new model, or what a failing embedder
     missed."""
-    from anima_pipeline.embed.embedder import EmbedderError, make_embedder
+    from anima_pipeline.embed.embedder import make_embedder
     from anima_pipeline.store import vectors
     from anima_pipeline.store.planner_stats import keep_fresh
 
@@ -32,10 +32,7 @@ def embed(
         if k not in vectors.KINDS:
             fail(f"--kind: {k!r} is not one of {', '.join(vectors.KINDS)}", 2)
     s = settings()
-    try:
-        embedder = make_embedder(s)
-    except EmbedderError as exc:
-        fail(str(exc), 2)
+    embedder = make_embedder(s)
     if embedder is None:
         fail("ANIMA_EMBEDDER=none (or no embedder installed): nothing to embed", 2)
     db = open_store()

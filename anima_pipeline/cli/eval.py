@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from anima_pipeline.cli.app import HELP, app
-from anima_pipeline.cli.common import console, err_console, fail
+from anima_pipeline.cli.common import console, fail
 
 eval_app = typer.Typer(help="Measure the memory system on public benchmarks.", **HELP)
 app.add_typer(eval_app, name="eval")
@@ -42,13 +41,9 @@ def locomo(
     the chat-time context and judge it (J, Mem0/EverMemOS protocol). With the offline engine:
     the share of questions whose context holds every key word of the answer."""
     from anima_pipeline.config import get_settings
-    from anima_pipeline.evaluation.locomo import LocomoError, load_locomo
+    from anima_pipeline.evaluation.locomo import load_locomo
 
-    settings = get_settings()
-    try:
-        dialogues = load_locomo(path, settings.tz)
-    except LocomoError as exc:
-        fail(str(exc), 2)
+    dialogues = load_locomo(path, get_settings().tz)
     if sample:
         dialogues = _only(
             dialogues, sample, "sample", f"; the file has {', '.join(d.sample_id for d in dialogues)}"
@@ -74,13 +69,9 @@ def longmemeval(
     question type (abstention questions left out). With the offline engine: the share of
     questions whose context holds every key word of the answer."""
     from anima_pipeline.config import get_settings
-    from anima_pipeline.evaluation.longmemeval import LongMemEvalError, load_longmemeval
+    from anima_pipeline.evaluation.longmemeval import load_longmemeval
 
-    settings = get_settings()
-    try:
-        dialogues = load_longmemeval(path, settings.tz)
-    except LongMemEvalError as exc:
-        fail(str(exc), 2)
+    dialogues = load_longmemeval(path, get_settings().tz)
     if question:
         dialogues = _only(dialogues, question, "question", f" in {path}")
     _evaluate(
@@ -107,8 +98,6 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
     from anima_pipeline.evaluation.locomo import evaluate_locomo
     from anima_pipeline.llm.budget import Budget
     from anima_pipeline.llm.factory import make_engine
-    from anima_pipeline.llm.failures import EngineError
-    from anima_pipeline.night.runner import NightFailed
     from anima_pipeline.store.db import open_database
 
     settings = get_settings()
@@ -127,9 +116,6 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
             result = evaluate_locomo(
                 db, run_settings, engine, dialogues, max_questions=max_questions, **categories
             )
-        except (NightFailed, EngineError) as exc:
-            err_console.print(f"[red]eval stopped:[/red] {escape(str(exc))}")
-            raise typer.Exit(1) from None
         finally:
             db.close()
             engine.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import anima_ids, console, fail, open_store
+from anima_pipeline.cli.common import anima_ids, console, open_store
 
 
 @app.command("export")
@@ -24,8 +24,6 @@ def export_(
     try:
         with db.transaction() as conn:
             counts = export_markdown(conn, out, anima or None)
-    except ValueError as exc:
-        fail(f"export failed: {exc}", 2)
     finally:
         db.close()
     console.print(

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import anima_ids, console, err_console, fail, open_store, settings
+from anima_pipeline.core.errors import InputError
 
 _COLUMNS = ("erased", "deprecated", "hidden", "rewritten", "repointed", "events_scrubbed")
 
@@ -82,10 +83,7 @@ def forget_(
     [(kind, target)] = given.items()
     if kind == "anima" and purge and not yes:
         fail(f"--anima {target} --purge erases every row of the anima for good; add --yes to confirm", 2)
-    try:
-        forgetting.check_target(kind, target)  # type: ignore[arg-type]  # before q.owners' SQL
-    except forgetting.ForgetError as exc:
-        fail(str(exc), 2)
+    forgetting.check_target(kind, target)  # type: ignore[arg-type]  # before q.owners' SQL
     s = settings()
     db = open_store()
     try:
@@ -103,12 +101,7 @@ def forget_(
                     f"{kind} {target} belongs to several animas ({', '.join(found)}): choose one with --of", 2
                 )
             owner = found[0]
-        try:
-            report = forgetting.forget(db, s, owner, kind, target, purge=purge, requested_by=requested_by)  # type: ignore[arg-type]
-        except forgetting.NotFound as exc:
-            fail(str(exc), 2)
-        except forgetting.ForgetError as exc:
-            fail(str(exc), 2)
+        report = forgetting.forget(db, s, owner, kind, target, purge=purge, requested_by=requested_by)  # type: ignore[arg-type]
         if vacuum and purge and report.changed:
             vacuumed = q.vacuum_full(db.url, [*report.tables, "memory_event"])
             err_console.print(f"vacuumed (full): {', '.join(vacuumed)}")
@@ -122,7 +115,7 @@ def forget_(
             days = [first] if first == last else _days(first, last)
             try:
                 rows = run_sleep(days, animas=[owner], force=True, steps=steps)
-            except ValueError as exc:
+            except InputError as exc:  # the days cannot be slept now (not over yet, before the first)
                 err_console.print(
                     f"[yellow]not recomputed ({exc}); later: {report.recompute_command}[/yellow]"
                 )

@@ -36,17 +36,14 @@ def create(
 ) -> None:
     """Create a key and print it on its own line. It is shown only now: only its hash is stored.
     An anima the store does not know is refused (exit 2, naming the known ones) unless --new."""
-    from anima_pipeline.core.validation import AnimaInputError, Name, check
+    from anima_pipeline.core.validation import Name, check
     from anima_pipeline.store.api_keys import create_key
 
     if not anima.strip():
         fail("--anima must not be blank", 2)
     require_anima_or_new(anima, new)
     if name is not None:
-        try:
-            check(Name, name, "--name")
-        except AnimaInputError as exc:
-            fail(str(exc), 2)
+        check(Name, name, "--name")
     db = open_store()
     try:
         with db.transaction() as conn:
@@ -96,8 +93,6 @@ def revoke(key_id: int = typer.Argument(..., help="The key's id from `anima keys
     try:
         with db.transaction() as conn:
             key = revoke_key(conn, _audit(conn, "keys/revoke"), key_id)
-    except LookupError as exc:
-        fail(str(exc))
     finally:
         db.close()
     console.print(f"revoked key {key.id} ({key.prefix}…) of anima {key.anima_id}")

@@ -38,12 +38,9 @@ def snapshot_(
 ) -> None:
     """A new database holding every table as it stood when the night of --as-of was over,
     rebuilt from the audit log; prints its URL (the live store is only read)."""
-    from anima_pipeline.replay.shadow import ShadowError, create
+    from anima_pipeline.replay.shadow import create
 
-    try:
-        url, undone = create(_live_url(), name, _date("--as-of", as_of), replace=replace)
-    except ShadowError as exc:
-        fail(str(exc), 2)
+    url, undone = create(_live_url(), name, _date("--as-of", as_of), replace=replace)
     err_console.print(
         f"shadow {name!r} as of {as_of}: undid " + ", ".join(f"{t} {n}" for t, n in undone.items())
     )
@@ -70,24 +67,19 @@ def replay_(
     """Sleep past days again into a shadow store (as of the day before --from, same archive)
     through Dagster, then print the diff; the live store is never written. --promote swaps
     a replayed shadow in as one audited run; --drop removes a shadow."""
-    from anima_pipeline.replay.shadow import ShadowError
+    if list_:
+        _list()
+    elif drop:
+        from anima_pipeline.replay.shadow import drop as drop_shadow
 
-    try:
-        if list_:
-            _list()
-        elif drop:
-            from anima_pipeline.replay.shadow import drop as drop_shadow
-
-            drop_shadow(_live_url(), drop)
-            console.print(f"dropped shadow {drop!r}")
-        elif promote:
-            _promote(promote)
-        elif first and last:
-            _replay(_date("--from", first), _date("--to", last), engine, model, mode, name, replace)
-        else:
-            fail("give --from D1 --to D2, or --promote NAME, --drop NAME, --list", 2)
-    except ShadowError as exc:
-        fail(str(exc), 2)
+        drop_shadow(_live_url(), drop)
+        console.print(f"dropped shadow {drop!r}")
+    elif promote:
+        _promote(promote)
+    elif first and last:
+        _replay(_date("--from", first), _date("--to", last), engine, model, mode, name, replace)
+    else:
+        fail("give --from D1 --to D2, or --promote NAME, --drop NAME, --list", 2)
 
 
 def _replay(first: date, last: date, engine, model, mode: str, name: str, replace: bool) -> None:
@@ -111,8 +103,6 @@ def _replay(first: date, last: date, engine, model, mode: str, name: str, replac
                 mode=mode,
                 replace=replace,
             )
-    except ValueError as exc:
-        fail(str(exc), 2)
     finally:
         instance.dispose()
     if not out.ok:
@@ -135,25 +125,22 @@ def diff_(
     """What a replayed shadow holds that the live store does not: memories added, removed and
     changed (by type and night, with examples), the other layers' counts and the cost."""
     from anima_pipeline.replay.diff import diff
-    from anima_pipeline.replay.shadow import ShadowError, info, shadow_url
+    from anima_pipeline.replay.shadow import info, shadow_url
 
     live = _live_url()
-    try:
-        meta = info(live, name)
-        if "from" not in meta:
-            fail(f"shadow {name!r} is a snapshot that was never replayed: nothing to compare over", 2)
-        d = diff(live, shadow_url(live, name), name, _date("from", meta["from"]), _date("to", meta["to"]))
-        if questions:
-            from anima_pipeline.replay.diff import load_questions, recall_share
+    meta = info(live, name)
+    if "from" not in meta:
+        fail(f"shadow {name!r} is a snapshot that was never replayed: nothing to compare over", 2)
+    d = diff(live, shadow_url(live, name), name, _date("from", meta["from"]), _date("to", meta["to"]))
+    if questions:
+        from anima_pipeline.replay.diff import load_questions, recall_share
 
-            asked = load_questions(questions)
-            d.recall = {
-                "questions": len(asked),
-                "live": recall_share(live, asked),
-                "shadow": recall_share(shadow_url(live, name), asked),
-            }
-    except (ShadowError, ValueError, OSError) as exc:
-        fail(str(exc), 2)
+        asked = load_questions(questions)
+        d.recall = {
+            "questions": len(asked),
+            "live": recall_share(live, asked),
+            "shadow": recall_share(shadow_url(live, name), asked),
+        }
     print(d.model_dump_json(indent=1) if as_json else d.markdown())
 
 

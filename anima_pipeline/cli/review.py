@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import HELP, app
-from anima_pipeline.cli.common import anima_ids, console, fail, open_store, parse_day, settings
+from anima_pipeline.cli.common import anima_ids, console, open_store, parse_day, settings
 
 review_app = typer.Typer(
     help="Review mode (ANIMA_REVIEW_MODE=true): list a night's proposed deprecations, merges, splits "
@@ -96,14 +96,9 @@ def reject(
 
 
 def _decide(action) -> None:
-    from anima_pipeline.night.guards import LossGuardTripped
-    from anima_pipeline.review.decisions import ReviewError
-
     db = open_store()
     try:
         decisions = action(db)
-    except (ReviewError, LossGuardTripped) as exc:
-        fail(str(exc), 2)
     finally:
         db.close()
     for d in decisions:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import NEW_ANIMA_HELP, err_console, open_store, require_anima_or_new, settings
+from anima_pipeline.cli.common import (
+    NEW_ANIMA_HELP,
+    err_console,
+    fail,
+    open_store,
+    require_anima_or_new,
+    settings,
+)
 
 
 @app.command("serve")
@@ -58,8 +65,7 @@ def mcp(
     from anima_pipeline.service.mcp import run
 
     if transport not in ("stdio", "streamable-http"):
-        err_console.print(f"[red]--transport must be stdio or streamable-http, got {transport!r}[/red]")
-        raise typer.Exit(2)
+        fail(f"--transport must be stdio or streamable-http, got {transport!r}", 2)
     require_anima_or_new(anima, new)  # exit 2 naming the known ones: a typo must not serve an empty memory
     db = open_store()
     try:

@@ -77,12 +77,9 @@ def sleep_(
     if estimate:
         _print_estimate(days, animas=anima or (), mode=mode, force=force, steps=step or None, shard=shard)
         return
-    try:
-        rows = run_sleep(
-            days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
-        )
-    except ValueError as exc:
-        fail(str(exc), 2)
+    rows = run_sleep(
+        days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
+    )
     console.print(sleep_table(rows))
     if rows and rows[0].get("signal"):
         raise typer.Exit(128 + rows[0]["signal"])  # the shell's convention: 130 SIGINT, 143 SIGTERM
@@ -98,20 +95,17 @@ def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps,
     from anima_pipeline.night.runner import select_steps
 
     s = settings()
-    try:
-        keys = [d.key for d in select_steps(steps)]
-        estimates = estimate_run(
-            open_store(),
-            s,
-            days,
-            cast("Mode | None", mode),  # checked by the caller: full | incremental | None
-            animas or None,
-            keys,
-            force=force,
-            shard=parse_shard(shard) if shard else None,
-        )
-    except ValueError as exc:
-        fail(str(exc), 2)
+    keys = [d.key for d in select_steps(steps)]
+    estimates = estimate_run(
+        open_store(),
+        s,
+        days,
+        cast("Mode | None", mode),  # checked by the caller: full | incremental | None
+        animas or None,
+        keys,
+        force=force,
+        shard=parse_shard(shard) if shard else None,
+    )
     total = 0.0
     for e in estimates:
         table = Table(
@@ -373,15 +367,13 @@ def revert_(
     deprecated, changed ones get their previous state, cleaned conversations come back.
     The revert is itself audited, and its nights can be run again. A run is reverted once; a
     run whose rows later runs changed is refused unless --force (docs/guards.md)."""
-    from anima_pipeline.night.revert import RevertError, revert_run
+    from anima_pipeline.night.revert import revert_run
 
     db = open_store()
     revert_id = f"revert-{uuid.uuid4().hex[:12]}"
     try:
         with db.transaction() as conn:
             stats = revert_run(conn, run, revert_id, force=force)
-    except RevertError as exc:
-        fail(str(exc), 2)
     finally:
         db.close()
     console.print(

@@ -13,7 +13,11 @@ all of them with the same field and the same words, before PostgreSQL sees it:
 - timestamps: an explicit UTC offset, within what PostgreSQL stores (under 16 hours, whole
   seconds: Python accepts ``+23:59`` and ``+05:30:15.5``, PostgreSQL does not), and for stored
   times the configured years (``ANIMA_TIMESTAMP_MIN_YEAR`` / ``MAX_YEAR``);
-- sizes: ``ANIMA_MAX_MESSAGE_CHARS`` for a message (and its metadata), fixed bounds for names.
+- sizes: ``ANIMA_MAX_MESSAGE_CHARS`` for a message (and its metadata), fixed bounds for names;
+- numbers and flags: an integer, a number or a flag is a JSON (or Python) number or boolean,
+  never a string: ``"budget": "3000"`` and ``"debug": "true"`` are refused at every door
+  (`Integer`, `Number`, `Flag`). The one text read as a number is a URL's query string, where
+  every value is text (service/http/query.py reads its digits, then the same types apply).
 
 The configured limits reach a validator through pydantic's validation context
 (``context_of(settings)``); without one the Settings defaults apply.
@@ -29,7 +33,15 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError, ValidationInfo
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
 from pydantic_core import PydanticCustomError
 
 from anima_pipeline.config import Settings
@@ -46,22 +58,9 @@ METADATA_MAX_DEPTH = 16
 OFFSET_LIMIT = timedelta(hours=16)
 
 _ANIMA_ID = re.compile(r"[^\W_][\w.:@+-]*")
+_MEMORY_REF = re.compile(r"f-(\d+)")
 _EXTERNAL_ID = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class AnimaInputError(InputError):
-    """Input a door refuses; nothing was written. `field` names the place, e.g.
-    ``messages[3].created_at``; `message_id` the message when there is one."""
-
-    code = "invalid_request"  # the HTTP answer's error code (http_status from InputError: 422)
-
-    def __init__(self, detail: str, *, field: str | None = None, message_id: str | None = None) -> None:
-        where = f"{field}: " if field else ""
-        super().__init__(where + detail)
-        self.detail = detail
-        self.field = field
-        self.message_id = message_id
 
 
 @dataclass(frozen=True)
@@ -164,6 +163,13 @@ def check_external_id(value: str) -> str:
     return _check_id(
         value, EXTERNAL_ID_MAX, _EXTERNAL_ID, "id_format", "must not contain whitespace or control characters"
     )
+
+
+def check_memory_ref(value: str) -> str:
+    """A memory's id as the model and the agent see it, ``f-12``."""
+    if not _MEMORY_REF.fullmatch(value.strip()):
+        raise _refuse("memory_ref", "{v} is not a memory id; ids look like 'f-12'", v=repr(value[:80]))
+    return value.strip()
 
 
 def anima_id_problem(value: str) -> str | None:
@@ -309,6 +315,13 @@ Timestamp = Annotated[
     datetime, BeforeValidator(parse_timestamp), AfterValidator(check_offset), AfterValidator(check_years)
 ]
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_object)]
+MemoryRef = Annotated[
+    str, _Storable, AfterValidator(check_memory_ref), Field(json_schema_extra={"pattern": r"^f-\d+$"})
+]
+# numbers and flags are never read from strings (the module docstring)
+Integer = Annotated[int, Strict()]
+Number = Annotated[float, Strict()]
+Flag = Annotated[bool, Strict()]
 
 
 @cache
@@ -316,11 +329,20 @@ def _adapter(kind: Any) -> TypeAdapter:
     return TypeAdapter(kind)
 
 
+def field_name(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    """A pydantic error location as the doors name a field: ("messages", 3, "created_at") ->
+    "messages[3].created_at"."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
 def check(kind: Any, value: Any, field: str, *, settings: Settings | None = None) -> Any:
-    """`value` validated as `kind` (one of the types above); AnimaInputError naming `field`
+    """`value` validated as `kind` (one of the types above); InputError naming `field`
     with the same words the other doors use."""
     try:
         return _adapter(kind).validate_python(value, context=context_of(settings))
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise AnimaInputError(err["msg"], field=field) from None
+        raise InputError(err["msg"], field=field) from None

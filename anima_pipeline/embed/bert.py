@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from anima_pipeline.core.errors import ConfigError
+
 # erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): numpy has no erf, and the tanh form of
 # GELU moves the similarities in their fourth decimal.
 _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
@@ -50,7 +52,7 @@ class BertConfig:
     @classmethod
     def from_json(cls, cfg: dict) -> BertConfig:
         if cfg.get("model_type") not in ("bert", None) or cfg.get("hidden_act", "gelu") != "gelu":
-            raise ValueError(f"not a BERT encoder with GELU: model_type={cfg.get('model_type')!r}")
+            raise ConfigError(f"not a BERT encoder with GELU: model_type={cfg.get('model_type')!r}")
         return cls(
             hidden=int(cfg["hidden_size"]),
             heads=int(cfg["num_attention_heads"]),

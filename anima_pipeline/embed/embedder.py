@@ -30,7 +30,11 @@ WHEEL_MODULE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-mod
 
 
 class EmbedderError(AnimaError, RuntimeError):
-    """An embedder that cannot be built or that failed on a batch; the message names the provider."""
+    """An embedder that cannot be built or that failed on a batch; the message names the provider.
+    Most often a setting that cannot be used (provider, model, URL): exit 2."""
+
+    code = "embedder_error"
+    exit_code = 2
 
 
 @runtime_checkable

@@ -212,7 +212,7 @@ def parse_when(text: str, tz: ZoneInfo) -> datetime:
     """LoCoMo's "1:56 pm on 8 May, 2023" as an aware datetime in `tz`."""
     m = _WHEN.match(text or "")
     if not m:
-        raise ValueError(f"not a LoCoMo session time (like '1:56 pm on 8 May, 2023'): {text!r}")
+        raise LocomoError(f"not a LoCoMo session time (like '1:56 pm on 8 May, 2023'): {text!r}")
     hour, minute, half, day, month, year = m.groups()
     when = datetime.strptime(f"{day} {month[:3]} {year} {hour}:{minute} {half.upper()}", "%d %b %Y %I:%M %p")
     return when.replace(tzinfo=tz)

@@ -73,7 +73,7 @@ def parse_date(text: str, tz: ZoneInfo) -> datetime:
     try:
         return datetime.strptime(text.strip(), DATE_FORMAT).replace(tzinfo=tz)
     except (AttributeError, ValueError):
-        raise ValueError(f"not a LongMemEval date (like '2023/05/20 (Sat) 02:21'): {text!r}") from None
+        raise LongMemEvalError(f"not a LongMemEval date (like '2023/05/20 (Sat) 02:21'): {text!r}") from None
 
 
 def load_longmemeval(path: Path, tz: ZoneInfo) -> list[Dialogue]:
@@ -102,10 +102,12 @@ def _dialogue(path: Path, i: int, raw: Any, tz: ZoneInfo) -> Dialogue:
         item = _Item.model_validate(raw)
         where = f"{path}: question {item.question_id}"
         if not (len(item.haystack_sessions) == len(item.haystack_dates) == len(item.haystack_session_ids)):
-            raise ValueError("haystack_sessions, haystack_dates and haystack_session_ids differ in length")
+            raise LongMemEvalError(
+                "haystack_sessions, haystack_dates and haystack_session_ids differ in length"
+            )
         kind = "abstention" if item.question_id.endswith("_abs") else item.question_type
         if kind not in _TYPE_IDS:
-            raise ValueError(
+            raise LongMemEvalError(
                 f"question_type {item.question_type!r} is not one of {', '.join(QUESTION_TYPES.values())}"
             )
         sessions = [
@@ -120,7 +122,7 @@ def _dialogue(path: Path, i: int, raw: Any, tz: ZoneInfo) -> Dialogue:
         ]
         sessions = [s for s in sessions if s.turns]
         if not sessions:
-            raise ValueError("the haystack holds no message")
+            raise LongMemEvalError("the haystack holds no message")
         question = Question(
             question=item.question,
             answer=str(item.answer),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded
 
@@ -30,9 +31,9 @@ class Budget:
 
     def __init__(self, max_usd: float | None = None, max_tokens: int | None = None) -> None:
         if max_usd is not None and max_usd < 0:
-            raise ValueError(f"max_usd must be >= 0, got {max_usd}")
+            raise ConfigError(f"max_usd must be >= 0, got {max_usd}")
         if max_tokens is not None and max_tokens < 0:
-            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+            raise ConfigError(f"max_tokens must be >= 0, got {max_tokens}")
         self.max_usd = max_usd
         self.max_tokens = max_tokens
         self._spent = Usage()

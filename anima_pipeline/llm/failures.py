@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # llm.types (pydantic models) when an error is raised: Settin
 class EngineError(AnimaError, RuntimeError):
     """A step's engine could not finish the step: the engine area of anima_pipeline.core.errors."""
 
+    code = "engine_error"
     http_status = 502
 
     def __init__(self, message: str, *, step: str | None = None, usage: Usage | None = None) -> None:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.llm.contract import Usage
 
 
@@ -55,7 +56,7 @@ class RateLimiter:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if shares < 1:
-            raise ValueError(f"shares must be >= 1, got {shares}")
+            raise ConfigError(f"shares must be >= 1, got {shares}")
         self.limits = {
             "requests": requests_per_minute,
             "input": input_tokens_per_minute,

@@ -2,9 +2,12 @@
 
 ``AnimaMemory(db_or_url, anima_id)`` is bound to one anima. The CLI, the HTTP service
 (``anima serve``) and the MCP server (``anima mcp``) are thin faces over it; it calls the
-same store code as ``anima import`` and ``anima recall``.
+same store code as ``anima import`` and ``anima recall``. It implements the agent API's
+Protocol (memory/api.py), as the HTTP client does; each method validates its arguments with
+the operation's request model (memory/models.py), the one the HTTP routes and MCP tools use,
+and refuses with InputError naming the field (NotFound, Conflict, AccessError where they apply).
 
-The turn cycle it serves (seed: context management)::
+The turn cycle it serves::
 
     ctx = memory.context(user_text, session_id="c-42")     # before the model call
     reply = model(system=... + ctx.rendered, messages=...)
@@ -30,33 +33,44 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import date, datetime
+from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, Self, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from anima_pipeline.config import Settings, get_settings
-from anima_pipeline.core.errors import AccessError
-from anima_pipeline.core.types import MemoryType
-from anima_pipeline.core.validation import (
-    AnimaId,
-    AnimaInputError,
-    ExternalId,
-    Instant,
-    Name,
-    QueryText,
-    Text,
-    Title,
-    check,
-    context_of,
-)
+from anima_pipeline.core.errors import AccessError, Conflict, InputError
+from anima_pipeline.core.types import MemoryType, TargetKind
+from anima_pipeline.core.validation import AnimaId, check, context_of
 from anima_pipeline.embed.embedder import make_embedder
 from anima_pipeline.llm.contract import Engine, TokenCounter
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.memory import forget as forgetting
 from anima_pipeline.memory.flush import flush_turns
-from anima_pipeline.memory.forget import ForgetReport, MemoryInfo, TargetKind
+from anima_pipeline.memory.models import (
+    AppendResult,
+    ContextRequest,
+    ConversationInfo,
+    ConversationRequest,
+    DeprecateRequest,
+    ForgetReport,
+    ForgetRequest,
+    MemoryInfo,
+    MemoryRequest,
+    MessageSearchRequest,
+    MessagesRequest,
+    OpenConversationRequest,
+    PinRequest,
+    Remembered,
+    RememberRequest,
+    Request,
+    SearchRequest,
+    UnpinRequest,
+    UpdateRequest,
+    WorkingContextRequest,
+    batch,
+)
 from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
 from anima_pipeline.recall.dense import recall_status
 from anima_pipeline.recall.identity import identity_context
@@ -88,10 +102,9 @@ from anima_pipeline.store.vectors import Backfill
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
-MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
-MAX_SEARCH_LIMIT = 100
-MIN_BUDGET = 500  # tokens: below this a working context cannot hold a turn and its self
+R = TypeVar("R", bound=Request)
 REMEMBER_STEP = f"{AGENT_STEP_PREFIX}remember"
+IN_PROCESS = "agent"  # who asked, in the audit log, when a caller in this process says nothing
 # what an API caller does about a conflict (the CLI's answer is `anima import --update`)
 MESSAGE_CONFLICT_ADVICE = "a stored message does not change: send the new text under a new message_id"
 CONVERSATION_CONFLICT_ADVICE = (
@@ -99,49 +112,8 @@ CONVERSATION_CONFLICT_ADVICE = (
 )
 
 
-class AnimaConflictError(AnimaInputError):
-    """A message or conversation field that contradicts what is stored (HTTP 409); nothing
-    was written. The message gives the API's way out, not the CLI's --update."""
-
-    http_status = 409
-    code = "conflict"
-
-
 class WrongAnimaError(AccessError):
     """A message addressed to an anima other than the one this facade is bound to."""
-
-
-# --- results ------------------------------------------------------------------------------
-
-
-class AppendResult(BaseModel):
-    received: int
-    added: int = Field(description="messages new to the store (a repeated message_id adds nothing)")
-    conversations_added: int
-    skipped_cleaned: int = Field(0, description="messages of conversations the night's cleanup deleted")
-    days: list[date] = Field(description="local days (ANIMA_TIMEZONE) the messages belong to")
-    stale_days: list[date] = Field(
-        default_factory=list,
-        description="days whose night already ran or is running: re-run with `anima sleep --day D --force`",
-    )
-
-
-class ConversationInfo(BaseModel):
-    id: str
-    anima_id: str
-    platform: str
-    title: str | None
-    debug: bool
-    created_at: datetime
-    updated_at: datetime
-    closed_at: datetime | None
-
-
-class Remembered(BaseModel):
-    id: str
-    content: str
-    type: str
-    source_sessions: list[str]
 
 
 # --- the facade ---------------------------------------------------------------------------
@@ -156,7 +128,7 @@ class AnimaMemory:
 
     def __init__(self, db: Database | str | None, anima_id: str, *, settings: Settings | None = None) -> None:
         if not isinstance(anima_id, str):
-            raise AnimaInputError("must be a string", field="anima_id")
+            raise InputError("must be a string", field="anima_id")
         self.anima_id = check(AnimaId, anima_id, "anima_id")
         self.settings = settings or get_settings()
         self._engine: Engine | None = None
@@ -175,7 +147,7 @@ class AnimaMemory:
         if self._owns_db:
             self.db.close()
 
-    def __enter__(self) -> AnimaMemory:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -191,17 +163,23 @@ class AnimaMemory:
             day=datetime.now(self.settings.tz).date(),
         )
 
+    def _request(self, model: type[R], **values: Any) -> R:
+        """The arguments as `model` (memory/models.py) validates them at every door, with this
+        facade's configured limits."""
+        return model.of(self.settings, **values)
+
     # --- writing ------------------------------------------------------------------------
 
     def validate_messages(self, messages: Iterable[MessageRecord | Mapping[str, Any]]) -> list[ArchiveRecord]:
         """The archive's validation with this facade's configured limits (message size,
-        timestamp years), message by message; the first bad one raises AnimaInputError naming
-        its index, message_id and field."""
+        timestamp years), message by message; the first bad one raises InputError naming
+        its index, message_id and field. A batch holds 1 to MAX_BATCH messages."""
         records: list[ArchiveRecord] = []
         context = context_of(self.settings)
-        for i, raw in enumerate(messages):
-            if i >= MAX_BATCH:
-                raise AnimaInputError(f"at most {MAX_BATCH} messages per append", field="messages")
+        raws: Sequence[MessageRecord | Mapping[str, Any]] = self._request(
+            MessagesRequest, messages=batch(messages)
+        ).messages
+        for i, raw in enumerate(raws):
             if isinstance(raw, MessageRecord):  # built without the limits: validated again with them
                 raw = raw.model_dump(exclude_unset=True)
             if isinstance(raw, Mapping):
@@ -210,18 +188,19 @@ class AnimaMemory:
                 except ValidationError as exc:
                     loc, reason = field_errors(exc)[0]
                     mid = raw.get("message_id")
-                    raise AnimaInputError(
+                    raise InputError(
                         reason + (f" (message_id {mid!r})" if isinstance(mid, str) else ""),
                         field=f"messages[{i}].{loc}",
                         message_id=mid if isinstance(mid, str) else None,
                     ) from None
             else:
-                raise AnimaInputError(
+                raise InputError(
                     f"a message is a JSON object, got {type(raw).__name__}", field=f"messages[{i}]"
                 )
             if msg.anima_id is not None and msg.anima_id != self.anima_id:
                 raise WrongAnimaError(
-                    f"messages[{i}].anima_id: message {msg.message_id!r} names another anima than this one"
+                    f"messages[{i}].anima_id: message {msg.message_id!r} names another anima than this one",
+                    field="anima_id",
                 )
             records.append(ArchiveRecord.model_construct(**{**dict(msg), "anima_id": self.anima_id}))
         return records
@@ -233,8 +212,7 @@ class AnimaMemory:
 
         Assistant messages should keep the ``[[anima:f-N]]`` markers of the memories they
         used: the night counts them (see the module docstring)."""
-        batch: Iterable[Any] = [messages] if isinstance(messages, (MessageRecord, Mapping)) else messages
-        records = self.validate_messages(batch)
+        records = self.validate_messages(batch(messages))
         stats = ImportStats()
         tz = self.settings.tz
         days = sorted({r.created_at.astimezone(tz).date() for r in records})
@@ -245,7 +223,7 @@ class AnimaMemory:
                 import_records(conn, records, self._audit(conn, f"{AGENT_STEP_PREFIX}append"), stats)
             except ImportConflict as exc:  # a re-sent message_id with other content: refused, not taken
                 i = next(i for i, r in enumerate(records) if r.message_id == exc.message_id)
-                raise AnimaConflictError(
+                raise Conflict(
                     f"{exc.detail}; "
                     + (
                         CONVERSATION_CONFLICT_ADVICE
@@ -279,31 +257,34 @@ class AnimaMemory:
     ) -> ConversationInfo:
         """Create (or reopen) a conversation and set its title / platform / debug flag. A debug
         conversation is never consolidated; platform 'cron' marks scheduled jobs (not the anima's life)."""
-        check(ExternalId, conversation_id, "conversation_id")
-        for name, kind, value in (("title", Title, title), ("platform", Name, platform)):
-            if value is not None:
-                check(kind, value, name)
+        req = self._request(
+            OpenConversationRequest,
+            conversation_id=conversation_id,
+            title=title,
+            platform=platform,
+            debug=debug,
+        )
         with self.db.transaction() as conn:
-            try:
-                row = open_conversation(
-                    conn,
-                    self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"),
-                    self.anima_id,
-                    conversation_id,
-                    platform=platform,
-                    title=title,
-                    debug=debug,
-                )
-            except ValueError as exc:
-                raise AnimaInputError(str(exc), field="conversation_id") from None
+            row = open_conversation(
+                conn,
+                self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"),
+                self.anima_id,
+                req.conversation_id,
+                platform=req.platform,
+                title=req.title,
+                debug=req.debug,
+            )
         return ConversationInfo.model_validate(row)
 
     def close_conversation(self, conversation_id: str) -> ConversationInfo:
-        """Mark a conversation closed. Raises LookupError for an unknown conversation."""
-        check(ExternalId, conversation_id, "conversation_id")
+        """Mark a conversation closed. NotFound for an unknown conversation."""
+        req = self._request(ConversationRequest, conversation_id=conversation_id)
         with self.db.transaction() as conn:
             row = close_conversation(
-                conn, self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"), self.anima_id, conversation_id
+                conn,
+                self._audit(conn, f"{AGENT_STEP_PREFIX}conversation"),
+                self.anima_id,
+                req.conversation_id,
             )
         return ConversationInfo.model_validate(row)
 
@@ -313,18 +294,16 @@ class AnimaMemory:
         Its audit event carries today's local day, so that night's deep sleep (incremental
         or full) reviews it with the rest: merges it into a duplicate, deprecates it when
         contradicted."""
-        check(Text, content, "content")
-        if session_id is not None:
-            check(ExternalId, session_id, "session_id")
+        req = self._request(RememberRequest, content=content, type=type, session_id=session_id)
         with self.db.transaction() as conn:
             now = db_now(conn)
             scope = Scope(anima_id=self.anima_id, tools=("create_semantic_memory",), default_observed_at=now)
             executor = ToolExecutor(conn, scope, self._audit(conn, REMEMBER_STEP))
-            args: dict[str, Any] = {"type": type, "content": content}
-            args["source_sessions"] = [session_id] if session_id else []
+            args: dict[str, Any] = {"type": req.type, "content": req.content}
+            args["source_sessions"] = [req.session_id] if req.session_id else []
             result = executor.call("create_semantic_memory", args)
             if result.is_error:
-                raise AnimaInputError(_tool_field_error(result.content), field=_tool_field(result.content))
+                raise InputError(_tool_field_error(result.content), field=_tool_field(result.content))
             mem = executor.memories.get(executor.created_ids[-1])
             assert mem is not None  # created in this transaction
         return Remembered(id=mem.ref, content=mem.content, type=mem.type, source_sessions=mem.source_sessions)
@@ -333,49 +312,56 @@ class AnimaMemory:
 
     def memory(self, ref: str) -> MemoryInfo:
         """One memory by id (f-N). NotFound when this anima has no such memory, or it was erased."""
+        req = self._request(MemoryRequest, id=ref)
         with self.db.transaction() as conn:
-            return MemoryInfo.of(forgetting.get_memory(conn, self.anima_id, ref))
+            return MemoryInfo.of(forgetting.get_memory(conn, self.anima_id, req.id))
 
     def deprecate(self, ref: str, reason: str, *, superseded_by: str | None = None) -> MemoryInfo:
         """Retire a memory (soft: it stays in the store, out of recall), with a reason."""
-        args = {"id": ref, "reason": reason} | ({"superseded_by": superseded_by} if superseded_by else {})
-        return self._correct("deprecate_semantic_memory", args)
+        req = self._request(DeprecateRequest, id=ref, reason=reason, superseded_by=superseded_by)
+        return self._correct("deprecate_semantic_memory", req.model_dump(exclude_none=True))
 
     def update(self, ref: str, **fields: Any) -> MemoryInfo:
         """Correct a memory: only the fields given change (content, type, confidence,
         source_sessions, observed_at, valid_from, valid_until; `source_sessions=[]` clears).
         The memory is settled: the nights leave the correction as it is."""
-        return self._correct("update_semantic_memory", {"id": ref, **fields})
+        req = self._request(UpdateRequest, id=ref, **fields)
+        return self._correct("update_semantic_memory", req.model_dump(exclude_unset=True))
 
     def pin(self, ref: str, reason: str | None = None) -> MemoryInfo:
         """Keep a memory resident in every context."""
-        return self._correct("pin_semantic_memory", {"id": ref} | ({"reason": reason} if reason else {}))
+        req = self._request(PinRequest, id=ref, reason=reason)
+        return self._correct("pin_semantic_memory", req.model_dump(exclude_none=True))
 
     def unpin(self, ref: str, reason: str) -> MemoryInfo:
         """Stop keeping a memory resident (it stays active and searchable)."""
-        return self._correct("unpin_semantic_memory", {"id": ref, "reason": reason})
+        req = self._request(UnpinRequest, id=ref, reason=reason)
+        return self._correct("unpin_semantic_memory", req.model_dump())
 
-    def delete(self, ref: str, *, requested_by: str = "agent") -> ForgetReport:
+    def delete(self, ref: str, *, requested_by: str | None = None) -> ForgetReport:
         """Erase a memory for good (and what was merged into it): a purge, with a tombstone."""
         return self.forget("memory", ref, purge=True, requested_by=requested_by)
 
     def forget(
-        self, kind: TargetKind, target_id: str, *, purge: bool = False, requested_by: str = "agent"
+        self, kind: TargetKind, target_id: str, *, purge: bool = False, requested_by: str | None = None
     ) -> ForgetReport:
         """Forget a message (m-N), a conversation, a memory (f-N) or this anima (its id):
         soft by default, erased with `purge`; see anima_pipeline/memory/forget.py."""
-        try:
-            return forgetting.forget(
-                self.db, self.settings, self.anima_id, kind, target_id, purge=purge, requested_by=requested_by
-            )
-        except forgetting.ForgetError as exc:
-            raise AnimaInputError(exc.detail, field=exc.field) from None
+        req = self._request(
+            ForgetRequest, kind=kind, target_id=target_id, purge=purge, requested_by=requested_by
+        )
+        return forgetting.forget(
+            self.db,
+            self.settings,
+            self.anima_id,
+            req.kind,
+            req.target_id,
+            purge=req.purge,
+            requested_by=req.requested_by or IN_PROCESS,
+        )
 
     def _correct(self, tool: str, args: dict[str, Any]) -> MemoryInfo:
-        try:
-            return forgetting.correct(self.db, self.settings, self.anima_id, tool, args)
-        except forgetting.ForgetError as exc:
-            raise AnimaInputError(exc.detail, field=exc.field) from None
+        return forgetting.correct(self.db, self.settings, self.anima_id, tool, args)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -386,13 +372,13 @@ class AnimaMemory:
         `session_id` is the current conversation: its messages, and memories sourced only
         from it, are already in the window and are not recalled again. Memories appear as
         ``[[anima:f-N]]`` lines; keep the marker when the reply uses one."""
-        check(QueryText, query, "query")
-        if session_id is not None:
-            check(ExternalId, session_id, "session_id")
+        req = self._request(ContextRequest, query=query, session_id=session_id)
         # this facade's own appends are searchable by meaning before its next context
         self._vectors.wait(self.settings.embedder_timeout_s)
         with self.db.transaction() as conn:
-            return assemble_context(conn, self.anima_id, query, settings=self.settings, session_id=session_id)
+            return assemble_context(
+                conn, self.anima_id, req.query, settings=self.settings, session_id=req.session_id
+            )
 
     def search(
         self,
@@ -408,7 +394,10 @@ class AnimaMemory:
         memories included, best first, paged with `limit` / `offset` (`has_more` says whether
         another page exists), filtered by memory type and by when the fact was observed
         (`since` <= observed_at < `until`, created_at when never observed)."""
-        return self._search(search_memories, query, since, until, limit, offset, types=types)
+        req = self._request(
+            SearchRequest, query=query, types=types, since=since, until=until, limit=limit, offset=offset
+        )
+        return self._search(search_memories, req, types=req.types)
 
     def search_messages(
         self,
@@ -424,37 +413,32 @@ class AnimaMemory:
         which conversation and when, best first, paged like `search`, optionally within one
         conversation and a time range (`since` <= created_at < `until`). Cron and debug
         conversations are left out."""
-        if conversation_id is not None:
-            check(ExternalId, conversation_id, "conversation_id")
-        return self._search(
-            search_messages, query, since, until, limit, offset, conversation_id=conversation_id
+        req = self._request(
+            MessageSearchRequest,
+            query=query,
+            conversation_id=conversation_id,
+            since=since,
+            until=until,
+            limit=limit,
+            offset=offset,
         )
+        return self._search(search_messages, req, conversation_id=req.conversation_id)
 
     def _search(
-        self,
-        find: Callable[..., SearchPage],
-        query: str,
-        since: datetime | None,
-        until: datetime | None,
-        limit: int,
-        offset: int,
-        **filters: Any,
+        self, find: Callable[..., SearchPage], req: SearchRequest | MessageSearchRequest, **filters: Any
     ) -> SearchPage:
-        """One page of `find` (recall.assemble's search_memories or search_messages), checked
-        as every door checks it."""
-        self._check_page(limit, offset)
-        self._check_search(query, since, until)
+        """One page of `find` (recall.assemble's search_memories or search_messages)."""
         self._vectors.wait(self.settings.embedder_timeout_s)  # this facade's appends, by meaning too
         with self.db.transaction() as conn:
             return find(
                 conn,
                 self.anima_id,
-                query,
+                req.query,
                 settings=self.settings,
-                since=since,
-                until=until,
-                limit=limit,
-                offset=offset,
+                since=req.since,
+                until=req.until,
+                limit=req.limit,
+                offset=req.offset,
                 **filters,
             )
 
@@ -472,12 +456,7 @@ class AnimaMemory:
         session's rolling summary, kept per (session, watermark) so the next turns reuse it,
         after a flush has written the durable facts in them as memories sourced from the
         session (light sleep stage 1's rules, once per cycle)."""
-        check(ExternalId, session_id, "session_id")
-        check(Text, message, "message")
-        if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET
-        ):
-            raise AnimaInputError(f"must be an integer of at least {MIN_BUDGET} tokens", field="budget")
+        self._request(WorkingContextRequest, session_id=session_id, message=message, budget=budget)
         engine = self.engine
         now = datetime.now(self.settings.tz)
         ratio = RatioCounter(self.settings.chars_per_token, self.settings.tokens_per_cjk_char)
@@ -519,20 +498,6 @@ class AnimaMemory:
                 conn, self.anima_id, self.settings.recall_resident_top_n, self.settings.recall_pinned_max
             )
         return [memory_item(m.model_dump(), score=0.0, why="resident", tz=self.settings.tz) for m in memories]
-
-    @staticmethod
-    def _check_search(query: str, since: datetime | None, until: datetime | None) -> None:
-        check(QueryText, query, "query")
-        for name, value in (("since", since), ("until", until)):
-            if value is not None:
-                check(Instant, value, name)
-
-    @staticmethod
-    def _check_page(limit: int, offset: int) -> None:
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise AnimaInputError(f"must be between 1 and {MAX_SEARCH_LIMIT}", field="limit")
-        if offset < 0:
-            raise AnimaInputError("must not be negative", field="offset")
 
     def status(self) -> dict[str, Any]:
         """Counts for this anima (conversations, messages, memories, …), its latest nights, and

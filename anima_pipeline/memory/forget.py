@@ -5,7 +5,7 @@ executor (validated, scoped to the anima, audited like a night's tool call) unde
 ``agent/correct``:
 
 - ``deprecate``: retire it with a reason (soft; it stays in the store, out of recall);
-- ``update``: the seed's update rule: only the fields passed change, `source_sessions: []`
+- ``update``: the night's update rule: only the fields passed change, `source_sessions: []`
   clears them (passed sources are added, as in the night's update);
 - ``pin`` / ``unpin``;
 - ``delete``: erase it for good (a purge of the memory, below).
@@ -50,13 +50,12 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from anima_pipeline.config import Settings
-from anima_pipeline.core.errors import InputError
+from anima_pipeline.core.errors import InputError, NotFound
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.core.types import TargetKind
-from anima_pipeline.core.validation import AnimaInputError, ExternalId, check
+from anima_pipeline.core.validation import ExternalId, MemoryRef, check
+from anima_pipeline.memory.models import ForgetReport, MemoryInfo, Recompute
 from anima_pipeline.store import erasure as q
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
@@ -64,7 +63,6 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
-from anima_pipeline.tools.schemas import parse_fact_id
 from anima_pipeline.tools.scope import Scope
 
 CORRECT_STEP = q.CORRECT_STEP
@@ -80,98 +78,6 @@ DAY_STEPS = (StepKey.DAY_SUMMARY, StepKey.DREAM, StepKey.CASCADE)
 CASCADE_STEP = StepKey.CASCADE
 SELF_STEPS = (StepKey.AUTOBIOGRAPHY_SUMMARY, StepKey.SELF_REFRESHED)
 TOMBSTONE_IDS = 100_000  # ids per table in a tombstone (the counts are always whole)
-
-
-class ForgetError(InputError):
-    """A forget or correction refused; nothing was written. `field` names the input."""
-
-    def __init__(self, detail: str, *, field: str | None = None) -> None:
-        super().__init__(f"{field}: {detail}" if field else detail)
-        self.detail, self.field = detail, field
-
-
-class NotFound(InputError, LookupError):
-    """An id this anima does not have: never had, or erased by a purge (`erased_at`)."""
-
-    http_status = 404
-
-    def __init__(self, what: str, ref: str, erased_at: datetime | None = None) -> None:
-        when = (
-            f" was erased (forget --purge) at {erased_at:%Y-%m-%d %H:%M:%S %Z}"
-            if erased_at
-            else " does not exist"
-        )
-        super().__init__(f"{what} {ref}{when}")
-        self.ref, self.erased_at = ref, erased_at
-
-
-# ---- results -------------------------------------------------------------------------------
-
-
-class MemoryInfo(BaseModel):
-    """A memory as the agent sees it after a correction."""
-
-    id: str = Field(description="f-N")
-    type: str
-    content: str
-    status: str
-    deprecated_reason: str | None
-    superseded_by: str | None
-    pinned: bool
-    source_sessions: list[str]
-    observed_at: datetime | None
-    settled_at: datetime | None = Field(
-        description="when the user last corrected it: the nights leave it as it is"
-    )
-
-    @classmethod
-    def of(cls, m: SemanticMemory) -> MemoryInfo:
-        return cls(
-            id=m.ref,
-            type=m.type,
-            content=m.content,
-            status=m.status,
-            deprecated_reason=m.deprecated_reason,
-            superseded_by=f"f-{m.superseded_by}" if m.superseded_by else None,
-            pinned=m.pinned,
-            source_sessions=m.source_sessions,
-            observed_at=m.observed_at,
-            settled_at=m.settled_at,
-        )
-
-
-class TableChanges(BaseModel):
-    erased: int = 0
-    deprecated: int = 0
-    hidden: int = 0
-    rewritten: int = 0
-    repointed: int = 0
-    events_scrubbed: int = 0
-
-
-class Recompute(BaseModel):
-    day: date
-    steps: list[str]
-
-
-class ForgetReport(BaseModel):
-    anima_id: str
-    target: str = Field(description="what was asked, e.g. conversation:c-12")
-    purge: bool
-    run_id: str
-    requested_by: str
-    changed: bool = Field(description="False when there was nothing left to forget (a repeat)")
-    note: str = ""
-    tables: dict[str, TableChanges] = Field(default_factory=dict)
-    memories_erased: list[str] = Field(default_factory=list)
-    memories_deprecated: list[str] = Field(default_factory=list)
-    memories_rewritten: list[str] = Field(default_factory=list)
-    recompute: list[Recompute] = Field(default_factory=list)
-    recompute_command: str = ""
-    shadows: list[str] = Field(default_factory=list, description="shadow stores purged the same way")
-
-    def table(self, name: str) -> TableChanges:
-        return self.tables.setdefault(name, TableChanges())
 
 
 # ---- corrections -----------------------------------------------------------------------
@@ -190,10 +96,7 @@ def _audit(
 
 
 def parse_ref(ref: str, field: str = "id") -> int:
-    try:
-        return parse_fact_id(ref)
-    except ValueError as exc:
-        raise ForgetError(str(exc), field=field) from None
+    return int(check(MemoryRef, ref, field).removeprefix("f-"))
 
 
 def check_target(kind: TargetKind, target_id: str) -> None:
@@ -202,10 +105,7 @@ def check_target(kind: TargetKind, target_id: str) -> None:
     with the other doors' words (NUL, lone surrogate, whitespace, over 200 characters), a
     message or memory id as m-N / f-N."""
     if kind == "conversation":
-        try:
-            check(ExternalId, target_id, "conversation_id")
-        except AnimaInputError as exc:
-            raise ForgetError(exc.detail, field=exc.field) from None
+        check(ExternalId, target_id, "conversation_id")
     elif kind == "message":
         message_id(target_id)
     elif kind == "memory":
@@ -213,9 +113,9 @@ def check_target(kind: TargetKind, target_id: str) -> None:
 
 
 def message_id(ref: str) -> int:
-    raw = ref.removeprefix("m-")
+    raw = ref.removeprefix("m-") if isinstance(ref, str) else ""
     if not raw.isdecimal():  # isdigit() takes '²', which int() and PostgreSQL refuse
-        raise ForgetError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
+        raise InputError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
     return int(raw)
 
 
@@ -224,15 +124,15 @@ def get_memory(conn: Connection, anima_id: str, ref: str) -> SemanticMemory:
     mid = parse_ref(ref)
     mem = MemoryRepo(conn).get(mid)
     if mem is None or mem.anima_id != anima_id:
-        raise NotFound("memory", f"f-{mid}", q.erased(conn, anima_id, "semantic_memory", mid))
+        raise NotFound("memory", f"f-{mid}", q.erased(conn, anima_id, "semantic_memory", mid), field="id")
     return mem
 
 
 def correct(db: Database, settings: Settings, anima_id: str, tool: str, args: dict[str, Any]) -> MemoryInfo:
     """One correction (a tool of CORRECTION_TOOLS, its input as the night's tool takes it),
-    in one transaction, settling the memory. ForgetError names the refused field."""
+    in one transaction, settling the memory. InputError names the refused field."""
     if tool not in CORRECTION_TOOLS:
-        raise ForgetError(f"not a correction: {tool!r}", field="tool")
+        raise InputError(f"not a correction: {tool!r}", field="tool")
     with db.transaction() as conn:
         anima_lock(conn, anima_id)  # never between a night's reads and writes
         mem = get_memory(conn, anima_id, str(args.get("id", "")))
@@ -249,7 +149,7 @@ def correct(db: Database, settings: Settings, anima_id: str, tool: str, args: di
             if "field '" in detail:
                 field = detail.split("field '", 1)[1].split("'", 1)[0]
                 detail = detail.split("': ", 1)[-1]
-            raise ForgetError(detail, field=field)
+            raise InputError(detail, field=field)
         repo = MemoryRepo(conn, audit)
         after = repo.get(mem.id)
         assert after is not None  # the row this transaction just corrected
@@ -307,7 +207,7 @@ def forget(
             elif kind == "message":
                 cascade.message(target_id)
             else:
-                raise ForgetError(f"unknown target {kind!r}", field="target")
+                raise InputError(f"unknown target {kind!r}", field="target")
         if report.changed and purge:
             q.tombstone(
                 conn,
@@ -351,7 +251,7 @@ def _forget_anima(
     conn: Connection, settings: Settings, anima_id: str, target_id: str, report: ForgetReport, audit: Audit
 ) -> None:
     if target_id != anima_id:
-        raise ForgetError(f"this forget is bound to anima {anima_id!r}, not {target_id!r}", field="anima_id")
+        raise InputError(f"this forget is bound to anima {anima_id!r}, not {target_id!r}", field="anima_id")
     counts = q.counts(conn, anima_id)
     if not any(n for t, n in counts.items() if t != "memory_event"):
         report.note = "nothing left: the anima has no rows (erased before, or never had any)"
@@ -427,7 +327,7 @@ class _Cascade:
             if len(ids) == 1:
                 at = q.erased(self.conn, self.anima, "conversation", ids[0])
                 if at is None:
-                    raise NotFound("conversation", ids[0])
+                    raise NotFound("conversation", ids[0], field="conversation_id")
                 self.report.note = f"conversation {ids[0]} was erased before ({at:%Y-%m-%d %H:%M:%S %Z})"
             return
         messages = q.message_ids(self.conn, self.anima, known)
@@ -473,7 +373,7 @@ class _Cascade:
         if msg is None:
             at = q.erased(self.conn, self.anima, "message", mid)
             if at is None:
-                raise NotFound("message", f"m-{mid}")
+                raise NotFound("message", f"m-{mid}", field="message")
             self.report.note = f"message m-{mid} was erased before ({at:%Y-%m-%d %H:%M:%S %Z})"
             return
         if msg["forgotten_at"] is not None and not self.purge:

@@ -21,9 +21,10 @@ from collections import defaultdict
 from datetime import date
 from pathlib import Path
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import MEMORY_TYPES
 from anima_pipeline.store import workspace_reads as q
-from anima_pipeline.store.animas import known_animas
+from anima_pipeline.store.animas import UnknownAnima, known_animas
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.memories import MemoryRepo
 
@@ -41,14 +42,16 @@ def export_markdown(conn: Connection, out: Path, animas: list[str] | None = None
     chosen = [a for a in all_animas if animas is None or a in animas]
     missing = sorted(set(animas or []) - set(all_animas))
     if missing:
-        raise ValueError(f"unknown anima(s): {', '.join(missing)}; known: {', '.join(all_animas) or 'none'}")
+        raise UnknownAnima(
+            f"unknown anima(s): {', '.join(missing)}; known: {', '.join(all_animas) or 'none'}"
+        )
     counts = {"animas": 0, "memories": 0, "day_files": 0, "bank_pages": 0}
     folders = {anima: anima_folder(anima) for anima in chosen}
     seen: dict[str, str] = {}
     for anima, folder in folders.items():
         other = seen.setdefault(folder.casefold(), anima)
         if other != anima:
-            raise ValueError(f"animas {other!r} and {anima!r} would export into the same folder {folder!r}")
+            raise InputError(f"animas {other!r} and {anima!r} would export into the same folder {folder!r}")
     for anima in chosen:
         target = out if len(chosen) == 1 else out / folders[anima]
         c = _export_one(conn, anima, target)

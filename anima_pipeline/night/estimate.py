@@ -22,6 +22,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import InternalError
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded
@@ -276,4 +277,4 @@ class _NoEngine(OfflineEngine):
     name: ClassVar[str] = "estimate"
 
     def run(self, request, runner, offline_plan):  # pragma: no cover - never called
-        raise RuntimeError("an estimate sends nothing")
+        raise InternalError("an estimate sends nothing")

@@ -81,7 +81,13 @@ class Loss:
 
 
 class LossGuardTripped(NightError):
-    """A step or a night would retire more of an anima's memories than its loss guard allows."""
+    """A step or a night would retire more of an anima's memories than its loss guard allows.
+    Answered as a refusal where a person asked for the change (`anima review approve`: exit
+    2, HTTP 409)."""
+
+    code = "loss_guard"
+    http_status = 409
+    exit_code = 2
 
     def __init__(
         self, kind: GuardKind, anima_id: str, step: str, day: date, loss: Loss, allowed: int

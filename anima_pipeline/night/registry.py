@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.steps import STEP_ORDER, StepKey
 from anima_pipeline.night.frame import Night
 from anima_pipeline.night.steps.cleanup import step as cleanup
@@ -74,5 +75,5 @@ def plan_day(conn: Connection, night: Night) -> dict[str, list[str]]:
 
 def day_range(first: date, last: date) -> list[date]:
     if last < first:
-        raise ValueError(f"--to {last} is before --from {first}")
+        raise InputError(f"--to {last} is before --from {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]

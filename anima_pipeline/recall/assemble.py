@@ -31,6 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.recall.dense import query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
@@ -279,6 +280,6 @@ def _page(
 
 def _check_page(limit: int, offset: int) -> None:
     if limit < 1 or limit > MAX_PAGE:
-        raise ValueError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+        raise InputError(f"must be between 1 and {MAX_PAGE}, got {limit}", field="limit")
     if offset < 0:
-        raise ValueError(f"offset must be 0 or more, got {offset}")
+        raise InputError(f"must be 0 or more, got {offset}", field="offset")

@@ -18,6 +18,7 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.store import as_of as snapshot
 from anima_pipeline.store import shadow_reads as queries
 
@@ -147,14 +148,18 @@ def load_questions(path: str) -> list[Question]:
 
     from pydantic import ValidationError
 
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(Question.model_validate(json.loads(line)))
-                except (json.JSONDecodeError, ValidationError) as exc:
-                    raise ValueError(f"{path}:{n}: not a question line ({exc})") from None
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                out.append(Question.model_validate(json.loads(line)))
+            except (json.JSONDecodeError, ValidationError) as exc:
+                raise InputError(f"{path}:{n}: not a question line ({exc})") from None
     return out
 
 

@@ -38,6 +38,16 @@ class ReviewError(InputError):
     """A proposal that cannot be decided: unknown, already decided, or in conflict."""
 
 
+class ProposalNotFound(ReviewError):
+    code = "not_found"
+    http_status = 404
+
+
+class AlreadyDecided(ReviewError):
+    code = "conflict"
+    http_status = 409
+
+
 class Decision(BaseModel):
     proposal: str
     status: ProposalStatus
@@ -62,7 +72,10 @@ def pending(
 
 
 def _resolve(db: Database, anima_id: str, refs: Sequence[str | int], day: date | None) -> list[int]:
-    ids = [int(str(r).removeprefix("r-")) for r in refs]
+    raw = [str(r).removeprefix("r-") for r in refs]
+    if bad := [r for r in raw if not r.isdecimal()]:
+        raise ReviewError(f"{bad[0]!r} is not a proposal id; ids look like 'r-12'", field="proposal")
+    ids = [int(r) for r in raw]
     if day is not None:
         with db.transaction() as conn:
             ids += review.ids_of_day(conn, anima_id, day)
@@ -153,7 +166,9 @@ def reject(
 def _open(conn: Any, anima_id: str, pid: int) -> review.Proposal:
     p = review.get(conn, pid, for_update=True)
     if p is None or p.anima_id != anima_id:
-        raise ReviewError(f"r-{pid} is not a proposal of anima {anima_id!r}")
+        raise ProposalNotFound(f"r-{pid} is not a proposal of anima {anima_id!r}", field="proposal")
     if p.status != "pending":
-        raise ReviewError(f"{p.ref} was already decided: {p.status} by {p.decided_by} at {p.decided_at}")
+        raise AlreadyDecided(
+            f"{p.ref} was already decided: {p.status} by {p.decided_by} at {p.decided_at}", field="proposal"
+        )
     return p

@@ -1,4 +1,4 @@
-"""A typed HTTP client for `anima serve`: the facade's methods (AnimaMemory) over the network.
+"""A typed HTTP client for `anima serve`: the agent API (memory/api.py) over the network.
 
     from anima_pipeline.service.client import AnimaClient
 
@@ -7,33 +7,44 @@
         memory.append([{"conversation_id": "c-42", "message_id": "u-7", "role": "user",
                         "content": "Where did Lena move?", "created_at": "2026-11-30T10:00:00+08:00"}])
 
-Answers are the same pydantic models the facade returns (AppendResult, AssembledContext,
-WorkingContext, SearchPage, Remembered, ConversationInfo, MemoryInfo, ForgetReport). An error answer raises AnimaApiError carrying the
-server's `{"error": {status, code, message, field, errors}}` (service/http/app.py ErrorResponse).
+`AnimaClient` implements `AnimaMemoryAPI` as `AnimaMemory` does, with the same methods and
+parameters; answers are the same pydantic models the facade returns (memory/models.py and
+recall's). An error answer raises AnimaApiError carrying the server's
+`{"error": {status, code, message, field, errors}}` (memory/models.py ErrorResponse).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 from urllib.parse import quote
 
 import httpx2 as httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
-from anima_pipeline.core.errors import ServiceError
-from anima_pipeline.core.types import MemoryType
-from anima_pipeline.core.validation import AnimaInputError
-from anima_pipeline.memory.facade import AppendResult, ConversationInfo, Remembered
-from anima_pipeline.memory.forget import ForgetReport, MemoryInfo
-from anima_pipeline.recall.sections import AssembledContext, SearchPage
+from anima_pipeline.core.errors import AnimaError, InputError
+from anima_pipeline.core.types import MemoryType, TargetKind
+from anima_pipeline.memory.models import (
+    AppendResult,
+    ConversationInfo,
+    ErrorResponse,
+    ForgetReport,
+    ForgetRequest,
+    MemoryInfo,
+    Remembered,
+    batch,
+)
+from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
 from anima_pipeline.recall.working import WorkingContext
-from anima_pipeline.store.archive import MessageRecord
+from anima_pipeline.store.archive import ArchiveRecord, MessageRecord
+
+_RECORDS = TypeAdapter(list[ArchiveRecord])
+_ITEMS = TypeAdapter(list[ContextItem])
 
 
-class AnimaApiError(ServiceError):
+class AnimaApiError(AnimaError):
     """The server refused the request: `status` (HTTP), `code` (e.g. invalid_request,
     forbidden), `field` (the request field at fault, e.g. messages[3].created_at), `errors`."""
 
@@ -42,12 +53,11 @@ class AnimaApiError(ServiceError):
     ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message, self.field = status, code, message, field
+        self.http_status = status
         self.errors = errors or []
 
 
 def _error_of(response: httpx.Response) -> AnimaApiError:
-    from anima_pipeline.service.http.app import ErrorResponse
-
     try:
         info = ErrorResponse.model_validate_json(response.content).error
     except ValidationError:  # not the service's answer (a proxy in between, say)
@@ -55,12 +65,13 @@ def _error_of(response: httpx.Response) -> AnimaApiError:
             response.status_code, "http_error", response.text[:500] or response.reason_phrase
         )
     return AnimaApiError(
-        info.status, info.code, info.message, info.field, [e.model_dump() for e in info.errors or []]
+        info.status, info.code, info.message, info.field, [e.model_dump() for e in info.errors]
     )
 
 
 class AnimaClient:
-    """One anima's memory through `anima serve`, with a key from `anima keys create --anima A`."""
+    """One anima's memory through `anima serve`, with a key from `anima keys create --anima A`.
+    The operations are AnimaMemory's: see its docstrings."""
 
     def __init__(
         self,
@@ -81,7 +92,7 @@ class AnimaClient:
         if self._owns_http:
             self._http.close()
 
-    def __enter__(self) -> AnimaClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -100,17 +111,27 @@ class AnimaClient:
             raise _error_of(response)
         return response.json()
 
-    # --- writing (the facade's append, remember, open / close a conversation) ---
+    @staticmethod
+    def _messages(messages: Any) -> dict[str, list[Any]]:
+        return {
+            "messages": [
+                m.model_dump(exclude_unset=True) if isinstance(m, BaseModel) else m for m in batch(messages)
+            ]
+        }
+
+    @staticmethod
+    def _memory_path(ref: str, action: str = "") -> str:
+        return f"/memories/{quote(ref, safe='')}{action}"
+
+    # --- writing
+
+    def validate_messages(self, messages: Iterable[MessageRecord | Mapping[str, Any]]) -> list[ArchiveRecord]:
+        return _RECORDS.validate_python(
+            self._call("POST", "/messages/validate", body=self._messages(messages))
+        )
 
     def append(self, messages: MessageRecord | Mapping[str, Any] | Iterable[Any]) -> AppendResult:
-        """Store messages all or nothing (idempotent by message_id), validated by the server."""
-        batch = [messages] if isinstance(messages, BaseModel | Mapping) else list(messages)
-        body = [m.model_dump(exclude_unset=True) if isinstance(m, BaseModel) else dict(m) for m in batch]
-        return AppendResult.model_validate(self._call("POST", "/messages", body={"messages": body}))
-
-    def remember(self, content: str, type: MemoryType = "world", session_id: str | None = None) -> Remembered:
-        body = {"content": content, "type": type, "session_id": session_id}
-        return Remembered.model_validate(self._call("POST", "/memories", body=body))
+        return AppendResult.model_validate(self._call("POST", "/messages", body=self._messages(messages)))
 
     def open_conversation(
         self,
@@ -128,22 +149,63 @@ class AnimaClient:
         path = f"/conversations/{quote(conversation_id, safe='')}/close"
         return ConversationInfo.model_validate(self._call("POST", path))
 
-    # --- reading ---
+    def remember(self, content: str, type: MemoryType = "world", session_id: str | None = None) -> Remembered:
+        body = {"content": content, "type": type, "session_id": session_id}
+        return Remembered.model_validate(self._call("POST", "/memories", body=body))
+
+    # --- corrections and forgetting (docs/forget.md)
+
+    def memory(self, ref: str) -> MemoryInfo:
+        return MemoryInfo.model_validate(self._call("GET", self._memory_path(ref)))
+
+    def deprecate(self, ref: str, reason: str, *, superseded_by: str | None = None) -> MemoryInfo:
+        body = {"reason": reason, "superseded_by": superseded_by}
+        return MemoryInfo.model_validate(self._call("POST", self._memory_path(ref, "/deprecate"), body=body))
+
+    def update(self, ref: str, **fields: Any) -> MemoryInfo:
+        return MemoryInfo.model_validate(self._call("PATCH", self._memory_path(ref), body=fields))
+
+    def pin(self, ref: str, reason: str | None = None) -> MemoryInfo:
+        body = {"reason": reason}
+        return MemoryInfo.model_validate(self._call("POST", self._memory_path(ref, "/pin"), body=body))
+
+    def unpin(self, ref: str, reason: str) -> MemoryInfo:
+        body = {"reason": reason}
+        return MemoryInfo.model_validate(self._call("POST", self._memory_path(ref, "/unpin"), body=body))
+
+    def delete(self, ref: str, *, requested_by: str | None = None) -> ForgetReport:
+        return self.forget("memory", ref, purge=True, requested_by=requested_by)
+
+    def forget(
+        self, kind: TargetKind, target_id: str, *, purge: bool = False, requested_by: str | None = None
+    ) -> ForgetReport:
+        req = ForgetRequest.of(kind=kind, target_id=target_id, purge=purge, requested_by=requested_by)
+        if req.kind == "anima" and req.target_id != self.anima_id:  # the route forgets the key's anima:
+            # another one is refused in the facade's words, never applied to this one
+            raise InputError(
+                f"this forget is bound to anima {self.anima_id!r}, not {req.target_id!r}", field="anima_id"
+            )
+        target = quote(str(req.target_id), safe="")
+        path = {
+            "memory": f"/memories/{target}",
+            "conversation": f"/conversations/{target}",
+            "message": f"/messages/{target}",
+            "anima": "",
+        }[req.kind]
+        params = {"purge": req.purge, "requested_by": req.requested_by}
+        return ForgetReport.model_validate(self._call("DELETE", path, params=params))
+
+    # --- reading
 
     def context(self, query: str, session_id: str | None = None) -> AssembledContext:
         params = {"query": query, "session_id": session_id}
         return AssembledContext.model_validate(self._call("GET", "/context", params=params))
 
-    def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
-        """The whole turn's context (self layer, resident, recall, the session) within `budget` tokens."""
-        body = {"session_id": session_id, "message": message, "budget": budget}
-        return WorkingContext.model_validate(self._call("POST", "/working_context", body=body))
-
     def search(
         self,
         query: str,
         *,
-        types: list[MemoryType] | None = None,
+        types: Sequence[MemoryType] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int = 20,
@@ -151,7 +213,7 @@ class AnimaClient:
     ) -> SearchPage:
         params = {
             "query": query,
-            "type": types,
+            "type": None if types is None else list(types),
             "since": since,
             "until": until,
             "limit": limit,
@@ -179,54 +241,15 @@ class AnimaClient:
         }
         return SearchPage.model_validate(self._call("GET", "/messages/search", params=params))
 
+    def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
+        body = {"session_id": session_id, "message": message, "budget": budget}
+        return WorkingContext.model_validate(self._call("POST", "/working_context", body=body))
+
+    def self_blocks(self) -> dict[str, str]:
+        return self._call("GET", "/self_blocks")
+
+    def resident(self) -> list[ContextItem]:
+        return _ITEMS.validate_python(self._call("GET", "/resident"))
+
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status")
-
-    # --- corrections and forgetting (docs/forget.md) ---
-
-    def memory(self, ref: str) -> MemoryInfo:
-        return MemoryInfo.model_validate(self._call("GET", f"/memories/{quote(ref, safe='')}"))
-
-    def update(self, ref: str, **fields: Any) -> MemoryInfo:
-        """Only the fields given change; the memory is settled (the nights leave it as it is)."""
-        return MemoryInfo.model_validate(self._call("PATCH", f"/memories/{quote(ref, safe='')}", body=fields))
-
-    def deprecate(self, ref: str, reason: str, *, superseded_by: str | None = None) -> MemoryInfo:
-        body = {"reason": reason, "superseded_by": superseded_by}
-        return MemoryInfo.model_validate(
-            self._call("POST", f"/memories/{quote(ref, safe='')}/deprecate", body=body)
-        )
-
-    def pin(self, ref: str, reason: str | None = None) -> MemoryInfo:
-        body = {"reason": reason}
-        return MemoryInfo.model_validate(
-            self._call("POST", f"/memories/{quote(ref, safe='')}/pin", body=body)
-        )
-
-    def unpin(self, ref: str, reason: str) -> MemoryInfo:
-        body = {"reason": reason}
-        return MemoryInfo.model_validate(
-            self._call("POST", f"/memories/{quote(ref, safe='')}/unpin", body=body)
-        )
-
-    def delete(self, ref: str) -> ForgetReport:
-        return ForgetReport.model_validate(self._call("DELETE", f"/memories/{quote(ref, safe='')}"))
-
-    def forget(self, kind: str, target_id: str, *, purge: bool = False) -> ForgetReport:
-        """kind: conversation, message (m-N) or anima (this client's own)."""
-        if kind == "anima" and target_id != self.anima_id:  # the route forgets the client's anima,
-            # whatever target_id says: refused as the facade refuses it, not applied to this one
-            raise AnimaInputError(
-                f"this forget is bound to anima {self.anima_id!r}, not {target_id!r}", field="anima_id"
-            )
-        paths = {
-            "conversation": f"/conversations/{quote(target_id, safe='')}",
-            "message": f"/messages/{quote(target_id, safe='')}",
-            "anima": "",
-        }
-        if kind not in paths:
-            raise AnimaInputError(
-                f"{kind!r} is not forgotten over HTTP this way; a memory: delete() or deprecate()",
-                field="kind",
-            )
-        return ForgetReport.model_validate(self._call("DELETE", paths[kind], params={"purge": purge}))

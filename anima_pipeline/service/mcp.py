@@ -2,39 +2,50 @@
 Desktop, Claude Code, …), over stdio or streamable HTTP, with the official `mcp` SDK.
 
 One server serves one anima, chosen by configuration (``--anima``), never by the client.
-It is read-only (``context``, ``search``, ``search_messages``) unless started with ``--allow-remember``, which
-adds the tools that write: ``remember`` and ``working_context`` (which may store the session's
-summary and flush its facts). The self layer (``anima://self``) and the resident set
-(``anima://resident``) are resources. The tools are thin over AnimaMemory. Arguments follow the
-rules of every door (anima_pipeline.core.validation); a refusal is a tool error naming the field,
-never a crash with a traceback.
-``--allow-corrections`` adds ``deprecate``, ``correct``, ``pin`` and ``unpin``;
-``--allow-delete`` adds ``delete`` (erase a memory for good); an unknown or erased memory id
-is a tool error naming it.
+It is read-only (``context``, ``search``, ``search_messages``) unless started with
+``--allow-remember``, which adds the tools that write: ``remember`` and ``working_context``
+(which may store the session's summary and flush its facts). ``--allow-corrections`` adds
+``deprecate``, ``correct``, ``pin`` and ``unpin``; ``--allow-delete`` adds ``delete`` (erase a
+memory for good). The self layer (``anima://self``) and the resident set (``anima://resident``)
+are resources.
+
+Each tool is a row of TOOLS: its arguments are the fields of the operation's request model
+(memory/models.py), so its input schema and its limits are those of the facade and the HTTP
+routes; its function calls the facade. A refusal (an error of the package) is a tool error
+with its message, naming the field, never a crash with a traceback.
 """
 
-# no `from __future__ import annotations`: the SDK reads the tool signatures at runtime
+from __future__ import annotations
 
-import functools
+import inspect
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools.base import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from anima_pipeline.core.types import MemoryType
-from anima_pipeline.core.validation import MEMORY_MAX, ExternalId, Instant, MemoryText, QueryText, Text
-from anima_pipeline.memory.facade import (
-    MAX_SEARCH_LIMIT,
-    MIN_BUDGET,
-    AnimaInputError,
-    AnimaMemory,
+from anima_pipeline.core.errors import AnimaError
+from anima_pipeline.memory.facade import AnimaMemory
+from anima_pipeline.memory.models import (
+    ContextRequest,
+    DeprecateRequest,
+    ForgetReport,
+    MemoryInfo,
+    MemoryRequest,
+    MessageSearchRequest,
     Remembered,
+    RememberRequest,
+    Request,
+    SearchRequest,
+    UnpinRequest,
+    UpdateRequest,
+    WorkingContextRequest,
 )
-from anima_pipeline.memory.forget import ForgetReport, MemoryInfo, NotFound
 from anima_pipeline.recall.render import page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
@@ -42,13 +53,15 @@ from anima_pipeline.recall.working import WorkingContext
 log = logging.getLogger(__name__)
 
 Transport = Literal["stdio", "streamable-http"]
-# the paging both search tools take
-Limit = Annotated[int, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")]
-Offset = Annotated[int, Field(ge=0, description="skip this many results (the previous offset + limit)")]
+MCP = "agent (MCP)"  # who asked, in the audit log
+# what a tool needs the server to be started with
+Allowance = Literal["read", "remember", "corrections", "delete"]
+# the one argument only the search tools have: how their page is written for the model
 Format = Annotated[
     Literal["lines", "json"],
     Field(description="lines: one compact line per result (ref | date | type | text); json: every field"),
 ]
+PAGE = 10  # results per page the search tools default to: a model reads every line it asks for
 
 
 def page_result(page: SearchPage, form: str) -> CallToolResult:
@@ -101,19 +114,6 @@ user's message. When the conversation outgrows the budget it writes its rolling 
 first stores the durable facts of the turns it summarizes (once per compaction)."""
 
 
-def _refusals_named(tool: Callable[..., Any]) -> Callable[..., Any]:
-    """The facade's refusal as the tool's error, naming the field (`field: reason`)."""
-
-    @functools.wraps(tool)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return tool(*args, **kwargs)
-        except (AnimaInputError, NotFound) as exc:  # an unknown or erased id too
-            raise ToolError(str(exc)) from None
-
-    return call
-
-
 CORRECTION_DESCRIPTIONS = {
     "deprecate": """\
 Retire a memory that is wrong or no longer true (the user said so): it leaves recall but stays
@@ -131,87 +131,213 @@ changed: then use `correct` or `deprecate`). Nothing of its text stays; it canno
 }
 
 
-def build_server(
-    memory: AnimaMemory,
-    *,
-    allow_remember: bool = False,
-    allow_corrections: bool = False,
-    allow_delete: bool = False,
-) -> MCPServer:
-    """The MCP server over one anima's memory; the writing tools only when allowed."""
-    server = MCPServer(
-        name="anima-memory",
-        instructions=(
-            f"Long-term memory of the anima {memory.anima_id!r}. Call `context` with the user's message "
-            "before answering; keep [[anima:f-N]] markers of memories you use."
-        ),
+READ_ONLY = ToolAnnotations(
+    readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
+)
+WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+ADDS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+CORRECTS = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+
+
+# --- the tools' functions: each one facade call ---------------------------------------------
+
+
+def context(memory: AnimaMemory, query: str, session_id: str | None) -> str:
+    return memory.context(query, session_id).rendered
+
+
+def search(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:
+    return page_result(memory.search(**request), format)
+
+
+def search_messages(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:
+    return page_result(memory.search_messages(**request), format)
+
+
+def working_context(memory: AnimaMemory, **request: Any) -> WorkingContext:
+    return memory.working_context(**request)
+
+
+def remember(memory: AnimaMemory, **request: Any) -> Remembered:
+    return memory.remember(**request)
+
+
+def deprecate(memory: AnimaMemory, id: str, reason: str) -> MemoryInfo:
+    return memory.deprecate(id, reason)
+
+
+def correct(memory: AnimaMemory, id: str, **fields: Any) -> MemoryInfo:
+    return memory.update(id, **{k: v for k, v in fields.items() if v is not None})
+
+
+def pin(memory: AnimaMemory, id: str) -> MemoryInfo:
+    return memory.pin(id)
+
+
+def unpin(memory: AnimaMemory, id: str, reason: str) -> MemoryInfo:
+    return memory.unpin(id, reason)
+
+
+def delete(memory: AnimaMemory, id: str) -> ForgetReport:
+    return memory.delete(id, requested_by=MCP)
+
+
+@dataclass(frozen=True)
+class ToolRow:
+    """One tool: its arguments are `request`'s fields (`only` some of them), with the tool's
+    own `defaults`, and `extra` arguments the facade does not take; `run` calls the facade."""
+
+    name: str
+    title: str
+    description: str
+    request: type[Request]
+    run: Callable[..., Any]
+    returns: Any
+    annotations: ToolAnnotations
+    allowed_by: Allowance = "read"
+    only: tuple[str, ...] | None = None
+    defaults: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+TOOLS: tuple[ToolRow, ...] = (
+    ToolRow("context", "Recall context", CONTEXT_DESCRIPTION, ContextRequest, context, str, READ_ONLY),
+    ToolRow(
+        "search",
+        "Search memory",
+        SEARCH_DESCRIPTION,
+        SearchRequest,
+        search,
+        CallToolResult,
+        READ_ONLY,
+        defaults={"limit": PAGE},
+        extra={"format": (Format, "lines")},
+    ),
+    ToolRow(
+        "search_messages",
+        "Search past messages",
+        SEARCH_MESSAGES_DESCRIPTION,
+        MessageSearchRequest,
+        search_messages,
+        CallToolResult,
+        READ_ONLY,
+        defaults={"limit": PAGE},
+        extra={"format": (Format, "lines")},
+    ),
+    ToolRow(
+        "working_context",
+        "Working context of a turn",
+        WORKING_CONTEXT_DESCRIPTION,
+        WorkingContextRequest,
+        working_context,
+        WorkingContext,
+        WRITES,
+        "remember",
+    ),
+    ToolRow(
+        "remember",
+        "Remember a fact",
+        REMEMBER_DESCRIPTION,
+        RememberRequest,
+        remember,
+        Remembered,
+        ADDS,
+        "remember",
+    ),
+    ToolRow(
+        "deprecate",
+        "Deprecate a memory",
+        CORRECTION_DESCRIPTIONS["deprecate"],
+        DeprecateRequest,
+        deprecate,
+        MemoryInfo,
+        CORRECTS,
+        "corrections",
+        only=("id", "reason"),
+    ),
+    ToolRow(
+        "correct",
+        "Correct a memory",
+        CORRECTION_DESCRIPTIONS["correct"],
+        UpdateRequest,
+        correct,
+        MemoryInfo,
+        CORRECTS,
+        "corrections",
+        only=("id", "content", "type", "valid_until"),
+    ),
+    ToolRow(
+        "pin",
+        "Pin a memory",
+        CORRECTION_DESCRIPTIONS["pin"],
+        MemoryRequest,
+        pin,
+        MemoryInfo,
+        CORRECTS,
+        "corrections",
+    ),
+    ToolRow(
+        "unpin",
+        "Unpin a memory",
+        CORRECTION_DESCRIPTIONS["unpin"],
+        UnpinRequest,
+        unpin,
+        MemoryInfo,
+        CORRECTS,
+        "corrections",
+    ),
+    ToolRow(
+        "delete",
+        "Delete a memory",
+        CORRECTION_DESCRIPTIONS["delete"],
+        MemoryRequest,
+        delete,
+        ForgetReport,
+        CORRECTS,
+        "delete",
+    ),
+)
+
+
+def arguments(row: ToolRow) -> list[inspect.Parameter]:
+    """The tool's parameters: its request model's fields, with their types, limits,
+    descriptions and defaults (the tool's own default where it has one), then its extras."""
+    params = []
+    for name, info in row.request.model_fields.items():
+        if row.only is not None and name not in row.only:
+            continue
+        default = row.defaults.get(name, inspect.Parameter.empty if info.is_required() else info.default)
+        described = Field(description=info.description, json_schema_extra=info.json_schema_extra)
+        annotation = cast(Any, Annotated)[(info.annotation, *info.metadata, described)]
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        )
+    for name, (annotation, default) in row.extra.items():
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        )
+    return params
+
+
+def tool(memory: AnimaMemory, row: ToolRow) -> Tool:
+    """`row` as an SDK tool over `memory`: the SDK validates the arguments against the
+    request's fields; an error of the package is the tool's error, in its own words."""
+
+    def call(**kwargs: Any) -> Any:
+        try:
+            return row.run(memory, **kwargs)
+        except AnimaError as exc:  # a refusal, an unknown or erased id: the model can correct it
+            raise ToolError(exc.remote_message or str(exc)) from None
+
+    call.__name__ = row.name
+    call.__signature__ = inspect.Signature(arguments(row), return_annotation=row.returns)  # type: ignore[attr-defined]
+    return Tool.from_function(
+        call, name=row.name, title=row.title, description=row.description, annotations=row.annotations
     )
 
-    @_refusals_named
-    def context(
-        query: Annotated[QueryText, Field(description="the user's message or topic")],
-        session_id: Annotated[
-            ExternalId | None, Field(description="the current conversation's id, if the host has one")
-        ] = None,
-    ) -> str:
-        return memory.context(query, session_id).rendered
 
-    @_refusals_named
-    def search(
-        query: Annotated[QueryText, Field(description="what to look for")],
-        types: Annotated[list[MemoryType] | None, Field(description="only these memory types")] = None,
-        since: Annotated[Instant | None, Field(description="observed at or after (ISO-8601)")] = None,
-        until: Annotated[Instant | None, Field(description="observed before (ISO-8601)")] = None,
-        limit: Limit = 10,
-        offset: Offset = 0,
-        format: Format = "lines",
-    ) -> CallToolResult:
-        page = memory.search(query, types=types, since=since, until=until, limit=limit, offset=offset)
-        return page_result(page, format)
-
-    @_refusals_named
-    def search_messages(
-        query: Annotated[QueryText, Field(description="what was said")],
-        conversation_id: Annotated[ExternalId | None, Field(description="only this conversation")] = None,
-        since: Annotated[Instant | None, Field(description="sent at or after (ISO-8601)")] = None,
-        until: Annotated[Instant | None, Field(description="sent before (ISO-8601)")] = None,
-        limit: Limit = 10,
-        offset: Offset = 0,
-        format: Format = "lines",
-    ) -> CallToolResult:
-        page = memory.search_messages(
-            query, conversation_id=conversation_id, since=since, until=until, limit=limit, offset=offset
-        )
-        return page_result(page, format)
-
-    @_refusals_named
-    def remember(
-        content: Annotated[MemoryText, Field(description="one self-contained fact")],
-        type: Annotated[
-            MemoryType,
-            Field(
-                description="world (facts about people and things), experience, preference, opinion, imprint"
-            ),
-        ] = "world",
-        session_id: Annotated[
-            ExternalId | None, Field(description="the conversation the fact comes from")
-        ] = None,
-    ) -> Remembered:
-        return memory.remember(content, type, session_id)
-
-    @_refusals_named
-    def working_context(
-        session_id: Annotated[ExternalId, Field(description="the current conversation's id")],
-        message: Annotated[Text, Field(max_length=MEMORY_MAX * 4, description="the user's message")],
-        budget: Annotated[
-            int | None,
-            Field(
-                ge=MIN_BUDGET,
-                description="tokens for the whole context (default: the window less the reserve)",
-            ),
-        ] = None,
-    ) -> WorkingContext:
-        return memory.working_context(session_id, message, budget=budget)
+def add_resources(server: MCPServer, memory: AnimaMemory) -> None:
+    """The self layer and the resident set, as Markdown the client may attach."""
 
     @server.resource(
         "anima://self",
@@ -235,92 +361,30 @@ def build_server(
     def resident() -> str:
         return "\n".join(i.line for i in memory.resident()) or "(none yet)"
 
-    Ref = Annotated[str, Field(pattern=r"^f-\d+$", description="the memory's id as shown, e.g. f-12")]
-    Reason = Annotated[Text, Field(min_length=1, max_length=500, description="why, in the user's terms")]
 
-    def deprecate(id: Ref, reason: Reason) -> MemoryInfo:
-        return memory.deprecate(id, reason)
-
-    def correct(
-        id: Ref,
-        content: Annotated[MemoryText | None, Field(description="the corrected fact")] = None,
-        type: Annotated[MemoryType | None, Field(description="a new type, if it changes")] = None,
-        valid_until: Annotated[
-            Instant | None, Field(description="when it stopped being true (ISO-8601)")
-        ] = None,
-    ) -> MemoryInfo:
-        fields = {"content": content, "type": type, "valid_until": valid_until}
-        return memory.update(id, **{k: v for k, v in fields.items() if v is not None})
-
-    def pin(id: Ref) -> MemoryInfo:
-        return memory.pin(id)
-
-    def unpin(id: Ref, reason: Reason) -> MemoryInfo:
-        return memory.unpin(id, reason)
-
-    def delete(id: Ref) -> ForgetReport:
-        return memory.delete(id, requested_by="agent (MCP)")
-
-    read_only = ToolAnnotations(
-        readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False
-    )
-    server.add_tool(
-        context,
-        name="context",
-        title="Recall context",
-        description=CONTEXT_DESCRIPTION,
-        annotations=read_only,
-    )
-    server.add_tool(
-        search, name="search", title="Search memory", description=SEARCH_DESCRIPTION, annotations=read_only
-    )
-    server.add_tool(
-        search_messages,
-        name="search_messages",
-        title="Search past messages",
-        description=SEARCH_MESSAGES_DESCRIPTION,
-        annotations=read_only,
-    )
-    if allow_remember:
-        server.add_tool(
-            working_context,
-            name="working_context",
-            title="Working context of a turn",
-            description=WORKING_CONTEXT_DESCRIPTION,
-            annotations=ToolAnnotations(
-                readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False
-            ),
-        )
-        server.add_tool(
-            remember,
-            name="remember",
-            title="Remember a fact",
-            description=REMEMBER_DESCRIPTION,
-            annotations=ToolAnnotations(
-                readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False
-            ),
-        )
-    writes = ToolAnnotations(
-        readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False
-    )
-    allowed = {"deprecate": allow_corrections, "correct": allow_corrections, "pin": allow_corrections}
-    allowed |= {"unpin": allow_corrections, "delete": allow_delete}
-    tools: dict[str, Callable[..., Any]] = {
-        "deprecate": deprecate,
-        "correct": correct,
-        "pin": pin,
-        "unpin": unpin,
-        "delete": delete,
+def build_server(
+    memory: AnimaMemory,
+    *,
+    allow_remember: bool = False,
+    allow_corrections: bool = False,
+    allow_delete: bool = False,
+) -> MCPServer:
+    """The MCP server over one anima's memory; the writing tools only when allowed."""
+    allowed = {
+        "read": True,
+        "remember": allow_remember,
+        "corrections": allow_corrections,
+        "delete": allow_delete,
     }
-    for name, fn in tools.items():
-        if allowed[name]:
-            server.add_tool(
-                _refusals_named(fn),
-                name=name,
-                title=f"{name.capitalize()} a memory",
-                description=CORRECTION_DESCRIPTIONS[name],
-                annotations=writes,
-            )
+    server = MCPServer(
+        name="anima-memory",
+        instructions=(
+            f"Long-term memory of the anima {memory.anima_id!r}. Call `context` with the user's message "
+            "before answering; keep [[anima:f-N]] markers of memories you use."
+        ),
+        tools=[tool(memory, row) for row in TOOLS if allowed[row.allowed_by]],
+    )
+    add_resources(server, memory)
     return server
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from anima_pipeline.core.errors import NotFound
 from anima_pipeline.core.validation import AnimaId, Name, check
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -36,7 +37,7 @@ def hash_key(key: str) -> str:
 
 def create_key(conn: Connection, audit: Audit, anima_id: str, name: str | None = None) -> tuple[str, ApiKey]:
     """A new key for `anima_id`: (the key, shown to the caller once; its stored row). An id the
-    other doors would refuse (validation.AnimaId) is refused here too: AnimaInputError."""
+    other doors would refuse (validation.AnimaId) is refused here too: InputError."""
     check(AnimaId, anima_id, "anima_id")
     if name is not None:
         check(Name, name, "name")
@@ -70,7 +71,7 @@ def revoke_key(conn: Connection, audit: Audit, key_id: int) -> ApiKey:
         (key_id,),
     ).fetchone()
     if row is None:
-        raise LookupError(f"no API key with id {key_id}")
+        raise NotFound("API key", str(key_id), field="key_id")
     key = ApiKey.model_validate(row)
     audit.for_anima(key.anima_id).record(
         "api_key", key.id, "revoke", {"prefix": key.prefix}, {"revoked_at": key.revoked_at}

@@ -16,11 +16,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from anima_pipeline.config import Settings
-from anima_pipeline.core.errors import InputError
+from anima_pipeline.core.errors import InputError, NotFound
 from anima_pipeline.core.types import Role
 from anima_pipeline.core.validation import (
     AnimaId,
     ExternalId,
+    Flag,
     JsonObject,
     MessageText,
     Name,
@@ -52,7 +53,7 @@ class MessageRecord(BaseModel):
     created_at: Timestamp = Field(description="ISO-8601 with its UTC offset, e.g. 2023-05-08T13:56:00+08:00")
     platform: Name | None = None
     title: Title | None = None
-    debug: bool | None = None
+    debug: Flag | None = None
     metadata: JsonObject | None = None
 
     _where: str = PrivateAttr(default="")  # "file:line" of the archive line, for later errors
@@ -65,7 +66,11 @@ class ArchiveRecord(MessageRecord):
 
 
 class ArchiveError(InputError):
-    """A bad archive line; the message names the file and the line."""
+    """A bad archive line; the message names the file and the line. `anima import` exits 1
+    on one, with nothing written (README, "Limits and guards")."""
+
+    exit_code = 1
+    label = "import aborted, nothing written"
 
 
 class ImportConflict(ArchiveError):
@@ -497,11 +502,12 @@ def open_conversation(
 ) -> dict[str, Any]:
     """Create a conversation before its first message, or set its platform / title / debug
     flag (only what is given changes) and reopen it. Audited as 'open' with before/after.
-    A conversation the night's cleanup deleted is not recreated (ValueError): restore it."""
+    A conversation the night's cleanup deleted is not recreated (InputError): restore it."""
     if cleaned_conversations(conn, [(anima_id, conversation_id)]):
-        raise ValueError(
+        raise InputError(
             f"conversation {conversation_id!r} was deleted by the night's cleanup; "
-            "restore it from memory_event instead of reopening it"
+            "restore it from memory_event instead of reopening it",
+            field="conversation_id",
         )
     before = conn.execute(
         f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
@@ -527,13 +533,13 @@ def open_conversation(
 
 def close_conversation(conn: Connection, audit: Audit, anima_id: str, conversation_id: str) -> dict[str, Any]:
     """Mark a conversation closed (closed_at = now, kept when already closed). Audited as 'close'.
-    Raises LookupError when the anima has no such conversation."""
+    NotFound when the anima has no such conversation."""
     before = conn.execute(
         f"SELECT {_CONVERSATION_COLUMNS} FROM conversation WHERE anima_id = %s AND id = %s FOR UPDATE",
         (anima_id, conversation_id),
     ).fetchone()
     if before is None:
-        raise LookupError(f"conversation {conversation_id!r} does not exist")
+        raise NotFound("conversation", repr(conversation_id), field="conversation_id")
     if before["closed_at"] is not None:
         return before
     row = one(

@@ -9,6 +9,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import LEVELS, SELF_BLOCKS
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
@@ -108,7 +109,7 @@ class SelfBlockRepo(_Repo):
     def write(self, anima_id: str, name: str, content: str, updated_by: str) -> bool:
         """Write a new version (the old one goes to history); False when nothing changed."""
         if name not in SELF_BLOCKS:
-            raise ValueError(f"unknown self block {name!r}; one of {', '.join(SELF_BLOCKS)}")
+            raise InputError(f"unknown self block {name!r}; one of {', '.join(SELF_BLOCKS)}")
         before = self.conn.execute(
             "SELECT * FROM self_block WHERE anima_id = %s AND name = %s FOR UPDATE", (anima_id, name)
         ).fetchone()
@@ -142,7 +143,7 @@ class TemporalRepo(_Repo):
     def upsert(self, anima_id: str, level: str, start: date, end: date, content: str, stats: dict) -> dict:
         """Re-runs replace the summary of a period instead of adding a second one."""
         if level not in LEVELS:
-            raise ValueError(f"unknown summary level {level!r}; one of {', '.join(LEVELS)}")
+            raise InputError(f"unknown summary level {level!r}; one of {', '.join(LEVELS)}")
         before = self.get(anima_id, level, start)
         row = one(
             self.conn.execute(

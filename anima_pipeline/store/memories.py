@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from anima_pipeline.core.errors import InternalError, NotFound
 from anima_pipeline.core.types import MemoryType
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import Audit
@@ -69,7 +70,7 @@ class MemoryRepo:
 
     def _audit(self) -> Audit:
         if self.audit is None:
-            raise RuntimeError("this MemoryRepo is read-only: give it an Audit to write")
+            raise InternalError("this MemoryRepo is read-only: give it an Audit to write")
         return self.audit
 
     # reads
@@ -123,10 +124,10 @@ class MemoryRepo:
     ) -> SemanticMemory:
         before = self.get(memory_id)
         if before is None:
-            raise KeyError(f"f-{memory_id}")
+            raise NotFound("memory", f"f-{memory_id}", field="id")
         bad = set(changes) - set(WRITABLE)
         if bad:
-            raise ValueError(f"not a semantic_memory column: {sorted(bad)}")
+            raise InternalError(f"not a semantic_memory column: {sorted(bad)}")
         sets = ", ".join(f"{c} = %s" for c in changes)
         row = self.conn.execute(
             f"UPDATE semantic_memory SET {sets}, updated_at = COALESCE(%s, now()) WHERE id = %s RETURNING {_COLUMNS}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
+from anima_pipeline.core.errors import InternalError
 from anima_pipeline.store.db import Connection, one
 
 # Tables a step writes (the only ones a row count may be asked for: the name is not a parameter).
@@ -43,7 +44,7 @@ def change_counts(
 def row_count(conn: Connection, table: str, animas: Sequence[str]) -> int:
     """Rows of `table` (one of TABLES) belonging to `animas`."""
     if table not in TABLES:
-        raise ValueError(f"row_count: {table!r} is not a table the night writes ({', '.join(TABLES)})")
+        raise InternalError(f"row_count: {table!r} is not a table the night writes ({', '.join(TABLES)})")
     if not animas:
         return 0
     return one(conn.execute(f"SELECT count(*) AS n FROM {table} WHERE anima_id = ANY(%s)", (list(animas),)))[

@@ -10,6 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.core.errors import InternalError
 from anima_pipeline.store.db import Connection
 
 # The layers whose rows an undo sets back column by column (derived, one per period).
@@ -74,7 +75,7 @@ def set_layer_status(conn: Connection, table: str, row_id: Any, status: str, rea
     """Give row `row_id` of `table` (one of STATUS_LAYERS) `status`; a narrative also gets
     `reason` as its deprecated_reason. The row after, or None when it is gone."""
     if table not in STATUS_LAYERS:
-        raise ValueError(f"set_layer_status: {table!r} is not one of {', '.join(STATUS_LAYERS)}")
+        raise InternalError(f"set_layer_status: {table!r} is not one of {', '.join(STATUS_LAYERS)}")
     extra = ", deprecated_reason = %s" if table == "autobiographical_memory" else ""
     params = (status, reason, row_id) if extra else (status, row_id)
     return conn.execute(f"UPDATE {table} SET status = %s{extra} WHERE id = %s RETURNING *", params).fetchone()
@@ -83,7 +84,7 @@ def set_layer_status(conn: Connection, table: str, row_id: Any, status: str, rea
 def delete_derived(conn: Connection, table: str, row_id: int) -> None:
     """Delete row `row_id` of `table` (one of DERIVED: a summary or dream entry a run made)."""
     if table not in DERIVED:
-        raise ValueError(f"delete_derived: {table!r} is not one of {', '.join(DERIVED)}")
+        raise InternalError(f"delete_derived: {table!r} is not one of {', '.join(DERIVED)}")
     conn.execute(f"DELETE FROM {table} WHERE id = %s", (row_id,))
 
 
@@ -91,7 +92,7 @@ def restore_derived(conn: Connection, table: str, row_id: int, before: dict[str,
     """Set row `row_id` of `table` (one of DERIVED) back to `before`, every column but its
     id, anima and creation time."""
     if table not in DERIVED:
-        raise ValueError(f"restore_derived: {table!r} is not one of {', '.join(DERIVED)}")
+        raise InternalError(f"restore_derived: {table!r} is not one of {', '.join(DERIVED)}")
     cols = [k for k in before if k not in ("id", "anima_id", "created_at")]
     sets = ", ".join(f"{c} = %s" for c in cols)
     values = [Jsonb(before[c]) if isinstance(before[c], (dict, list)) else before[c] for c in cols]

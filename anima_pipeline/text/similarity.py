@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from anima_pipeline.core.errors import InternalError
+
 # Characters folded to a single space: whitespace (incl. ideographic and zero-width
 # space), ASCII punctuation, Latin-1, general, supplemental and CJK punctuation. Symbols
 # that carry meaning in a fact (# $ % & + < = > @, currency) are deliberately kept, so
@@ -69,7 +71,7 @@ def normalized_content_sql(column: str = "content") -> str:
     agree under a non-C collation (e.g. C.UTF-8, en_US.UTF-8).
     """
     if not _SQL_IDENTIFIER_RE.match(column):
-        raise ValueError(f"normalized_content_sql: {column!r} is not a plain column identifier")
+        raise InternalError(f"normalized_content_sql: {column!r} is not a plain column identifier")
     # The patterns contain no quote or percent sign (both are escaped as \uXXXX), so they
     # are safe inside a SQL literal and inside a psycopg query with %s placeholders.
     assert "'" not in _FOLD_PATTERN + _CJK_GAP_PATTERN and "%" not in _FOLD_PATTERN + _CJK_GAP_PATTERN

@@ -34,6 +34,7 @@ class ToolError(AnimaError, ValueError):
     """A refused call; the message goes back to the model as an is_error tool_result (the tool
     area of anima_pipeline.core.errors)."""
 
+    code = "tool_refused"
     http_status = 422
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import Level, MemoryType, Significance, WritableBlock
 from anima_pipeline.core.validation import MEMORY_MAX, Instant
 
@@ -30,14 +31,14 @@ FactId = Annotated[str, Field(description="memory id as shown, e.g. f-12")]
 def parse_fact_id(value: str) -> int:
     m = _FACT_ID.match(value.strip()) if isinstance(value, str) else None
     if not m:
-        raise ValueError(f"{value!r} is not a memory id; ids look like 'f-12'")
+        raise InputError(f"{value!r} is not a memory id; ids look like 'f-12'")
     return int(m.group(1))
 
 
 def parse_narrative_id(value: str) -> int:
     m = _NARRATIVE_ID.match(value.strip()) if isinstance(value, str) else None
     if not m:
-        raise ValueError(f"{value!r} is not a narrative id; ids look like 'a-3'")
+        raise InputError(f"{value!r} is not a narrative id; ids look like 'a-3'")
     return int(m.group(1))
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
-from anima_pipeline.core.validation import AnimaInputError
+from anima_pipeline.core.errors import InputError
+from anima_pipeline.memory.models import ErrorResponse
 from anima_pipeline.recall.sections import AssembledContext, SearchPage
 from anima_pipeline.service.client import AnimaApiError, AnimaClient
-from anima_pipeline.service.http.app import ErrorResponse
 from testkit.live_server import ANIMA, anima_serve, free_port
 
 
@@ -67,6 +67,15 @@ def test_the_client_speaks_every_route_of_anima_serve(served: tuple[str, str]) -
         made = memory.remember("The user's greyhound is called Pepper", "world", session_id="c1")
         assert made.id.startswith("f-") and made.source_sessions == ["c1"]
 
+        [checked] = memory.validate_messages([_msg(5, "user", "not stored")])
+        assert (checked.anima_id, checked.message_id) == ("aria", "m5")
+        with pytest.raises(AnimaApiError) as invalid:
+            memory.validate_messages([{**_msg(6, "user", "x"), "role": "robot"}])
+        assert (invalid.value.status, invalid.value.field) == (422, "messages[0].role")
+        assert set(memory.self_blocks()) >= {"identity", "persona"} and memory.resident() == []
+        memory.pin(made.id)
+        assert [i.ref for i in memory.resident()] == [made.id]
+        memory.unpin(made.id, "only for this check")
         ctx = memory.context("What is my dog called?", session_id="c9")
         assert isinstance(ctx, AssembledContext) and f"[[anima:{made.id}]]" in ctx.rendered
         turn = memory.working_context("c1", "Remind me of my dog's name")
@@ -81,14 +90,19 @@ def test_the_client_speaks_every_route_of_anima_serve(served: tuple[str, str]) -
         assert memory.pin(made.id).pinned and not memory.unpin(made.id, "not every turn").pinned
         assert memory.deprecate(made.id, "the dog was renamed").status == "deprecated"
         other_fact = memory.remember("The user's cat is called Miso", "world", session_id="c1")
-        assert memory.delete(other_fact.id).memories_erased == [other_fact.id]
+        erased_by = memory.delete(other_fact.id, requested_by="the user, in chat")
+        assert erased_by.memories_erased == [other_fact.id] and erased_by.requested_by == "the user, in chat"
+        soft = memory.remember("The user's parrot is called Kiwi", "world", session_id="c1")
+        forgotten = memory.forget("memory", soft.id)  # soft: deprecated, not erased
+        assert forgotten.memories_deprecated == [soft.id] and forgotten.requested_by == "agent (HTTP)"
+        assert memory.memory(soft.id).status == "deprecated"
         with pytest.raises(AnimaApiError) as erased:
             memory.memory(other_fact.id)
         assert erased.value.status == 404 and "was erased" in erased.value.message
         with pytest.raises(AnimaApiError) as unknown_conversation:
             memory.forget("conversation", "c9")
         assert unknown_conversation.value.status == 404
-        with pytest.raises(AnimaInputError) as other_anima:  # never applied to this client's own
+        with pytest.raises(InputError) as other_anima:  # never applied to this client's own
             memory.forget("anima", "someone-else", purge=True)
         assert other_anima.value.field == "anima_id"
         assert memory.close_conversation("c1").closed_at is not None

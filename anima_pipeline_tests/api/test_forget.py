@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from anima_pipeline.config import Settings
-from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
-from anima_pipeline.memory.forget import NotFound
+from anima_pipeline.core.errors import InputError, NotFound
+from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.night.revert import revert_run
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.replay import shadow
@@ -281,7 +281,7 @@ def test_corrections_are_audited_settled_and_left_as_they_are_by_the_night(
             )
         ]
     assert ops == ["update", "settle", "pin", "settle", "unpin", "settle", "deprecate", "settle"]
-    with pytest.raises(AnimaInputError, match="content"):
+    with pytest.raises(InputError, match="content"):
         memory.update(ref, content="")
     with pytest.raises(NotFound):
         AnimaMemory(db, "someone-else", settings=settings).deprecate(ref, "not mine")
@@ -305,5 +305,5 @@ def test_soft_forget_of_the_whole_anima_retires_everything_once(slept: AnimaMemo
     assert active(db) == {} and slept.search_messages("Lisbon").items == []
     assert slept.status()["messages"] == len(EX) + len(HOME)  # soft: nothing deleted
     assert not slept.forget("anima", ANIMA).changed
-    with pytest.raises(AnimaInputError, match="anima_id"):
+    with pytest.raises(InputError, match="anima_id"):
         slept.forget("anima", "someone-else")

@@ -8,7 +8,8 @@ from datetime import date
 import pytest
 
 from anima_pipeline.config import Settings
-from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory, WrongAnimaError
+from anima_pipeline.core.errors import InputError
+from anima_pipeline.memory.facade import AnimaMemory, WrongAnimaError
 from anima_pipeline.night.frame import Night
 from anima_pipeline.night.steps.cleanup.step import cleanup
 from anima_pipeline.store.db import Database
@@ -61,7 +62,7 @@ def test_one_message_or_many_idempotent_by_message_id(memory: AnimaMemory, db: D
 def test_a_bad_message_names_index_id_and_field_and_nothing_is_written(
     memory: AnimaMemory, db: Database, bad: dict, field: str, reason: str
 ) -> None:
-    with pytest.raises(AnimaInputError) as err:
+    with pytest.raises(InputError) as err:
         memory.append([msg("m1"), msg("m2", **bad)])
     assert err.value.field == field and reason in str(err.value)
     if bad.get("message_id") != "":
@@ -104,7 +105,7 @@ def test_an_append_that_fails_leaves_the_first_day(memory: AnimaMemory, db: Data
 
 
 def test_not_a_message_and_another_animas_message_are_refused(memory: AnimaMemory, db: Database) -> None:
-    with pytest.raises(AnimaInputError) as err:
+    with pytest.raises(InputError) as err:
         memory.append([msg("m1"), "just text"])
     assert err.value.field == "messages[1]"
     with pytest.raises(WrongAnimaError, match=r"messages\[0\]\.anima_id"):
@@ -114,15 +115,15 @@ def test_not_a_message_and_another_animas_message_are_refused(memory: AnimaMemor
 
 
 def test_remember_refusals_name_the_field(memory: AnimaMemory, db: Database) -> None:
-    with pytest.raises(AnimaInputError) as err:
+    with pytest.raises(InputError) as err:
         memory.remember("fact", "gossip")  # type: ignore[arg-type]
     assert err.value.field == "type"
-    with pytest.raises(AnimaInputError) as err:
+    with pytest.raises(InputError) as err:
         memory.remember("   ")
     assert (
         err.value.field == "content" and str(err.value) == "content: String should have at least 1 character"
     )
-    with pytest.raises(AnimaInputError) as err:
+    with pytest.raises(InputError) as err:
         memory.remember("fact", session_id=" ")
     assert err.value.field == "session_id"
     assert _rows(db, "SELECT count(*) AS n FROM semantic_memory") == [{"n": 0}]
@@ -134,7 +135,7 @@ def test_a_conversation_the_cleanup_deleted_is_not_reopened(memory: AnimaMemory,
     memory.append(msg("m1", created_at="2026-01-01T10:00:00+08:00"))  # one old message: cleanup deletes it
     result = cleanup(db, Night(day=date(2026, 11, 30), engine=None), "aria")
     assert result.stats["deleted"] == 1
-    with pytest.raises(AnimaInputError, match="cleanup"):
+    with pytest.raises(InputError, match="cleanup"):
         memory.open_conversation("c1", title="again")
     assert memory.append(msg("m2")).skipped_cleaned == 1  # its messages stay out, as with import
     with pytest.raises(LookupError):

@@ -14,8 +14,9 @@ import pytest
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.llm.offline_summary import ExtractiveSummarizer
-from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
+from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import working_context
@@ -322,7 +323,7 @@ def test_bad_arguments_name_their_field(db, db_url, tmp_path) -> None:
         ({"session_id": "s", "message": 3}, "message"),
         ({"session_id": "s", "message": "x", "budget": 12}, "budget"),
     ):
-        with pytest.raises(AnimaInputError) as err:
+        with pytest.raises(InputError) as err:
             memory.working_context(**kwargs)
         assert err.value.field == field
 

@@ -190,13 +190,14 @@ def test_anima_revert_refuses_a_second_revert_of_the_same_run(anima, db: Databas
 
 
 def test_the_facade_refuses_a_resent_message_id_with_other_content(db: Database) -> None:
-    from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
+    from anima_pipeline.core.errors import InputError
+    from anima_pipeline.memory.facade import AnimaMemory
 
     memory = AnimaMemory(db, "ana")
     msg = {k: v for k, v in line(n=1).items() if k != "anima_id"}
     assert memory.append([msg]).added == 1
     assert memory.append([msg]).added == 0  # the same turn re-sent: idempotent
-    with pytest.raises(AnimaInputError) as exc:
+    with pytest.raises(InputError) as exc:
         memory.append([{**msg, "content": "edited afterwards"}])
     assert exc.value.field == "messages[0].content" and exc.value.message_id == "c1:001"
     with db.transaction() as conn:
@@ -207,7 +208,7 @@ def test_the_facade_refuses_a_resent_message_id_with_other_content(db: Database)
 #
 # Each probe is a message field that Python accepts and PostgreSQL does not store (or that the
 # configured limits refuse). Every door must refuse it before PostgreSQL sees it, with the same
-# field and the same words: import (file:line), the facade (AnimaInputError) and HTTP (a named
+# field and the same words: import (file:line), the facade (InputError) and HTTP (a named
 # 422 as JSON, on a connection that stays open). The surrogates travel as JSON escapes.
 
 LIMITS = {"ANIMA_MAX_MESSAGE_CHARS": "100", "ANIMA_TIMESTAMP_MAX_YEAR": "2030"}
@@ -279,7 +280,8 @@ def test_every_door_refuses_a_probe_with_the_same_field_and_words(
     import httpx2 as httpx
 
     from anima_pipeline.config import Settings
-    from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
+    from anima_pipeline.core.errors import InputError
+    from anima_pipeline.memory.facade import AnimaMemory
     from anima_pipeline.service.http.app import create_app
     from anima_pipeline.store.api_keys import create_key
     from anima_pipeline.store.events import Audit
@@ -299,7 +301,7 @@ def test_every_door_refuses_a_probe_with_the_same_field_and_words(
     settings = Settings(database_url=db_url, home=tmp_path, max_message_chars=100, timestamp_max_year=2030)
     memory = AnimaMemory(db, "ana", settings=settings)
     message = {k: v for k, v in {**line(n=2), **change}.items() if k != "anima_id"}
-    with pytest.raises(AnimaInputError) as refused:
+    with pytest.raises(InputError) as refused:
         memory.append([{k: v for k, v in line(n=1).items() if k != "anima_id"}, message])
     assert refused.value.field == f"messages[1].{field}"
     assert _squash(refused.value.detail).startswith(words)
@@ -402,7 +404,8 @@ def test_http_and_mcp_refuse_a_bad_argument_naming_it(
 
 def test_the_facade_refuses_a_bad_forget_target_before_sql(db: Database, db_url: str, tmp_path: Path) -> None:
     from anima_pipeline.config import Settings
-    from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
+    from anima_pipeline.core.errors import InputError
+    from anima_pipeline.memory.facade import AnimaMemory
 
     memory = AnimaMemory(db, "ana", settings=Settings(database_url=db_url, home=tmp_path))
     for kind, target, field, reason in [
@@ -411,7 +414,7 @@ def test_the_facade_refuses_a_bad_forget_target_before_sql(db: Database, db_url:
         ("conversation", "c" * 300, "conversation_id", "is 300 characters long"),
         ("message", "m-\u00b2", "message", "is not a message id"),  # isdigit, not a decimal
     ]:
-        with pytest.raises(AnimaInputError) as refused:
+        with pytest.raises(InputError) as refused:
             memory.forget(kind, target)  # type: ignore[arg-type]
         assert refused.value.field == field and reason in refused.value.detail, refused.value
 
@@ -449,7 +452,8 @@ def httpx_post(client, path: str, body: bytes, headers: dict, *, drop_auth: bool
 
 
 def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Database, tmp_path: Path) -> None:
-    from anima_pipeline.memory.facade import AnimaInputError, AnimaMemory
+    from anima_pipeline.core.errors import InputError
+    from anima_pipeline.memory.facade import AnimaMemory
     from anima_pipeline.store.api_keys import create_key
     from anima_pipeline.store.events import Audit
 
@@ -475,10 +479,10 @@ def test_a_bad_anima_id_is_refused_by_keys_mcp_and_the_facade(anima, db: Databas
             refused = anima(*command, "--anima", bad)  # every other --anima: a usage error naming the id
             said = _squash(refused.output).replace("│", "")
             assert refused.exit_code == 2 and _squash(words) in said, (command, refused.output)
-        with pytest.raises(AnimaInputError) as refused:
+        with pytest.raises(InputError) as refused:
             AnimaMemory(db, bad)
         assert refused.value.field == "anima_id" and words in refused.value.detail
-        with db.transaction() as conn, pytest.raises(AnimaInputError):
+        with db.transaction() as conn, pytest.raises(InputError):
             create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), bad)
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM api_key").fetchone()["n"] == 0

@@ -47,7 +47,7 @@ import dagster as dg
 from pydantic import Field
 
 from anima_pipeline.config import Settings
-from anima_pipeline.core.errors import NightError
+from anima_pipeline.core.errors import InputError, NightError
 from anima_pipeline.defs.night import checks as night_checks
 from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.defs.night.partitions import partition_day
@@ -218,9 +218,9 @@ def parse_shard(text: str) -> tuple[int, int]:
     try:
         i, n = int(index), int(count)
     except ValueError:
-        raise ValueError(f"shard {text!r}: expected i/N, e.g. 0/4") from None
+        raise InputError(f"shard {text!r}: expected i/N, e.g. 0/4") from None
     if not sep or n < 1 or not 0 <= i < n:
-        raise ValueError(f"shard {text!r}: expected i/N with 0 <= i < N")
+        raise InputError(f"shard {text!r}: expected i/N with 0 <= i < N")
     return i, n
 
 

@@ -46,6 +46,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
 from anima_pipeline import definitions
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.steps import STEP_ORDER, parse_steps
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
@@ -98,18 +99,18 @@ def remote_job_origin(job_name: str = JOB_NAME) -> RemoteJobOrigin:
 def check_days(parts: dg.PartitionsDefinition | None, first: date, last: date, timezone: str) -> None:
     """A ValueError naming the problem when first..last is not a range of partitions."""
     if last < first:
-        raise ValueError(f"--to {last} is before --from {first}")
+        raise InputError(f"--to {last} is before --from {first}")
     if parts is None:
-        raise ValueError("the night job has no partitions")
+        raise InputError("the night job has no partitions")
     newest = parts.get_last_partition_key()
     if newest is None or last.isoformat() > newest:
-        raise ValueError(
+        raise InputError(
             f"{last} is not over yet in {timezone}: the latest day that can sleep is {newest} "
             "(a partition is a whole local day)"
         )
     oldest = parts.get_first_partition_key()
     if oldest is not None and first.isoformat() < oldest:
-        raise ValueError(
+        raise InputError(
             f"{first} is before the first day of data ({oldest}): import the archive holding that day "
             "(`anima import` moves the first day earlier) or set ANIMA_START_DATE"
         )

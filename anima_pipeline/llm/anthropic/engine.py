@@ -211,11 +211,11 @@ class AnthropicEngine:
         price_for(model)  # an unpriced model would make the budget meaningless: fail now
         # (the per-step models of the settings were priced when the settings were built)
         if not 0 <= max_retries <= 10:
-            raise ValueError(f"max_retries must be between 0 and 10, got {max_retries}")
+            raise EngineConfigError(f"max_retries must be between 0 and 10, got {max_retries}")
         if max_retry_wait < 0:
-            raise ValueError(f"max_retry_wait must be >= 0 seconds, got {max_retry_wait}")
+            raise EngineConfigError(f"max_retry_wait must be >= 0 seconds, got {max_retry_wait}")
         if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+            raise EngineConfigError(f"timeout must be > 0 seconds, got {timeout}")
         key = api_key.get_secret_value()
         if not key.strip():
             raise EngineConfigError("the Anthropic API key is empty (set ANTHROPIC_API_KEY)")

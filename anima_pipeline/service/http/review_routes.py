@@ -1,5 +1,7 @@
 """HTTP routes of review mode (docs/review.md): list a night's proposals, approve or reject them.
-Same keys as the memory routes: a key decides over its own anima's proposals only."""
+Same keys as the memory routes: a key decides over its own anima's proposals only. A proposal
+it does not have is a 404, one decided before (or a tripped loss guard) a 409: the errors' own
+statuses (review/decisions.py, night/guards.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,8 @@ from pydantic import BaseModel, Field
 
 from anima_pipeline.core.types import ProposalStatus
 from anima_pipeline.core.validation import Name, Text
-from anima_pipeline.night.guards import LossGuardTripped
 from anima_pipeline.review import decisions as review
-from anima_pipeline.service.http.app import ApiError, Memory
+from anima_pipeline.service.http.auth import Memory
 
 router = APIRouter(prefix="/v1/animas/{anima_id}/review", tags=["review"])
 ProposalRef = Annotated[str, Path(pattern=r"^r-\d{1,18}$", description="a proposal id, r-N")]
@@ -42,10 +43,8 @@ def approve(
     """Apply exactly the proposed operation (audited, revertible); 409 when it was decided before
     or the loss guard refuses it; a proposal whose memories changed since comes back as `conflict`."""
     by = body.by if body else "api"
-    return _decide(
-        lambda: review.approve(
-            request.app.state.db, request.app.state.settings, memory.anima_id, [proposal], who=by
-        )
+    return review.approve(
+        request.app.state.db, request.app.state.settings, memory.anima_id, [proposal], who=by
     )
 
 
@@ -54,18 +53,4 @@ def reject(
     request: Request, memory: Memory, proposal: ProposalRef, body: DecisionBody | None = None
 ) -> list[review.Decision]:
     body = body or DecisionBody()
-    return _decide(
-        lambda: review.reject(
-            request.app.state.db, memory.anima_id, [proposal], who=body.by, reason=body.reason
-        )
-    )
-
-
-def _decide(action) -> list[review.Decision]:
-    try:
-        return action()
-    except review.ReviewError as exc:
-        status = 404 if "is not a proposal" in str(exc) else 409
-        raise ApiError(status, "not_found" if status == 404 else "conflict", str(exc), "proposal") from None
-    except LossGuardTripped as exc:
-        raise ApiError(409, "loss_guard", str(exc)) from None
+    return review.reject(request.app.state.db, memory.anima_id, [proposal], who=body.by, reason=body.reason)

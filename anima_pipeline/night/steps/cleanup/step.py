@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.steps.cleanup.preview import CHANGES
@@ -95,17 +96,17 @@ def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = 
 
     Message ids are kept (OVERRIDING SYSTEM VALUE), so citations and anything else that
     names a message still point at it. The restore is itself audited (op 'restore').
-    Raises ValueError when the event is not a cleanup deletion or the conversation exists.
+    Raises InputError when the event is not a cleanup deletion or the conversation exists.
     """
     event = memory_event(conn, event_id)
     if event is None or event["table_name"] != "conversation" or event["op"] != "delete":
-        raise ValueError(f"memory_event {event_id} is not a deleted conversation")
+        raise InputError(f"memory_event {event_id} is not a deleted conversation")
     before = event["before"] or {}
     conv = before.get("conversation")
     if not conv:
-        raise ValueError(f"memory_event {event_id} holds no conversation row to restore")
+        raise InputError(f"memory_event {event_id} holds no conversation row to restore")
     if store.conversation_exists(conn, conv["anima_id"], conv["id"]):
-        raise ValueError(f"conversation {conv['id']} of anima {conv['anima_id']} exists; nothing to restore")
+        raise InputError(f"conversation {conv['id']} of anima {conv['anima_id']} exists; nothing to restore")
     row = store.insert_conversation(conn, conv)
     for m in before.get("messages", []):
         store.insert_message(conn, m)

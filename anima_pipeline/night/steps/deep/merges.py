@@ -9,6 +9,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.night.steps.deep.memory_view import MemoryView, recency
 from anima_pipeline.text.attributes import Fact, extract_attributes, facts_conflict, guess_subject, like_key
 from anima_pipeline.text.sentences import is_tiny, split_sentences
@@ -319,7 +320,7 @@ def merge_groups(memories: list[MemoryView], threshold: float = 0.75) -> list[Me
     The kept content is the longest (ties: the newest). Sorted by smallest id.
     """
     if not 0.0 < threshold <= 1.0:
-        raise ValueError(f"merge_groups: threshold must be in (0, 1], got {threshold}")
+        raise ConfigError(f"merge_groups: threshold must be in (0, 1], got {threshold}")
     by_type: dict[str, list[MemoryView]] = defaultdict(list)
     for m in memories:
         by_type[m.type].append(m)

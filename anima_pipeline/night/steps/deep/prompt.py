@@ -14,8 +14,8 @@ from zoneinfo import ZoneInfo
 from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.core.errors import NightError
 from anima_pipeline.core.steps import DEEP_SLEEP
+from anima_pipeline.core.types import MEMORY_TYPES
 from anima_pipeline.night.steps.framing import RESTRAINT_RULE
-from anima_pipeline.store.memories import MEMORY_TYPES
 
 if TYPE_CHECKING:
     from anima_pipeline.store.memories import SemanticMemory

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
+from anima_pipeline.core.types import SIGNIFICANCE
 from anima_pipeline.llm.contract import ToolCall, ToolResult
 from anima_pipeline.night.steps.light.anchors import detect_anchors
 from anima_pipeline.night.steps.light.dedup import dedup_against
@@ -130,7 +131,7 @@ def title(content: str, words: int = 9) -> str:
     return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
 
 
-_ORDER = ("turning_point", "milestone", "notable", "routine")
+_ORDER = SIGNIFICANCE[::-1]  # the weightiest first
 _LABEL = {
     "turning_point": "Turning points",
     "milestone": "Milestones",

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from anima_pipeline.core.citations import CITATION
+from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.steps.declaration import StepDef
@@ -49,9 +50,9 @@ def settings_of(night: Night) -> dict[str, float]:
             try:
                 out[key] = float(night.settings[key])
             except (TypeError, ValueError):
-                raise ValueError(f"setting {key!r} must be a number, got {night.settings[key]!r}") from None
+                raise ConfigError(f"setting {key!r} must be a number, got {night.settings[key]!r}") from None
             if out[key] < 0:
-                raise ValueError(f"setting {key!r} must not be negative, got {night.settings[key]!r}")
+                raise ConfigError(f"setting {key!r} must not be negative, got {night.settings[key]!r}")
     return out
 
 

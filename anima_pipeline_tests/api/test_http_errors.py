@@ -1,0 +1,125 @@
+"""Every error of `anima serve` answers one shape, README's `{"error": {"status", "code",
+"message", "field", "errors"}}`, with the error's own status and code: 401, 403, 404 (an id and
+a route), 405, 409, 413, 422 (a field and a body that is not JSON), 500 and 503 (a lost store)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx2 as httpx
+import psycopg
+import pytest
+
+from anima_pipeline.config import Settings
+from anima_pipeline.memory.models import ErrorResponse
+from anima_pipeline.service.http.app import create_app
+from anima_pipeline.store.api_keys import create_key
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.events import Audit
+from testkit.live_server import serving
+
+SHAPE = {"status", "code", "message", "field", "errors"}
+
+
+def _key(db: Database, anima: str = "aria") -> str:
+    with db.transaction() as conn:
+        key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), anima)
+    return key
+
+
+def _error(r: httpx.Response, status: int, code: str) -> dict:
+    assert r.status_code == status, r.text
+    ErrorResponse.model_validate_json(r.content)  # exactly the documented schema, no extra key
+    assert set(r.json()) == {"error"} and set(r.json()["error"]) == SHAPE, r.text
+    err = r.json()["error"]
+    assert (err["status"], err["code"]) == (status, code), err
+    return err
+
+
+@pytest.fixture
+def api(db: Database, db_url: str, tmp_path) -> Iterator[tuple[httpx.Client, Database]]:
+    settings = Settings(database_url=db_url, home=tmp_path)
+    with (
+        serving(create_app(db, settings, max_body_bytes=4000)) as base,
+        httpx.Client(base_url=base) as client,
+    ):
+        client.headers["Authorization"] = f"Bearer {_key(db)}"
+        yield client, db
+
+
+def test_every_status_answers_the_one_error_shape(api) -> None:
+    client, db = api
+    v1 = "/v1/animas/aria"
+    err = _error(client.get(f"{v1}/status", headers={"Authorization": ""}), 401, "unauthorized")
+    assert err["field"] is None and err["errors"] == []
+    _error(client.get("/v1/animas/bruno/status"), 403, "forbidden")
+    err = _error(client.get(f"{v1}/memories/f-999"), 404, "not_found")
+    assert err["field"] == "id" and "f-999 does not exist" in err["message"]
+    _error(client.get(f"{v1}/no_such_route"), 404, "not_found")
+    _error(client.get("/v2/nothing"), 404, "not_found")
+    r = client.put(f"{v1}/status")
+    _error(r, 405, "method_not_allowed")
+    assert r.headers["Allow"] == "GET"
+    err = _error(client.post(f"{v1}/memories", json={"content": "x" * 5000}), 413, "body_too_large")
+    err = _error(
+        client.post(f"{v1}/working_context", json={"session_id": "s", "message": "hi", "budget": "3000"}),
+        422,
+        "invalid_request",
+    )
+    assert err["field"] == "budget" and err["errors"][0]["field"] == "budget"
+    broken = client.post(f"{v1}/memories", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert _error(broken, 422, "invalid_request")["field"] == "body"
+    first = {"conversation_id": "c1", "message_id": "m1", "role": "user", "content": "hello"}
+    first["created_at"] = "2026-11-30T10:00:00+08:00"
+    assert client.post(f"{v1}/messages", json={"messages": [first]}).status_code == 200
+    err = _error(
+        client.post(f"{v1}/messages", json={"messages": [{**first, "content": "edited"}]}), 409, "conflict"
+    )
+    assert err["field"] == "messages[0].content"
+
+
+def test_a_refused_statement_is_a_500_and_a_lost_store_a_503(db: Database, db_url: str, tmp_path) -> None:
+    """The store refusing a statement (a trigger) is `store_error`; a store that cannot be
+    reached, at the key check or inside a route, is `store_unavailable` (503), without the
+    server's address in the answer."""
+    key = _key(db)
+    with db.transaction() as conn:
+        conn.execute(
+            """CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$
+               BEGIN RAISE EXCEPTION 'refused'; END $$"""
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON conversation FOR EACH ROW EXECUTE FUNCTION refuse_all()"
+        )
+    lost = _LostAfter(db, checks=1)
+    settings = Settings(database_url=db_url, home=tmp_path)
+    with serving(create_app(db, settings)) as base, serving(create_app(lost, settings)) as lost_base:
+        auth = {"Authorization": f"Bearer {key}"}
+        refused = httpx.put(f"{base}/v1/animas/aria/conversations/c1", json={}, headers=auth)
+        assert "nothing was written" in _error(refused, 500, "store_error")["message"]
+        inside = httpx.get(f"{lost_base}/v1/animas/aria/status", headers=auth)  # the key check passes
+        err = _error(inside, 503, "store_unavailable")
+        assert "retry" in err["message"] and "127.0.0.1" not in err["message"]
+        at_the_key = httpx.get(f"{lost_base}/v1/animas/aria/status", headers=auth)  # now it does not
+        _error(at_the_key, 503, "store_unavailable")
+
+
+class _LostAfter(Database):
+    """A store whose server goes away after `checks` transactions (as a restarted server would)."""
+
+    def __init__(self, db: Database, checks: int) -> None:  # no pool of its own: `db`'s
+        self.db, self.left, self.url = db, checks, db.url
+
+    def close(self) -> None:
+        pass
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        if self.left <= 0:
+            raise psycopg.OperationalError(
+                'connection to server at "127.0.0.1", port 5432 failed: server closed'
+            )
+        self.left -= 1
+        with self.db.transaction() as conn:
+            yield conn
