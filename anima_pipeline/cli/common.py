@@ -6,7 +6,7 @@ under ANIMA_HOME) so what works in the demo works against a real server.
 Errors have one path (`exit_for`, called by cli/app.py for every command): an error of the
 package prints one line, ``label: message`` (its message names the place and the fix), and
 the command exits with the error's `exit_code`; a driver failure is the store's error first
-(store/failures.py); anything else is a bug, whose traceback goes to ANIMA_HOME/logs/cli.log
+(store/driver_errors.py); anything else is a bug, whose traceback goes to ANIMA_HOME/logs/cli.log
 while one line says so. A command refuses its own arguments with `fail`.
 """
 
@@ -219,7 +219,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def exit_for(exc: Exception, command: str) -> int:
     """One line on stderr for what stopped `command`, and the code it exits with."""
     if not isinstance(exc, AnimaError):
-        from anima_pipeline.store.failures import store_failure
+        from anima_pipeline.store.driver_errors import store_failure
 
         exc = store_failure(exc) or exc
     if isinstance(exc, AnimaError):

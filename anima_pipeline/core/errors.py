@@ -4,7 +4,7 @@ Every error the package raises on purpose derives from one area below, and carri
 face needs to answer it without knowing its class:
 
 - `code`: a stable snake_case word for programs (`invalid_request`, `not_found`, …);
-- `http_status`: what the HTTP service answers (service/http/errors.py, one handler);
+- `http_status`: what the HTTP service answers (service/http/error_handlers.py, one handler);
 - `exit_code`: what the CLI exits with (cli/app.py, one handler), after one line on stderr,
   `label: message`;
 - `field`: the input at fault, when there is one (``messages[3].created_at``);

@@ -17,7 +17,7 @@ all of them with the same field and the same words, before PostgreSQL sees it:
 - numbers and flags: an integer, a number or a flag is a JSON (or Python) number or boolean,
   never a string: ``"budget": "3000"`` and ``"debug": "true"`` are refused at every door
   (`Integer`, `Number`, `Flag`). The one text read as a number is a URL's query string, where
-  every value is text (service/http/query.py reads its digits, then the same types apply).
+  every value is text (service/http/query_params.py reads its digits, then the same types apply).
 
 The configured limits reach a validator through pydantic's validation context
 (``context_of(settings)``); without one the Settings defaults apply.

@@ -7,7 +7,7 @@ gets 403 with the same words whether that anima exists or not. The key is checke
 anything reads the body (a request without a valid key gets 401 even with a broken body);
 bodies over ``max_body_bytes`` get 413 before they are read. Every error, whatever its
 status, answers ``{"error": {"status", "code", "message", "field", "errors": [...]}}``
-(errors.py): ``field`` names the request field (``messages[3].created_at``). Handlers only
+(error_handlers.py): ``field`` names the request field (``messages[3].created_at``). Handlers only
 translate: the behaviour, and every limit, is AnimaMemory's (memory/models.py).
 """
 
@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import ServiceError
-from anima_pipeline.service.http import errors
+from anima_pipeline.service.http import error_handlers
 from anima_pipeline.service.http.auth import KeyAuth
 from anima_pipeline.service.http.review_routes import router as review_router
 from anima_pipeline.service.http.routes import router
@@ -71,7 +71,7 @@ class BodyLimit:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = ServiceError(f"request body over {self.limit} bytes", status=413, code="body_too_large")
-        await errors.error_response(refusal)(scope, receive, send)
+        await error_handlers.error_response(refusal)(scope, receive, send)
 
 
 def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
@@ -87,14 +87,14 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
     )
     app.state.db = db
     app.state.settings = settings
-    app.include_router(router, responses=errors.ERROR_RESPONSES)
-    app.include_router(review_router, responses=errors.ERROR_RESPONSES)
+    app.include_router(router, responses=error_handlers.ERROR_RESPONSES)
+    app.include_router(review_router, responses=error_handlers.ERROR_RESPONSES)
 
     @app.get("/healthz", tags=["service"], summary="Liveness (no key needed)")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    errors.install(app)
+    error_handlers.install(app)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(KeyAuth, db=db)  # outermost: no body is read for a request without a key
     return app

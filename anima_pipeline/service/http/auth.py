@@ -15,10 +15,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from anima_pipeline.core.errors import AccessError, Unauthorized
 from anima_pipeline.core.validation import AnimaId
 from anima_pipeline.memory.facade import AnimaMemory
-from anima_pipeline.service.http.errors import error_response
+from anima_pipeline.service.http.error_handlers import error_response
 from anima_pipeline.store.api_keys import anima_of_key
 from anima_pipeline.store.db import Database
-from anima_pipeline.store.failures import store_failure
+from anima_pipeline.store.driver_errors import store_failure
 
 _bearer = HTTPBearer(auto_error=False, description="a key from `anima keys create --anima A`")
 _ANIMA_ROUTE = re.compile(r"^/v1/animas/([^/]+)(?:/|$)")

@@ -34,7 +34,7 @@ from anima_pipeline.memory.models import (
 from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.service.http.auth import Memory
-from anima_pipeline.service.http.query import query_string
+from anima_pipeline.service.http.query_params import query_string
 from anima_pipeline.store.archive import ArchiveRecord
 
 HTTP = "agent (HTTP)"  # who asked, in the audit log, when a request does not say
@@ -46,7 +46,7 @@ MemoryId = Annotated[MemoryRef, Path(description="a memory id, e.g. f-12")]
 MessageId = Annotated[str, Path(pattern=r"^(m-)?\d+$", description="m-N as search_messages shows it")]
 
 
-# the request models read from the query string (service/http/query.py)
+# the request models read from the query string (service/http/query_params.py)
 @query_string()
 class ContextQuery(ContextRequest):
     pass

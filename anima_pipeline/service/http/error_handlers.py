@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from anima_pipeline.core.errors import AnimaError, InternalError, ServiceError
 from anima_pipeline.core.validation import field_name
 from anima_pipeline.memory.models import ErrorInfo, ErrorResponse, FieldError
-from anima_pipeline.store.failures import store_failure
+from anima_pipeline.store.driver_errors import store_failure
 
 log = logging.getLogger(__name__)
 
