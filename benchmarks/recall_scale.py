@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     dense = Settings(embedder=os.environ.get("ANIMA_EMBEDDER", "local"))
     embedder = base = None
     if args.vectors and not reuse:
-        from anima_pipeline.embed.embedder import make_embedder
+        from anima_pipeline.embed.provider import make_embedder
 
         embedder = make_embedder(dense)
         base = base_vectors(lines, embedder, args.vectors_from, args.url)
@@ -561,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         results[size] = report(f"{size:>7,} memories, {MESSAGES:,} messages", measure(args.url, asked, modes))
     if args.beside:
         if args.vectors and base is None:
-            from anima_pipeline.embed.embedder import make_embedder
+            from anima_pipeline.embed.provider import make_embedder
 
             embedder = make_embedder(dense)
             base = base_vectors(lines, embedder, args.vectors_from, args.url)

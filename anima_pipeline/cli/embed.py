@@ -24,7 +24,7 @@ def embed(
     interrupted backfill keeps what it did and the same command carries on. Nights embed what
     they write; this catches up on appended messages, a new model, or what a failing embedder
     missed."""
-    from anima_pipeline.embed.embedder import make_embedder
+    from anima_pipeline.embed.provider import make_embedder
     from anima_pipeline.store import vectors
     from anima_pipeline.store.planner_stats import keep_fresh
 

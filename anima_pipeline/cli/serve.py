@@ -24,7 +24,7 @@ def serve(
     under /v1/animas/{anima}/…, each request with `Authorization: Bearer KEY` (anima keys create)."""
     import uvicorn
 
-    from anima_pipeline.embed.embedder import warm_up
+    from anima_pipeline.embed.provider import warm_up
     from anima_pipeline.service.http.app import create_app
 
     db = open_store()
@@ -71,7 +71,7 @@ def mcp(
     try:
         if transport != "stdio":
             err_console.print(f"anima mcp: http://{host}:{port}/mcp (anima {anima!r})")
-        from anima_pipeline.embed.embedder import warm_up
+        from anima_pipeline.embed.provider import warm_up
 
         err_console.print(f"anima mcp: {warm_up(settings())}")  # stderr: stdout is the protocol
         memory = AnimaMemory(db, anima, settings=settings())

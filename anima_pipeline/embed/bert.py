@@ -7,14 +7,19 @@ reproduces sentence-transformers' similarities to four decimals (test_embed).
 
 The layout is Hugging Face's `BertModel` (post-layer-norm, exact erf GELU, absolute
 positions), mean pooling over the attention mask, then L2 normalisation.
+
+numpy is imported where the arrays are computed: embed/provider.py imports the providers on
+every `anima recall`, which must not load numpy when no encoder runs (test_cli_startup).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from anima_pipeline.core.errors import ConfigError
 
@@ -24,6 +29,8 @@ _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     s = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + _P * a)
@@ -36,6 +43,8 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    import numpy as np
+
     mu = x.mean(-1, keepdims=True)
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
     return (x - mu) / np.sqrt(var + eps) * w + b
@@ -66,6 +75,8 @@ class Bert:
     """`encode(ids, mask)` -> mean-pooled, normalised sentence vectors; weights by HF names."""
 
     def __init__(self, config: BertConfig, weights: dict[str, np.ndarray]) -> None:
+        import numpy as np
+
         self.cfg = config
         # sentence-transformers folders store BertModel's names bare; a BertFor* checkpoint prefixes "bert."
         w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in weights.items()}
@@ -84,6 +95,8 @@ class Bert:
         return x @ self.dense[name + ".weight"] + self.w[name + ".bias"]
 
     def encode(self, ids: np.ndarray, mask: np.ndarray, type_ids: np.ndarray | None = None) -> np.ndarray:
+        import numpy as np
+
         cfg, w = self.cfg, self.w
         n, length = ids.shape
         type_ids = np.zeros_like(ids) if type_ids is None else type_ids

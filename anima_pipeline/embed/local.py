@@ -5,6 +5,9 @@ A folder holds config.json, tokenizer.json (read by `tokenizers`), model.safeten
 1_Pooling/config.json (mean pooling is the one supported). The weights' sha256 is checked
 against the known digest for the packaged all-MiniLM-L6-v2, and is part of the model id for
 any other folder, so vectors of two different weight files never share a space.
+
+numpy, tokenizers, safetensors and threadpoolctl load when an encoder is built or runs, not
+when embed/provider.py imports this module (every `anima recall`; test_cli_startup).
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import zipfile
 from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
-
-import numpy as np
-from threadpoolctl import threadpool_limits
+from typing import TYPE_CHECKING
 
 from anima_pipeline.embed.bert import Bert, BertConfig
 from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -92,10 +96,14 @@ class LocalEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         # One BLAS thread: the products are small, and OpenBLAS's spinning threads on a shared
         # machine made a batch ten times slower (measured: 30.4 s against 2.8 s for 64 texts).
+        from threadpoolctl import threadpool_limits
+
         with threadpool_limits(limits=1, user_api="blas"):
             return self._embed(texts)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
             return out

@@ -1,20 +1,25 @@
 """The HTTP provider: an OpenAI-compatible ``POST /v1/embeddings`` server (Ollama, vLLM, TEI,
 OpenAI…). Texts go in batches of `batch`; a timeout, a connection error, a 429 or a 5xx is
 retried with exponential backoff (tenacity) up to `retries` times; a 4xx other than 429 is
-not (the request itself is wrong). The dimension is the first answer's."""
+not (the request itself is wrong). The dimension is the first answer's.
+
+httpx, tenacity and numpy load when an embedder is built or runs, not when embed/provider.py
+imports this module (every `anima recall`; test_cli_startup)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import httpx2 as httpx
-import numpy as np
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+from typing import TYPE_CHECKING
 
 from anima_pipeline.embed.embedder import EmbedderError, normalise
 
+if TYPE_CHECKING:
+    import numpy as np
+
 
 def _retryable(exc: BaseException) -> bool:
+    import httpx2 as httpx
+
     if isinstance(exc, httpx.HTTPStatusError):
         return exc.response.status_code == 429 or exc.response.status_code >= 500
     return isinstance(exc, httpx.TransportError)
@@ -31,6 +36,9 @@ class HttpEmbedder:
         timeout_s: float = 30.0,
         retries: int = 3,
     ) -> None:
+        import httpx2 as httpx
+        from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
         base = url.rstrip("/")
         self.endpoint = base if base.endswith("/embeddings") else base.removesuffix("/v1") + "/v1/embeddings"
         self.model, self.batch = model, batch
@@ -59,6 +67,9 @@ class HttpEmbedder:
         return [d["embedding"] for d in data]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import httpx2 as httpx
+        import numpy as np
+
         rows: list[list[float]] = []
         for s in range(0, len(texts), self.batch):
             chunk = list(texts[s : s + self.batch])

@@ -43,7 +43,7 @@ from anima_pipeline.config import Settings, get_settings
 from anima_pipeline.core.errors import AccessError, Conflict, InputError
 from anima_pipeline.core.types import MemoryType, TargetKind
 from anima_pipeline.core.validation import AnimaId, check, context_of
-from anima_pipeline.embed.embedder import make_embedder
+from anima_pipeline.embed.provider import make_embedder
 from anima_pipeline.llm.contract import Engine, TokenCounter
 from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.memory import forget as forgetting

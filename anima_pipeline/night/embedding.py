@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from anima_pipeline.config import Settings
-from anima_pipeline.embed.embedder import make_embedder
+from anima_pipeline.embed.provider import make_embedder
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Database
 

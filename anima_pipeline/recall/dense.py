@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from anima_pipeline.config import Settings
-from anima_pipeline.embed.embedder import make_embedder, provider_name
+from anima_pipeline.embed.provider import make_embedder, provider_name
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Connection
 

@@ -15,7 +15,8 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.cli.demo import SAMPLE
 from anima_pipeline.config import Settings
-from anima_pipeline.embed.embedder import WHEEL_MODULE, make_embedder
+from anima_pipeline.embed.embedder import WHEEL_MODULE
+from anima_pipeline.embed.provider import make_embedder
 from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.recall.assemble import assemble_context

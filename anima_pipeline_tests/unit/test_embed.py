@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from anima_pipeline.config import Settings
-from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError, make_embedder
+from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError
 from anima_pipeline.embed.local import MINILM_SHA256, LocalEmbedder, load_local, wheel_model_path
+from anima_pipeline.embed.provider import make_embedder
 from anima_pipeline.embed.remote import HttpEmbedder
 from testkit.fake_embeddings_api import DIM, fake_embeddings
 
