@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo
 
 from anima_pipeline.llm.contract import Engine, ToolResult
 from anima_pipeline.night.frame import Night
-from anima_pipeline.night.revert import REVERTED_REASON
 from anima_pipeline.night.steps.light.day_input import render_day, render_memories, strip_tool_blocks
 from anima_pipeline.night.steps.light.plan import semantic_plan
 from anima_pipeline.night.steps.light.step import STEP_SEMANTIC, _run
@@ -31,6 +30,7 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.store.session_rows import Turn, consolidated
+from anima_pipeline.store.undo import REVERTED_REASON
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 

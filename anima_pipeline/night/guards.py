@@ -34,6 +34,7 @@ from typing import Literal
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import NightError
+from anima_pipeline.night.revert import revert_events
 from anima_pipeline.store.archive import day_chars
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit, status_changes_of_night, status_changes_of_step, step_growth
@@ -272,6 +273,4 @@ def undo_night(conn: Connection, anima_id: str, day: date, run_id: str, revert_r
     """Undo what `run_id` wrote for (anima, day) — the earlier steps of a night whose loss guard
     tripped — by the audit-log replay of `anima revert`, audited under `revert_run_id`; their
     sleep_state rows go, so re-running the same command redoes them."""
-    from anima_pipeline.night.revert import revert_events
-
     return revert_events(conn, run_id, revert_run_id, anima_id=anima_id, day=day)

@@ -28,9 +28,8 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import WRITABLE, MemoryRepo
-from anima_pipeline.store.stale_conversations import conversation_exists
-
-REVERTED_REASON = "reverted run"  # prefix of deprecated_reason; light sleep may learn these facts again
+from anima_pipeline.store.stale_conversations import conversation_exists, restore_conversation
+from anima_pipeline.store.undo import REVERTED_REASON
 
 
 class RevertError(InputError):
@@ -155,8 +154,6 @@ def _undo(conn: Connection, e: dict, audit: Audit, run_id: str) -> str:
         audit.record("message", e["memory_id"], "revert", after, None)
         return "messages_unhidden"
     if table == "conversation" and e["op"] == "delete":
-        from anima_pipeline.night.steps.cleanup.step import restore_conversation
-
         if conversation_exists(conn, e["anima_id"], e["memory_id"]):
             return "already_restored"
         restore_conversation(conn, e["id"], audit)

@@ -1,7 +1,8 @@
 """What conversation cleanup (night/steps/cleanup/step.py) reads, deletes and puts back: the stale
 conversations that never became a dialogue, a conversation whole (row, messages, citations)
 as its deletion event records it, and the inserts that restore it from that record. The
-caller audits every write."""
+caller audits every write, except `restore_conversation` (what `anima revert`, night/revert.py,
+runs for a deleted conversation), which audits its own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.store.db import Connection, one
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.events import event as memory_event
+
+RESTORE_STEP = "conversations/restored"
 
 # The seed's table, in the order it is read: the first matching rule names the deletion.
 _RULE_SQL = """
@@ -160,3 +166,43 @@ def insert_reference(conn: Connection, r: dict[str, Any]) -> int:
             r["memory_id"],
         ),
     ).rowcount
+
+
+def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = None) -> dict[str, Any]:
+    """Re-insert a conversation deleted by cleanup, from its memory_event (the revert story).
+
+    Message ids are kept (OVERRIDING SYSTEM VALUE), so citations and anything else that
+    names a message still point at it. The restore is itself audited (op 'restore').
+    Raises InputError when the event is not a cleanup deletion or the conversation exists.
+    """
+    event = memory_event(conn, event_id)
+    if event is None or event["table_name"] != "conversation" or event["op"] != "delete":
+        raise InputError(f"memory_event {event_id} is not a deleted conversation")
+    before = event["before"] or {}
+    conv = before.get("conversation")
+    if not conv:
+        raise InputError(f"memory_event {event_id} holds no conversation row to restore")
+    if conversation_exists(conn, conv["anima_id"], conv["id"]):
+        raise InputError(f"conversation {conv['id']} of anima {conv['anima_id']} exists; nothing to restore")
+    row = insert_conversation(conn, conv)
+    for m in before.get("messages", []):
+        insert_message(conn, m)
+    restored_refs = 0
+    for r in before.get("references", []):
+        # A memory may have been forgotten (physically deleted) since: skip its citation.
+        restored_refs += insert_reference(conn, r)
+    audit = audit or Audit(
+        conn=conn,
+        anima_id=conv["anima_id"],
+        run_id=f"restore-{event_id}",
+        step=RESTORE_STEP,
+        day=event["day"],
+    )
+    after = {
+        "conversation": row,
+        "messages": len(before.get("messages", [])),
+        "references": restored_refs,
+        "from_event": event_id,
+    }
+    audit.for_anima(conv["anima_id"]).record("conversation", conv["id"], "restore", None, after)
+    return row

@@ -13,6 +13,9 @@ from psycopg.types.json import Jsonb
 from anima_pipeline.core.errors import InternalError
 from anima_pipeline.store.db import Connection
 
+# The prefix of the deprecated_reason an undo gives a memory the run created: light sleep and
+# the agent's flush may learn such a fact again (a reverted run's knowledge was not refused).
+REVERTED_REASON = "reverted run"
 # The layers whose rows an undo sets back column by column (derived, one per period).
 DERIVED = ("temporal_summary", "dream_journal")
 # The layers an undo gives back their status (deprecated, never deleted).

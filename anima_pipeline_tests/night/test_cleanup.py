@@ -9,8 +9,9 @@ import pytest
 
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night
-from anima_pipeline.night.steps.cleanup.step import animas_for, cleanup, restore_conversation
+from anima_pipeline.night.steps.cleanup.step import animas_for, cleanup
 from anima_pipeline.store.db import Connection
+from anima_pipeline.store.stale_conversations import restore_conversation
 
 DAY = date(2026, 11, 16)
 

@@ -8,15 +8,12 @@ recent one is kept until a later night, because a "new conversation" opened at 2
 still get its first message.
 
 Deletion is never a loss: each deleted conversation is recorded in memory_event with the
-conversation row, all its messages and their citations, and `restore_conversation` puts it
-back from that event.
+conversation row, all its messages and their citations, and `restore_conversation`
+(store/stale_conversations.py, what `anima revert` runs) puts it back from that event.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.steps.cleanup.preview import CHANGES
@@ -24,10 +21,8 @@ from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.store import stale_conversations as store
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline.store.events import event as memory_event
 
 STEP = StepKey.CLEANED
-RESTORE_STEP = "conversations/restored"
 STALE_HOURS = 24
 DETAIL_IDS = 200  # how many deleted ids the step result lists (the audit has all of them)
 
@@ -89,46 +84,6 @@ def _delete(conn: Connection, audit: Audit, anima_id: str, conv_id: str) -> str 
     # Messages and their memory_reference rows go with the conversation (ON DELETE CASCADE).
     store.delete_conversation(conn, anima_id, conv_id)
     return rule
-
-
-def restore_conversation(conn: Connection, event_id: int, audit: Audit | None = None) -> dict[str, Any]:
-    """Re-insert a conversation deleted by cleanup, from its memory_event (the revert story).
-
-    Message ids are kept (OVERRIDING SYSTEM VALUE), so citations and anything else that
-    names a message still point at it. The restore is itself audited (op 'restore').
-    Raises InputError when the event is not a cleanup deletion or the conversation exists.
-    """
-    event = memory_event(conn, event_id)
-    if event is None or event["table_name"] != "conversation" or event["op"] != "delete":
-        raise InputError(f"memory_event {event_id} is not a deleted conversation")
-    before = event["before"] or {}
-    conv = before.get("conversation")
-    if not conv:
-        raise InputError(f"memory_event {event_id} holds no conversation row to restore")
-    if store.conversation_exists(conn, conv["anima_id"], conv["id"]):
-        raise InputError(f"conversation {conv['id']} of anima {conv['anima_id']} exists; nothing to restore")
-    row = store.insert_conversation(conn, conv)
-    for m in before.get("messages", []):
-        store.insert_message(conn, m)
-    restored_refs = 0
-    for r in before.get("references", []):
-        # A memory may have been forgotten (physically deleted) since: skip its citation.
-        restored_refs += store.insert_reference(conn, r)
-    audit = audit or Audit(
-        conn=conn,
-        anima_id=conv["anima_id"],
-        run_id=f"restore-{event_id}",
-        step=RESTORE_STEP,
-        day=event["day"],
-    )
-    after = {
-        "conversation": row,
-        "messages": len(before.get("messages", [])),
-        "references": restored_refs,
-        "from_event": event_id,
-    }
-    audit.for_anima(conv["anima_id"]).record("conversation", conv["id"], "restore", None, after)
-    return row
 
 
 DECLARED = (

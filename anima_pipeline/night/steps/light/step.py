@@ -13,7 +13,6 @@ from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolCall, Usage
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
 from anima_pipeline.night.prefix import DAY_FAMILY, day_prefix, day_transcript, identity_as_found
-from anima_pipeline.night.revert import REVERTED_REASON
 from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.framing import input_chars
 from anima_pipeline.night.steps.light import preview
@@ -43,6 +42,7 @@ from anima_pipeline.store.erasure import corrected_wordings
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AnchorRepo, AutobiographyRepo, SelfBlockRepo
 from anima_pipeline.store.memories import MemoryRepo
+from anima_pipeline.store.undo import REVERTED_REASON
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
