@@ -92,7 +92,7 @@ def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps,
     """`anima sleep --estimate`: one table per night and the run's total, nothing sent."""
     from anima_pipeline.defs.night.assets import parse_shard
     from anima_pipeline.night.estimate import estimate_run
-    from anima_pipeline.night.runner import select_steps
+    from anima_pipeline.night.registry import select_steps
 
     s = settings()
     keys = [d.key for d in select_steps(steps)]

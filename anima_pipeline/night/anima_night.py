@@ -11,11 +11,10 @@ commits with its own sleep_state row, so finished steps are skipped).
 from __future__ import annotations
 
 import logging
-import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import psycopg
 from psycopg.rows import dict_row
@@ -25,6 +24,7 @@ from anima_pipeline.core.errors import NightError
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.night import failpoints
 from anima_pipeline.night.embedding import embed_night
+from anima_pipeline.night.failure_kinds import AnimaFailure, NightBusy, failure
 from anima_pipeline.night.frame import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Connection, Database
@@ -34,59 +34,11 @@ logger = logging.getLogger(__name__)
 NIGHT = sleep_state.NIGHT
 
 
-class NightBusy(NightError):
-    """Another run, still alive (its lease is being renewed), is working on this night."""
-
-
-@dataclass
-class AnimaFailure:
-    """Why one anima's night stopped: at `step` (a step key, or 'night' for the night itself:
-    order guard, a busy night, the store), with what it had spent."""
-
-    anima_id: str
-    step: str
-    cause: BaseException
-    usage: Usage = field(default_factory=Usage)
-    transient: bool = False
-    recorded: bool = True  # the night row says failed (False: the worker died before it could)
-
-    def describe(self) -> str:
-        return f"{self.anima_id} at {self.step}: {type(self.cause).__name__}: {self.cause}"
-
-
 @dataclass
 class AnimaOutcome:
     anima_id: str
     results: list[StepResult]
     failure: AnimaFailure | None = None
-
-
-def usage_of(exc: BaseException) -> Usage:
-    spent = getattr(exc, "usage", None)
-    return spent if isinstance(spent, Usage) else Usage()
-
-
-def _portable(exc: BaseException) -> BaseException:
-    """The exception itself when it survives pickling (a worker process hands it back), else
-    a RuntimeError with its type and message."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except (pickle.PicklingError, TypeError, AttributeError, ValueError):
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
-def failure(anima_id: str, step: str, exc: BaseException, *, recorded: bool = True) -> AnimaFailure:
-    from anima_pipeline.night.runner import is_transient
-
-    return AnimaFailure(
-        anima_id=anima_id,
-        step=step,
-        cause=_portable(exc),
-        usage=usage_of(exc),
-        transient=is_transient(exc),
-        recorded=recorded,
-    )
 
 
 def _claim(db: Database, night: Night, anima_id: str, lease_s: float, stats: dict) -> dict | None:

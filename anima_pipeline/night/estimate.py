@@ -30,7 +30,7 @@ from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.llm.prompt_cost import Conversation, price, tokens
 from anima_pipeline.night import prefix
 from anima_pipeline.night.frame import Mode, Night, scheduled_mode
-from anima_pipeline.night.registry import STEPS, plan_day
+from anima_pipeline.night.registry import STEPS, in_shard, plan_day
 from anima_pipeline.night.steps.deep.prompt import ROUNDS, deep_system
 from anima_pipeline.night.steps.dream.prompt import DREAM
 from anima_pipeline.night.steps.framing import system_blocks
@@ -208,8 +208,6 @@ def estimate_night(
 ) -> NightEstimate:
     """The expected tokens and dollars per step of one night, from the stores as they are.
     Without `force`, steps already done that day cost nothing (the runner skips them)."""
-    from anima_pipeline.night.runner import in_shard
-
     night = Night(day=day, engine=_NoEngine(), tz=settings.tz, mode=mode)
     with db.transaction() as conn:
         plan = plan_day(conn, night)

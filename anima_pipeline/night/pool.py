@@ -25,10 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from anima_pipeline.config import Settings
+from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import Engine
-from anima_pipeline.llm.factory import engine_class
-from anima_pipeline.night.anima_night import NIGHT, AnimaOutcome, failure, run_anima_night
+from anima_pipeline.llm.factory import engine_class, make_engine
+from anima_pipeline.night.anima_night import NIGHT, AnimaOutcome, run_anima_night
+from anima_pipeline.night.failure_kinds import failure
 from anima_pipeline.night.frame import Night, StepResult
+from anima_pipeline.night.registry import step_functions
 from anima_pipeline.store.db import Database
 
 PROCESS_MIN = 8  # busy animas in a day from which worker processes pay for their start
@@ -163,9 +166,6 @@ def _night_spec(night: Night) -> dict[str, Any]:
 
 
 def _init_worker(url: str, settings: Settings, parent: int) -> None:
-    from anima_pipeline.llm.budget import Budget
-    from anima_pipeline.llm.factory import make_engine
-
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
     _worker["db"] = Database(url, max_size=2)
     _worker["engine"] = make_engine(settings, Budget.from_settings(settings))
@@ -181,8 +181,6 @@ def _exit_with(parent: int) -> None:
 
 
 def _work(spec: dict[str, Any], t: Task, lease_s: float) -> AnimaOutcome:
-    from anima_pipeline.night.runner import step_functions
-
     night = Night(engine=_worker["engine"], **spec)
     return run_anima_night(
         _worker["db"],

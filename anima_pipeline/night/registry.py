@@ -9,12 +9,14 @@ sequentially, the dependencies hold trivially; the Dagster asset graph states th
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable, Iterable
 from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from anima_pipeline.core.errors import InputError
-from anima_pipeline.core.steps import STEP_ORDER, StepKey
-from anima_pipeline.night.frame import Night
+from anima_pipeline.core.steps import STEP_ORDER, StepKey, parse_steps
+from anima_pipeline.night.frame import Night, StepResult
 from anima_pipeline.night.steps.cleanup import step as cleanup
 from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.deep import step as deep_sleep
@@ -77,3 +79,24 @@ def day_range(first: date, last: date) -> list[date]:
     if last < first:
         raise InputError(f"--to {last} is before --from {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
+    """The selected steps in registry (DAG) order; all of them for None. Unknown keys are an
+    error naming the valid ones."""
+    if steps is None:
+        return list(STEPS)
+    return [BY_KEY[k] for k in parse_steps(steps)]
+
+
+def step_functions(steps: Iterable[str] | None) -> dict[str, Callable[..., StepResult]]:
+    """The registry's functions of the selected steps (read at call time, so a test that
+    swaps a step's `run` is honoured)."""
+    return {s.key: s.run for s in select_steps(steps)}
+
+
+def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
+    """Whether `anima_id` belongs to shard (index, count): crc32 of its id mod count, stable
+    across processes and machines (unlike hash())."""
+    index, count = shard
+    return zlib.crc32(anima_id.encode()) % count == index

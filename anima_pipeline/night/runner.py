@@ -18,21 +18,29 @@ from __future__ import annotations
 
 import logging
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
 from typing import Any
 
 from anima_pipeline.config import Settings
-from anima_pipeline.core.errors import NightError
-from anima_pipeline.core.steps import STEP_ORDER, parse_steps
-from anima_pipeline.llm.contract import Engine, Usage
-from anima_pipeline.night.anima_night import AnimaFailure, Heartbeat, end_unrecorded
+from anima_pipeline.core.steps import STEP_ORDER
+from anima_pipeline.llm.budget import Budget
+from anima_pipeline.llm.contract import Engine
+from anima_pipeline.llm.factory import make_engine
+from anima_pipeline.night.anima_night import Heartbeat, end_unrecorded
+from anima_pipeline.night.estimate import estimate_run, refuse_over_budget
+from anima_pipeline.night.failure_kinds import AnimaFailure, NightFailed, NightOrderError
 from anima_pipeline.night.frame import Mode, Night, StepResult, scheduled_mode
 from anima_pipeline.night.guards import GrowthLimits, LossLimits
 from anima_pipeline.night.pool import AnimaPool, Task, default_workers
-from anima_pipeline.night.registry import BY_KEY, NIGHT_MARKER, STEPS, plan_day
-from anima_pipeline.night.steps.declaration import StepDef
+from anima_pipeline.night.registry import (
+    NIGHT_MARKER,
+    STEPS,
+    in_shard,
+    plan_day,
+    select_steps,
+    step_functions,
+)
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.planner_stats import NIGHT_TABLES, VECTOR_TABLES, keep_fresh
@@ -45,67 +53,6 @@ logger = logging.getLogger(__name__)
 OnStep = Callable[[Night, str, list[StepResult]], None]
 # on_night(night, results): called once per day after the whole night finished.
 OnNight = Callable[[Night, list[StepResult]], None]
-
-
-class NightOrderError(NightError):
-    """An anima's day D was refused because its night of D-1 is failed or not over."""
-
-    def __init__(self, day: date, anima_id: str, previous: dict) -> None:
-        self.day = day
-        self.anima_id = anima_id
-        self.previous_day = previous["day"]
-        self.previous_status = previous["status"]
-        self.previous_run_id = previous.get("run_id")
-        if previous["status"] == sleep_state.FAILED:
-            state, hint = "failed", "re-run that day first"
-        elif previous.get("alive"):
-            state, hint = "still running", "wait for that run to finish"
-        else:
-            state, hint = "interrupted (its run is gone)", "re-run that day to take it over"
-        super().__init__(
-            f"night of {day} for anima {anima_id} not started: its night of {self.previous_day} is "
-            f"{state} (run {self.previous_run_id}); {hint}, or force this run "
-            f"(Dagster run config force: true, CLI --force) to run {day} anyway"
-        )
-
-
-class NightFailed(NightError):
-    """One or more animas' nights failed on `day`. Each failed step's writes were rolled back;
-    earlier steps, the other animas and earlier days stay done. `failures` has every failed
-    anima, step and cause; `step`, `anima_id` and `cause` are the first's, `usage` the sum of
-    what the failed steps had spent."""
-
-    def __init__(self, day: date, failures: Sequence[AnimaFailure], results: list[StepResult]) -> None:
-        self.day = day
-        self.failures = list(failures)
-        self.results = results  # what finished this day, every anima
-        first = self.failures[0]
-        self.step = first.step
-        self.anima_id: str | None = first.anima_id
-        self.cause = first.cause
-        self.usage: Usage = sum((f.usage for f in self.failures), Usage())
-        if len(self.failures) == 1:
-            who = f" for anima {first.anima_id}" if first.anima_id else ""
-            msg = f"{first.step}{who} on {day} failed: {type(first.cause).__name__}: {first.cause}"
-        else:
-            msg = f"the night of {day} failed for {len(self.failures)} animas: " + "; ".join(
-                f.describe() for f in self.failures
-            )
-        super().__init__(msg)
-
-
-def select_steps(steps: Iterable[str] | None) -> list[StepDef]:
-    """The selected steps in registry (DAG) order; all of them for None. Unknown keys are an
-    error naming the valid ones."""
-    if steps is None:
-        return list(STEPS)
-    return [BY_KEY[k] for k in parse_steps(steps)]
-
-
-def step_functions(steps: Iterable[str] | None) -> dict[str, Callable[..., StepResult]]:
-    """The registry's functions of the selected steps (read at call time, so a test that
-    swaps a step's `run` is honoured)."""
-    return {s.key: s.run for s in select_steps(steps)}
 
 
 def run_night(
@@ -190,17 +137,8 @@ def _budget_guard(
     budget = engine.budget
     if not engine.priced or budget is None or budget.max_usd is None:
         return
-    from anima_pipeline.night.estimate import estimate_run, refuse_over_budget
-
     estimates = estimate_run(db, settings, days, mode, animas, steps, force=force, shard=shard)
     refuse_over_budget(estimates, budget.max_usd - budget.spent.cost_usd)
-
-
-def in_shard(anima_id: str, shard: tuple[int, int]) -> bool:
-    """Whether `anima_id` belongs to shard (index, count): crc32 of its id mod count, stable
-    across processes and machines (unlike hash())."""
-    index, count = shard
-    return zlib.crc32(anima_id.encode()) % count == index
 
 
 def _index(step: str) -> int:
@@ -232,9 +170,6 @@ def run_days(
     of cores) and one heartbeat serve the whole run. Raises NightFailed at the end of the
     first day on which any anima failed or was refused by the order rule (the later days are
     not run)."""
-    from anima_pipeline.llm.budget import Budget
-    from anima_pipeline.llm.factory import make_engine
-
     ordered = sorted(set(days))
     keys = [s.key for s in select_steps(steps)]
     fns = step_functions(keys)
@@ -348,30 +283,3 @@ def summarize(results: Sequence[StepResult]) -> dict[str, int | float]:
     out["animas"] = len({r.anima_id for r in results})
     out["already_done"] = sum(1 for r in results if r.status == "skipped")
     return {**out, **dict(sorted(extra.items()))}
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether the night should be retried: lost database connections, serialization
-    failures, deadlocks. One owner per failure kind: an API overload (429/529/5xx/timeout) is
-    retried per request by the engine (tenacity, ANIMA_LLM_MAX_RETRIES with capped waits), so
-    its RetriesExhausted is final here, as are budget, configuration, refusals, bad tool calls
-    and ordering errors: a retry would fail the same way (or spend more)."""
-    import psycopg
-
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, NightFailed):  # a retry helps only if every failure could pass
-            return all(f.transient for f in cur.failures)
-        if isinstance(
-            cur,
-            psycopg.OperationalError
-            | psycopg.errors.SerializationFailure
-            | psycopg.errors.DeadlockDetected
-            | ConnectionError
-            | TimeoutError,
-        ):
-            return True
-        cur = cur.__cause__ or cur.__context__
-    return False

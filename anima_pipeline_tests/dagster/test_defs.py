@@ -23,7 +23,7 @@ from anima_pipeline.defs.night.partitions import night_partitions
 from anima_pipeline.defs.night.resources import EngineResource, build_resources
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded, RetriesExhausted
-from anima_pipeline.night import runner
+from anima_pipeline.night import failure_kinds, registry, runner
 from anima_pipeline.night.frame import StepResult
 from anima_pipeline.night.registry import STEPS
 
@@ -457,11 +457,11 @@ def test_dagster_cli_validates_the_workspace(db_url: str, tmp_path: Path) -> Non
 
 
 def test_select_steps_keeps_registry_order() -> None:
-    picked = runner.select_steps(["dreams/journal", "conversations/cleaned", "semantic_memory/merged"])
+    picked = registry.select_steps(["dreams/journal", "conversations/cleaned", "semantic_memory/merged"])
     assert [s.key for s in picked] == ["conversations/cleaned", "semantic_memory/merged", "dreams/journal"]
-    assert [s.key for s in runner.select_steps(None)] == list(STEP_ORDER)
+    assert [s.key for s in registry.select_steps(None)] == list(STEP_ORDER)
     with pytest.raises(ValueError, match="unknown step"):
-        runner.select_steps(["semantic_memory/typo"])
+        registry.select_steps(["semantic_memory/typo"])
 
 
 def test_summarize_sums_over_animas() -> None:
@@ -505,22 +505,21 @@ def test_summarize_sums_over_animas() -> None:
 
 def test_transient_errors_are_the_only_retried_ones() -> None:
     day = date(2026, 11, 28)
-    from anima_pipeline.night.anima_night import failure
-
+    failure = failure_kinds.failure
     step = "semantic_memory/extracted"
-    budget = runner.NightFailed(day, [failure("a", step, BudgetExceeded("spent", step="x"))], [])
-    overload = runner.NightFailed(day, [failure("a", step, RetriesExhausted("529", step="x"))], [])
-    both = runner.NightFailed(
+    budget = failure_kinds.NightFailed(day, [failure("a", step, BudgetExceeded("spent", step="x"))], [])
+    overload = failure_kinds.NightFailed(day, [failure("a", step, RetriesExhausted("529", step="x"))], [])
+    both = failure_kinds.NightFailed(
         day,
         [failure("a", step, RetriesExhausted("529", step="x")), failure("b", step, BudgetExceeded("spent"))],
         [],
     )
-    lost = runner.NightFailed(day, [failure("a", step, psycopg.OperationalError("server closed"))], [])
-    assert not runner.is_transient(budget)
-    assert not runner.is_transient(overload)  # the engine retried it per request already
-    assert runner.is_transient(lost)  # a lost database connection is the night's to retry
-    assert not runner.is_transient(both)  # a retry would spend again on the budget failure
-    assert not runner.is_transient(ValueError("bad setting"))
+    lost = failure_kinds.NightFailed(day, [failure("a", step, psycopg.OperationalError("server closed"))], [])
+    assert not failure_kinds.is_transient(budget)
+    assert not failure_kinds.is_transient(overload)  # the engine retried it per request already
+    assert failure_kinds.is_transient(lost)  # a lost database connection is the night's to retry
+    assert not failure_kinds.is_transient(both)  # a retry would spend again on the budget failure
+    assert not failure_kinds.is_transient(ValueError("bad setting"))
 
 
 def test_launch_refuses_days_that_are_not_over() -> None:

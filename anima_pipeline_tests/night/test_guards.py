@@ -233,7 +233,7 @@ def test_a_tripped_night_guard_in_run_days_fails_that_night_and_holds_the_next_d
     """Through the real night loop (pool, night rows): with a night share that allows no loss,
     the first step of 2026-11-19 that retires a memory of earlier nights trips the night guard;
     the earlier steps of that night are undone, its night row says failed, 2026-11-20 waits."""
-    from anima_pipeline.night.runner import NightFailed
+    from anima_pipeline.night.failure_kinds import NightFailed
 
     sample = Path(__file__).resolve().parents[2] / "anima_pipeline" / "sample" / "week.archive.jsonl"
     with db.transaction() as conn:
@@ -367,7 +367,7 @@ def active_count(db: Database) -> int:
 def test_a_flood_of_created_memories_is_rolled_back_by_the_growth_guard(
     db: Database, db_url: str, tmp_path: Path
 ) -> None:
-    from anima_pipeline.night.runner import NightFailed
+    from anima_pipeline.night.failure_kinds import NightFailed
 
     import_day(db, DAY)
     with FakeMessagesAPI(responder=flooding, min_cache_tokens=None) as fake:

@@ -18,7 +18,7 @@ import pytest
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.failures import BudgetExceeded
-from anima_pipeline.night import runner
+from anima_pipeline.night import failure_kinds, registry, runner
 from anima_pipeline.night.frame import run_step
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
@@ -65,15 +65,15 @@ def test_a_failed_anima_night_does_not_wedge_that_anima(
     """Issue 11 item 1: `anima sleep --anima kai` failing on D used to leave D recorded so that
     every later night of kai was refused, --day D and --force included."""
     fault(monkeypatch, action="fail", at="before_step", step="dreams/journal", day=str(D), anima="kai")
-    with pytest.raises(runner.NightFailed) as failed:
+    with pytest.raises(failure_kinds.NightFailed) as failed:
         runner.run_days(store, settings, [D, D + timedelta(days=1)], animas=["kai"], run_id="run-1")
     assert failed.value.day == D and failed.value.step == "dreams/journal"
     assert nights(store, "kai")[D]["status"] == "failed"
     faults.install(monkeypatch, "")  # no fault from here on
     # the next day alone is refused over the failed one, naming it
-    with pytest.raises(runner.NightFailed) as refused:
+    with pytest.raises(failure_kinds.NightFailed) as refused:
         runner.run_days(store, settings, [D + timedelta(days=1)], animas=["kai"], run_id="run-2")
-    assert isinstance(refused.value.cause, runner.NightOrderError)
+    assert isinstance(refused.value.cause, failure_kinds.NightOrderError)
     assert "2026-12-02" in str(refused.value) and "kai" in str(refused.value)
     # the same command again carries on: D is redone from where it failed, then D+1
     runner.run_days(store, settings, [D, D + timedelta(days=1)], animas=["kai"], run_id="run-3")
@@ -88,7 +88,7 @@ def test_a_failed_anima_night_does_not_wedge_that_anima(
 
 def test_force_and_day_clear_what_they_redo(store: Database, settings: Settings, monkeypatch) -> None:
     fault(monkeypatch, action="fail", at="in_step", step="semantic_memory/merged", day=str(D), anima="kai")
-    with pytest.raises(runner.NightFailed):
+    with pytest.raises(failure_kinds.NightFailed):
         runner.run_days(store, settings, [D], animas=["kai"], run_id="run-1")
     faults.install(monkeypatch, "")  # no fault from here on
     runner.run_days(store, settings, [D], animas=["kai"], force=True, run_id="run-forced")
@@ -112,7 +112,7 @@ def test_a_night_whose_run_is_gone_is_taken_over(
 def test_a_live_run_is_waited_for_then_reported_busy(store: Database, settings: Settings) -> None:
     with store.transaction() as conn:  # another run holds kai's night and keeps renewing it
         sleep_state.claim_night(conn, "kai", D, "run-alive", 3600.0, {})
-    with pytest.raises(runner.NightFailed) as busy:
+    with pytest.raises(failure_kinds.NightFailed) as busy:
         runner.run_days(store, settings, [D], run_id="run-second")
     assert [(f.anima_id, type(f.cause).__name__) for f in busy.value.failures] == [("kai", "NightBusy")]
     assert "run-alive" in str(busy.value)
@@ -139,7 +139,7 @@ def test_a_failed_step_records_what_it_spent(store: Database, settings: Settings
         return run_step(db, night, anima_id, "dreams/journal", body)
 
     monkeypatch.setattr(cycle.BY_KEY["dreams/journal"], "run", over_budget)
-    with pytest.raises(runner.NightFailed) as failed:
+    with pytest.raises(failure_kinds.NightFailed) as failed:
         runner.run_days(store, settings, [D], run_id="run-budget")
     assert failed.value.usage.cost_usd == pytest.approx(2 * 0.0123)  # both animas spent it
     with store.transaction() as conn:
@@ -153,7 +153,7 @@ def test_a_failed_step_records_what_it_spent(store: Database, settings: Settings
 
 def test_one_anima_failing_does_not_stop_the_others(store: Database, settings: Settings, monkeypatch) -> None:
     fault(monkeypatch, action="fail", at="before_step", step="semantic_memory/split", day=str(D), anima="kai")
-    with pytest.raises(runner.NightFailed) as failed:
+    with pytest.raises(failure_kinds.NightFailed) as failed:
         runner.run_days(store, settings, [D], run_id="run-1")
     assert [(f.anima_id, f.step) for f in failed.value.failures] == [("kai", "semantic_memory/split")]
     assert "FaultInjected" in str(failed.value)
@@ -172,7 +172,7 @@ def test_one_anima_failing_does_not_stop_the_others(store: Database, settings: S
 
 def test_every_failed_anima_is_named(store: Database, settings: Settings, monkeypatch) -> None:
     fault(monkeypatch, action="fail", at="before_step", step="dreams/journal", day=str(D))
-    with pytest.raises(runner.NightFailed) as failed:
+    with pytest.raises(failure_kinds.NightFailed) as failed:
         runner.run_days(store, settings, [D], run_id="run-1")
     assert [(f.anima_id, f.step) for f in failed.value.failures] == [
         ("kai", "dreams/journal"),
@@ -194,7 +194,7 @@ def test_idle_animas_are_recorded_skipped_in_one_go(store: Database, settings: S
 
 def test_a_shard_records_only_its_own_idle_animas(store: Database, settings: Settings) -> None:
     quiet = date(2026, 12, 3)
-    assert runner.in_shard("kai", (0, 5)) and runner.in_shard("yue", (4, 5))  # crc32 mod 5
+    assert registry.in_shard("kai", (0, 5)) and registry.in_shard("yue", (4, 5))  # crc32 mod 5
     runner.run_days(store, settings, [quiet], run_id="shard-0", shard=(0, 5))
     assert quiet in nights(store, "kai") and quiet not in nights(store, "yue")  # yue is shard 4's
     runner.run_days(store, settings, [quiet], run_id="shard-4", shard=(4, 5))
@@ -281,7 +281,7 @@ def test_worker_processes_run_the_others_and_name_every_failure(
 ) -> None:
     # the fault hook reaches the worker processes through their environment and path
     fault(monkeypatch, action="fail", at="before_step", step="semantic_memory/merged", anima="a2|a5")
-    with pytest.raises(runner.NightFailed) as failed:
+    with pytest.raises(failure_kinds.NightFailed) as failed:
         runner.run_days(db, settings, [D], workers=2, run_id="run-1")
     assert [(f.anima_id, f.step) for f in failed.value.failures] == [
         ("a2", "semantic_memory/merged"),

@@ -155,7 +155,7 @@ def test_max_turns_bound_raises_instead_of_silently_succeeding() -> None:
         assert len(fake.requests) == 2
     assert "'dedupe'" in str(exc.value) and "max_turns=2" in str(exc.value)
     assert "executed before: search x1" in str(exc.value)  # what was done, for the operator
-    from anima_pipeline.night.runner import is_transient
+    from anima_pipeline.night.failure_kinds import is_transient
 
     assert not is_transient(exc.value)  # deterministic: Dagster must not retry it
     assert runner.calls == [("search", {"q": "0"})]  # the last turn's call was not executed

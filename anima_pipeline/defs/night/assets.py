@@ -28,7 +28,7 @@ Checks: check specs of this asset, evaluated by the body on its own connection (
 a blocking one stops the night.
 
 Retries: the database's transient failures only (a lost connection, a deadlock), requested
-by the body; the API's are the engine's to retry, per request (runner.is_transient). A termination (SIGINT / SIGTERM, the UI's Terminate)
+by the body; the API's are the engine's to retry, per request (night/failure_kinds.py's is_transient). A termination (SIGINT / SIGTERM, the UI's Terminate)
 rolls back the step in progress, marks the run canceling and is never retried.
 """
 
@@ -53,7 +53,7 @@ from anima_pipeline.defs.night.metadata import step_metadata
 from anima_pipeline.defs.night.partitions import partition_day
 from anima_pipeline.defs.night.resources import EngineResource, MemoryStoreResource
 from anima_pipeline.llm.factory import engine_class
-from anima_pipeline.night import runner
+from anima_pipeline.night import failure_kinds, runner
 from anima_pipeline.night.frame import Night, StepResult
 from anima_pipeline.night.registry import STEPS
 from anima_pipeline.night.steps.declaration import StepDef
@@ -110,7 +110,7 @@ def night_specs() -> list[dg.AssetSpec]:
     ]
 
 
-# Transient failures only (runner.is_transient), requested by the body with RetryRequested.
+# Transient failures only (night/failure_kinds.py's is_transient), requested by the body with RetryRequested.
 # Not the op's retry_policy: Dagster 1.13 applies an op's retry policy to interrupts too
 # (SIGINT / SIGTERM / "Terminate" would restart the night), see plan/utils.py there.
 RETRY_POLICY = dg.RetryPolicy(
@@ -147,7 +147,7 @@ class NightConfig(dg.Config):
 
 def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
     md: dict[str, Any] = {"run_id": dg.MetadataValue.text(context_run_id)}
-    if isinstance(exc, runner.NightFailed):
+    if isinstance(exc, failure_kinds.NightFailed):
         md.update(
             day=dg.MetadataValue.text(exc.day.isoformat()),
             step=dg.MetadataValue.text(str(exc.step)),
@@ -159,8 +159,8 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
             cost_usd=dg.MetadataValue.float(exc.usage.cost_usd),
             failed_animas=dg.MetadataValue.text(", ".join(f.describe() for f in exc.failures)[:4000]),
         )
-    order = exc.cause if isinstance(exc, runner.NightFailed) else exc
-    if isinstance(order, runner.NightOrderError):
+    order = exc.cause if isinstance(exc, failure_kinds.NightFailed) else exc
+    if isinstance(order, failure_kinds.NightOrderError):
         md.update(
             day=dg.MetadataValue.text(order.day.isoformat()),
             previous_day=dg.MetadataValue.text(order.previous_day.isoformat()),
@@ -172,7 +172,7 @@ def failure_metadata(exc: BaseException, context_run_id: str) -> dict[str, Any]:
             day=dg.MetadataValue.text(exc.day.isoformat()),
             check=dg.MetadataValue.text(str(exc.result.check_name)),
         )
-    if not isinstance(exc, runner.NightFailed | runner.NightOrderError):
+    if not isinstance(exc, failure_kinds.NightFailed | failure_kinds.NightOrderError):
         md.update(
             cause=dg.MetadataValue.text(type(exc).__name__), error=dg.MetadataValue.text(str(exc)[:4000])
         )
@@ -378,7 +378,7 @@ def _night_body(
         with deferred_interrupts():
             _log_checks(context, check_results)
         if (
-            runner.is_transient(exc)
+            failure_kinds.is_transient(exc)
             and context.retry_number < RETRY_POLICY.max_retries
             and not _stopped_by_operator(settings)
         ):

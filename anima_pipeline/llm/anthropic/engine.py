@@ -17,7 +17,7 @@ Stop reasons, as the Messages API documents them:
 - `refusal`: fails with `Refused`; nothing of that answer is executed.
 - `pause_turn`: the assistant content goes back as is and the turn continues.
 - `model_context_window_exceeded`: fails with `ContextTooLarge`.
-All these failures are deterministic for the input, so `runner.is_transient` says no and
+All these failures are deterministic for the input, so `is_transient` (night/failure_kinds.py) says no and
 Dagster does not retry them. The API's transient failures are retried here and only here
 (tenacity below); `RetriesExhausted` after them fails the step, and the night is not retried
 on top (one owner per failure kind: docs/decisions.md).
