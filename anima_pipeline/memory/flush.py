@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import Engine, ToolResult
-from anima_pipeline.night.frame import Night
 from anima_pipeline.night.steps.light.day_input import render_day, render_memories, strip_tool_blocks
 from anima_pipeline.night.steps.light.plan import semantic_plan
-from anima_pipeline.night.steps.light.step import STEP_SEMANTIC, _run
+from anima_pipeline.night.steps.light.request import run_stage
 from anima_pipeline.night.steps.light.tools import SEMANTIC_TOOLS
 from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.recall.session_view import FlushOutcome
@@ -82,7 +82,6 @@ def flush_turns(
         if not (m.deprecated_reason or "").startswith(REVERTED_REASON)
     ]
     day = conv.ended_at.astimezone(tz).date()
-    night = Night(day=day, engine=engine, tz=tz)
     flush_audit = audit.model_copy(update={"step": FLUSH_STEP})
     scope = Scope(
         anima_id=audit.anima_id,
@@ -93,17 +92,19 @@ def flush_turns(
         default_observed_at=conv.ended_at,
     )
     runner = _Written(ToolExecutor(conn, scope, flush_audit))
-    msg1 = render_day([conv], night.tz, day.isoformat())
+    msg1 = render_day([conv], tz, day.isoformat())
     msg2 = render_memories(
         existing, "# Existing memories from these conversations (ids you may update or deprecate)"
     )
-    _run(
-        STEP_SEMANTIC,
-        night,
+    run_stage(
+        StepKey.SEMANTIC_EXTRACTED,
+        engine,
+        day,
+        tz,
         runner,  # type: ignore[arg-type]
         identity_context(conn, audit.anima_id),
         [msg1, msg2],
-        lambda: semantic_plan([conv], existing, night.tz, retired),
+        lambda: semantic_plan([conv], existing, tz, retired),
     )
     stats = {"turns": len(turns), **{k: int(v) for k, v in runner.executor.stats.items()}}
     return FlushOutcome(memory_ids=sorted(set(runner.ids)), stats=stats)

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anima_pipeline.core.steps import DEEP_SLEEP, LIGHT_SLEEP, STEP_ORDER, StepKey
 from anima_pipeline.llm.contract import Engine, StepRequest, TextBlock, ToolSpec
-from anima_pipeline.night.frame import Night
 from anima_pipeline.night.steps.deep.prompt import (
     REFUSE_CHARS,
     ROUNDS,
@@ -51,6 +50,9 @@ from anima_pipeline.store.events import (
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import SemanticMemory, active_before
 from anima_pipeline.tools.schemas import tool_specs
+
+if TYPE_CHECKING:  # a type only: the agent's flush sends light sleep's stage 1 without the frame
+    from anima_pipeline.night.frame import Night
 
 ModelOf = Callable[[str], str]
 
@@ -87,9 +89,10 @@ DAY_FRAMING = {
 }
 
 
-def day_prefix(night: Night, step: str) -> tuple[tuple[str, ...], str]:
-    """(tools, framing) that `step` of the day family sends: those of the members on its model."""
-    members = sharing(engine_models(night.engine), step, DAY_FAMILY)
+def day_prefix(engine: Engine, step: str) -> tuple[tuple[str, ...], str]:
+    """(tools, framing) that `step` of the day family sends: those of the members on `engine`'s
+    model for it."""
+    members = sharing(engine_models(engine), step, DAY_FAMILY)
     return tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
 
 

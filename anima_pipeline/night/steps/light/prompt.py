@@ -6,15 +6,13 @@ written for this project.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from datetime import date
+from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import StepRequest, TextBlock
 from anima_pipeline.night.steps.framing import MEMORY_TYPES_GUIDE, RESTRAINT_RULE, system_blocks, tagged
 from anima_pipeline.tools.schemas import tool_specs
-
-if TYPE_CHECKING:
-    from anima_pipeline.night.frame import Night
 
 MEMORY_EXAMPLES = """\
 Good and bad memories:
@@ -115,7 +113,8 @@ PROMPTS: dict[str, tuple[str, str]] = {
 
 def stage_request(
     step: str,
-    night: Night,
+    day: date,
+    tz: ZoneInfo,
     identity: str,
     inputs: list[str],
     shared: tuple[tuple[str, ...], str],
@@ -129,7 +128,7 @@ def stage_request(
     tools, framing = shared
     return StepRequest(
         step=step,
-        system=system_blocks(framing, night.day, night.tz, identity),
+        system=system_blocks(framing, day, tz, identity),
         user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate([*inputs, PROMPTS[step][1]])],
         tools=tool_specs(tools),
         must_write=must_write,

@@ -10,9 +10,9 @@ import functools
 from datetime import timedelta
 
 from anima_pipeline.core.steps import StepKey
-from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolCall, Usage
+from anima_pipeline.llm.contract import StepRequest, ToolCall, Usage
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, plan_of, run_step
-from anima_pipeline.night.prefix import DAY_FAMILY, day_prefix, day_transcript, identity_as_found
+from anima_pipeline.night.prefix import day_transcript, identity_as_found
 from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.framing import input_chars
 from anima_pipeline.night.steps.light import preview
@@ -29,7 +29,8 @@ from anima_pipeline.night.steps.light.plan import (
     semantic_plan,
     short_date,
 )
-from anima_pipeline.night.steps.light.prompt import PROMPTS, listing, stage_request
+from anima_pipeline.night.steps.light.prompt import listing
+from anima_pipeline.night.steps.light.request import run_stage
 from anima_pipeline.night.steps.light.tools import (
     ANCHOR_TOOLS,
     NARRATIVE_TOOLS,
@@ -59,26 +60,6 @@ ZERO_COUNTS: dict[str, tuple[str, ...]] = {
     STEP_NARRATIVE: ("narratives", "narratives_deprecated", "errors"),
     STEP_SUMMARY: ("self_blocks", "errors"),
 }
-
-
-def _run(
-    step: str,
-    night: Night,
-    executor: ToolExecutor,
-    identity: str,
-    inputs: list[str],
-    plan: OfflinePlan,
-    *,
-    must_write: bool = False,
-) -> tuple[StepRequest, Usage]:
-    """The stage's request over the tools of the executor's scope, run by the night's engine
-    (the model chooses the tool calls; the offline engine makes those of `plan`). The stages
-    whose message 1 is the day's transcript send the day family's prefix (night/prefix.py):
-    on one model, the union of their tools and framings, so the later ones read it from the
-    cache."""
-    shared = day_prefix(night, step) if step in DAY_FAMILY else (executor.scope.tools, PROMPTS[step][0])
-    request = stage_request(step, night, identity, inputs, shared, must_write=must_write)
-    return request, night.engine.run(request, executor, plan)
 
 
 def _quiet(step: str, **stats: int) -> StepOutcome:
@@ -141,9 +122,11 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                     default_observed_at=max(c.ended_at for c in chunk),
                 )
                 executor = ToolExecutor(conn, scope, audit)
-                request, spent = _run(
+                request, spent = run_stage(
                     STEP_SEMANTIC,
-                    night,
+                    night.engine,
+                    night.day,
+                    night.tz,
                     executor,
                     system,
                     [msg1, msg2],
@@ -183,8 +166,15 @@ def extract_anchors(db: Database, night: Night, anima_id: str) -> StepResult:
         scope = Scope(anima_id=anima_id, tools=ANCHOR_TOOLS, conversation_ids=frozenset(ids))
         executor = ToolExecutor(conn, scope, audit)
         seen = {(a["conversation_id"], a["occurred_at"], a["emotion"]) for a in existing}
-        request, usage = _run(
-            STEP_LIMBIC, night, executor, system, [msg1, msg2], lambda: anchor_plan(convs, night.tz, seen)
+        request, usage = run_stage(
+            STEP_LIMBIC,
+            night.engine,
+            night.day,
+            night.tz,
+            executor,
+            system,
+            [msg1, msg2],
+            lambda: anchor_plan(convs, night.tz, seen),
         )
         return _outcome(STEP_LIMBIC, executor, request, usage, conversations=len(convs))
 
@@ -224,9 +214,11 @@ def narrate(db: Database, night: Night, anima_id: str) -> StepResult:
         )
         executor = ToolExecutor(conn, scope, audit)
         told = {i for n in narratives for i in n["source_memory_ids"]}
-        request, usage = _run(
+        request, usage = run_stage(
             STEP_NARRATIVE,
-            night,
+            night.engine,
+            night.day,
+            night.tz,
             executor,
             system,
             [msg1, msg2],
@@ -262,7 +254,9 @@ def summarize_autobiography(db: Database, night: Night, anima_id: str) -> StepRe
         plan = plan_of(
             ToolCall(name="write_self_block", input={"name": "autobiography_summary", "content": outline})
         )
-        request, usage = _run(STEP_SUMMARY, night, executor, system, [msg1], plan, must_write=True)
+        request, usage = run_stage(
+            STEP_SUMMARY, night.engine, night.day, night.tz, executor, system, [msg1], plan, must_write=True
+        )
         current = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
         return _outcome(
             STEP_SUMMARY,

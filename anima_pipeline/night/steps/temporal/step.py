@@ -85,7 +85,7 @@ def summarize_day(db: Database, night: Night, anima_id: str) -> StepResult:
             [msg1, msg2, period, TEMPORAL_DAY],
             ("day", night.day, night.day),
             call,
-            day_prefix(night, STEP_DAY),
+            day_prefix(night.engine, STEP_DAY),
         )
         row = TemporalRepo(conn).get(anima_id, "day", night.day)
         return StepOutcome(
