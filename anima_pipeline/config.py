@@ -11,6 +11,7 @@ Anthropic key is a SecretStr so that it never renders in a repr, a log or an err
 
 from __future__ import annotations
 
+import math
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +30,9 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from anima_pipeline.core.errors import ConfigError
+from anima_pipeline.core.prices import PRICES, row_for, unknown_model
 from anima_pipeline.core.steps import SMALL_MODEL_STEPS, parse_steps
+from anima_pipeline.core.validation import MAX_MESSAGE_CHARS, TIMESTAMP_MAX_YEAR, TIMESTAMP_MIN_YEAR
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 # The model of the steps that allow a small one (docs/cost.md: chosen by measurement).
@@ -50,6 +53,13 @@ class StepLimits(BaseModel):
     max_tokens: int | None = Field(None, ge=256)
     thinking: Thinking | None = None
     effort: Effort | None = None
+
+
+def in_flight(requests_per_minute: int, shares: int, latency_s: float) -> int:
+    """Requests in flight that keep a share of `requests_per_minute` busy at `latency_s` a
+    request (Little's law): more only queue in the rate limiter's bucket (llm/ratelimit.py),
+    fewer leave the limit unused. The default of `Settings.llm_in_flight`."""
+    return max(1, math.ceil(requests_per_minute / shares * latency_s / 60.0))
 
 
 class Settings(BaseSettings):
@@ -74,9 +84,9 @@ class Settings(BaseSettings):
     night_shards: int = Field(1, ge=1)
     # Bounded input at import (docs/guards.md, README "Limits and guards"): a longer message line
     # is refused with its file:line; timestamps outside [min_year, max_year] are refused the same way.
-    max_message_chars: int = Field(default=256_000, ge=1)
-    timestamp_min_year: int = Field(default=1970, ge=1, le=9998)
-    timestamp_max_year: int = Field(default=2200, ge=2, le=9999)
+    max_message_chars: int = Field(default=MAX_MESSAGE_CHARS, ge=1)
+    timestamp_min_year: int = Field(default=TIMESTAMP_MIN_YEAR, ge=1, le=9998)
+    timestamp_max_year: int = Field(default=TIMESTAMP_MAX_YEAR, ge=2, le=9999)
     # Loss guards (night/guards.py, docs/guards.md): a step, and a whole night, may deprecate or
     # rewrite at most max(floor(share * N), guard_min) of the N memories the anima had active
     # when the step (the night) began, and never leave it with no active memory.
@@ -249,14 +259,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _models_priced(self) -> Settings:
-        from anima_pipeline.llm.pricing import price_for
-
         for step, model in {"ANIMA_SMALL_MODEL": self.small_model, **self.llm_step_models}.items():
-            if model not in ("main", "small"):
-                try:
-                    price_for(model)
-                except ValueError as exc:
-                    raise ValueError(f"{step}: {exc}") from None
+            if model not in ("main", "small") and row_for(PRICES, model) is None:
+                raise ValueError(f"{step}: {unknown_model(model)}")
         return self
 
     def step_model(self, step: str, main: str | None = None) -> str:
@@ -282,8 +287,6 @@ class Settings(BaseSettings):
         this run's share of the provider's requests per minute keeps busy, else the default."""
         if "llm_concurrency" in self.model_fields_set or self.llm_requests_per_minute is None:
             return self.llm_concurrency
-        from anima_pipeline.llm.ratelimit import in_flight
-
         return in_flight(self.llm_requests_per_minute, self.llm_rate_shares, self.llm_request_latency_s)
 
     @property

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -44,8 +44,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
+
+if TYPE_CHECKING:  # config.py sits above core: its Settings is a type here, never imported
+    from anima_pipeline.config import Settings
+
+# The defaults of the Settings fields that bound an input (config.py takes them from here).
+MAX_MESSAGE_CHARS = 256_000
+TIMESTAMP_MIN_YEAR = 1970
+TIMESTAMP_MAX_YEAR = 2200
 
 ANIMA_ID_MAX = 64
 EXTERNAL_ID_MAX = 200
@@ -67,9 +74,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class Limits:
     """The Settings fields that bound an input; the fields' defaults unless given."""
 
-    max_message_chars: int = Settings.model_fields["max_message_chars"].default
-    timestamp_min_year: int = Settings.model_fields["timestamp_min_year"].default
-    timestamp_max_year: int = Settings.model_fields["timestamp_max_year"].default
+    max_message_chars: int = MAX_MESSAGE_CHARS
+    timestamp_min_year: int = TIMESTAMP_MIN_YEAR
+    timestamp_max_year: int = TIMESTAMP_MAX_YEAR
 
     @classmethod
     def from_settings(cls, s: Settings) -> Limits:

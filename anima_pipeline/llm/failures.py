@@ -8,13 +8,8 @@ already spent when it failed, so a failed step still reports its cost.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from anima_pipeline.core.errors import AnimaError
-
-if TYPE_CHECKING:  # llm.types (pydantic models) when an error is raised: Settings() validates
-    # its models through llm.pricing, which imports this module, at every CLI start
-    from anima_pipeline.llm.contract import Usage
+from anima_pipeline.llm.contract import Usage
 
 
 class EngineError(AnimaError, RuntimeError):
@@ -24,8 +19,6 @@ class EngineError(AnimaError, RuntimeError):
     http_status = 502
 
     def __init__(self, message: str, *, step: str | None = None, usage: Usage | None = None) -> None:
-        from anima_pipeline.llm.contract import Usage
-
         super().__init__(message)
         self.step = step
         self.usage = usage if usage is not None else Usage()

@@ -1,81 +1,17 @@
-"""Price table for Claude models, so every call's cost can be accounted and budgeted.
+"""Cost accounting over the price table (core/prices.py): the cost of one call, the batch
+discount, the shortest prefix the API caches.
 
-Prices are USD per million tokens, copied from Anthropic's pricing page
-(platform.claude.com/docs/en/about-claude/pricing and the per-model overview pages).
-Each row stores all four prices explicitly instead of deriving them from multipliers:
-the 4.x models follow the usual 1.25x input (5-minute cache write) and 0.1x input
-(cache hit) rule, but some newer models do not (Opus 5.5 reads the cache at 0.05x).
-
-The Message Batches API bills every token class at half these prices (BATCH_DISCOUNT);
+The Message Batches API bills every token class at half the table's prices (BATCH_DISCOUNT);
 prompt caching still applies inside a batch. Not modelled: 1-hour cache writes (we only
 send the default 5-minute `ephemeral`), `inference_geo` surcharges, fast mode, and
-prompt-length tiers other than Haiku 5.5's (below).
-
-claude-haiku-5-5 (the project's small model, docs/cost.md) is priced by prompt length: a call
-whose prompt (input + cache reads + cache writes) is over 100,000 tokens pays its `long` row
-on every token of that call, output included (the pricing page, October 2026). An unknown
-model raises, which is better than a silently wrong cost.
+prompt-length tiers other than Haiku 5.5's (core/prices.py). An unknown model raises
+UnknownModelError, which is better than a silently wrong cost.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from anima_pipeline.core.prices import PRICES, ModelPrice, row_for, unknown_model
 from anima_pipeline.llm.failures import UnknownModelError
-
-
-@dataclass(frozen=True)
-class ModelPrice:
-    input: float
-    output: float
-    cache_write: float  # 5-minute ephemeral cache write
-    cache_read: float  # cache hit / refresh
-    # A prompt-length tier: a call whose prompt is over `long_above` tokens pays `long`.
-    long: ModelPrice | None = None
-    long_above: int = 0
-
-    def for_prompt(self, prompt_tokens: int) -> ModelPrice:
-        return self.long if self.long is not None and prompt_tokens > self.long_above else self
-
-
-_OPUS_45 = ModelPrice(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50)
-_OPUS_4 = ModelPrice(input=15.0, output=75.0, cache_write=18.75, cache_read=1.50)
-_SONNET_4 = ModelPrice(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30)
-_SONNET_5 = ModelPrice(input=2.0, output=10.0, cache_write=2.50, cache_read=0.20)
-_FABLE_5 = ModelPrice(input=10.0, output=50.0, cache_write=12.50, cache_read=1.00)
-
-# Keys are model-id prefixes; the longest key that matches at a "-" / "@" boundary wins,
-# so dated ids ("claude-sonnet-4-5-20250929") resolve and "claude-opus-4-5" is not
-# mistaken for "claude-opus-4".
-PRICES: dict[str, ModelPrice] = {
-    "claude-opus-4": _OPUS_4,  # claude-opus-4-0, claude-opus-4-20250514
-    "claude-opus-4-1": _OPUS_4,
-    "claude-opus-4-5": _OPUS_45,
-    "claude-opus-4-6": _OPUS_45,
-    "claude-opus-4-7": _OPUS_45,
-    "claude-opus-4-8": _OPUS_45,
-    "claude-sonnet-4": _SONNET_4,  # claude-sonnet-4-0, claude-sonnet-4-20250514
-    "claude-sonnet-4-5": _SONNET_4,
-    "claude-sonnet-4-6": _SONNET_4,
-    "claude-haiku-4-5": ModelPrice(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
-    "claude-haiku-5-5": ModelPrice(
-        input=0.10,
-        output=0.50,
-        cache_write=0.125,
-        cache_read=0.01,
-        long=ModelPrice(input=0.50, output=2.50, cache_write=0.625, cache_read=0.05),
-        long_above=100_000,
-    ),
-    "claude-opus-5": _OPUS_45,
-    "claude-opus-5-5": ModelPrice(input=4.0, output=20.0, cache_write=5.0, cache_read=0.20),
-    "claude-sonnet-5": _SONNET_5,
-    "claude-sonnet-5-5": _SONNET_5,
-    "claude-fable-5": _FABLE_5,
-    "claude-mythos-5": _FABLE_5,
-    "claude-fable-5-1": ModelPrice(input=10.0, output=50.0, cache_write=12.50, cache_read=0.25),
-    "claude-mythos-5-1": ModelPrice(input=10.0, output=50.0, cache_write=12.50, cache_read=0.25),
-}
-
 
 BATCH_DISCOUNT = 0.5  # Message Batches API: 50 % of the standard price, every token class
 
@@ -101,24 +37,16 @@ MIN_CACHE_TOKENS: dict[str, int] = {
 
 
 def min_cache_tokens(model: str) -> int:
-    keys = [k for k in MIN_CACHE_TOKENS if _matches(model, k)]
-    return MIN_CACHE_TOKENS[max(keys, key=len)] if keys else 1024
-
-
-def _matches(model: str, key: str) -> bool:
-    return model == key or (model.startswith(key) and model[len(key)] in "-@")
+    found = row_for(MIN_CACHE_TOKENS, model)
+    return 1024 if found is None else found
 
 
 def price_for(model: str) -> ModelPrice:
     """The price row for `model`; raises `UnknownModelError` naming the known models."""
-    keys = [k for k in PRICES if _matches(model, k)]
-    if not keys:
-        known = ", ".join(sorted(PRICES))
-        raise UnknownModelError(
-            f"no price known for model {model!r}; known models (a dated id like "
-            f"'claude-sonnet-4-5-20250929' also matches): {known}"
-        )
-    return PRICES[max(keys, key=len)]
+    found = row_for(PRICES, model)
+    if found is None:
+        raise UnknownModelError(unknown_model(model))
+    return found
 
 
 def cost_usd(

@@ -110,9 +110,3 @@ class RateLimiter:
         """The server said 429 with `retry-after`: no request of this process before then."""
         with self._lock:
             self._paused_until = max(self._paused_until, self.clock() + max(seconds, 0.0))
-
-
-def in_flight(requests_per_minute: int, shares: int, latency_s: float) -> int:
-    """Requests in flight that keep a share of `requests_per_minute` busy at `latency_s` a
-    request (Little's law): more only queue in the bucket, fewer leave the limit unused."""
-    return max(1, math.ceil(requests_per_minute / shares * latency_s / 60.0))

@@ -10,11 +10,11 @@ import time
 import dagster as dg
 from pydantic import SecretStr
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import Settings, in_flight
 from anima_pipeline.defs.night.assets import rate_shares
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.contract import Usage
-from anima_pipeline.llm.ratelimit import RateLimiter, in_flight
+from anima_pipeline.llm.ratelimit import RateLimiter
 from testkit.fake_messages_api import FakeMessagesAPI, error, reply, text
 
 KEY = "sk-ant-throughput"

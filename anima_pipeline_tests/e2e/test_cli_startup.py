@@ -39,7 +39,7 @@ HEAVY = (
     "sentence_transformers",
     "torch",
     # nor for what only other commands use: rich's progress bars (import, embed, sleep) and the
-    # engine's request models (Settings() checks the models' prices through llm.pricing alone)
+    # engine's request models (Settings() checks the models' prices in core/prices.py)
     "rich.progress",
     "anima_pipeline.llm.contract",
 )

@@ -14,6 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.prices import PRICES
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import StepRequest, TextBlock, ToolCall, ToolResult, ToolSpec, Usage
@@ -28,7 +29,7 @@ from anima_pipeline.llm.failures import (
     UnknownModelError,
 )
 from anima_pipeline.llm.offline import OfflineEngine
-from anima_pipeline.llm.pricing import PRICES, cost_usd, price_for
+from anima_pipeline.llm.pricing import cost_usd, price_for
 from testkit.fake_messages_api import (
     FakeMessagesAPI,
     delay,
