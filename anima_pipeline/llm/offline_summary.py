@@ -1,7 +1,7 @@
 """The offline engine's rolling summary of a session: extractive, line per kept sentence.
 
 A compaction hands over the turns that leave the verbatim view; their most informative
-sentences (`night/steps/temporal/plan.py`'s informativeness: names, numbers, dates; greetings and
+sentences (`text/informativeness.py`: names, numbers, dates; greetings and
 questions out) become lines ``- [MM-DD HH:MM] speaker: sentence`` appended to the summary
 so far, markers ``[[anima:f-N]]`` kept. When the whole no longer fits its budget, the least
 informative lines go first (the oldest among equals), so a later turn extends the summary
@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from anima_pipeline.night.steps.temporal.plan import informativeness, sentences
 from anima_pipeline.store.session_rows import Turn
+from anima_pipeline.text.informativeness import informativeness, sentences
 from anima_pipeline.text.slim import MARKER
 
 LINE_CHARS = 240  # one kept sentence, at most
