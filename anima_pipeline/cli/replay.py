@@ -38,7 +38,7 @@ def snapshot_(
 ) -> None:
     """A new database holding every table as it stood when the night of --as-of was over,
     rebuilt from the audit log; prints its URL (the live store is only read)."""
-    from anima_pipeline.replay.shadow import create
+    from anima_pipeline.store.shadows import create
 
     url, undone = create(_live_url(), name, _date("--as-of", as_of), replace=replace)
     err_console.print(
@@ -70,7 +70,7 @@ def replay_(
     if list_:
         _list()
     elif drop:
-        from anima_pipeline.replay.shadow import drop as drop_shadow
+        from anima_pipeline.store.shadows import drop as drop_shadow
 
         drop_shadow(_live_url(), drop)
         console.print(f"dropped shadow {drop!r}")
@@ -125,7 +125,7 @@ def diff_(
     """What a replayed shadow holds that the live store does not: memories added, removed and
     changed (by type and night, with examples), the other layers' counts and the cost."""
     from anima_pipeline.replay.diff import diff
-    from anima_pipeline.replay.shadow import info, shadow_url
+    from anima_pipeline.store.shadows import info, shadow_url
 
     live = _live_url()
     meta = info(live, name)
@@ -134,18 +134,23 @@ def diff_(
     d = diff(live, shadow_url(live, name), name, _date("from", meta["from"]), _date("to", meta["to"]))
     if questions:
         from anima_pipeline.replay.diff import load_questions, recall_share
+        from anima_pipeline.store.db import Database
 
         asked = load_questions(questions)
-        d.recall = {
-            "questions": len(asked),
-            "live": recall_share(live, asked),
-            "shadow": recall_share(shadow_url(live, name), asked),
-        }
+        with (
+            Database(live, max_size=1) as on_live,
+            Database(shadow_url(live, name), max_size=1) as on_shadow,
+        ):
+            d.recall = {
+                "questions": len(asked),
+                "live": recall_share(on_live, asked),
+                "shadow": recall_share(on_shadow, asked),
+            }
     print(d.model_dump_json(indent=1) if as_json else d.markdown())
 
 
 def _list() -> None:
-    from anima_pipeline.replay.shadow import list_shadows
+    from anima_pipeline.store.shadows import list_shadows
 
     table = Table(title="shadow stores")
     for col in ("name", "status", "as of", "replayed", "engine", "model", "run"):

@@ -49,6 +49,7 @@ from collections import defaultdict
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError, NotFound
@@ -62,6 +63,7 @@ from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
+from anima_pipeline.store.shadows import list_shadows, open_shadow
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
@@ -179,7 +181,7 @@ def forget(
     """Forget a message (its id), a conversation, a memory (f-N) or the whole anima (its id),
     soft or with `purge`, in one transaction under the anima's lock; the report says what
     changed per table and what to recompute. NotFound for an id the anima never had. A purge
-    is applied to every shadow store of this one too (replay/shadow.py: copies of the store
+    is applied to every shadow store of this one too (store/shadows.py: copies of the store
     as of a day), so no copy keeps what was erased."""
     check_target(kind, target_id)
     run_id = f"forget-{uuid.uuid4().hex[:12]}"
@@ -571,14 +573,10 @@ class _Cascade:
 def _purge_shadows(
     db: Database, settings: Settings, anima_id: str, kind: TargetKind, target_id: str, requested_by: str
 ) -> list[str]:
-    from anima_pipeline.replay.shadow import list_shadows, shadow_url
-    from anima_pipeline.store.migrations import migrate
-
     done = []
     for shadow in list_shadows(db.url):
         name = shadow["name"]
-        migrate(shadow_url(db.url, name))  # a copy made before this version lacks erased_at
-        with Database(shadow_url(db.url, name), max_size=1) as copy:
+        with open_shadow(db.url, name) as copy:  # migrated: a copy made before this version lacks erased_at
             try:
                 forget(
                     copy,
@@ -599,8 +597,6 @@ def _purge_shadows(
 def _purge_files(settings: Settings, anima_id: str, report: ForgetReport) -> None:
     """Deep sleep's per-round op logs of the anima hold memory text: the anima's files go
     (debug logs, rebuilt by the next night)."""
-    from urllib.parse import quote
-
     logs = Path(settings.log_dir)
     if not logs.is_dir():
         return

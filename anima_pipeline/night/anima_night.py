@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
-from psycopg.rows import dict_row
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import NightError
@@ -27,7 +26,7 @@ from anima_pipeline.night.embedding import embed_night
 from anima_pipeline.night.failure_kinds import AnimaFailure, NightBusy, failure
 from anima_pipeline.night.frame import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
-from anima_pipeline.store.db import Connection, Database
+from anima_pipeline.store.db import Connection, Database, connect
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +229,7 @@ class Heartbeat:
             while not self._stop.wait(self.lease_s / 3):
                 try:
                     if conn is None:
-                        conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row)
+                        conn = connect(self.url, autocommit=True)
                     sleep_state.heartbeat(conn, self.run_id, self.lease_s)
                 except psycopg.Error as exc:
                     logger.warning("heartbeat of run %s missed: %s: %s", self.run_id, type(exc).__name__, exc)

@@ -10,17 +10,19 @@ Anchors, narratives and summaries are counted; cost is the replayed nights' `cos
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from datetime import date
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.core.errors import InputError
+from anima_pipeline.evaluation.locomo import keywords
+from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.store import as_of as snapshot
 from anima_pipeline.store import shadow_reads as queries
+from anima_pipeline.store.db import Database, connect
 
 EXAMPLES = 5
 
@@ -88,10 +90,7 @@ class StoreDiff(BaseModel):
 
 
 def diff(live_url: str, shadow_url: str, name: str, first: date, last: date) -> StoreDiff:
-    with (
-        psycopg.connect(live_url, row_factory=dict_row) as live,
-        psycopg.connect(shadow_url, row_factory=dict_row) as shadow,
-    ):
+    with connect(live_url) as live, connect(shadow_url) as shadow:
         a, b = queries.memories_with_day(live), queries.memories_with_day(shadow)
         key = lambda r: (r["anima_id"], r["type"], " ".join(r["content"].split()).casefold())  # noqa: E731
         live_active = {key(r) for r in a.values() if r["status"] == "active"}
@@ -144,10 +143,6 @@ class Question(BaseModel):
 
 def load_questions(path: str) -> list[Question]:
     """A JSONL file of {"anima_id", "question", "answer"}; a bad line is named as file:line."""
-    import json
-
-    from pydantic import ValidationError
-
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
@@ -163,17 +158,12 @@ def load_questions(path: str) -> list[Question]:
     return out
 
 
-def recall_share(url: str, questions: list[Question]) -> float:
+def recall_share(db: Database, questions: list[Question]) -> float:
     """Mean share of each answer's key words found in the assembled context (the offline
-    measure of docs/benchmarks.md), asked of the store at `url`."""
-    from anima_pipeline.evaluation.locomo import keywords
-    from anima_pipeline.memory.facade import AnimaMemory
-    from anima_pipeline.store.db import Database
-
+    measure of docs/benchmarks.md), asked of the store `db`."""
     shares = []
-    with Database(url, max_size=1) as db:
-        for q in questions:
-            words = keywords(q.answer)
-            text = AnimaMemory(db, q.anima_id).context(q.question).rendered.lower()
-            shares.append(sum(w in text for w in words) / len(words) if words else 0.0)
+    for q in questions:
+        words = keywords(q.answer)
+        text = AnimaMemory(db, q.anima_id).context(q.question).rendered.lower()
+        shares.append(sum(w in text for w in words) / len(words) if words else 0.0)
     return sum(shares) / len(shares) if shares else 0.0

@@ -15,13 +15,10 @@ from collections import Counter
 from datetime import date
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
-
 from anima_pipeline.replay import diff as diffing
-from anima_pipeline.replay import shadow
 from anima_pipeline.store import shadow_reads as queries
-from anima_pipeline.store.db import Connection, Database, anima_lock
+from anima_pipeline.store import shadows as shadow
+from anima_pipeline.store.db import Connection, Database, anima_lock, connect
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo, SelfBlockRepo, TemporalRepo
 from anima_pipeline.store.memories import MemoryRepo
@@ -58,7 +55,7 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
     d = diffing.diff(db.url, url, name, first, last)
     run_id = f"promote-{uuid.uuid4().hex[:12]}"
     stats: Counter[str] = Counter()
-    with psycopg.connect(url, row_factory=dict_row) as sh, db.transaction() as conn:
+    with connect(url) as sh, db.transaction() as conn:
         animas = sorted(
             {m.anima_id for m in (*d.added, *d.removed, *d.changed)}.union(animas_with_conversations(sh))
         )

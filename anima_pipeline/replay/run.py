@@ -1,7 +1,7 @@
 """`anima replay`: past days again, into a shadow store, through Dagster (docs/replay.md).
 
 The shadow starts as the live store stood when the night before `first` was over (rebuilt
-from the audit log, replay/shadow.py), with the same archive; then the nights first..last run
+from the audit log, store/shadows.py), with the same archive; then the nights first..last run
 as one run of the nightly_sleep job, exactly as `anima sleep --from --to` runs them, except that
 its memory_store resource points at the shadow (run config, for this run only) and, when asked,
 its engine and model are other ones. The run is in the run history, tagged `anima/replay`;
@@ -18,7 +18,7 @@ import dagster as dg
 
 from anima_pipeline.config import Settings
 from anima_pipeline.replay import diff as diffing
-from anima_pipeline.replay import shadow
+from anima_pipeline.store import shadows as shadow
 
 REPLAY_TAG = "anima/replay"
 

@@ -216,7 +216,7 @@ def drop_database(admin: psycopg.Connection[Any], name: str) -> None:
 
 def databases_named(admin: psycopg.Connection[Any], prefix: str) -> list[str]:
     return [
-        r["datname"]  # the admin connection of replay/shadow.py returns dict rows
+        r["datname"]  # the admin connection of store/shadows.py returns dict rows
         for r in admin.execute(
             "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY datname", (prefix,)
         ).fetchall()

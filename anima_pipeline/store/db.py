@@ -169,6 +169,13 @@ def open_read_only(settings: Settings) -> OneConnection:
     return OneConnection(url, conn)
 
 
+def connect(url: str, *, autocommit: bool = False) -> Connection:
+    """One plain connection with dict rows, outside any pool: a second store read beside this
+    one (a shadow, replay/), a server's admin database, or a thread of its own (the night's
+    heartbeat). The caller closes it (a `with` block)."""
+    return psycopg.connect(url, autocommit=autocommit, row_factory=dict_row)
+
+
 def anima_lock(conn: Connection, anima_id: str) -> None:
     """Serialise writers of one anima (a schedule tick during a backfill) until the transaction ends."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"anima:{anima_id}",))

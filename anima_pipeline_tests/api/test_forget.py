@@ -20,8 +20,8 @@ from anima_pipeline.core.errors import InputError, NotFound
 from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.night.revert import revert_run
 from anima_pipeline.night.runner import run_days
-from anima_pipeline.replay import shadow
 from anima_pipeline.store import erasure as q
+from anima_pipeline.store import shadows as shadow
 from anima_pipeline.store.db import Database
 
 ANIMA = "nadia"

@@ -19,8 +19,8 @@ from anima_pipeline.cli.demo import SAMPLE
 from anima_pipeline.config import Settings
 from anima_pipeline.night.revert import revert_run
 from anima_pipeline.night.runner import run_days
-from anima_pipeline.replay import shadow
 from anima_pipeline.store import as_of as snapshot
+from anima_pipeline.store import shadows as shadow
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit

@@ -1,5 +1,6 @@
 """Shadow stores: the live store as of a day, in a database of its own beside the live one
-(docs/replay.md).
+(docs/replay.md). Replay (replay/) runs nights into them, diffs and promotes them; a purge
+(memory/forget.py) reaches them too.
 
 A shadow is named; its database is `<live database>__shadow_<name>` on the live store's
 server, and what it is (as of which day, replayed how) is kept as a JSON comment on that
@@ -15,14 +16,12 @@ from contextlib import contextmanager
 from datetime import date
 from typing import Any
 
-import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.rows import dict_row
 
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.store import as_of as snapshot
 from anima_pipeline.store import shadow_reads as queries
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, Database, connect
 from anima_pipeline.store.migrations import migrate
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,30}$")
@@ -61,9 +60,7 @@ def shadow_url(live_url: str, name: str) -> str:
 
 @contextmanager
 def _admin(live_url: str) -> Iterator[Connection]:
-    with psycopg.connect(
-        make_conninfo(live_url, dbname="postgres"), autocommit=True, row_factory=dict_row
-    ) as conn:
+    with connect(make_conninfo(live_url, dbname="postgres"), autocommit=True) as conn:
         yield conn
 
 
@@ -102,10 +99,7 @@ def create(live_url: str, name: str, as_of: date, *, replace: bool = False) -> t
     url = make_conninfo(live_url, dbname=dbname)
     try:
         migrate(url)
-        with (
-            psycopg.connect(live_url, row_factory=dict_row) as live,
-            psycopg.connect(url, row_factory=dict_row) as shadow,
-        ):
+        with connect(live_url) as live, connect(url) as shadow:
             queries.read_consistently(live)  # one consistent copy
             snapshot.copy_store(live, shadow)
             high = queries.max_memory_id(live)
@@ -116,6 +110,14 @@ def create(live_url: str, name: str, as_of: date, *, replace: bool = False) -> t
         raise
     set_info(live_url, name, {"as_of": as_of.isoformat(), "status": "snapshot", "live_max_memory_id": high})
     return url, undone
+
+
+def open_shadow(live_url: str, name: str) -> Database:
+    """The shadow `name` as a store on one connection, migrated first (a copy made by an older
+    version lacks the newer columns)."""
+    url = shadow_url(live_url, name)
+    migrate(url)
+    return Database(url, max_size=1)
 
 
 def drop(live_url: str, name: str) -> None:
