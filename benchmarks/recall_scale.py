@@ -434,9 +434,10 @@ def load_beside(url: str, lines: Lines, k: int, base, embedder) -> None:
 
 def dense_plans(url: str, anima: str, question: str, settings: Settings) -> str:
     """How the planner reads each section's nearest neighbours for `anima`: the index scans of
-    the plans of the statements recall runs (recall.ranking), the other nodes left out."""
+    the plans of the statements recall runs (store/recall_queries.py), the other nodes left out."""
     from anima_pipeline.recall import ranking
     from anima_pipeline.recall.dense import query_vector
+    from anima_pipeline.store.recall_queries import SOURCES
 
     out = []
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
@@ -446,7 +447,10 @@ def dense_plans(url: str, anima: str, question: str, settings: Settings) -> str:
         args = {"anima": anima, "qv": qv.text, "model": qv.model_id, "k": ranking.DENSE_K, "exclude_ids": []}
         args |= {"exclude_sessions": [], "since": None, "until": None, "types": None}
         args |= {"conversation": None, "speaker": None}
-        for kind, sql in (("memories", ranking.MEMORY_DENSE_SQL), ("messages", ranking.MESSAGE_DENSE_SQL)):
+        for kind, sql in (
+            ("memories", SOURCES["semantic_memory"].dense),
+            ("messages", SOURCES["message"].dense),
+        ):
             rows = conn.execute(
                 "EXPLAIN (ANALYZE, FORMAT JSON) " + sql.format(d=qv.dimension), args
             ).fetchone()

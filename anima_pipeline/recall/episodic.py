@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from anima_pipeline.recall.query import QueryPlan
-from anima_pipeline.recall.ranking import MESSAGE_DENSE_SQL, MESSAGE_SCORE_SQL, MESSAGE_WHERE, Search, run
+from anima_pipeline.recall.ranking import Search, run
 from anima_pipeline.recall.render import message_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
@@ -19,12 +19,8 @@ DENSE_WEIGHT = 0.0  # as for memories: the nearest come after the lexical list a
 
 
 class MessageSearch(Search):
-    table = "message"
-    where = MESSAGE_WHERE
-    dense_sql = MESSAGE_DENSE_SQL
+    table = "message"  # dated rows: the periods a question names are read too (store/recall_queries.py)
     dense_weight = DENSE_WEIGHT
-    time_column = "created_at"  # indexed with anima_id: the rows of a period the question names
-    score_sql = MESSAGE_SCORE_SQL
 
     def filter_params(  # type: ignore[override]
         self,

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from anima_pipeline.recall.query import DATED_RE, QueryPlan
-from anima_pipeline.recall.ranking import MEMORY_DENSE_SQL, MEMORY_SCORE_SQL, MEMORY_WHERE, Search, run
+from anima_pipeline.recall.ranking import Search, run
 from anima_pipeline.recall.render import memory_item
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
@@ -19,9 +19,6 @@ DENSE_WEIGHT = 0.0  # RRF weight of the nearest memories: above 0 lowered the tu
 
 class MemorySearch(Search):
     table = "semantic_memory"
-    where = MEMORY_WHERE
-    score_sql = MEMORY_SCORE_SQL
-    dense_sql = MEMORY_DENSE_SQL
     dense_weight = DENSE_WEIGHT
 
     def filter_params(  # type: ignore[override]

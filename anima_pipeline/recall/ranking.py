@@ -34,6 +34,9 @@ costs two round trips (two more when a word is misspelt), not one per statement:
 Every term is a constant of its statement, so the planner estimates it from the column's
 statistics: a rare term reads the GIN index, a frequent one may stop early on a plain scan,
 since at most `CAP` rows are wanted.
+
+The statements themselves are store/recall_queries.py's; this module holds the stages, the
+weights and the fusion.
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, time
 from time import monotonic as time_now
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -49,6 +51,7 @@ from zoneinfo import ZoneInfo
 from anima_pipeline.recall.dense import QueryVector
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.sections import ContextItem
+from anima_pipeline.store import recall_queries as queries
 from anima_pipeline.store.db import Connection
 
 CAP = 100  # ids read per term from the index; document frequencies are counted up to it
@@ -97,23 +100,6 @@ class Probe:
         }
 
 
-_CORRECTIONS_SQL = """
-SELECT t.word AS typo, best.word, plainto_tsquery('english'::regconfig, best.word)::text AS q
-FROM unnest(%(typos)s::text[]) AS t(word)
-CROSS JOIN LATERAL (
-    SELECT v.word FROM recall_word v
-    WHERE v.anima_id = %(anima)s AND v.word %% t.word AND similarity(v.word, t.word) >= %(min)s
-    ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best
--- a word the anima itself uses is no typo, even where one source lacks it ("regards")
-WHERE NOT EXISTS (SELECT 1 FROM recall_word k WHERE k.anima_id = %(anima)s AND k.word = lower(t.word))"""
-
-
-_STATS_SQL = """
-SELECT c.reltuples, s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs
-FROM pg_class c
-LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text AND s.tablename = c.relname
-                     AND s.attname = 'fts'
-WHERE c.oid = %s::regclass"""
 _stats: dict[tuple[str, str, str], tuple[float, frozenset[str]]] = {}
 
 
@@ -125,7 +111,7 @@ def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
     cached = _stats.get(key)
     if cached and time_now() - cached[0] < STATS_TTL_S:
         return cached[1]
-    row = conn.execute(_STATS_SQL, (table,)).fetchone()
+    row = queries.fts_statistics(conn, table)
     rows = max(float(row["reltuples"] or 0), 0.0) if row else 0.0
     common = (
         frozenset(
@@ -144,12 +130,7 @@ class Search:
     """One source's ranking in stages (probe, spelling, score), so that the stages of several
     sources go to the server together (psycopg pipeline mode: one round trip per stage)."""
 
-    table: str
-    where: str
-    time_column: str | None = None
-    score_sql: str  # the source's scoring statement over the probed candidates
-    # the source's nearest-neighbour statement over `embedding e` joined to `x`; {d} is the dimension
-    dense_sql: str
+    table: str  # the source, named by its table: its statements are store/recall_queries.py's
     dense_weight: float  # its dense list's weight in the fusion (the lexical list has 1 - it)
 
     def __init__(
@@ -177,52 +158,29 @@ class Search:
         self.probe = Probe()
 
     def filter_params(self, **filters: Any) -> dict[str, Any]:
-        """The source's own filters (named by its keyword arguments) as parameters of `where`."""
+        """The source's own filters (named by its keyword arguments) as parameters of its statements."""
         raise NotImplementedError
 
     # stage 1 ---------------------------------------------------------------------------
     def send_probe(self, conn: Connection) -> Callable[[], None]:
         words = self.plan.terms
-        periods = self.plan.periods if self.time_column else []
-        args = dict(self.params, cap=CAP, common=sorted(common_lexemes(conn, self.table)))
-        branches = []
-        for i, word in enumerate(words):
-            # the word's stem(s); a stop word gives an empty query that matches nothing, and a
-            # common stem is not read at all (a one-time filter before the scan)
-            args[f"w{i}"] = word
-            q = f"plainto_tsquery('english'::regconfig, %(w{i})s)"
-            branches.append(
-                f"SELECT {i} AS i, {q}::text AS tsq, ARRAY(SELECT x.id FROM {self.table} x WHERE {self.where}"
-                f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
-            )
-        extra = []
-        if len(words) > 1:  # the rows holding every term, however common each one is
-            every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in range(len(words)))
-            extra.append(
-                f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.fts @@ ({every}) LIMIT %(cap)s"
-            )
-        for i, p in enumerate(periods):
-            args[f"ps{i}"] = datetime.combine(p.start, time(), self.tz)
-            args[f"pe{i}"] = datetime.combine(p.end, time(), self.tz)
-            col = self.time_column
-            extra.append(
-                f"SELECT x.id FROM {self.table} x WHERE {self.where} AND x.{col} >= %(ps{i})s"
-                f" AND x.{col} < %(pe{i})s ORDER BY x.{col} LIMIT %(cap)s"
-            )
-        branches += [f"SELECT {len(words) + k} AS i, NULL, ARRAY({sql})" for k, sql in enumerate(extra)]
-        if not branches:
+        common = sorted(common_lexemes(conn, self.table))
+        periods = [(p.start, p.end) for p in self.plan.periods]
+        take = queries.send_probe(
+            conn, self.table, dict(self.params, cap=CAP, common=common), words, periods, self.tz
+        )
+        if take is None:
             return lambda: None
-        cur = conn.execute(" UNION ALL ".join(branches), args)
-        common = set(args["common"])
+        known = set(common)
 
         def done() -> None:
-            rows = sorted(cur.fetchall(), key=lambda r: r["i"])
+            rows = sorted(take(), key=lambda r: r["i"])
             seen: set[str] = set()
             for r in rows[: len(words)]:
                 if r["tsq"] and r["tsq"] not in seen:  # a stop word, or the same stem twice
                     seen.add(r["tsq"])
                     self.terms.append(
-                        Term(label=words[r["i"]], tsquery=r["tsq"], ids=r["ids"], common=r["tsq"] in common)
+                        Term(label=words[r["i"]], tsquery=r["tsq"], ids=r["ids"], common=r["tsq"] in known)
                     )
             self.found = [r["ids"] for r in rows]
             self.periods_found = [r["ids"] for r in rows[len(words) + (1 if len(words) > 1 else 0) :]]
@@ -243,7 +201,7 @@ class Search:
         fixes = [(t, fix) for t in self.misspelt if (fix := self.plan.corrections.get(t.label))]
         if not fixes:
             return None
-        take = self._send_lookup(conn, dict(self.params, cap=CAP), [q for _, (_, q) in fixes], [])
+        take = queries.send_lookup(conn, self.table, dict(self.params, cap=CAP), [q for _, (_, q) in fixes])
 
         def done() -> None:
             for (term, (word, q)), ids in zip(fixes, take(), strict=True):
@@ -269,13 +227,13 @@ class Search:
         self.probe = Probe(self.terms, sorted(estimate, key=lambda i: (-estimate[i], -i))[:SCORED])
         if self.limit <= 0:
             return None
-        cur = conn.execute(self.score_sql, self.score_args()) if self.probe.candidates else None
+        scored = queries.send_score(conn, self.table, self.score_args()) if self.probe.candidates else None
         near = self._send_dense(conn)
         if near is None:
-            return (lambda: self.items(cur.fetchall())) if cur is not None else None
+            return (lambda: self.items(scored())) if scored is not None else None
 
         def fused() -> list[ContextItem]:
-            lexical = self.items(cur.fetchall()) if cur is not None else []
+            lexical = self.items(scored()) if scored is not None else []
             nearest = near()
             self.nearest = [item for item, _ in nearest]  # for the dense reserve (recall.assemble)
             return fuse(lexical, nearest, self.dense_weight, self.offset, self.limit)
@@ -287,33 +245,16 @@ class Search:
             return None
         args = dict(self.params, qv=self.dense.text, model=self.dense.model_id, k=DENSE_K + self.offset)
         args.setdefault("exclude_ids", [])
-        cur = conn.execute(self.dense_sql.format(d=int(self.dense.dimension)), args)
+        nearest = queries.send_nearest(conn, self.table, self.dense.dimension, args)
 
         def take() -> list[tuple[ContextItem, float]]:
-            rows = sorted(cur.fetchall(), key=lambda r: -r["sim"])  # relaxed order: sorted here
+            rows = sorted(nearest(), key=lambda r: -r["sim"])  # relaxed order: sorted here
             items = self.items(rows)
             for item in items:  # new items, not shared yet: no copy
                 item.why = ""
             return [(item, r["sim"]) for item, r in zip(items, rows, strict=True)]
 
         return take
-
-    def _send_lookup(
-        self, conn: Connection, args: dict[str, Any], queries: list[str], extra: list[str]
-    ) -> Callable[[], list[list[int]]]:
-        """Ids per tsquery (and per extra branch), each read through the index, at most CAP."""
-        branches = []
-        for i, q in enumerate(queries):
-            args[f"q{i}"] = q
-            branches.append(
-                f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {self.table} x WHERE {self.where}"
-                f" AND x.fts @@ %(q{i})s::tsquery LIMIT %(cap)s) AS ids"
-            )
-        branches += [f"SELECT {len(branches) + k} AS i, ARRAY({sql}) AS ids" for k, sql in enumerate(extra)]
-        if not branches:
-            return list
-        cur = conn.execute(" UNION ALL ".join(branches), args)
-        return lambda: [r["ids"] for r in sorted(cur.fetchall(), key=lambda r: r["i"])]
 
     # what a source defines ------------------------------------------------------------------
     def score_args(self) -> dict[str, Any]:
@@ -381,10 +322,10 @@ def send_corrections(
     todo = sorted({w for w in words if w not in plan.corrections})
     if not todo:
         return None
-    cur = conn.execute(_CORRECTIONS_SQL, {"typos": todo, "anima": anima_id, "min": SPELLING_MIN})
+    rows = queries.send_corrections(conn, anima_id, todo, SPELLING_MIN)
 
     def take() -> None:
-        found = {r["typo"]: (r["word"], r["q"]) for r in cur.fetchall() if r["q"]}
+        found = {r["typo"]: (r["word"], r["q"]) for r in rows() if r["q"]}
         for w in todo:
             plan.corrections[w] = found.get(w)
 
@@ -419,142 +360,6 @@ def run(
     if words:
         pipelined(conn, lambda: send_corrections(conn, anima_id, plan, words))
         pipelined(conn, *(lambda s=s: s.send_respell(conn) for s in searches))
-    scans = [lambda: send_iterative_scan(conn)] if any(s.dense for s in searches) else []
+    scans = [lambda: queries.send_iterative_scan(conn)] if any(s.dense for s in searches) else []
     ranked = pipelined(conn, *scans, *(lambda s=s: s.send_score(conn) for s in searches))
     return [r or [] for r in ranked[len(scans) :]], firsts
-
-
-def send_iterative_scan(conn: Connection) -> None:
-    """pgvector 0.8: the HNSW scans of this stage go on past ef_search while the anima's filter
-    drops rows (once per stage, before its nearest-neighbour statements)."""
-    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
-
-
-# The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
-# the terms matched (for `why`), and ts_rank_cd. `extra_match` lets a message's speaker count.
-def hits_sql(extra_match: str = "false") -> str:
-    return f"""
-        (SELECT coalesce(sum(t.w), 0) / %(w_sum)s
-         FROM unnest(%(t_tsq)s::text[], %(t_w)s::float8[]) AS t(tsq, w)
-         WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS coverage,
-        ARRAY(SELECT t.label FROM unnest(%(t_label)s::text[], %(t_tsq)s::text[]) AS t(label, tsq)
-              WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS matched,
-        coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"""
-
-
-# --- the sources' statements (recall.passive, recall.episodic, recall.summaries) ----------
-# Semantic memories: passive recall and active search.
-# The resident set is left out when candidates are scored (it is read in the same round trip).
-MEMORY_WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
-    AND NOT (cardinality(x.source_sessions) > 0 AND x.source_sessions <@ %(exclude_sessions)s::text[])
-    AND (%(types)s::text[] IS NULL OR x.type = ANY(%(types)s::text[]))
-    AND (%(since)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) >= %(since)s::timestamptz)
-    AND (%(until)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) < %(until)s::timestamptz)"""
-
-MEMORY_SCORE_SQL = f"""
-SELECT id, type, content, source_sessions, observed_at, created_at, pinned, matched, dated, in_period,
-       coverage + %(rank_w)s * rank_cd
-           + CASE WHEN %(asks_time)s AND dated THEN %(date_bonus)s ELSE 0 END
-           + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
-FROM (
-    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {hits_sql()},
-           %(asks_time)s AND x.content ~* %(dated_re)s AS dated,  -- the regex only when asked when
-           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
-                   WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s
-                     AND (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date < p.e) AS in_period
-    FROM semantic_memory x
-    WHERE x.id = ANY(%(ids)s::bigint[])
-    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
-) scored
-WHERE coverage > 0
-ORDER BY score DESC, length(content), id
-LIMIT %(limit)s OFFSET %(offset)s
-"""
-
-
-# The nearest memories under the same filters (the resident set left out here too); the
-# columns of MEMORY_SCORE_SQL, the similarity as score. The distance is computed once per row
-# (the select list's copies of it would each be evaluated for every row an exact sort reads).
-MEMORY_DENSE_SQL = f"""
-SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
-SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned,
-       '{{{{}}}}'::text[] AS matched, false AS dated, false AS in_period,
-       e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
-FROM embedding e
-JOIN semantic_memory x ON x.id = e.item_id
-WHERE e.anima_id = %(anima)s AND e.kind = 'memory' AND e.model_id = %(model)s
-  AND {MEMORY_WHERE} AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
-ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
-LIMIT %(k)s) n
-"""
-
-
-# Past messages: episodic recall and active search; cron and debug conversations never.
-MESSAGE_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AND x.forgotten_at IS NULL
-    AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
-    AND (%(conversation)s::text IS NULL OR x.conversation_id = %(conversation)s::text)
-    AND (%(speaker)s::text IS NULL OR x.speaker = %(speaker)s::text)
-    AND (%(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz)
-    AND (%(until)s::timestamptz IS NULL OR x.created_at < %(until)s::timestamptz)"""
-
-MESSAGE_SCORE_SQL = f"""
-SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
-       coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
-FROM (
-    SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
-           {hits_sql("sp.v @@ t.tsq::tsquery")},
-           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
-                   WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
-                     AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
-    FROM message x
-    JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
-    CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
-    WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
-    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
-) scored
-WHERE coverage > 0 OR in_period
-ORDER BY score DESC, length(content), id
-LIMIT %(limit)s OFFSET %(offset)s
-"""
-
-
-MESSAGE_DENSE_SQL = f"""
-SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
-SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
-       '{{{{}}}}'::text[] AS matched, false AS in_period,
-       e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
-FROM embedding e
-JOIN message x ON x.id = e.item_id
-JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
-WHERE e.anima_id = %(anima)s AND e.kind = 'message' AND e.model_id = %(model)s
-  AND {MESSAGE_WHERE} AND c.platform <> 'cron' AND NOT c.debug
-ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
-LIMIT %(k)s) n
-"""
-
-
-# Temporal summaries for a question about a time: those covering a period the question
-# names, then those whose text matches it (the expression GIN index on anima_search_vector).
-SUMMARIES_SQL = """
-SELECT id, level, period_start, period_end, content, in_period,
-       (CASE WHEN in_period THEN 1 ELSE 0 END) + rank AS score
-FROM (
-    SELECT s.id, s.level, s.period_start, s.period_end, s.content,
-           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
-                   WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
-           CASE WHEN to_tsquery('english'::regconfig, %(or_q)s) IS NULL THEN 0
-                ELSE ts_rank_cd(anima_search_vector(s.content), to_tsquery('english'::regconfig, %(or_q)s), 32) END AS rank
-    FROM temporal_summary s
-    WHERE s.id IN (
-        (SELECT t.id FROM temporal_summary t
-         WHERE t.anima_id = %(anima)s AND t.period_start < %(p_max)s::date AND t.period_end >= %(p_min)s::date
-         LIMIT %(cap)s)
-        UNION
-        (SELECT t.id FROM temporal_summary t
-         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ to_tsquery('english'::regconfig, %(or_q)s)
-         LIMIT %(cap)s))
-) found
-WHERE in_period OR rank > 0
-ORDER BY score DESC, array_position(ARRAY['day', 'week', 'month', 'year'], level), period_start DESC
-LIMIT %(limit)s
-"""

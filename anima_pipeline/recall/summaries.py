@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from anima_pipeline.recall.query import QueryPlan
-from anima_pipeline.recall.ranking import CAP, SUMMARIES_SQL
+from anima_pipeline.recall.ranking import CAP
 from anima_pipeline.recall.render import summary_item
 from anima_pipeline.recall.sections import ContextItem
+from anima_pipeline.store import recall_queries as queries
 from anima_pipeline.store.db import Connection
 
 LIMIT = 12
@@ -26,8 +27,8 @@ def send_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> Callable
     or_q = " | ".join("'" + w.replace("'", "''") + "'" for w in plan.terms) or None
     if not plan.about_time or (not starts and not or_q):
         return list
-    cur = conn.execute(
-        SUMMARIES_SQL,
+    rows = queries.send_summaries(
+        conn,
         {
             "anima": anima_id,
             "or_q": or_q,
@@ -41,5 +42,5 @@ def send_summaries(conn: Connection, anima_id: str, plan: QueryPlan) -> Callable
     )
     return lambda: [
         summary_item(r, score=float(r["score"]), why="covers the period" if r["in_period"] else "matched")
-        for r in cur.fetchall()
+        for r in rows()
     ]

@@ -9,10 +9,38 @@ same as in the steps.
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
+from anima_pipeline.core.errors import InternalError
 from anima_pipeline.store.db import Connection
-from anima_pipeline.text.similarity import NORMALIZED_CONTENT_SQL
+from anima_pipeline.text.similarity import CJK_GAP_PATTERN, FOLD_PATTERN
+
+_SQL_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+def normalized_content_sql(column: str = "content") -> str:
+    """`normalize_content` (text/similarity.py) as a PostgreSQL expression over `column` (an
+    identifier, optionally qualified, e.g. `m.content`), from the same patterns.
+
+    Needs a UTF8 database (for `normalize`) and `standard_conforming_strings=on` (the
+    default since 9.1) so the `\\u` escapes reach the regex engine untouched. `lower()`
+    follows the column's collation: ASCII and CJK agree everywhere; other scripts only
+    agree under a non-C collation (e.g. C.UTF-8, en_US.UTF-8).
+    """
+    if not _SQL_IDENTIFIER_RE.match(column):
+        raise InternalError(f"normalized_content_sql: {column!r} is not a plain column identifier")
+    # The patterns contain no quote or percent sign (both are escaped as \uXXXX), so they
+    # are safe inside a SQL literal and inside a psycopg query with %s placeholders.
+    assert "'" not in FOLD_PATTERN + CJK_GAP_PATTERN and "%" not in FOLD_PATTERN + CJK_GAP_PATTERN
+    return (
+        "btrim(regexp_replace(regexp_replace("
+        f"lower(normalize({column}, NFKC)), '{FOLD_PATTERN}', ' ', 'g'), "
+        f"'{CJK_GAP_PATTERN}', '', 'g'), ' ')"
+    )
+
+
+NORMALIZED_CONTENT_SQL = normalized_content_sql("content")
 
 # The conversations of (anima, day): those with a message in the day's window, and those
 # cleanup deleted later whose recorded messages fall in it.

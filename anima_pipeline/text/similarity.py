@@ -4,7 +4,8 @@
 an asset check that runs in PostgreSQL ("no two active memories with the same normalized
 content"). The two must never disagree, so the character classes are written once, as
 regex escapes (`\\uXXXX`) that both Python's `re` and PostgreSQL's ARE engine read the same
-way, and `NORMALIZED_CONTENT_SQL` is built from the very same strings.
+way (`FOLD_PATTERN`, `CJK_GAP_PATTERN`), and the store's SQL expression of the same rule
+(`normalized_content_sql`, store/invariants.py) is built from the very same strings.
 
 `similarity` mimics pg_trgm (Jaccard of padded word trigrams) so that a threshold tuned
 here means roughly the same thing as `similarity()` in SQL; CJK text has no spaces, so a
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-
-from anima_pipeline.core.errors import InternalError
 
 # Characters folded to a single space: whitespace (incl. ideographic and zero-width
 # space), ASCII punctuation, Latin-1, general, supplemental and CJK punctuation. Symbols
@@ -38,16 +37,15 @@ CJK_CLASS = (
     r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
 )
 
-_FOLD_PATTERN = f"[{FOLD_CLASS}]+"
+FOLD_PATTERN = f"[{FOLD_CLASS}]+"
 # A space between two CJK characters is noise (a comma folded away, or an extraction
 # that tokenized Chinese), so "张三，喜欢吃辣" and "张三喜欢吃辣" normalize the same.
-_CJK_GAP_PATTERN = f"(?<=[{CJK_CLASS}]) (?=[{CJK_CLASS}])"
+CJK_GAP_PATTERN = f"(?<=[{CJK_CLASS}]) (?=[{CJK_CLASS}])"
 
-_FOLD_RE = re.compile(_FOLD_PATTERN)
-_CJK_GAP_RE = re.compile(_CJK_GAP_PATTERN)
+_FOLD_RE = re.compile(FOLD_PATTERN)
+_CJK_GAP_RE = re.compile(CJK_GAP_PATTERN)
 _CJK_RE = re.compile(f"[{CJK_CLASS}]")
 _TOKEN_RE = re.compile(f"[{CJK_CLASS}]+|(?:(?![{CJK_CLASS}])[^\\W_])+")
-_SQL_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$")
 
 
 def normalize_content(text: str) -> str:
@@ -59,30 +57,6 @@ def normalize_content(text: str) -> str:
     """
     folded = _FOLD_RE.sub(" ", unicodedata.normalize("NFKC", text).lower())
     return _CJK_GAP_RE.sub("", folded).strip(" ")
-
-
-def normalized_content_sql(column: str = "content") -> str:
-    """`normalize_content` as a PostgreSQL expression over `column` (an identifier,
-    optionally qualified, e.g. `m.content`).
-
-    Needs a UTF8 database (for `normalize`) and `standard_conforming_strings=on` (the
-    default since 9.1) so the `\\u` escapes reach the regex engine untouched. `lower()`
-    follows the column's collation: ASCII and CJK agree everywhere; other scripts only
-    agree under a non-C collation (e.g. C.UTF-8, en_US.UTF-8).
-    """
-    if not _SQL_IDENTIFIER_RE.match(column):
-        raise InternalError(f"normalized_content_sql: {column!r} is not a plain column identifier")
-    # The patterns contain no quote or percent sign (both are escaped as \uXXXX), so they
-    # are safe inside a SQL literal and inside a psycopg query with %s placeholders.
-    assert "'" not in _FOLD_PATTERN + _CJK_GAP_PATTERN and "%" not in _FOLD_PATTERN + _CJK_GAP_PATTERN
-    return (
-        "btrim(regexp_replace(regexp_replace("
-        f"lower(normalize({column}, NFKC)), '{_FOLD_PATTERN}', ' ', 'g'), "
-        f"'{_CJK_GAP_PATTERN}', '', 'g'), ' ')"
-    )
-
-
-NORMALIZED_CONTENT_SQL = normalized_content_sql("content")
 
 
 def has_cjk(text: str) -> bool:

@@ -14,11 +14,10 @@ from anima_pipeline.night.steps.deep.memory_view import MemoryView
 from anima_pipeline.night.steps.deep.merges import merge_groups
 from anima_pipeline.night.steps.deep.pins import stale_pins
 from anima_pipeline.night.steps.deep.splits import is_split_candidate, split_parts
+from anima_pipeline.store.invariants import NORMALIZED_CONTENT_SQL, normalized_content_sql
 from anima_pipeline.text.attributes import extract_attribute
 from anima_pipeline.text.similarity import (
-    NORMALIZED_CONTENT_SQL,
     normalize_content,
-    normalized_content_sql,
     similarity,
 )
 

@@ -1,0 +1,284 @@
+"""The statements of recall's ranking by indexes (recall/ranking.py holds the scoring and the
+stages, docs/benchmarks.md the figures): per source (memories, messages) the probe of the
+GIN full-text index, the lookup of respelt words, the scoring of the candidates, the nearest
+neighbours by pgvector; the anima's vocabulary for misspelt words, the `fts` statistics, and
+the temporal summaries of a question about a time.
+
+Each `send_*` queues its statement on the connection and returns how to take its rows, so that
+recall sends the statements of one stage together (psycopg pipeline mode, `ranking.pipelined`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from anima_pipeline.store.db import Connection
+
+Rows = Callable[[], list[dict[str, Any]]]
+
+_CORRECTIONS_SQL = """
+SELECT t.word AS typo, best.word, plainto_tsquery('english'::regconfig, best.word)::text AS q
+FROM unnest(%(typos)s::text[]) AS t(word)
+CROSS JOIN LATERAL (
+    SELECT v.word FROM recall_word v
+    WHERE v.anima_id = %(anima)s AND v.word %% t.word AND similarity(v.word, t.word) >= %(min)s
+    ORDER BY similarity(v.word, t.word) DESC, v.word LIMIT 1) best
+-- a word the anima itself uses is no typo, even where one source lacks it ("regards")
+WHERE NOT EXISTS (SELECT 1 FROM recall_word k WHERE k.anima_id = %(anima)s AND k.word = lower(t.word))"""
+
+
+_STATS_SQL = """
+SELECT c.reltuples, s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs
+FROM pg_class c
+LEFT JOIN pg_stats s ON s.schemaname = c.relnamespace::regnamespace::text AND s.tablename = c.relname
+                     AND s.attname = 'fts'
+WHERE c.oid = %s::regclass"""
+
+
+# The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
+# the terms matched (for `why`), and ts_rank_cd. `extra_match` lets a message's speaker count.
+def _hits_sql(extra_match: str = "false") -> str:
+    return f"""
+        (SELECT coalesce(sum(t.w), 0) / %(w_sum)s
+         FROM unnest(%(t_tsq)s::text[], %(t_w)s::float8[]) AS t(tsq, w)
+         WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS coverage,
+        ARRAY(SELECT t.label FROM unnest(%(t_label)s::text[], %(t_tsq)s::text[]) AS t(label, tsq)
+              WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS matched,
+        coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"""
+
+
+# --- the sources' statements (recall/passive.py, recall/episodic.py, recall/summaries.py) ----
+# Semantic memories: passive recall and active search.
+# The resident set is left out when candidates are scored (it is read in the same round trip).
+MEMORY_WHERE = """x.anima_id = %(anima)s AND x.status = 'active'
+    AND NOT (cardinality(x.source_sessions) > 0 AND x.source_sessions <@ %(exclude_sessions)s::text[])
+    AND (%(types)s::text[] IS NULL OR x.type = ANY(%(types)s::text[]))
+    AND (%(since)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR coalesce(x.observed_at, x.created_at) < %(until)s::timestamptz)"""
+
+MEMORY_SCORE_SQL = f"""
+SELECT id, type, content, source_sessions, observed_at, created_at, pinned, matched, dated, in_period,
+       coverage + %(rank_w)s * rank_cd
+           + CASE WHEN %(asks_time)s AND dated THEN %(date_bonus)s ELSE 0 END
+           + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
+FROM (
+    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {_hits_sql()},
+           %(asks_time)s AND x.content ~* %(dated_re)s AS dated,  -- the regex only when asked when
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
+                   WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s
+                     AND (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date < p.e) AS in_period
+    FROM semantic_memory x
+    WHERE x.id = ANY(%(ids)s::bigint[])
+    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
+) scored
+WHERE coverage > 0
+ORDER BY score DESC, length(content), id
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+# The nearest memories under the same filters (the resident set left out here too); the
+# columns of MEMORY_SCORE_SQL, the similarity as score. The distance is computed once per row
+# (the select list's copies of it would each be evaluated for every row an exact sort reads).
+MEMORY_DENSE_SQL = f"""
+SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
+SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned,
+       '{{{{}}}}'::text[] AS matched, false AS dated, false AS in_period,
+       e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
+FROM embedding e
+JOIN semantic_memory x ON x.id = e.item_id
+WHERE e.anima_id = %(anima)s AND e.kind = 'memory' AND e.model_id = %(model)s
+  AND {MEMORY_WHERE} AND NOT (x.id = ANY(%(exclude_ids)s::bigint[]))
+ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
+LIMIT %(k)s) n
+"""
+
+
+# Past messages: episodic recall and active search; cron and debug conversations never.
+MESSAGE_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AND x.forgotten_at IS NULL
+    AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
+    AND (%(conversation)s::text IS NULL OR x.conversation_id = %(conversation)s::text)
+    AND (%(speaker)s::text IS NULL OR x.speaker = %(speaker)s::text)
+    AND (%(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz)
+    AND (%(until)s::timestamptz IS NULL OR x.created_at < %(until)s::timestamptz)"""
+
+MESSAGE_SCORE_SQL = f"""
+SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
+       coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
+FROM (
+    SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
+           {_hits_sql("sp.v @@ t.tsq::tsquery")},
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
+                   WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
+                     AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
+    FROM message x
+    JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+    CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
+    WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
+    OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
+) scored
+WHERE coverage > 0 OR in_period
+ORDER BY score DESC, length(content), id
+LIMIT %(limit)s OFFSET %(offset)s
+"""
+
+
+MESSAGE_DENSE_SQL = f"""
+SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
+SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
+       '{{{{}}}}'::text[] AS matched, false AS in_period,
+       e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
+FROM embedding e
+JOIN message x ON x.id = e.item_id
+JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+WHERE e.anima_id = %(anima)s AND e.kind = 'message' AND e.model_id = %(model)s
+  AND {MESSAGE_WHERE} AND c.platform <> 'cron' AND NOT c.debug
+ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
+LIMIT %(k)s) n
+"""
+
+
+# Temporal summaries for a question about a time: those covering a period the question
+# names, then those whose text matches it (the expression GIN index on anima_search_vector).
+SUMMARIES_SQL = """
+SELECT id, level, period_start, period_end, content, in_period,
+       (CASE WHEN in_period THEN 1 ELSE 0 END) + rank AS score
+FROM (
+    SELECT s.id, s.level, s.period_start, s.period_end, s.content,
+           EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(ps, pe)
+                   WHERE s.period_start < p.pe AND s.period_end >= p.ps) AS in_period,
+           CASE WHEN to_tsquery('english'::regconfig, %(or_q)s) IS NULL THEN 0
+                ELSE ts_rank_cd(anima_search_vector(s.content), to_tsquery('english'::regconfig, %(or_q)s), 32) END AS rank
+    FROM temporal_summary s
+    WHERE s.id IN (
+        (SELECT t.id FROM temporal_summary t
+         WHERE t.anima_id = %(anima)s AND t.period_start < %(p_max)s::date AND t.period_end >= %(p_min)s::date
+         LIMIT %(cap)s)
+        UNION
+        (SELECT t.id FROM temporal_summary t
+         WHERE t.anima_id = %(anima)s AND anima_search_vector(t.content) @@ to_tsquery('english'::regconfig, %(or_q)s)
+         LIMIT %(cap)s))
+) found
+WHERE in_period OR rank > 0
+ORDER BY score DESC, array_position(ARRAY['day', 'week', 'month', 'year'], level), period_start DESC
+LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One searched table's statements: the filter on `x` every statement shares, the scoring of
+    candidates, the nearest neighbours ({d}: the vectors' dimension) and, for a table whose rows
+    are dated, the column the periods a question names are read by."""
+
+    where: str
+    score: str
+    dense: str
+    time_column: str | None = None
+
+
+SOURCES = {
+    "semantic_memory": Source(MEMORY_WHERE, MEMORY_SCORE_SQL, MEMORY_DENSE_SQL),
+    # indexed with anima_id: the rows of a period the question names
+    "message": Source(MESSAGE_WHERE, MESSAGE_SCORE_SQL, MESSAGE_DENSE_SQL, time_column="created_at"),
+}
+
+
+def fts_statistics(conn: Connection, table: str) -> dict[str, Any] | None:
+    """`table`'s estimated rows (reltuples) and the most common lexemes of its `fts` column
+    with their frequencies (`elems`, `freqs`), as ANALYZE (autovacuum) keeps them in pg_stats."""
+    return conn.execute(_STATS_SQL, (table,)).fetchone()
+
+
+def send_probe(
+    conn: Connection,
+    table: str,
+    params: dict[str, Any],
+    words: Sequence[str],
+    periods: Sequence[tuple[date, date]],
+    tz: ZoneInfo,
+) -> Rows | None:
+    """One statement: per word (or CJK bigram) its tsquery text and at most `cap` ids through the
+    index (a stop word matches nothing; a stem in `common` is not read at all); then the rows
+    holding every word; then, for a dated table, the rows of each period (local days in `tz`).
+    Rows (i, tsq, ids) by branch; None when there is nothing to ask. `params` holds the
+    source's filters, `cap` and `common`."""
+    source = SOURCES[table]
+    periods = periods if source.time_column else []
+    args = dict(params)
+    branches = []
+    for i, word in enumerate(words):
+        # the word's stem(s); a stop word gives an empty query that matches nothing, and a
+        # common stem is not read at all (a one-time filter before the scan)
+        args[f"w{i}"] = word
+        q = f"plainto_tsquery('english'::regconfig, %(w{i})s)"
+        branches.append(
+            f"SELECT {i} AS i, {q}::text AS tsq, ARRAY(SELECT x.id FROM {table} x WHERE {source.where}"
+            f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
+        )
+    extra = []
+    if len(words) > 1:  # the rows holding every term, however common each one is
+        every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in range(len(words)))
+        extra.append(f"SELECT x.id FROM {table} x WHERE {source.where} AND x.fts @@ ({every}) LIMIT %(cap)s")
+    for i, (start, end) in enumerate(periods):
+        args[f"ps{i}"] = datetime.combine(start, time(), tz)
+        args[f"pe{i}"] = datetime.combine(end, time(), tz)
+        col = source.time_column
+        extra.append(
+            f"SELECT x.id FROM {table} x WHERE {source.where} AND x.{col} >= %(ps{i})s"
+            f" AND x.{col} < %(pe{i})s ORDER BY x.{col} LIMIT %(cap)s"
+        )
+    branches += [f"SELECT {len(words) + k} AS i, NULL, ARRAY({sql})" for k, sql in enumerate(extra)]
+    if not branches:
+        return None
+    return conn.execute(" UNION ALL ".join(branches), args).fetchall
+
+
+def send_lookup(
+    conn: Connection, table: str, params: dict[str, Any], queries: Sequence[str]
+) -> Callable[[], list[list[int]]]:
+    """Ids per tsquery text, each read through the index, at most `cap` (in `params`)."""
+    source = SOURCES[table]
+    args = dict(params)
+    branches = []
+    for i, q in enumerate(queries):
+        args[f"q{i}"] = q
+        branches.append(
+            f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {table} x WHERE {source.where}"
+            f" AND x.fts @@ %(q{i})s::tsquery LIMIT %(cap)s) AS ids"
+        )
+    if not branches:
+        return list
+    cur = conn.execute(" UNION ALL ".join(branches), args)
+    return lambda: [r["ids"] for r in sorted(cur.fetchall(), key=lambda r: r["i"])]
+
+
+def send_score(conn: Connection, table: str, args: dict[str, Any]) -> Rows:
+    """The candidates `args["ids"]` scored in full, best first, one page (`limit`, `offset`)."""
+    return conn.execute(SOURCES[table].score, args).fetchall
+
+
+def send_nearest(conn: Connection, table: str, dimension: int, args: dict[str, Any]) -> Rows:
+    """The `k` nearest rows to the vector `qv` of model `model`, under the source's filters."""
+    return conn.execute(SOURCES[table].dense.format(d=int(dimension)), args).fetchall
+
+
+def send_corrections(conn: Connection, anima_id: str, typos: list[str], min_similarity: float) -> Rows:
+    """For each typo, the anima's vocabulary word it most resembles (pg_trgm) and its tsquery
+    text; none for a word the anima itself uses."""
+    return conn.execute(_CORRECTIONS_SQL, {"typos": typos, "anima": anima_id, "min": min_similarity}).fetchall
+
+
+def send_iterative_scan(conn: Connection) -> None:
+    """pgvector 0.8: the HNSW scans of this stage go on past ef_search while the anima's filter
+    drops rows (once per stage, before its nearest-neighbour statements)."""
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
+
+
+def send_summaries(conn: Connection, args: dict[str, Any]) -> Rows:
+    """The temporal summaries covering a period in `p_start`/`p_end`, or matching `or_q`."""
+    return conn.execute(SUMMARIES_SQL, args).fetchall
