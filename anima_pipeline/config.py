@@ -11,6 +11,7 @@ Anthropic key is a SecretStr so that it never renders in a repr, a log or an err
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import date
 from functools import lru_cache
@@ -247,8 +248,6 @@ class Settings(BaseSettings):
     @classmethod
     def _per_step(cls, v: Any) -> Any:
         if isinstance(v, str):
-            import json
-
             try:
                 v = json.loads(v)
             except json.JSONDecodeError as exc:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 
@@ -60,8 +61,6 @@ def sqlalchemy_pg_url(url: str) -> str:
         if url.startswith(scheme):
             return "postgresql+psycopg2://" + url[len(scheme) :]
     if "://" not in url:  # libpq keyword form: host=... dbname=...
-        from urllib.parse import quote
-
         p = conninfo_to_dict(url)
         auth = quote(str(p.get("user", "")), safe="")
         if p.get("password"):

@@ -37,6 +37,8 @@ from pydantic import BaseModel, Field, ValidationError
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.llm.contract import Engine, Usage
+from anima_pipeline.night.runner import run_days
+from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
@@ -299,8 +301,6 @@ def import_dialogues(db: Database, dialogues: list[Dialogue]) -> None:
 
 def sleep_dialogues(db: Database, settings: Settings, engine: Engine, dialogues: list[Dialogue]) -> Usage:
     """Every session day, in order, for the eval animas only; the night's usage."""
-    from anima_pipeline.night.runner import run_days
-
     days = sorted({s.started_at.astimezone(settings.tz).date() for d in dialogues for s in d.sessions})
     results = run_days(db, settings, days, animas=[d.anima_id for d in dialogues], engine=engine)
     return sum((r.usage for r in results), Usage())
@@ -363,8 +363,6 @@ def evaluate_locomo(
     """Import, sleep, then build each judged question's context and, with a model, answer and
     judge it (see the module docstring). LongMemEval (evaluation/longmemeval.py) passes its
     own categories; a question with `asked_at` is asked then, else the day after the last session."""
-    from anima_pipeline.recall.assemble import assemble_context
-
     import_dialogues(db, dialogues)
     night = sleep_dialogues(db, settings, engine, dialogues)
     judged = engine.model is not None  # a model answers and judges; offline measures the contexts

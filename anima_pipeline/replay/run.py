@@ -17,6 +17,7 @@ from datetime import date, timedelta
 import dagster as dg
 
 from anima_pipeline.config import Settings
+from anima_pipeline.defs.night.launch import launch_night
 from anima_pipeline.replay import diff as diffing
 from anima_pipeline.store import shadows as shadow
 
@@ -47,8 +48,6 @@ def replay(
     mode: str = "scheduled",
     replace: bool = False,
 ) -> ReplayOutcome:
-    from anima_pipeline.defs.night.launch import launch_night
-
     if last < first:
         raise shadow.ShadowError(f"--to {last} is before --from {first}")
     url, undone = shadow.create(live_url, name, first - timedelta(days=1), replace=replace)

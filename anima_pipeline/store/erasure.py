@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from datetime import date, datetime
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from anima_pipeline.store.db import Connection, one
@@ -488,8 +489,6 @@ def vacuum_full(url: str, tables: Iterable[str]) -> list[str]:
     so the deleted rows' bytes leave the disk (plain VACUUM only marks their space reusable),
     and the planner's statistics match the store again (autovacuum may be off). Takes each
     table's exclusive lock while it runs. Returns the tables vacuumed."""
-    import psycopg
-
     known = [t for t in dict.fromkeys(tables) if t in (*ANIMA_TABLES, "memory_event", "embedding")]
     with psycopg.connect(url, autocommit=True) as conn:
         for table in known:

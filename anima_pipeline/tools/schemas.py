@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import Level, MemoryType, Significance, WritableBlock
 from anima_pipeline.core.validation import MEMORY_MAX, Instant
+from anima_pipeline.llm.contract import ToolSpec
 
 MAX_CONTENT_CHARS = MEMORY_MAX
 
@@ -251,8 +252,6 @@ def tool_specs(names: list[str] | tuple[str, ...]):
 def _spec(name: str):
     """One tool's entry, built once per process: generating a JSON schema costs more than a
     whole idle step (a night asks for the same few tools in every step of every anima)."""
-    from anima_pipeline.llm.contract import ToolSpec
-
     model = TOOLS[name]
     schema = cast("dict[str, Any]", _slim(model.model_json_schema()))
     schema.pop("description", None)  # already the tool's description

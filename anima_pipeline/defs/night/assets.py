@@ -57,6 +57,7 @@ from anima_pipeline.night import failure_kinds, runner
 from anima_pipeline.night.frame import Night, StepResult
 from anima_pipeline.night.registry import STEPS
 from anima_pipeline.night.steps.declaration import StepDef
+from anima_pipeline.store import embedded, sleep_state
 
 NIGHT_OP = "night"
 SHARD_TAG = "anima/shard"  # "i/N": this run does the animas of shard i of N
@@ -229,8 +230,6 @@ def _scope_animas(db, days: list[date], ran: set[str]) -> list[str]:
     recorded in sleep_state on its days."""
     if ran:
         return sorted(ran)
-    from anima_pipeline.store import sleep_state
-
     with db.transaction() as conn:
         return sleep_state.animas_on(conn, days)
 
@@ -445,8 +444,6 @@ def log_in_one_batch(
 def _stopped_by_operator(settings: Settings) -> bool:
     """The embedded store was stopped (`anima db stop`) during this run: a retry would only wait
     for a server that must not be started behind the operator's back (docs/ordering.md)."""
-    from anima_pipeline.store import embedded
-
     return settings.database_url is None and embedded.stopped_by_operator(settings.home)
 
 

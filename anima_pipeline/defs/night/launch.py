@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 
 import dagster as dg
 
@@ -50,6 +50,7 @@ from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.steps import STEP_ORDER, parse_steps
 from anima_pipeline.defs.night import assets as night_assets
 from anima_pipeline.defs.night.schedules import ENGINE_TAG, JOB_NAME, MODE_TAG, TRIGGER_TAG
+from anima_pipeline.night.frame import scheduled_mode
 
 DEFINITIONS_MODULE = "anima_pipeline.definitions"
 LOCATION_NAME = "anima_pipeline"  # workspace.yaml location_name and [tool.dg] code_location_name
@@ -160,10 +161,6 @@ def check_steps(steps: Sequence[str] | None) -> list[dg.AssetKey]:
 def mode_tag(mode: str, first: date, last: date) -> str:
     """The deep-sleep mode as it ran: 'scheduled' (the weekday rule) resolved to full or
     incremental when every day of the run has the same, else named as the rule."""
-    from datetime import timedelta
-
-    from anima_pipeline.night.frame import scheduled_mode
-
     if mode != "scheduled":
         return mode
     modes = {scheduled_mode(first + timedelta(days=i)) for i in range(min((last - first).days, 7) + 1)}

@@ -13,8 +13,10 @@ from datetime import date
 
 from anima_pipeline.config import DEFAULT_TIMEZONE
 from anima_pipeline.core.steps import StepKey
+from anima_pipeline.night.steps.deep.prompt import DeepSleepTooLarge, message_one, slices
 from anima_pipeline.store import invariants
 from anima_pipeline.store.db import Connection
+from anima_pipeline.store.memories import MemoryRepo
 
 LIGHT_STEP_TABLES: dict[str, tuple[str, ...]] = {
     StepKey.SEMANTIC_EXTRACTED: ("semantic_memory",),
@@ -48,9 +50,6 @@ class MemoryInvariants:
         """Per anima: the size of deep sleep's message 1 (all active memories as compact JSON),
         built by the same function deep sleep uses, and why it would be refused (a slice that
         cannot be cut), or None."""
-        from anima_pipeline.night.steps.deep.prompt import DeepSleepTooLarge, message_one, slices
-        from anima_pipeline.store.memories import MemoryRepo
-
         repo = MemoryRepo(self.conn)
         out: dict[str, tuple[int, str | None]] = {}
         for a in invariants.animas_with_active_memories(self.conn, self.animas):

@@ -25,6 +25,7 @@ from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.references.preview import CHANGES
+from anima_pipeline.recall.resident import resident_set
 from anima_pipeline.store import references
 from anima_pipeline.store.archive import animas_active_between
 from anima_pipeline.store.db import Connection, Database
@@ -207,8 +208,6 @@ def _resident(
     conn: Connection, anima_id: str, cfg: dict[str, float]
 ) -> tuple[list[int], int, int, list[str]]:
     """(resident ids, pinned count, overflow, warnings), read exactly as chat-time recall reads it."""
-    from anima_pipeline.recall.resident import resident_set
-
     pinned_max = int(cfg["pinned_max"])
     memories, overflow = resident_set(conn, anima_id, top_n=int(cfg["top_n"]), pinned_max=pinned_max)
     pinned = sum(1 for m in memories if m.pinned) + overflow
