@@ -1,8 +1,10 @@
-"""Code-health rules a newcomer relies on (issue 24): one error hierarchy, the step names as
-one type, settings that do not pull in the night's engine."""
+"""Code-health rules a newcomer relies on: one error hierarchy, the step names as one type,
+settings that do not pull in the night's engine, SQL and connections only in store/ (the layer
+contract is test_layers.py; docs/decisions.md)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
@@ -65,88 +67,60 @@ def test_step_names_are_written_once_in_steps_py() -> None:
     assert found == []
 
 
-# The layers (docs/decisions.md): the chat-time and storage rooms never reach up into the
-# night, the Dagster definitions or the faces; core/steps.py and core/errors.py are the floor.
-LOWER = ("store", "text", "recall", "embed")
-UPPER = ("night", "memory", "defs", "service", "cli")
-
-
-def absolute(package: str, level: int, module: str | None) -> str:
-    """The module a `from` import names, relative imports resolved against `package`."""
-    base = package.split(".")[: len(package.split(".")) - level + 1] if level else []
-    return ".".join([*base, *([module] if module else [])])
-
-
-def package_imports() -> list[tuple[str, int, str]]:
-    """(file, line, imported module or module.name) of every import in the package, at
-    module level or inside a function, relative imports resolved."""
-    import ast
-
-    out = []
-    for path in sorted((REPO / "anima_pipeline").rglob("*.py")):
-        rel = path.relative_to(REPO)
-        module = ".".join(rel.with_suffix("").parts)
-        package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                out += [(str(rel), node.lineno, a.name) for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                name = absolute(package, node.level, node.module)
-                out += [(str(rel), node.lineno, f"{name}.{a.name}") for a in node.names]
-    return out
-
-
-def test_imports_follow_the_layers() -> None:
-    wrong = []
-    for file, line, name in package_imports():
-        parts = name.split(".")
-        if parts[0] != "anima_pipeline" or len(parts) < 2:
-            continue
-        room = file.split("/")[1].removesuffix(".py")
-        if room in LOWER and parts[1] in UPPER:
-            wrong.append(f"{file}:{line} imports {name}")
-        if room == "steps" and parts[1] != "errors" or room == "errors":
-            wrong.append(
-                f"{file}:{line} imports {name} (core/steps.py and core/errors.py import nothing of the package)"
-            )
-    assert wrong == []
-
-
-def test_the_layer_rule_resolves_relative_imports() -> None:
-    """`from ..night import registry` in recall/ names anima_pipeline.night: caught like an absolute one."""
-    assert absolute("anima_pipeline.recall", 2, "night") == "anima_pipeline.night"
-    assert absolute("anima_pipeline.recall", 1, "ranking") == "anima_pipeline.recall.ranking"
-    assert absolute("anima_pipeline.recall", 1, None) == "anima_pipeline.recall"
-    assert any(name == "anima_pipeline.store.db.one" for _, _, name in package_imports())
-
-
-# SQL lives in store/ (and recall's ranking queries in recall/ranking.py): a statement
-# anywhere else is a store/ function waiting to be written.
+# SQL lives in store/ (docs/decisions.md, "SQL only in store/"): a statement, a fragment of one
+# (a filter, a scoring expression) or a constant holding either anywhere else is a store/
+# function waiting to be written; so is a connection opened anywhere else.
 SQL_STATEMENT = re.compile(
     r"^\s*(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|CREATE (TABLE|INDEX|DATABASE|EXTENSION)"
     r"|DROP (TABLE|INDEX|DATABASE)|ALTER TABLE|TRUNCATE|VACUUM|ANALYZE|SET (TRANSACTION|LOCAL)|LOCK TABLE)\b"
 )
+# A piece of a statement: a named placeholder, a cast, or the upper-case keywords the code writes.
+SQL_FRAGMENT = re.compile(
+    r"%\(\w+\)s|::(text|int|bigint|date|timestamptz|tsquery|tsvector|vector|regconfig|regclass|jsonb)\b"
+    r"|\b(SELECT|WHERE|JOIN|ORDER BY|GROUP BY|UNION ALL|IS NULL|IS NOT NULL|INSERT INTO|ON CONFLICT|RETURNING)\b"
+)
+
+
+def _outside_the_store() -> list[tuple[str, ast.Module]]:
+    return [
+        (rel, ast.parse(path.read_text(), rel))
+        for path in sorted((REPO / "anima_pipeline").rglob("*.py"))
+        if not (rel := path.relative_to(REPO).as_posix()).startswith("anima_pipeline/store/")
+    ]
+
+
+def _strings(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, text) of every string and f-string (its constant parts), docstrings left out."""
+    docs = {
+        id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+    }
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            out.append((node.lineno, node.value))
+        elif isinstance(node, ast.JoinedStr):
+            out.append((node.lineno, "".join(v.value for v in node.values if isinstance(v, ast.Constant))))
+    return out
 
 
 def sql_outside_the_store() -> dict[str, list[str]]:
-    """{file: ["line: statement start", ...]} for every string (or f-string) outside store/ and
-    recall/ranking.py that starts like a SQL statement."""
-    import ast
-
+    """{file: ["line: text", ...]} for every string (or f-string) outside store/ that starts like
+    a SQL statement or holds a piece of one, and every name imported from a module of the
+    package that is SQL (a string that looks like it, or a name that says so)."""
     found: dict[str, list[str]] = {}
-    for path in sorted((REPO / "anima_pipeline").rglob("*.py")):
-        rel = path.relative_to(REPO).as_posix()
-        if rel.startswith("anima_pipeline/store/") or rel == "anima_pipeline/recall/ranking.py":
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), rel)):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                text = node.value
-            elif isinstance(node, ast.JoinedStr):
-                text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
-            else:
-                continue
-            if SQL_STATEMENT.match(text):
-                found.setdefault(rel, []).append(f"{node.lineno}: {' '.join(text.split())[:70]}")
+    for rel, tree in _outside_the_store():
+        for line, text in _strings(tree):
+            if SQL_STATEMENT.match(text) or SQL_FRAGMENT.search(text):
+                found.setdefault(rel, []).append(f"{line}: {' '.join(text.split())[:70]}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("anima_pipeline"):
+                for alias in node.names:
+                    value = getattr(importlib.import_module(node.module), alias.name, None)
+                    is_sql = isinstance(value, str) and (
+                        SQL_STATEMENT.match(value) or SQL_FRAGMENT.search(value)
+                    )
+                    if is_sql or re.search(r"(?i)(^|_)sql(_|$)", alias.name):
+                        found.setdefault(rel, []).append(f"{node.lineno}: imports {node.module}.{alias.name}")
     return found
 
 
@@ -161,7 +135,64 @@ def test_the_sql_scan_sees_statements_and_not_prose() -> None:
     assert SQL_STATEMENT.match("SET TRANSACTION READ ONLY")
     assert not SQL_STATEMENT.match("Drop interjections, fillers and vocatives")
     assert not SQL_STATEMENT.match("select the day's memories")
+    # the pieces a module could hold as constants or pass on: a filter, a cast, a scoring term
+    assert SQL_FRAGMENT.search("x.anima_id = %(anima)s AND x.status = 'active'")
+    assert SQL_FRAGMENT.search("coalesce(ts_rank_cd(x.fts, q::tsquery, 32), 0) AS rank_cd")
+    assert not SQL_FRAGMENT.search("where the night went: select one memory, then join them")
     assert "anima_pipeline/recall/resident.py" not in sql_outside_the_store()  # the resident read moved
+
+
+def test_the_sql_scan_sees_a_constant_and_an_import_of_sql(tmp_path, monkeypatch) -> None:
+    """A module-level constant holding a filter, and a name imported from a store module that
+    holds SQL, are both found (a fabricated module beside the package's)."""
+    from anima_pipeline.store import invariants
+
+    tree = ast.parse(
+        "from anima_pipeline.store.invariants import NORMALIZED_CONTENT_SQL\n"
+        "WHERE_ACTIVE = \"x.status = 'active' AND x.anima_id = %(anima)s\"\n"
+    )
+    monkeypatch.setattr(
+        sys.modules[__name__], "_outside_the_store", lambda: [("anima_pipeline/recall/fabricated.py", tree)]
+    )
+    assert invariants.NORMALIZED_CONTENT_SQL
+    assert sql_outside_the_store() == {
+        "anima_pipeline/recall/fabricated.py": [
+            "2: x.status = 'active' AND x.anima_id = %(anima)s",
+            "1: imports anima_pipeline.store.invariants.NORMALIZED_CONTENT_SQL",
+        ]
+    }
+
+
+def connections_outside_the_store() -> list[str]:
+    """Every `psycopg.connect(...)` (or `Connection.connect`, a `ConnectionPool`) outside store/."""
+    found = []
+    for rel, tree in _outside_the_store():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
+            if (name == "connect" and owner in ("psycopg", "Connection", "AsyncConnection")) or name in (
+                "ConnectionPool",
+                "AsyncConnectionPool",
+            ):
+                found.append(f"{rel}:{node.lineno}: {owner + '.' if owner else ''}{name}(...)")
+            if isinstance(f, ast.Name) and f.id == "connect":  # `from psycopg import connect`
+                imported = {
+                    (n.module, a.name)
+                    for n in ast.walk(tree)
+                    if isinstance(n, ast.ImportFrom)
+                    for a in n.names
+                }
+                if ("psycopg", "connect") in imported:
+                    found.append(f"{rel}:{node.lineno}: connect(...) from psycopg")
+    return found
+
+
+def test_no_connection_is_opened_outside_the_store() -> None:
+    """A connection comes from store/: store.db's Database, OneConnection and connect()."""
+    assert connections_outside_the_store() == []
 
 
 def test_the_planning_switch_is_scoped_to_the_call_and_its_thread(monkeypatch) -> None:
