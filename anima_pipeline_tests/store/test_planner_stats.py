@@ -14,6 +14,7 @@ from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.recall.episodic import MessageSearch
 from anima_pipeline.recall.query import plan_query
 from anima_pipeline.store.planner_stats import keep_fresh
+from anima_pipeline.store.recall_queries import SOURCES
 
 WORDS = "harbour lantern violin orchard glacier canyon meadow bakery tunnel island".split()
 
@@ -56,7 +57,7 @@ def test_a_bulk_append_keeps_the_statistics_and_recall_stays_on_the_index(db_url
             plan = "\n".join(
                 r["QUERY PLAN"]
                 for r in conn.execute(
-                    f"EXPLAIN SELECT x.id FROM message x WHERE {search.where} AND x.fts @@ {q} LIMIT 100",
+                    f"EXPLAIN SELECT x.id FROM message x WHERE {SOURCES[search.table].where} AND x.fts @@ {q} LIMIT 100",
                     search.params,
                 ).fetchall()
             )
