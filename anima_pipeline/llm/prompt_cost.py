@@ -1,8 +1,8 @@
 """What a planned set of conversations will cost, before anything is sent: the same price
-table (llm/pricing.py) and the same cache rules the engine's requests meet (a breakpoint
-caches the prefix before it once it is at least the model's minimum; caches are per model;
-a later request reads the longest prefix already written; the engine's turn breakpoints make
-each turn read the previous one). `anima sleep --estimate` and the budget guard price the
+table (core/prices.py, through llm/pricing.py) and the same cache rules the engine's requests
+meet (a breakpoint caches the prefix before it once it is at least the model's minimum; caches
+are per model; a later request reads the longest prefix already written; the engine's turn
+breakpoints make each turn read the previous one). `anima sleep --estimate` and the budget guard price the
 night with it (night/estimate.py); benchmarks/night_cost.py prints it beside the measured cost.
 
 Output is assumed, not known: a tool turn answers about OUT_TOOL tokens, a last turn OUT_END
