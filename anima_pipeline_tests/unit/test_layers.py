@@ -5,15 +5,16 @@ unit of its own layer or of a higher one, and no import may close a circle. Impo
 functions count (relative ones resolved); those under `if TYPE_CHECKING:` do not.
 
     core.errors          the one error base (imports nothing of the package)
-    core, packaged       steps, validation, citations, the price table; where sql/ and dagster.yaml are
+    core                 steps, validation, citations, the price table
     config | text        settings | pure language rules (no database): both read only core
     store                every SQL statement and every connection
     llm | embed          engines, pricing, budget | embedders
     tools                the memory tool contract the engines' plans go through
     recall               the chat-time read side: resident set, ranking, assembly, working context
-    night                the night's frame: one step under guards, revert, failure kinds, prompts
-    night.steps          one folder per step: orchestration, offline plan, request
-    night orchestration  registry <- anima_night <- pool <- runner, estimate
+    night                the night's frame: one step under guards, revert, failure kinds, failpoints
+    night.steps          one folder per step (orchestration, prompt, plan, tools, preview) and
+                         what they share: framing, day_changes, night/prefix.py's prompt families
+    night orchestration  registry <- anima_night <- pool <- runner, estimate, step_report
     memory | review | defs | evaluation   the agent's facade | review mode | Dagster | benchmarks' loops
     replay               shadow runs through Dagster, diff (evaluation's measure), promote
     service              HTTP, MCP, the client
@@ -41,15 +42,15 @@ PACKAGE = "anima_pipeline"
 # package's own __init__.py.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("core.errors",),
-    ("core", "packaged", "__init__"),
+    ("core", "__init__"),
     ("config", "text"),
     ("store",),
     ("llm", "embed"),
     ("tools",),
     ("recall",),
     ("night",),
-    ("night.steps",),
-    ("night.registry night.anima_night night.pool night.runner night.estimate",),
+    ("night.steps night.prefix",),
+    ("night.registry night.anima_night night.pool night.runner night.estimate night.step_report",),
     ("memory", "review", "defs definitions", "evaluation"),
     ("replay",),
     ("service",),
