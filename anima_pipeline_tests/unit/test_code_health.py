@@ -74,10 +74,12 @@ SQL_STATEMENT = re.compile(
     r"^\s*(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|WITH \w+ AS|CREATE (TABLE|INDEX|DATABASE|EXTENSION)"
     r"|DROP (TABLE|INDEX|DATABASE)|ALTER TABLE|TRUNCATE|VACUUM|ANALYZE|SET (TRANSACTION|LOCAL)|LOCK TABLE)\b"
 )
-# A piece of a statement: a named placeholder, a cast, or the upper-case keywords the code writes.
+# A piece of a statement: a cast, an upper-case clause keyword as the code writes them, or a
+# named placeholder in a condition (a placeholder alone is also logging's format).
 SQL_FRAGMENT = re.compile(
-    r"%\(\w+\)s|::(text|int|bigint|date|timestamptz|tsquery|tsvector|vector|regconfig|regclass|jsonb)\b"
+    r"::(text|int|bigint|date|timestamptz|tsquery|tsvector|vector|regconfig|regclass|jsonb)\b"
     r"|\b(SELECT|WHERE|JOIN|ORDER BY|GROUP BY|UNION ALL|IS NULL|IS NOT NULL|INSERT INTO|ON CONFLICT|RETURNING)\b"
+    r"|%\(\w+\)s.*\b(AND|OR)\b|\b(AND|OR)\b.*%\(\w+\)s|[=<>]\s*%\(\w+\)s"
 )
 
 
@@ -138,7 +140,9 @@ def test_the_sql_scan_sees_statements_and_not_prose() -> None:
     # the pieces a module could hold as constants or pass on: a filter, a cast, a scoring term
     assert SQL_FRAGMENT.search("x.anima_id = %(anima)s AND x.status = 'active'")
     assert SQL_FRAGMENT.search("coalesce(ts_rank_cd(x.fts, q::tsquery, 32), 0) AS rank_cd")
+    assert SQL_FRAGMENT.search("x.speaker = %(speaker)s")
     assert not SQL_FRAGMENT.search("where the night went: select one memory, then join them")
+    assert not SQL_FRAGMENT.search("%(asctime)s %(levelname)s %(message)s")  # logging's format
     assert "anima_pipeline/recall/resident.py" not in sql_outside_the_store()  # the resident read moved
 
 
