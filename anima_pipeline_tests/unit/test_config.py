@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from anima_pipeline.config import DEFAULT_TIMEZONE, Settings, env_name, get_settings
+from anima_pipeline.config import DEFAULT_TIMEZONE, Group, Settings, env_name, get_settings
 from anima_pipeline.core.errors import ConfigError, InputError
 from anima_pipeline.core.steps import MEMORY_STEPS, STEP_ORDER, StepKey, UnknownStepError, parse_steps
 
@@ -16,12 +16,33 @@ def setenv(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
         monkeypatch.setenv(name, value)
 
 
+def paths() -> list[str]:
+    """Every setting by its path: "home", "llm.max_tokens", …"""
+    out = []
+    for name, info in Settings.model_fields.items():
+        group = info.annotation
+        if isinstance(group, type) and issubclass(group, Group):
+            out += [f"{name}.{leaf}" for leaf in group.model_fields]
+        else:
+            out.append(name)
+    return out
+
+
 def test_every_field_is_read_from_its_prefixed_variable_except_the_sdk_names(monkeypatch) -> None:
-    names = {field: env_name(field) for field in Settings.model_fields}
+    names = {path: env_name(path) for path in paths()}
     assert names["anthropic_api_key"] == "ANTHROPIC_API_KEY"
     assert names["anthropic_base_url"] == "ANTHROPIC_BASE_URL"
-    others = {f: n for f, n in names.items() if not f.startswith("anthropic_")}
-    assert others == {f: "ANIMA_" + f.upper() for f in others}
+    assert (names["llm.max_tokens"], names["guards.min"], names["embedder.kind"]) == (
+        "ANIMA_LLM_MAX_TOKENS",
+        "ANIMA_GUARD_MIN",
+        "ANIMA_EMBEDDER",
+    )
+    for path, name in names.items():  # a group's fields keep their flat names: ANIMA_<GROUP>_<FIELD>
+        head, _, leaf = path.partition(".")
+        if not head.startswith("anthropic_"):
+            word = {"guards": "GUARD"}.get(head, head.upper())
+            assert name == "_".join(p for p in ("ANIMA", word, leaf.upper()) if p and p != "KIND"), path
+    assert len(set(names.values())) == len(names)  # no two settings share a variable
     monkeypatch.delenv("ANIMA_TIMEZONE", raising=False)
     setenv(
         monkeypatch,
@@ -50,7 +71,7 @@ def test_settings_and_the_environment_agree(monkeypatch) -> None:
         {"ANIMA_ENGINE": "anthropic", "ANIMA_TIMEZONE": "UTC", "ANIMA_RECALL_RESIDENT_TOP_N": "7"},
     )
     s = Settings()
-    assert (s.engine, s.timezone, s.recall_resident_top_n) == ("anthropic", "UTC", 7)
+    assert (s.engine, s.timezone, s.recall.resident_top_n) == ("anthropic", "UTC", 7)
     assert Settings(timezone="Europe/Paris").timezone == "Europe/Paris"  # an argument wins
     assert Settings(timezone="Europe/Paris").engine == "anthropic"  # the rest still from the environment
     get_settings.cache_clear()
@@ -60,6 +81,41 @@ def test_settings_and_the_environment_agree(monkeypatch) -> None:
         get_settings.cache_clear()
     monkeypatch.delenv("ANIMA_TIMEZONE")
     assert Settings().timezone == DEFAULT_TIMEZONE
+
+
+def test_groups_read_their_flat_variables_and_arguments_merge_into_them(monkeypatch) -> None:
+    setenv(
+        monkeypatch,
+        {
+            "ANIMA_LLM_MAX_TOKENS": "3000",
+            "ANIMA_GUARD_MIN": "5",
+            "ANIMA_CONTEXT_SOFT_TOKENS": "100",
+            "anima_working_slim_chars": "90",
+            "ANIMA_EMBEDDER": "http",
+            "ANIMA_EMBEDDER_URL": "http://x",
+            # names that were never settings stay ignored: no group is read whole, nor by its field name
+            "ANIMA_LLM": '{"mode": "batch"}',
+            "ANIMA_GUARDS_MIN": "9",
+            "ANIMA_EMBEDDER_KIND": "local",
+        },
+    )
+    s = Settings()
+    assert (s.llm.max_tokens, s.llm.mode, s.guards.min, s.context.soft_tokens, s.working.slim_chars) == (
+        3000,
+        "sync",
+        5,
+        100,
+        90,
+    )
+    assert (s.embedder.kind, s.embedder.url) == ("http", "http://x")
+    assert s.llm.model_fields_set == {"max_tokens"}  # what the environment set, per group
+    given = Settings(llm={"concurrency": 3}, embedder={"kind": "none"})  # an argument wins, field by field
+    assert (given.llm.concurrency, given.llm.max_tokens, given.embedder.kind, given.embedder.url) == (
+        3,
+        3000,
+        "none",
+        "http://x",
+    )
 
 
 def test_a_bad_value_names_its_variable_and_never_shows_a_key(monkeypatch) -> None:
@@ -77,6 +133,14 @@ def test_a_bad_value_names_its_variable_and_never_shows_a_key(monkeypatch) -> No
         ConfigError, match=r"ANIMA_LLM_STEP_LIMITS=.*unknown step\(s\) \['semantic_memory/extractd'\]"
     ):
         Settings()
+    monkeypatch.delenv("ANIMA_LLM_STEP_LIMITS")
+    setenv(monkeypatch, {"ANIMA_EMBEDDER_API_KEY": "emb-never-shown", "ANIMA_EMBEDDER_BATCH": "0"})
+    with pytest.raises(ConfigError, match=r"^ANIMA_EMBEDDER_BATCH='0': "):
+        Settings()
+    setenv(monkeypatch, {"ANIMA_EMBEDDER_BATCH": "8", "ANIMA_SMALL_MODEL": "no-such-model"})
+    with pytest.raises(ConfigError, match=r"^ANIMA_SMALL_MODEL: no price known") as err:
+        Settings()  # a rule over several settings: its message, never the values it read
+    assert "sk-ant-never-shown" not in str(err.value) and "emb-never-shown" not in str(err.value)
 
 
 def test_the_environment_is_read_in_any_case_json_per_step_and_arguments_win(monkeypatch) -> None:
@@ -96,7 +160,7 @@ def test_the_environment_is_read_in_any_case_json_per_step_and_arguments_win(mon
     )
     s = Settings()
     assert s.review_mode is True and s.workers == 3 and s.model == Settings.model_fields["model"].default
-    assert s.llm_step_models == {"dreams/journal": "small"}
+    assert s.llm.step_models == {"dreams/journal": "small"}
     assert s.step_limits("dreams/journal")[0] == 4096
     assert s.anthropic_api_key is not None and s.anthropic_api_key.get_secret_value() == "sk-from-env"
     for argument in ("anthropic_api_key", "ANTHROPIC_API_KEY"):
