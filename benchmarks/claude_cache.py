@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
                 home=Path(home),
                 database_url=args.database_url,
                 engine="anthropic",
-                llm_step_models=dict.fromkeys(DEEP_SLEEP, "main"),
+                llm={"step_models": dict.fromkeys(DEEP_SLEEP, "main")},
             )
             db = open_database(settings)
             try:

@@ -116,7 +116,7 @@ def build_store(url: str) -> None:
 
     drop_database(url)
     ensure_database(url)
-    settings = Settings(embedder="none", database_url=url)
+    settings = Settings(embedder={"kind": "none"}, database_url=url)
     started = time.perf_counter()
     files = [
         data_dir() / "locomo" / "dev.archive.jsonl",

@@ -82,7 +82,7 @@ def one_mode(
         audit = Audit(conn=conn, anima_id="", run_id="bench-import", step="import")
         import_records(conn, parse_lines(archive(animas), "bench"), audit, ImportStats())
     settings = Settings(
-        home=home, engine="anthropic", workers=workers, llm_concurrency=max(workers, 1), llm_mode=mode
+        home=home, engine="anthropic", workers=workers, llm={"concurrency": max(workers, 1), "mode": mode}
     )
     with FakeMessagesAPI(
         min_cache_tokens=None, responder=model, latency_s=delay, batch_latency_s=delay

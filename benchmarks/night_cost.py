@@ -61,7 +61,7 @@ def one_night(
     _clear(db)
     seed(db, memories)
     estimate = estimate_night(db, settings, DAY, "full")
-    collector = BatchCollector(window_s=0.05, poll_s=0.01) if settings.llm_mode == "batch" else None
+    collector = BatchCollector(window_s=0.05, poll_s=0.01) if settings.llm.mode == "batch" else None
     with FakeMessagesAPI(
         min_cache_tokens=None, responder=responder(False), batch_turnaround_s=turnaround_s
     ) as fake:
@@ -133,11 +133,11 @@ def main(argv: list[str] | None = None) -> None:
         try:
             for n in args.memories:
                 for mode in ("sync", "batch"):
-                    settings = base.model_copy(update={"llm_mode": mode})
+                    settings = base.model_copy(update={"llm": base.llm.model_copy(update={"mode": mode})})
                     measured, _, estimated = one_night(db, settings, n)
                     rows.append((n, mode, *report(settings, n, mode, measured, estimated)))
                 # a batch that takes longer than the cache's 5 minutes: the turns lose it
-                settings = base.model_copy(update={"llm_mode": "batch"})
+                settings = base.model_copy(update={"llm": base.llm.model_copy(update={"mode": "batch"})})
                 measured, est, _ = one_night(db, settings, n, turnaround_s=args.turnaround)
                 slow = sum(measured.values(), Usage()).cost_usd
                 print(
@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None) -> None:
                 )
                 rows.append((n, f"batch {args.turnaround:.0f}s", slow, est.cost_usd))
                 for split in args.splits:
-                    settings = base.model_copy(update={"llm_step_models": SPLITS[split]})
+                    settings = base.model_copy(
+                        update={"llm": base.llm.model_copy(update={"step_models": SPLITS[split]})}
+                    )
                     measured, est, _ = one_night(db, settings, n)
                     split_rows.append((n, split, sum(measured.values(), Usage()).cost_usd, est.cost_usd))
         finally:

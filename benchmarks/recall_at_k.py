@@ -169,7 +169,7 @@ def _pack(name, ranked, words: list[str], budget: int, item_max: int):
     return packer.section.items
 
 
-LEXICAL = Settings(embedder="none")
+LEXICAL = Settings(embedder={"kind": "none"})
 DENSE = Settings()
 
 
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     if not qa.exists() or not archive.exists():
         print(f"LoCoMo dev data not found under {args.data}; nothing to measure.", file=sys.stderr)
         return 2
-    shares = args.share or [get_settings().recall_memory_share]
+    shares = args.share or [get_settings().recall.memory_share]
     questions = [q for q in read_jsonl(qa) if q["category"] in CATEGORIES and key_words(str(q["answer"]))]
     if args.only:
         questions = [q for q in questions if group_of(q["anima_id"]) == args.only]
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
                 chars = sum(result["counts"][(split, c)][f"{mode}:chars"] for c in CATEGORIES)
                 if total:
                     print(f"  {split:6} {mode:16} avg chars {chars / total:7.0f}")
-        best = f"assembled@{get_settings().recall_memory_share}"
+        best = f"assembled@{get_settings().recall.memory_share}"
         best = best if best in modes else modes[-1]
         gain = table.loc["all", ("unseen", best)] - table.loc["all", ("unseen", "bm25")]
         print(f"unseen: {best} - bm25 = {gain:+.3f}")

@@ -356,7 +356,7 @@ def measure(
                 if i >= 20:
                     seconds[name].append(time.perf_counter() - started)
                     embedding[name].append((ctx.embed_ms or 0.0) / 1e3)
-                    if settings.embedder != "none" and ctx.recall_mode != "hybrid":
+                    if settings.embedder.kind != "none" and ctx.recall_mode != "hybrid":
                         raise SystemExit(f"recall is lexical: {ctx.lexical_reason}")
     out = {}
     for name in names:
@@ -512,8 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = Lines(rng)
     ensure_database(args.url)
     reuse = args.reuse and reusable(args.url, args.sizes, args.vectors)
-    lexical = Settings(embedder="none")
-    dense = Settings(embedder=os.environ.get("ANIMA_EMBEDDER", "local"))
+    lexical = Settings(embedder={"kind": "none"})
+    dense = Settings(embedder={"kind": os.environ.get("ANIMA_EMBEDDER", "local")})
     embedder = base = None
     if args.vectors and not reuse:
         from anima_pipeline.embed.provider import make_embedder

@@ -51,7 +51,7 @@ def embed(
                     embedder,
                     anima_id=anima,
                     kinds=cast("list[vectors.Kind]", kind),  # each checked against KINDS above
-                    batch=s.embedder_batch,
+                    batch=s.embedder.batch,
                     progress=lambda n: progress.advance(task, n),
                     commit=conn.commit,
                 )

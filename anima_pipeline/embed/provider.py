@@ -25,16 +25,16 @@ from anima_pipeline.embed.remote import HttpEmbedder
 
 def provider_name(settings: Settings) -> str:
     """The provider in force: ANIMA_EMBEDDER, else ``local`` when the MiniLM wheel is installed."""
-    if settings.embedder:
-        return settings.embedder
+    if settings.embedder.kind:
+        return settings.embedder.kind
     return "local" if find_spec(WHEEL_MODULE) is not None else "none"
 
 
 def make_embedder(settings: Settings) -> Embedder | None:
     """The configured embedder (cached per process and configuration), None for ``none``."""
-    key = settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else None
-    http = (settings.embedder_batch, settings.embedder_timeout_s, settings.embedder_retries, key)
-    return _cached(provider_name(settings), settings.embedder_model, settings.embedder_url, http)
+    key = settings.embedder.api_key.get_secret_value() if settings.embedder.api_key else None
+    http = (settings.embedder.batch, settings.embedder.timeout_s, settings.embedder.retries, key)
+    return _cached(provider_name(settings), settings.embedder.model, settings.embedder.url, http)
 
 
 @lru_cache(maxsize=4)

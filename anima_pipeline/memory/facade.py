@@ -140,10 +140,10 @@ class AnimaMemory:
         else:
             self.db = open_database(self.settings)
         settings = self.settings
-        self._vectors = Backfill(self.db, anima_id, lambda: make_embedder(settings), settings.embedder_batch)
+        self._vectors = Backfill(self.db, anima_id, lambda: make_embedder(settings), settings.embedder.batch)
 
     def close(self) -> None:
-        self._vectors.wait(self.settings.embedder_timeout_s)
+        self._vectors.wait(self.settings.embedder.timeout_s)
         if self._owns_db:
             self.db.close()
 
@@ -374,7 +374,7 @@ class AnimaMemory:
         ``[[anima:f-N]]`` lines; keep the marker when the reply uses one."""
         req = self._request(ContextRequest, query=query, session_id=session_id)
         # this facade's own appends are searchable by meaning before its next context
-        self._vectors.wait(self.settings.embedder_timeout_s)
+        self._vectors.wait(self.settings.embedder.timeout_s)
         with self.db.transaction() as conn:
             return assemble_context(
                 conn, self.anima_id, req.query, settings=self.settings, session_id=req.session_id
@@ -428,7 +428,7 @@ class AnimaMemory:
         self, find: Callable[..., SearchPage], req: SearchRequest | MessageSearchRequest, **filters: Any
     ) -> SearchPage:
         """One page of `find` (recall.assemble's search_memories or search_messages)."""
-        self._vectors.wait(self.settings.embedder_timeout_s)  # this facade's appends, by meaning too
+        self._vectors.wait(self.settings.embedder.timeout_s)  # this facade's appends, by meaning too
         with self.db.transaction() as conn:
             return find(
                 conn,
@@ -495,7 +495,7 @@ class AnimaMemory:
         """The resident set: pinned memories, then the most cited (what every turn carries)."""
         with self.db.transaction() as conn:
             memories, _ = resident_set(
-                conn, self.anima_id, self.settings.recall_resident_top_n, self.settings.recall_pinned_max
+                conn, self.anima_id, self.settings.recall.resident_top_n, self.settings.recall.pinned_max
             )
         return [memory_item(m.model_dump(), score=0.0, why="resident", tz=self.settings.tz) for m in memories]
 

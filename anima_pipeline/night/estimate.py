@@ -217,7 +217,7 @@ def estimate_night(
             plan = {a: k for a, k in plan.items() if in_shard(a, shard)}
         sizes = night_sizes(conn, list(plan), night.start, night.end)
         done = {} if force else sleep_state.steps_done_of(conn, list(plan), day)
-    batch = settings.llm_mode == "batch"
+    batch = settings.llm.mode == "batch"
     per_step: dict[str, StepEstimate] = {}
     for anima_id, keys in plan.items():
         chosen = [k for k in keys if (steps is None or k in steps) and k not in done.get(anima_id, ())]

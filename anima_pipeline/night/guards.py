@@ -10,11 +10,11 @@ N memories active at the start, is
 
     allowed = max(floor(share * N), minimum)
 
-with `share` = `guard_step_share` (default 25 %) per step and `guard_night_share` (40 %) for
-the night, and `minimum` = `guard_min` (3): a store of 17 memories may lose 4 in one step and 6
+with `share` = `guards.step_share` (default 25 %) per step and `guards.night_share` (40 %) for
+the night, and `minimum` = `guards.min` (3): a store of 17 memories may lose 4 in one step and 6
 in one night; a tiny store can still merge a pair and retire one contradiction. And a step that
 would leave an anima which had two or more active memories with none at all always trips. All
-are Settings fields (ANIMA_GUARD_*).
+are the settings' `guards` group (ANIMA_GUARD_*).
 
 The night's figure comes from the memory_event rows of that (anima, day): the first event of a
 memory that night gives its state at the start, the last one its state now, so a forced re-run
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Literal
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import GuardSettings, Settings
 from anima_pipeline.core.errors import NightError
 from anima_pipeline.night.revert import revert_events
 from anima_pipeline.store.archive import day_chars
@@ -41,18 +41,18 @@ from anima_pipeline.store.events import Audit, status_changes_of_night, status_c
 from anima_pipeline.store.memories import active_counts
 
 GuardKind = Literal["step", "night"]
-_DEFAULTS = Settings.model_fields  # the defaults, without reading the environment
+_DEFAULTS = GuardSettings.model_fields  # the defaults, without reading the environment
 
 
 @dataclass(frozen=True)
 class LossLimits:
-    step_share: float = _DEFAULTS["guard_step_share"].default
-    night_share: float = _DEFAULTS["guard_night_share"].default
-    minimum: int = _DEFAULTS["guard_min"].default
+    step_share: float = _DEFAULTS["step_share"].default
+    night_share: float = _DEFAULTS["night_share"].default
+    minimum: int = _DEFAULTS["min"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LossLimits:
-        return cls(settings.guard_step_share, settings.guard_night_share, settings.guard_min)
+        return cls(settings.guards.step_share, settings.guards.night_share, settings.guards.min)
 
     def allowed(self, kind: GuardKind, base: int) -> int:
         share = self.step_share if kind == "step" else self.night_share
@@ -190,18 +190,18 @@ class GrowthLimits:
     max(floor(share * day_chars), min_chars) characters, both net (created and still active,
     less what the step retired: a split adds its parts minus one, a merge adds nothing)."""
 
-    per_kchar: float = _DEFAULTS["guard_growth_per_kchar"].default
-    share: float = _DEFAULTS["guard_growth_share"].default
-    min_memories: int = _DEFAULTS["guard_growth_min_memories"].default
-    min_chars: int = _DEFAULTS["guard_growth_min_chars"].default
+    per_kchar: float = _DEFAULTS["growth_per_kchar"].default
+    share: float = _DEFAULTS["growth_share"].default
+    min_memories: int = _DEFAULTS["growth_min_memories"].default
+    min_chars: int = _DEFAULTS["growth_min_chars"].default
 
     @classmethod
     def from_settings(cls, settings: Settings) -> GrowthLimits:
         return cls(
-            settings.guard_growth_per_kchar,
-            settings.guard_growth_share,
-            settings.guard_growth_min_memories,
-            settings.guard_growth_min_chars,
+            settings.guards.growth_per_kchar,
+            settings.guards.growth_share,
+            settings.guards.growth_min_memories,
+            settings.guards.growth_min_chars,
         )
 
     def allowed(self, day_chars: int) -> tuple[int, int]:

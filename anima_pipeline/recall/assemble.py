@@ -57,12 +57,12 @@ RANKED = 60  # candidates ranked per section: more than a 2,000-character budget
 
 def budgets_from(settings: Settings) -> Budgets:
     return Budgets(
-        resident=settings.recall_resident_chars,
-        recall=settings.recall_budget_chars,
-        memory_share=settings.recall_memory_share,
-        summaries=settings.recall_summary_chars,
-        item_max=settings.recall_item_max_chars,
-        dense=settings.recall_dense_chars,
+        resident=settings.recall.resident_chars,
+        recall=settings.recall.budget_chars,
+        memory_share=settings.recall.memory_share,
+        summaries=settings.recall.summary_chars,
+        item_max=settings.recall.item_max_chars,
+        dense=settings.recall.dense_chars,
     )
 
 
@@ -141,7 +141,7 @@ def assemble_context(
         [memory_search, message_search],
         first=(
             lambda: send_resident_rows_cut(
-                conn, anima_id, settings.recall_resident_top_n, settings.recall_pinned_max
+                conn, anima_id, settings.recall.resident_top_n, settings.recall.pinned_max
             ),
             lambda: send_summaries(conn, anima_id, plan),
         ),

@@ -32,7 +32,9 @@ def query_vector(conn: Connection, settings: Settings, query: str) -> tuple[Quer
     if provider_name(settings) == "none":
         return (
             None,
-            "ANIMA_EMBEDDER=none" if settings.embedder else "no embedder installed (ANIMA_EMBEDDER unset)",
+            "ANIMA_EMBEDDER=none"
+            if settings.embedder.kind
+            else "no embedder installed (ANIMA_EMBEDDER unset)",
         )
     reason = vectors.unavailable_reason(conn)
     if reason:
@@ -58,7 +60,7 @@ def recall_status(conn: Connection, settings: Settings, anima_id: str | None = N
     out: dict = {"mode": "lexical", "provider": provider_name(settings), "model": None, "dimension": None}
     out |= {"backlog": None, "lexical_reason": None}
     if out["provider"] == "none":
-        out["lexical_reason"] = "ANIMA_EMBEDDER=none" if settings.embedder else "no embedder installed"
+        out["lexical_reason"] = "ANIMA_EMBEDDER=none" if settings.embedder.kind else "no embedder installed"
         return out
     reason = vectors.unavailable_reason(conn)
     if reason:

@@ -11,14 +11,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import RecallSettings
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.memories import SemanticMemory, send_resident_rows
 
 log = logging.getLogger(__name__)
 
-RESIDENT_TOP_N: int = Settings.model_fields["recall_resident_top_n"].default
-PINNED_MAX: int = Settings.model_fields["recall_pinned_max"].default
+RESIDENT_TOP_N: int = RecallSettings.model_fields["resident_top_n"].default
+PINNED_MAX: int = RecallSettings.model_fields["pinned_max"].default
 
 
 # --- resident set ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import RecallSettings
 
 SectionName = Literal["resident", "summaries", "memories", "episodic"]
 ItemKind = Literal["memory", "message", "summary"]
@@ -90,7 +90,7 @@ class AssembledContext(BaseModel):
 
 
 def _default(field: str):
-    return Settings.model_fields[field].default  # the defaults are the configuration's, defined once
+    return RecallSettings.model_fields[field].default  # the defaults are the configuration's, defined once
 
 
 class Budgets(BaseModel):
@@ -99,12 +99,12 @@ class Budgets(BaseModel):
     flows to messages, and back); summaries may take up to `summaries` of it when the
     question is about a time; `item_max` cuts a single long item."""
 
-    resident: int = Field(default=_default("recall_resident_chars"), ge=0)
-    recall: int = Field(default=_default("recall_budget_chars"), ge=0)
-    memory_share: float = Field(default=_default("recall_memory_share"), ge=0, le=1)
-    summaries: int = Field(default=_default("recall_summary_chars"), ge=0)
-    item_max: int = Field(default=_default("recall_item_max_chars"), ge=40)
-    dense: int = Field(default=_default("recall_dense_chars"), ge=0)  # kept for the nearest items not placed
+    resident: int = Field(default=_default("resident_chars"), ge=0)
+    recall: int = Field(default=_default("budget_chars"), ge=0)
+    memory_share: float = Field(default=_default("memory_share"), ge=0, le=1)
+    summaries: int = Field(default=_default("summary_chars"), ge=0)
+    item_max: int = Field(default=_default("item_max_chars"), ge=40)
+    dense: int = Field(default=_default("dense_chars"), ge=0)  # kept for the nearest items not placed
 
 
 class SearchPage(BaseModel):

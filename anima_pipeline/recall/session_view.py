@@ -1,16 +1,16 @@
 """The current conversation as the model sees it: summary | slim | raw (the context-management
 seed's compression), kept within a token budget. Compression never deletes a stored message.
 
-* **raw**: the latest turns verbatim, within `working_raw_share` of the messages budget and
-  never fewer than `working_raw_min_turns` (the very latest turn is cut only when it alone
+* **raw**: the latest turns verbatim, within `working.raw_share` of the messages budget and
+  never fewer than `working.raw_min_turns` (the very latest turn is cut only when it alone
   is larger than the whole budget, and then flagged).
 * **slim**: the turns before them, tool output and long content trimmed to
-  `working_slim_chars`, every ``[[anima:f-N]]`` marker kept (appended when the cut took it).
+  `working.slim_chars`, every ``[[anima:f-N]]`` marker kept (appended when the cut took it).
 * **summary**: a rolling summary of everything older, stored per (session, watermark) in
   ``session_summary``; the watermark is the last message it covers.
 
 A compaction cycle (the seed's advanceCompressionMeta) starts when the slim view no longer
-fits the messages budget less the soft margin (`context_soft_tokens`, at most a fifth of
+fits the messages budget less the soft margin (`context.soft_tokens`, at most a fifth of
 the budget): the watermark moves forward until the slim turns take at most half of what the summary
 and the raw turns leave, so the next turns are added without another cycle. Before
 the turns move into the summary they are *flushed*: the engine extracts the durable facts
@@ -94,19 +94,19 @@ def plan_view(
     """Where raw, slim and the summary start, for a messages budget of `budget` tokens."""
     n = len(turns)
     raw_cost = [count(t.content) for t in turns]
-    slim_cost = [count(slim(t, settings.working_slim_chars)[0]) for t in turns]
-    soft = min(settings.context_soft_tokens, int(budget * SOFT_SHARE))
+    slim_cost = [count(slim(t, settings.working.slim_chars)[0]) for t in turns]
+    soft = min(settings.context.soft_tokens, int(budget * SOFT_SHARE))
     room = budget - summary_tokens
     if sum(raw_cost[covered:]) <= room:
         return Plan(covered, covered, covered, covered)
-    raw_from = _raw_from(raw_cost, covered, room * settings.working_raw_share, settings.working_raw_min_turns)
+    raw_from = _raw_from(raw_cost, covered, room * settings.working.raw_share, settings.working.raw_min_turns)
     if sum(raw_cost[raw_from:]) + sum(slim_cost[covered:raw_from]) <= room - soft:
         return Plan(covered, covered, covered, raw_from)
     # a compaction cycle: the summary may grow to its share; raw and slim keep half the rest
     room = budget - max(summary_tokens, summary_limit(budget, settings))
     raw_from = max(
         covered,
-        _raw_from(raw_cost, covered, room * settings.working_raw_share, settings.working_raw_min_turns),
+        _raw_from(raw_cost, covered, room * settings.working.raw_share, settings.working.raw_min_turns),
     )
     keep = sum(raw_cost[raw_from:])
     target = keep + int(max(0, room - soft - keep) * LOW_WATER)  # slim takes half of what raw leaves
@@ -121,7 +121,7 @@ def plan_view(
 
 def summary_limit(budget: int, settings: Settings) -> int:
     """The tokens the rolling summary may take: its setting, at most a share of the budget."""
-    return max(1, min(settings.working_summary_tokens, int(budget * SUMMARY_SHARE)))
+    return max(1, min(settings.working.summary_tokens, int(budget * SUMMARY_SHARE)))
 
 
 def _raw_from(cost: list[int], covered: int, raw_budget: float, min_turns: int) -> int:
@@ -231,7 +231,7 @@ def session_view(
             )
         )
     for t in turns[plan.compact_to : plan.raw_from]:
-        text, was_cut = slim(t, settings.working_slim_chars)
+        text, was_cut = slim(t, settings.working.slim_chars)
         items.append(_item("slim", t, text, was_cut, count))
     raw = turns[plan.raw_from :]
     left = budget - sum(i.tokens for i in items)
@@ -243,7 +243,7 @@ def session_view(
         # the latest turns do not all fit (huge tool output): the oldest of them are slimmed
         # (once one fits, every later one does), and the very last is cut as a last resort
         if k < len(raw) - 1 and rest > left:
-            (text, was_cut), segment = slim(t, settings.working_slim_chars), "slim"
+            (text, was_cut), segment = slim(t, settings.working.slim_chars), "slim"
         elif k == len(raw) - 1 and costs[k] > left:
             text, was_cut = _fit(text, max(1, left), count), True
         item = _item(segment, t, text, was_cut, count)

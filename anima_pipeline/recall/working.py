@@ -219,26 +219,26 @@ def system_segments(
     """The segments, each cut to its budget, then folded to `cap_chars` in FOLD_ORDER."""
     blocks = SelfBlockRepo(conn).all(anima_id)
     budgets: dict[str, int | None] = dict.fromkeys(CORE)
-    budgets["autobiography_summary"] = settings.working_autobiography_chars
+    budgets["autobiography_summary"] = settings.working.autobiography_chars
     segs = [
-        _Seg(f"self.{name}", budgets.get(name, settings.working_block_chars), body=blocks[name].strip())
+        _Seg(f"self.{name}", budgets.get(name, settings.working.block_chars), body=blocks[name].strip())
         for name in SELF_BLOCKS
     ]
     resident = recalled.section("resident")
-    segs.append(_Seg("resident", settings.recall_resident_chars, items=resident.items))
+    segs.append(_Seg("resident", settings.recall.resident_chars, items=resident.items))
     segs.append(
         _Seg(
             "temporal",
-            settings.working_temporal_chars,
-            items=_temporal_items(conn, anima_id, now, settings.working_temporal_chars),
+            settings.working.temporal_chars,
+            items=_temporal_items(conn, anima_id, now, settings.working.temporal_chars),
         )
     )
     for name in RECALL_SECTIONS:
         section = recalled.section(name)  # type: ignore[arg-type]
         segs.append(
-            _Seg(f"recall.{name}", section.budget or settings.recall_budget_chars, items=section.items)
+            _Seg(f"recall.{name}", section.budget or settings.recall.budget_chars, items=section.items)
         )
-    head = settings.working_block_head_chars
+    head = settings.working.block_head_chars
     for s in segs:
         if s.budget is not None:
             s.shrink(s.budget, head)
@@ -281,7 +281,7 @@ def working_context(
     recalled = assemble_context(conn, anima_id, message, settings=settings, session_id=session_id, now=now)
     # the system's cap in characters: its setting, and at most its share of the budget in
     # tokens, converted at the ratio of the segments' own text (English and Chinese differ)
-    draft, _ = system_segments(conn, anima_id, recalled, now, settings, settings.working_system_chars)
+    draft, _ = system_segments(conn, anima_id, recalled, now, settings, settings.working.system_chars)
     sample = "".join(s.text for s in draft)
     measured = measure(sample) if sample else 0
     per_token = len(sample) / max(1, measured) if sample else settings.chars_per_token
@@ -290,12 +290,12 @@ def working_context(
         count = lambda text: math.ceil(estimate(text) * scale)  # noqa: E731
     # the system gets its share of the budget, and whatever a short session leaves unused
     message_tokens = measure(message)
-    floor = budget * (1 - settings.working_system_share)  # what the messages may claim at least
+    floor = budget * (1 - settings.working.system_share)  # what the messages may claim at least
     session = open_session(conn, anima_id, session_id)
     need = session.need(count)
     left = (budget - message_tokens - min(need, floor)) * 0.97  # a margin: the fold's text may read denser
-    system_tokens = max(budget * settings.working_system_share, left)
-    cap = min(settings.working_system_chars, int(system_tokens * per_token))
+    system_tokens = max(budget * settings.working.system_share, left)
+    cap = min(settings.working.system_chars, int(system_tokens * per_token))
     segs, cap = (
         system_segments(conn, anima_id, recalled, now, settings, cap) if cap < len(sample) else (draft, cap)
     )
@@ -369,9 +369,9 @@ def _items(s: SystemSegment) -> int:
 
 def default_budget(settings: Settings) -> int:
     """The turn's budget when the caller gives none: the window less the reserve."""
-    return settings.context_window_tokens - settings.context_reserve_tokens
+    return settings.context.window_tokens - settings.context.reserve_tokens
 
 
 def compaction_threshold(settings: Settings) -> int:
     """The seed's soft threshold: window − reserve − soft (200,000 − 20,000 − 4,000 by default)."""
-    return settings.context_window_tokens - settings.context_reserve_tokens - settings.context_soft_tokens
+    return settings.context.window_tokens - settings.context.reserve_tokens - settings.context.soft_tokens

@@ -70,10 +70,10 @@ def test_runs_sharing_the_limits_each_take_their_share() -> None:
     limiter.acquire("m")
     assert clock.slept == [2.0]  # 30 a minute: one every 2 s
     assert in_flight(4_000, 4, 5.0) == 84  # 1,000 a minute at 5 s a request
-    s = Settings(llm_requests_per_minute=4_000, llm_rate_shares=4)
-    assert s.llm_in_flight == 84
-    assert Settings(llm_requests_per_minute=4_000, llm_concurrency=8).llm_in_flight == 8  # set: kept
-    assert Settings().llm_in_flight == 8  # no limits: the default
+    s = Settings(llm={"requests_per_minute": 4_000, "rate_shares": 4})
+    assert s.llm.in_flight == 84
+    assert Settings(llm={"requests_per_minute": 4_000, "concurrency": 8}).llm.in_flight == 8  # set: kept
+    assert Settings().llm.in_flight == 8  # no limits: the default
 
 
 def test_the_night_takes_its_share_from_the_dagster_pool() -> None:

@@ -31,7 +31,7 @@ def test_rounds_share_one_cached_prefix_while_dream_and_self_refresh_write(
             SecretStr("sk-ant-test"),
             base_url=fake.url,
             max_retries=0,
-            settings=Settings(llm_step_models=dict.fromkeys(DEEP_SLEEP, "main")),  # caches are per model
+            settings=Settings(llm={"step_models": dict.fromkeys(DEEP_SLEEP, "main")}),  # caches are per model
         )
         try:
             n = night(tmp_path, engine=engine, mode="full")

@@ -398,7 +398,9 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
         ),
         reply(text("Done.")),
     ]  # rounds 2-4 get the fake's default end_turn reply: the model changes nothing more
-    one_model = config.Settings(llm_step_models=dict.fromkeys(DEEP_SLEEP, "main"))  # caches are per model
+    one_model = config.Settings(
+        llm={"step_models": dict.fromkeys(DEEP_SLEEP, "main")}
+    )  # caches are per model
     with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
         engine = AnthropicEngine(
             "claude-haiku-4-5",

@@ -249,9 +249,7 @@ def test_a_tripped_night_guard_in_run_days_fails_that_night_and_holds_the_next_d
         database_url=db_url,
         home=tmp_path,
         workers=1,
-        guard_step_share=1.0,
-        guard_night_share=0.01,
-        guard_min=0,
+        guards={"step_share": 1.0, "night_share": 0.01, "min": 0},
     )
     with pytest.raises(NightFailed) as exc:
         run_days(db, strict, [date(2026, 11, 19), date(2026, 11, 20)], run_id="run-strict")
@@ -385,7 +383,7 @@ def test_after_a_revert_of_a_flood_the_next_night_succeeds(db: Database, db_url:
 
     nxt = date(2026, 3, 11)
     import_day(db, DAY, nxt)
-    past_the_guard = {"guard_growth_min_memories": 100_000, "guard_growth_min_chars": 100_000_000}
+    past_the_guard = {"guards": {"growth_min_memories": 100_000, "growth_min_chars": 100_000_000}}
     with FakeMessagesAPI(responder=flooding, min_cache_tokens=None) as fake:
         settings = llm_settings(db_url, tmp_path, fake, **past_the_guard)
         run_days(db, settings, [DAY], steps=["semantic_memory/extracted"], run_id="run-flood")

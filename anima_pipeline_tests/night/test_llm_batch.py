@@ -184,7 +184,7 @@ def model(body: dict[str, Any]) -> dict[str, Any] | None:
 def night(url: str, tmp: Path, batch: bool) -> tuple[dict[str, list[str]], Usage, int]:
     db = Database(url, max_size=8)
     settings = Settings(
-        home=tmp, engine="anthropic", workers=len(ANIMAS), llm_mode="batch" if batch else "sync"
+        home=tmp, engine="anthropic", workers=len(ANIMAS), llm={"mode": "batch" if batch else "sync"}
     )
     try:
         with db.transaction() as conn:

@@ -184,7 +184,9 @@ def test_dream_and_self_refresh_read_deep_sleeps_prefix_written_once_per_model(
 
 
 def test_all_of_deep_sleep_on_one_model_shares_one_prefix(db: Database, settings: Settings) -> None:
-    one = settings.model_copy(update={"llm_step_models": dict.fromkeys(DEEP_FAMILY, "main")})
+    one = settings.model_copy(
+        update={"llm": settings.llm.model_copy(update={"step_models": dict.fromkeys(DEEP_FAMILY, "main")})}
+    )
     _, bodies, responses = night(db, one)
     firsts = [
         r["usage"]
@@ -280,7 +282,9 @@ def test_the_day_summary_reads_light_sleeps_transcript_from_the_cache(
     db: Database, settings: Settings
 ) -> None:
     day_family = ("semantic_memory/extracted", "emotional_anchors/marked", "temporal_summaries/day")
-    one = settings.model_copy(update={"llm_step_models": dict.fromkeys(day_family, "main")})
+    one = settings.model_copy(
+        update={"llm": settings.llm.model_copy(update={"step_models": dict.fromkeys(day_family, "main")})}
+    )
     _, bodies, responses = night(db, one)
 
     def first(marker: str) -> tuple[dict, dict]:

@@ -149,12 +149,12 @@ def test_approvals_stay_under_the_loss_guard(db: Database, tmp_path: Path) -> No
     before = snapshot(db)
 
     with pytest.raises(Exception, match="guard"):  # five merges retire five of ten: over the step share
-        reviewing.approve(db, Settings(guard_step_share=0.25, guard_min=3), A, day=DAY)
+        reviewing.approve(db, Settings(guards={"step_share": 0.25, "min": 3}), A, day=DAY)
     assert snapshot(db) == before and len(reviewing.pending(db, A)) == 5
 
     decisions = reviewing.approve(
         db,
-        Settings(guard_step_share=0.25, guard_min=3),
+        Settings(guards={"step_share": 0.25, "min": 3}),
         A,
         [p.proposal.ref for p in reviewing.pending(db, A)][:2],
     )

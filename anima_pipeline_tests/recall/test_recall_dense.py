@@ -57,7 +57,7 @@ def _settings(url: str, tmp_path, **kw) -> Settings:
 
 def test_my_dog_finds_the_greyhound_after_an_append(vector_db_url, tmp_path) -> None:
     with AnimaMemory(
-        vector_db_url, "aria", settings=_settings(vector_db_url, tmp_path, embedder="local")
+        vector_db_url, "aria", settings=_settings(vector_db_url, tmp_path, embedder={"kind": "local"})
     ) as mem:
         mem.append(_messages(LINES))
         ctx = mem.context("my dog")
@@ -78,7 +78,7 @@ def test_my_dog_finds_the_greyhound_after_an_append(vector_db_url, tmp_path) -> 
         }
     # the same store with provider none: lexical, as before, and it says why
     with AnimaMemory(
-        vector_db_url, "aria", settings=_settings(vector_db_url, tmp_path, embedder="none")
+        vector_db_url, "aria", settings=_settings(vector_db_url, tmp_path, embedder={"kind": "none"})
     ) as mem:
         ctx = mem.context("my dog")
         assert ctx.recall_mode == "lexical" and ctx.lexical_reason == "ANIMA_EMBEDDER=none"
@@ -89,7 +89,7 @@ def test_without_pgvector_recall_is_lexical_and_says_why(db_url, tmp_path) -> No
     with psycopg.connect(db_url) as conn:
         if conn.execute("SELECT to_regclass('embedding')").fetchone()[0]:
             pytest.skip("this test server has pgvector")
-    with AnimaMemory(db_url, "aria", settings=_settings(db_url, tmp_path, embedder="local")) as mem:
+    with AnimaMemory(db_url, "aria", settings=_settings(db_url, tmp_path, embedder={"kind": "local"})) as mem:
         mem.append(_messages(LINES))
         ctx = mem.context("a dog chased by a duck")
         assert ctx.recall_mode == "lexical" and "no pgvector" in (ctx.lexical_reason or "")
@@ -104,15 +104,13 @@ def test_a_night_embeds_what_it_wrote_and_survives_a_failing_embedder(vector_db_
     home = {"home": tmp_path}
     dead = Settings(
         database_url=vector_db_url,
-        embedder="http",
-        embedder_url="http://127.0.0.1:9",
-        embedder_retries=0,
+        embedder={"kind": "http", "url": "http://127.0.0.1:9", "retries": 0},
         **home,
     )
     db = Database(vector_db_url, max_size=4)
     try:
         with AnimaMemory(
-            db, "aria", settings=Settings(database_url=vector_db_url, embedder="none", **home)
+            db, "aria", settings=Settings(database_url=vector_db_url, embedder={"kind": "none"}, **home)
         ) as mem:
             mem.append(days)
         results = run_days(db, dead, [first])  # the embedder is unreachable: the night still succeeds
@@ -122,7 +120,7 @@ def test_a_night_embeds_what_it_wrote_and_survives_a_failing_embedder(vector_db_
             ).fetchone()["n"]
             assert made > 0 and conn.execute("SELECT count(*) AS n FROM embedding").fetchone()["n"] == 0
         assert results[-1].stats["embed_failed"] == 1
-        local = Settings(database_url=vector_db_url, embedder="local", **home)
+        local = Settings(database_url=vector_db_url, embedder={"kind": "local"}, **home)
         results = run_days(db, local, [second])  # the next night catches up, its own memories too
         stats = results[-1].stats
         assert stats["embed_backlog_memories"] == 0 and stats["embedded_memories"] >= made
@@ -142,7 +140,7 @@ def test_active_search_ranks_by_meaning_too_when_vectors_exist(vector_db_url, tm
     nearest items it lacks, those sharing no word with the question included; paged over that
     one ranking. Without an embedder they are lexical, as before, and say why."""
     anima = "search-by-meaning"
-    settings = _settings(vector_db_url, tmp_path, embedder="local")
+    settings = _settings(vector_db_url, tmp_path, embedder={"kind": "local"})
     with AnimaMemory(vector_db_url, anima, settings=settings) as mem:
         mem.append(_messages(LINES, conv="s1"))
         page = mem.search_messages("my dog")
@@ -168,7 +166,7 @@ def test_active_search_ranks_by_meaning_too_when_vectors_exist(vector_db_url, tm
         assert found.recall_mode == "hybrid"
         assert any("hound" in i.text and "similar" in i.why for i in found.items)
     with AnimaMemory(
-        vector_db_url, anima, settings=_settings(vector_db_url, tmp_path, embedder="none")
+        vector_db_url, anima, settings=_settings(vector_db_url, tmp_path, embedder={"kind": "none"})
     ) as mem:
         page = mem.search_messages("my dog")
         assert page.recall_mode == "lexical" and page.lexical_reason == "ANIMA_EMBEDDER=none"

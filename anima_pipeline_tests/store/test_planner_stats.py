@@ -42,7 +42,7 @@ def test_a_bulk_append_keeps_the_statistics_and_recall_stays_on_the_index(db_url
     ]
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         assert not _analysed(conn, "message")  # a store never analysed (autovacuum is off here)
-    settings = Settings(database_url=db_url, home=tmp_path, embedder="none")
+    settings = Settings(database_url=db_url, home=tmp_path, embedder={"kind": "none"})
     with AnimaMemory(db_url, "aria", settings=settings) as mem:
         mem.append(messages)
         with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:

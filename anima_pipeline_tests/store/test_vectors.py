@@ -29,7 +29,9 @@ def _msg(i: int, text: str, conv: str = "c1") -> dict:
 
 
 def _seed(url: str, tmp_path) -> AnimaMemory:
-    mem = AnimaMemory(url, "aria", settings=Settings(database_url=url, home=tmp_path, embedder="none"))
+    mem = AnimaMemory(
+        url, "aria", settings=Settings(database_url=url, home=tmp_path, embedder={"kind": "none"})
+    )
     mem.append(
         [_msg(i, t) for i, t in enumerate(["the red kite flew high", "soup for dinner", "a kite again"])]
     )

@@ -142,11 +142,11 @@ def test_http_provider_batches_and_retries() -> None:
 
 
 def test_settings_choose_the_provider(monkeypatch) -> None:
-    assert make_embedder(Settings(embedder="none")) is None
+    assert make_embedder(Settings(embedder={"kind": "none"})) is None
     with pytest.raises(EmbedderError, match="ANIMA_EMBEDDER_URL"):
-        make_embedder(Settings(embedder="http"))
+        make_embedder(Settings(embedder={"kind": "http"}))
     with fake_embeddings() as server:
-        emb = make_embedder(Settings(embedder="http", embedder_url=server.url + "/v1", embedder_model="m"))
+        emb = make_embedder(Settings(embedder={"kind": "http", "url": server.url + "/v1", "model": "m"}))
         assert emb is not None and emb.embed(["hello"]).shape == (1, DIM)
     for name, value in {
         "ANIMA_EMBEDDER": "http",
@@ -155,4 +155,4 @@ def test_settings_choose_the_provider(monkeypatch) -> None:
     }.items():
         monkeypatch.setenv(name, value)
     env = Settings()
-    assert (env.embedder, env.embedder_url, env.embedder_model) == ("http", "http://x", "m")
+    assert (env.embedder.kind, env.embedder.url, env.embedder.model) == ("http", "http://x", "m")

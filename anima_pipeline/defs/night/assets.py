@@ -283,8 +283,9 @@ def _night_body(
     timing = {"night_s": 0.0, "checks_s": 0.0}
     settings = night_settings(memory_store, anima_engine)
     llm = engine_class(settings).priced  # tokens and cost in the metadata, the provider's rate shares
-    if llm and "llm_rate_shares" not in settings.model_fields_set:
-        settings = settings.model_copy(update={"llm_rate_shares": rate_shares(context.instance, settings)})
+    if llm and "rate_shares" not in settings.llm.model_fields_set:
+        shares = settings.llm.model_copy(update={"rate_shares": rate_shares(context.instance, settings)})
+        settings = settings.model_copy(update={"llm": shares})
     shard = _shard(config, context.run.tags)
     _tag_run(context, settings.engine, config.mode)
 

@@ -227,13 +227,13 @@ class AnthropicEngine:
         self.max_retry_wait = max_retry_wait
         self.settings = settings or Settings()
         self.collector = collector
-        self._slots = threading.BoundedSemaphore(concurrency or self.settings.llm_in_flight)
+        self._slots = threading.BoundedSemaphore(concurrency or self.settings.llm.in_flight)
         s = self.settings
         self.limiter = limiter or RateLimiter(
-            s.llm_requests_per_minute,
-            s.llm_input_tokens_per_minute,
-            s.llm_output_tokens_per_minute,
-            shares=s.llm_rate_shares,
+            s.llm.requests_per_minute,
+            s.llm.input_tokens_per_minute,
+            s.llm.output_tokens_per_minute,
+            shares=s.llm.rate_shares,
         )
         self._api_key = api_key
         self._counter = ClaudeCounter(self)  # one per engine: its cache serves every turn
@@ -260,20 +260,20 @@ class AnthropicEngine:
                 "variable, and it is not set (or empty); set it, or use ANIMA_ENGINE=offline"
             )
         collector = None
-        if settings.llm_mode == "batch":
+        if settings.llm.mode == "batch":
             collector = BatchCollector(
-                window_s=settings.llm_batch_window_s,
-                poll_s=settings.llm_batch_poll_s,
-                max_attempts=settings.llm_max_retries + 1,  # the same retries as a synchronous request
+                window_s=settings.llm.batch_window_s,
+                poll_s=settings.llm.batch_poll_s,
+                max_attempts=settings.llm.max_retries + 1,  # the same retries as a synchronous request
             )
         return cls(
             model=settings.model,
             api_key=key,
             base_url=settings.anthropic_base_url,
             budget=budget if budget is not None else Budget.from_settings(settings),
-            timeout=settings.llm_request_timeout_s,
-            max_retries=settings.llm_max_retries,
-            max_retry_wait=settings.llm_max_retry_wait_s,
+            timeout=settings.llm.request_timeout_s,
+            max_retries=settings.llm.max_retries,
+            max_retry_wait=settings.llm.max_retry_wait_s,
             settings=settings,
             collector=collector,
         )
@@ -282,7 +282,7 @@ class AnthropicEngine:
     def default_workers(cls, settings: Settings) -> int:
         """The animas wait on the network: as many as requests may be in flight
         (ANIMA_LLM_CONCURRENCY, or what the provider's limits allow)."""
-        return settings.llm_in_flight
+        return settings.llm.in_flight
 
     @property
     def client(self) -> anthropic.Anthropic:
@@ -371,8 +371,8 @@ class AnthropicEngine:
             "system": system,
             "messages": [{"role": "user", "content": prompt}],
         }
-        if self.settings.llm_effort is not None:
-            params["output_config"] = {"effort": self.settings.llm_effort}
+        if self.settings.llm.effort is not None:
+            params["output_config"] = {"effort": self.settings.llm.effort}
         response = self._create(step, params)
         usage = self._usage(response, self.model, first=True)
         if self.budget is not None:
@@ -456,8 +456,8 @@ class AnthropicEngine:
                 usage.cost_usd,
             )
             if stop == "max_tokens":
-                ceiling = self.settings.llm_max_tokens_ceiling
-                larger = min(int(params["max_tokens"] * self.settings.llm_max_tokens_retry_factor), ceiling)
+                ceiling = self.settings.llm.max_tokens_ceiling
+                larger = min(int(params["max_tokens"] * self.settings.llm.max_tokens_retry_factor), ceiling)
                 cut = f" (a cut {calls[-1].name} call was not executed)" if calls else ""
                 if grown or larger <= params["max_tokens"]:
                     raise OutputTruncated(

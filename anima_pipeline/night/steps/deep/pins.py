@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from anima_pipeline.config import Settings
+from anima_pipeline.config import RecallSettings
 from anima_pipeline.night.steps.deep.memory_view import MemoryView
 
 # the pins the resident read holds by default (the recall side cuts the rest, recall/resident.py)
-RESIDENT_CAP: int = Settings.model_fields["recall_pinned_max"].default
+RESIDENT_CAP: int = RecallSettings.model_fields["pinned_max"].default
 
 
 def _last_activity(m: MemoryView) -> datetime:
