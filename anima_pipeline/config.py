@@ -249,7 +249,7 @@ class DeepSettings(Group):
     env: ClassVar[str] = "DEEP"
 
     merge_threshold: float = Field(0.75, ge=0, le=1)  # merge candidates: similarity at least
-    stale_pin_days: int = Field(30, ge=0)  # a pin not referenced for this long is reviewed
+    stale_pin_days: int = Field(30, ge=0)  # a pin unused this long is suggested for unpinning
     trgm_threshold: float = Field(0.35, ge=0, le=1)  # similar pairs: pg_trgm similarity at least
 
 

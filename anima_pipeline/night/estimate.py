@@ -208,7 +208,9 @@ def estimate_night(
 ) -> NightEstimate:
     """The expected tokens and dollars per step of one night, from the stores as they are.
     Without `force`, steps already done that day cost nothing (the runner skips them)."""
-    night = Night(day=day, engine=_NoEngine(), tz=settings.tz, mode=mode)
+    night = Night(
+        day=day, engine=_NoEngine(), tz=settings.tz, mode=mode, recall=settings.recall, deep=settings.deep
+    )
     with db.transaction() as conn:
         plan = plan_day(conn, night)
         if animas:

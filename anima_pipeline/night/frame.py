@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 from pydantic import BaseModel, Field
 
-from anima_pipeline.config import DEFAULT_TIMEZONE
+from anima_pipeline.config import DEFAULT_TIMEZONE, DeepSettings, RecallSettings
 from anima_pipeline.core.errors import NightError
 from anima_pipeline.llm.contract import Engine, OfflinePlan, ToolCall, ToolResult, Usage
 from anima_pipeline.llm.failures import ModelAnswerError
@@ -46,7 +46,8 @@ class Night:
     force: bool = False
     mode: Mode = "full"
     log_dir: Path | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    recall: RecallSettings = field(default_factory=RecallSettings)  # the references step's counts
+    deep: DeepSettings = field(default_factory=DeepSettings)
     limits: guards.LossLimits = field(default_factory=guards.LossLimits)
     growth: guards.GrowthLimits = field(default_factory=guards.GrowthLimits)
     review: bool = False  # ANIMA_REVIEW_MODE: destructive operations become proposals

@@ -161,7 +161,7 @@ _worker: dict[str, Any] = {}
 def _night_spec(night: Night) -> dict[str, Any]:
     return {
         k: getattr(night, k)
-        for k in ("day", "tz", "run_id", "force", "mode", "log_dir", "settings", "limits", "review")
+        for k in ("day", "tz", "run_id", "force", "mode", "log_dir", "recall", "deep", "limits", "review")
     }
 
 

@@ -20,7 +20,6 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
-from typing import Any
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.steps import STEP_ORDER
@@ -159,7 +158,6 @@ def run_days(
     on_night: OnNight | None = None,
     run_id: str | None = None,
     engine: Engine | None = None,
-    step_settings: dict[str, Any] | None = None,
     workers: int | None = None,
     shard: tuple[int, int] | None = None,
 ) -> list[StepResult]:
@@ -198,7 +196,8 @@ def run_days(
                 force=force,
                 mode=mode or scheduled_mode(day),
                 log_dir=settings.log_dir,
-                settings=dict(step_settings or {}),
+                recall=settings.recall,
+                deep=settings.deep,
                 limits=LossLimits.from_settings(settings),
                 growth=GrowthLimits.from_settings(settings),
                 review=settings.review_mode,

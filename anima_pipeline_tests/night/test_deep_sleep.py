@@ -37,7 +37,6 @@ from anima_pipeline.night.steps.deep.prompt import (
     slices,
 )
 from anima_pipeline.night.steps.deep.step import (
-    Settings,
     deconflict,
     merge,
     prefilter,
@@ -295,7 +294,7 @@ def test_round_4_unpins_a_stale_pin_and_keeps_a_recently_cited_one(db: Database,
             reference_count=3.0,
         ),
     )
-    lenient = review_pins(db, night(tmp_path, settings={"stale_pin_days": 90}), A)
+    lenient = review_pins(db, night(tmp_path, deep=config.DeepSettings(stale_pin_days=90)), A)
     assert lenient.stats.get("unpinned", 0) == 0 and get(db, stale).pinned
 
     result = review_pins(db, night(tmp_path, force=True), A)  # default stale_pin_days = 30
@@ -818,19 +817,19 @@ def test_prefilter_lists_each_rounds_candidates(db: Database, tmp_path: Path) ->
     tiger, goat, bob1, bob2 = plant(db, *QUIET_STORE)
     (multi,) = plant(db, mem("Eve runs marathons in Boston. Eve teaches chemistry at a high school."))
     (pinned,) = plant(db, mem("Lin is allergic to peanuts.", pinned=True, pinned_at=at(1, 1)))
-    n, cfg = night(tmp_path), Settings()
+    cfg = config.DeepSettings()
     with db.transaction() as conn:
         ms = MemoryRepo(conn).active(A)
-        contra = prefilter(conn, "contradiction", ms, n, cfg, None)
+        contra = prefilter(conn, "contradiction", ms, cfg, None)
         assert f"- f-{tiger} vs f-{goat}: same subject and attribute" in contra.text
         assert {tiger, goat} <= contra.ids
-        merged = prefilter(conn, "merge", ms, n, cfg, None)
+        merged = prefilter(conn, "merge", ms, cfg, None)
         assert f"- f-{bob1} + f-{bob2}: exact twins" in merged.text and {bob1, bob2} <= merged.ids
-        splits = prefilter(conn, "split", ms, n, cfg, None)
+        splits = prefilter(conn, "split", ms, cfg, None)
         assert splits.ids == {multi}
-        assert prefilter(conn, "split", ms, n, cfg, set()).ids == set()
-        assert "(no candidates)" in prefilter(conn, "split", ms, n, cfg, set()).text
-        pins = prefilter(conn, "pin_review", ms, n, cfg, None)
+        assert prefilter(conn, "split", ms, cfg, set()).ids == set()
+        assert "(no candidates)" in prefilter(conn, "split", ms, cfg, set()).text
+        pins = prefilter(conn, "pin_review", ms, cfg, None)
         assert pins.ids == {pinned} and f"f-{pinned}: pinned since 2024-01-01" in pins.text
         assert "capped at 40" in pins.text
 

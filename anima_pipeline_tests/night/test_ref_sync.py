@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
+from anima_pipeline.config import RecallSettings
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night
 from anima_pipeline.night.steps.references.step import animas_for, decayed_count, sync_references
@@ -140,9 +141,8 @@ def test_decay_weights_at_the_decay_days_boundary(db):
             ]
             == 0.0
         )
-    custom = sync_references(
-        db, _night(force=True, settings={"decay_days": 1, "recent_weight": 2, "stale_weight": 0.5}), "a"
-    )
+    recall = RecallSettings(reference_decay_days=1, reference_recent_weight=2, reference_stale_weight=0.5)
+    custom = sync_references(db, _night(force=True, recall=recall), "a")
     assert custom.stats["counts_updated"] == 1
     with db.transaction() as conn:
         assert (
@@ -168,7 +168,7 @@ def test_resident_capped_overflow_warned_never_unpinned(db):
         noon = night.start + timedelta(hours=12)
         _msg(conn, "a", "c1", f"[[anima:f-{cited}]] [[anima:f-{pins[0]}]]", noon)
         _msg(conn, "a", "c1", f"[[anima:f-{cited}]] [[anima:f-{other}]]", noon + timedelta(minutes=1))
-    result = sync_references(db, _night(settings={"pinned_max": 2, "top_n": 1}), "a")
+    result = sync_references(db, _night(recall=RecallSettings(pinned_max=2, resident_top_n=1)), "a")
     s = result.stats
     assert (s["pinned"], s["resident_overflow"], s["resident"]) == (3, 1, 3)
     assert result.details["resident"] == [f"f-{pins[0]}", f"f-{pins[1]}", f"f-{cited}"]

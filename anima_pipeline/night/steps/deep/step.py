@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from anima_pipeline.config import DeepSettings
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.night import guards
@@ -55,21 +56,6 @@ MAX_PREFILTER_LINES = 30  # message 2 stays small beside message 1 (the cached p
 MAX_PREFILTER_IDS = 40
 EVERY_PAIR_IDS = 250  # past this many memories the trigram pairs come from content-order neighbours
 SORTED_NEIGHBOURS = 8
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Deep sleep's own knobs. How much a round may retire is the shared loss guard
-    (night/guards.py), checked by the step frame for every step."""
-
-    merge_threshold: float = 0.75
-    stale_pin_days: int = 30
-    trgm_threshold: float = 0.35
-
-    @classmethod
-    def from_night(cls, night: Night) -> Settings:
-        known = {k: v for k, v in night.settings.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
 
 
 # ---- message 2: the program pre-filter ---------------------------------------------------
@@ -103,8 +89,7 @@ def prefilter(
     conn: Connection,
     round_name: str,
     memories: list[SemanticMemory],
-    night: Night,
-    cfg: Settings,
+    cfg: DeepSettings,
     changed_ids: set[int] | None,
 ) -> Prefilter:
     ids = [m.id for m in memories]
@@ -161,7 +146,7 @@ def prefilter(
 
 def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> StepResult:
     step, round_name = ROUNDS[round_index - 1]
-    cfg = Settings.from_night(night)
+    cfg = night.deep
 
     def body(conn: Connection, audit: Audit) -> StepOutcome:
         watermark = event_watermark(conn)
@@ -231,7 +216,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             batch_ids = {m.id for m in batch} | {int(e["memory_id"]) for e in earlier if e["before"] is None}
             live = [m for m in current if m.id in batch_ids]
             scoped_changed = None if night.mode == "full" else changed
-            pre = prefilter(conn, round_name, live, night, cfg, scoped_changed)
+            pre = prefilter(conn, round_name, live, cfg, scoped_changed)
             scope = Scope(anima_id=anima_id, tools=ROUND_TOOLS[round_name])
             executor = ToolExecutor(conn, scope, audit)
             # Everything up to message 1 is the same in all four rounds (tools, the framing

@@ -6,11 +6,13 @@ merged or deprecated memories to the end of their superseded_by chain (so a merg
 reset what was learned about use), recomputes each active memory's decayed
 reference_count and reports the resident set.
 
-The decayed count: a reference inside ``decay_days`` before the night's cutoff weighs
-``recent_weight``, an older one ``stale_weight``. The cutoff is ``night.end``, not the wall
-clock, so a backfill or a forced re-run of an old day computes what that night computed.
-Resident = pinned ∪ top-N by reference_count; pinned is read capped at ``pinned_max`` and an
-overflow is reported, never fixed by unpinning (the forgetting contract).
+The decayed count: a reference inside ``recall.reference_decay_days`` before the night's
+cutoff weighs ``recall.reference_recent_weight``, an older one ``recall.reference_stale_weight``
+(config.py). The cutoff is ``night.end``, not the wall clock, so a backfill or a forced re-run
+of an old day computes what that night computed. Resident = pinned ∪ top-N by reference_count
+(``recall.resident_top_n``, as chat-time recall reads it); pinned is read capped at
+``recall.pinned_max`` and an overflow is reported, never fixed by unpinning (the forgetting
+contract).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
+from anima_pipeline.config import RecallSettings
 from anima_pipeline.core.citations import CITATION
-from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.steps.declaration import StepDef
@@ -33,35 +35,14 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo, supersede_links
 
 STEP = StepKey.REFERENCES_SYNCED
-DEFAULTS: dict[str, float] = {
-    "decay_days": 30,
-    "recent_weight": 1.0,
-    "stale_weight": 0.25,
-    "top_n": 20,
-    "pinned_max": 40,
-}
 _EPS = 1e-4  # reference_count is a real (float4): compare with a tolerance
-
-
-def settings_of(night: Night) -> dict[str, float]:
-    """The step's settings from night.settings, defaults filled in, bad values named."""
-    out = dict(DEFAULTS)
-    for key in DEFAULTS:
-        if key in night.settings:
-            try:
-                out[key] = float(night.settings[key])
-            except (TypeError, ValueError):
-                raise ConfigError(f"setting {key!r} must be a number, got {night.settings[key]!r}") from None
-            if out[key] < 0:
-                raise ConfigError(f"setting {key!r} must not be negative, got {night.settings[key]!r}")
-    return out
 
 
 def animas_for(conn: Connection, night: Night) -> list[str]:
     """Animas active that day, those whose memories changed that night (re-pointing), and
     those with a citation crossing the decay boundary tonight (their counts change even on a
     quiet day)."""
-    decay = timedelta(days=settings_of(night)["decay_days"])
+    decay = timedelta(days=night.recall.reference_decay_days)
     found = references.animas_with_changes_or_aging_citations(
         conn, night.day, night.start - decay, night.end - decay
     )
@@ -70,12 +51,11 @@ def animas_for(conn: Connection, night: Night) -> list[str]:
 
 def sync_references(db: Database, night: Night, anima_id: str) -> StepResult:
     def body(conn: Connection, audit: Audit) -> StepOutcome:
-        cfg = settings_of(night)
         chains = _chains(conn, anima_id)
         added, unknown = _collect(conn, audit, night, anima_id, chains)
         repointed, cycles = _repoint(conn, audit, anima_id, chains)
-        updated = _recount(conn, audit, night, anima_id, cfg)
-        resident, pinned, overflow, warnings = _resident(conn, anima_id, cfg)
+        updated = _recount(conn, audit, night, anima_id)
+        resident, pinned, overflow, warnings = _resident(conn, anima_id, night.recall)
         if cycles:
             warnings.append(f"superseded_by cycle at {', '.join(f'f-{i}' for i in cycles)}; left as is")
         stats = {
@@ -178,7 +158,7 @@ def decayed_count(
     return round(total, 4)
 
 
-def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str, cfg: dict[str, float]) -> int:
+def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str) -> int:
     refs: dict[int, list[datetime]] = defaultdict(list)
     for r in references.reference_times(conn, anima_id, night.end):
         refs[r["memory_id"]].append(r["referenced_at"])
@@ -186,7 +166,13 @@ def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str, cfg: d
     updated = 0
     for mem in repo.active(anima_id):
         times = refs.get(mem.id, [])
-        count = decayed_count(times, night.end, cfg["decay_days"], cfg["recent_weight"], cfg["stale_weight"])
+        count = decayed_count(
+            times,
+            night.end,
+            night.recall.reference_decay_days,
+            night.recall.reference_recent_weight,
+            night.recall.reference_stale_weight,
+        )
         last = max(times) if times else mem.last_referenced_at
         changes: dict[str, Any] = {}
         if abs(count - mem.reference_count) > _EPS:
@@ -205,11 +191,11 @@ def _recount(conn: Connection, audit: Audit, night: Night, anima_id: str, cfg: d
 
 
 def _resident(
-    conn: Connection, anima_id: str, cfg: dict[str, float]
+    conn: Connection, anima_id: str, recall: RecallSettings
 ) -> tuple[list[int], int, int, list[str]]:
     """(resident ids, pinned count, overflow, warnings), read exactly as chat-time recall reads it."""
-    pinned_max = int(cfg["pinned_max"])
-    memories, overflow = resident_set(conn, anima_id, top_n=int(cfg["top_n"]), pinned_max=pinned_max)
+    pinned_max = recall.pinned_max
+    memories, overflow = resident_set(conn, anima_id, top_n=recall.resident_top_n, pinned_max=pinned_max)
     pinned = sum(1 for m in memories if m.pinned) + overflow
     warnings = []
     if overflow:
