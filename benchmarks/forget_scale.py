@@ -1,4 +1,4 @@
-"""Forgetting a big anima: 100,000 memories and 1,000,000 messages (issue 21).
+"""Forgetting a big anima: 100,000 memories and 1,000,000 messages (docs/forget.md, "Speed").
 
 Run:  .venv/bin/python -m benchmarks.forget_scale [--url URL] [--memories 100000]
           [--messages 1000000] [--no-index-sample 1000] [--drop]

@@ -1,5 +1,5 @@
-"""Library swaps for the offline heuristics (issue 24 item 9; the figures in docs/decisions.md,
-"Library decisions"): a library patched in for our code in this one process, then another
+"""Library swaps for the offline heuristics (the figures in docs/decisions.md, "Library
+decisions"): a library patched in for our code in this one process, then another
 benchmark run exactly as it would run alone, so before (SWAP none) and after compare directly.
 
 Run:  .venv/bin/python -m benchmarks.library_swaps SWAP [--store URL] [-- MODULE [ARGS...]]
@@ -16,7 +16,7 @@ The swaps, each replacing ours only where the library does the same job:
 * ``snowball``: snowballstemmer's English stemmer for deep sleep's suffix stemmer
   (``night/steps/deep/merges.py`` ``_stem``, which feeds ``memory_terms``), the preference words stemmed
   the same way;
-* ``pysbd``: pysbd's English segmenter for ``offline/sentences.split_sentences`` on text
+* ``pysbd``: pysbd's English segmenter for ``text/sentences.py`` ``split_sentences`` on text
   without CJK characters, in both modes (memories and chat messages); ours keeps CJK text
   (pysbd has no segmenter for mixed Chinese-English chat);
 * ``jieba``: jieba's words instead of character bigrams in ``memory_terms`` for CJK text.

@@ -1,4 +1,4 @@
-"""One night for many animas, offline: one worker against the default pool (issue 14).
+"""One night for many animas, offline: one worker against the default pool (docs/deploy.md).
 
 N animas (default 1,000) are made from the shared evaluation archives (LoCoMo dev and both
 MemoryBank languages, read at run time from ANIMA_DATA_DIR, default ../shared/data next to

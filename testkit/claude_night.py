@@ -1,6 +1,6 @@
 """One scripted Claude night over a large store, shared by benchmarks/claude_cache.py and the
-tests (test_night_cost.py): the store's seed (a day of synthetic conversations and N
-synthetic memories) and a scripted model for the fake Messages API."""
+tests (test_night_cost.py): the store it starts from (a day of synthetic conversations
+and N synthetic memories) and a scripted model for the fake Messages API."""
 
 from __future__ import annotations
 

@@ -43,7 +43,8 @@ class ToolSpec(BaseModel):
 
 class StepRequest(BaseModel):
     """What one LLM call sequence of a step sees: system blocks, one user turn made of
-    several text blocks (message 1, 1.5, 2, 3 of the seeds), and the tool whitelist."""
+    several text blocks (message 1, the day or the store; 1.5, the night's changes so far; 2,
+    what the step compares with; 3, the round's task), and the tool whitelist."""
 
     step: str
     system: list[TextBlock]

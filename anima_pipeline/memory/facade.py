@@ -447,7 +447,7 @@ class AnimaMemory:
         `session_id`, within `budget` tokens (default: ANIMA_CONTEXT_WINDOW_TOKENS less
         ANIMA_CONTEXT_RESERVE_TOKENS): `system` (the self blocks, resident memories, the
         temporal segment and the recall sections, folded: `recall.working`), `messages` (the
-        session's stored messages as summary | slim | raw: `recall.session`) and `segments`
+        session's stored messages as summary | slim | raw: `recall.session_view`) and `segments`
         (characters, estimated tokens, items and cut flag of each; they add up to `chars` and
         `tokens`). `message` itself is not stored here (append it after the turn) and its
         tokens are kept free in the budget.

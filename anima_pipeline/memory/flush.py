@@ -1,4 +1,4 @@
-"""The pre-compaction flush (sleep-consolidation seed, OpenClaw's memoryFlush): before turns of a
+"""The pre-compaction flush (the idea of OpenClaw's memoryFlush; README, "The whole turn"): before turns of a
 running session move into its summary, light sleep stage 1 reads them, silently, and writes
 the durable facts they hold, the session as their source.
 
@@ -8,7 +8,7 @@ the same task and tools), the same offline plan when the engine is offline, the 
 executor, scope and audit (step ``agent/flush``). So the night's light sleep finds these
 memories in its message 2 as existing memories of that session and, by the same rules, does
 not write them again. Which memories a flush wrote is recorded per compaction cycle
-(``session_flush``, by `recall.session`), which is what makes it once per cycle.
+(``session_flush``, by `recall.session_view`), which is what makes it once per cycle.
 """
 
 from __future__ import annotations

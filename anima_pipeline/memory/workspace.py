@@ -1,4 +1,4 @@
-"""`anima export --markdown DIR`: the store as the skill seed's human-readable workspace.
+"""`anima export --markdown DIR`: the store as a human-readable Markdown workspace.
 
     MEMORY.md              active memories by type, pinned first, with ids and sources
     memory/YYYY-MM-DD.md   the day summary and that day's memory changes

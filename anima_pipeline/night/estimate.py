@@ -2,13 +2,13 @@
 --estimate` prints it and the budget guard refuses a run whose estimate is over
 ANIMA_BUDGET_USD (docs/cost.md).
 
-Each step that would run for an anima (`cycle.plan_day`, the same plan the runner follows)
+Each step that would run for an anima (`registry.plan_day`, the same plan the runner follows)
 becomes one planned conversation: its cached prefix (tools, framing, identity, message 1) and
 its uncached tail, in tokens from the characters the store holds (store/sizes.py) and the
 real prompt texts, on the model the step runs on, sharing a prefix with the steps that send
 the same one (night/prefix.py). llm/prompt_cost.py prices the plan with the price table and the
 cache rules. What is assumed, not read: how many turns a step takes (TURNS), what a model
-answers (llm/estimate.OUT_*), and how large the pre-filter and the day's changes are.
+answers (llm/prompt_cost.py's OUT_*), and how large the pre-filter and the day's changes are.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class Night:
 
 
 def scheduled_mode(day: date) -> Mode:
-    """Full on the night of a Monday partition, incremental Tuesday to Sunday (the seeds' rule)."""
+    """Full on the night of a Monday partition, incremental Tuesday to Sunday (docs/ordering.md)."""
     return "full" if day.weekday() == 0 else "incremental"
 
 

@@ -2,10 +2,10 @@
 the tests all use, so the ordering rules live in one place and hold without Dagster.
 
 - `run_night` runs one day: it asks once which animas have anything to do that day
-  (`cycle.plan_day`) and records the others as skipped in one statement; it refuses an anima
+  (`registry.plan_day`) and records the others as skipped in one statement; it refuses an anima
   whose night of D-1 is failed or not over (the order rule, per anima, unless forced); it
-  runs the busy animas in a bounded pool (`sleep.pool`), each anima's selected steps in
-  registry order under its own night row (`sleep.anima_night`: lease, heartbeat, takeover);
+  runs the busy animas in a bounded pool (`night/pool.py`), each anima's selected steps in
+  registry order under its own night row (`night/anima_night.py`: lease, heartbeat, takeover);
   and when any anima failed it raises NightFailed naming every failed anima, step and cause,
   after the others finished. A re-run redoes only what failed.
 - `run_days` runs whole nights strictly one day after another, one pool and one heartbeat

@@ -1,9 +1,9 @@
 """Chat-time context in sections, and active search: the public API of `anima_pipeline.recall`.
 
-`assemble_context` follows the context-management seed (resident → passive recall → active
-search, each its own bucket; no cross-type fused list):
+`assemble_context` keeps each kind of memory in its own bucket (resident → passive recall →
+active search; no cross-type fused list):
 
-1. *resident*: pinned ∪ top-N by decayed citation weight (`recall.context.resident_set`);
+1. *resident*: pinned ∪ top-N by decayed citation weight (`recall.resident.resident_set`);
 2. *summaries*: only for a question about a time ("when", "in May 2023", "last week",
    "上个月"): temporal summaries of the period named, or matching the question;
 3. *memories*: passive recall of active semantic memories, resident ones excluded, and

@@ -1,5 +1,5 @@
-"""The identity context every memory step carries (seeds: "all memory processing must carry
-the self layer's six blocks + resident memory"): the system prompt of every LLM call."""
+"""The identity context every memory step carries: the self layer's six blocks and the resident
+memories, the system prompt of every LLM call, so every step judges as the anima would."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ costs two round trips (two more when a word is misspelt), not one per statement:
    source are fused (`fuse`, weighted reciprocal rank; at the tuned weight 0 the lexical order
    stands and the nearest items it lacks follow it), and `Search.nearest` keeps the dense list
    for the section's reserve (`recall.assemble`). A source's lists never mix with another's
-   (one list per section, as the context-management seed asks).
+   (one list per section: a memory and a past message are not comparable scores).
 
 Every term is a constant of its statement, so the planner estimates it from the column's
 statistics: a rare term reads the GIN index, a frequent one may stop early on a plain scan,

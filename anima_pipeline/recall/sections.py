@@ -2,7 +2,7 @@
 
 The public result of `anima_pipeline.recall.assemble.assemble_context` and of the active
 search functions; the agent facade, the HTTP service and the evaluation read these models.
-Section order follows the context-management seed: resident → temporal summaries (only when
+Section order: resident → temporal summaries (only when
 the question is about a time) → passive recall of memories → episodic recall of messages.
 No fused cross-type list: every section keeps its own items, ranking and budget.
 """

@@ -1,5 +1,5 @@
-"""The current conversation as the model sees it: summary | slim | raw (the context-management
-seed's compression), kept within a token budget. Compression never deletes a stored message.
+"""The current conversation as the model sees it: summary | slim | raw (README, "The whole
+turn"), kept within a token budget. Compression never deletes a stored message.
 
 * **raw**: the latest turns verbatim, within `working.raw_share` of the messages budget and
   never fewer than `working.raw_min_turns` (the very latest turn is cut only when it alone
@@ -9,7 +9,7 @@ seed's compression), kept within a token budget. Compression never deletes a sto
 * **summary**: a rolling summary of everything older, stored per (session, watermark) in
   ``session_summary``; the watermark is the last message it covers.
 
-A compaction cycle (the seed's advanceCompressionMeta) starts when the slim view no longer
+A compaction cycle starts when the slim view no longer
 fits the messages budget less the soft margin (`context.soft_tokens`, at most a fifth of
 the budget): the watermark moves forward until the slim turns take at most half of what the summary
 and the raw turns leave, so the next turns are added without another cycle. Before

@@ -1,9 +1,9 @@
 """The working context of a turn: everything the model gets, inside one token budget.
 
-The context-management seed's turn cycle, steps 1 to 3: the system prompt (Self, the resident
+A turn's cycle before the model call (README, "The whole turn"): the system prompt (Self, the resident
 memories, the temporal segment, the recall sections) folded to per-segment character budgets
 and one global system budget; the current conversation as summary | slim | raw
-(`recall.session`); passive recall before the call. `segments` is the seed's prompt debug:
+(`recall.session_view`); passive recall before the call. `segments` is the prompt debug:
 one row per segment, its characters, estimated tokens, items and whether it was cut; the
 rows add up to the characters and tokens returned.
 
@@ -28,8 +28,8 @@ way in FOLD_ORDER, each as far as needed before the next is touched: first the b
 the self blocks from the autobiography summary up to values, each down to its
 head (ANIMA_WORKING_BLOCK_HEAD_CHARS, cut on a line or sentence) and never further; then the
 temporal segment (month, week, then yesterday); then the recall sections (episodic,
-memories, summaries: last items first); the resident set last (the seed's priority:
-resident before passive recall). Identity and persona are never cut, even past the budget
+memories, summaries: last items first); the resident set last (resident
+memories come before passive recall: what every turn carries goes last). Identity and persona are never cut, even past the budget
 (the report shows it).
 
 The messages get what the system leaves of the budget, less the user's message itself.
@@ -74,7 +74,7 @@ FOLD_ORDER = (
     "recall.episodic",
     "recall.memories",
     "recall.summaries",
-    "resident",  # the seed's priority: resident before passive recall
+    "resident",  # last: resident memories come before passive recall
 )
 TITLES = {
     "resident": "Resident memories",
@@ -373,5 +373,5 @@ def default_budget(settings: Settings) -> int:
 
 
 def compaction_threshold(settings: Settings) -> int:
-    """The seed's soft threshold: window − reserve − soft (200,000 − 20,000 − 4,000 by default)."""
+    """Where a session compacts: window − reserve − soft (200,000 − 20,000 − 4,000 by default)."""
     return settings.context.window_tokens - settings.context.reserve_tokens - settings.context.soft_tokens

@@ -1,4 +1,4 @@
-"""sleep_state: per (anima, day, step) status and stats — the seeds' light_sleep_state.json.
+"""sleep_state: per (anima, day, step) status and stats, in the database.
 
 A finished step is skipped on re-run unless forced; this is what makes a night idempotent.
 

@@ -17,7 +17,7 @@ from anima_pipeline.store.events import event as memory_event
 
 RESTORE_STEP = "conversations/restored"
 
-# The seed's table, in the order it is read: the first matching rule names the deletion.
+# The cleanup's rules, in the order they are read: the first matching rule names the deletion.
 _RULE_SQL = """
     CASE WHEN n_messages = 0 THEN 'deleted_empty'
          WHEN n_messages = 1 THEN 'deleted_single'

@@ -38,7 +38,7 @@ def clean_text(text: str) -> str:
 def content_words(text: str) -> list[str]:
     """The informative words of a chat sentence, as written and in order, repeats kept (a
     sentence's weight counts them): longer than two letters, not a stopword, small talk or a
-    vague word. Deep sleep compares memories by `memory_terms` (deep.py) instead."""
+    vague word. Deep sleep compares memories by `memory_terms` (night/steps/deep/merges.py) instead."""
     return [
         w
         for w in WORD.findall(text)

@@ -245,7 +245,7 @@ class ToolExecutor:
             changes["content"] = self._content(changes["content"])
         if "source_sessions" in changes and changes["source_sessions"] is not None:
             # Sources accumulate: an update names today's conversations, and the older evidence
-            # stays cited. Only an explicit empty list clears them (the seed's escape hatch).
+            # stays cited. Only an explicit empty list clears them (the one way to drop wrong sources).
             cited = self._check_sources(changes["source_sessions"], mem.source_sessions)
             changes["source_sessions"] = sorted(set(mem.source_sessions) | set(cited)) if cited else []
         changes = {k: v for k, v in changes.items() if v is not None or k in ("valid_until", "valid_from")}

@@ -1,5 +1,5 @@
 """Forget and correct (anima_pipeline/memory/forget.py) on a real store with real offline nights
-(sleep.runner.run_days): corrections settle a memory and the nights leave it as it is; a
+(night/runner.py's run_days): corrections settle a memory and the nights leave it as it is; a
 forget follows lineage, soft or purged; a purge leaves no text behind in the database and
 a revert never brings it back; the same forget twice changes nothing.
 

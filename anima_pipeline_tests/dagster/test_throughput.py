@@ -1,4 +1,4 @@
-"""Throughput (issue 22): the provider's requests and tokens per minute paced on our side and
+"""Throughput (docs/deploy.md, "Throughput"): the provider's requests and tokens per minute paced on our side and
 shared by the runs of a Dagster pool, and 429s that wait what the server's retry-after says
 (the real SDK against the fake Messages API)."""
 

@@ -1,4 +1,5 @@
-"""Conversation cleanup on a real database: the seed's rules one by one, every deletion
+"""Conversation cleanup on a real database: its rules one by one (empty, single message, no
+assistant reply), every deletion
 audited with the conversation and its messages, and restored from that event."""
 
 from __future__ import annotations

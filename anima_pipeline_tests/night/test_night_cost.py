@@ -1,4 +1,4 @@
-"""The cost of a Claude night (issue 22), against the fake Messages API through the real SDK and
+"""The cost of a Claude night (docs/cost.md), against the fake Messages API through the real SDK and
 a real PostgreSQL: a model per step, deep sleep's prefix read from the cache by the dream and
 the self refresh (one write per prefix and model), nothing sent for a store that did not change,
 and the estimate made from the store's sizes within 20 % of what the night cost."""

@@ -62,8 +62,9 @@ def fault(monkeypatch: pytest.MonkeyPatch, **spec: str) -> None:
 def test_a_failed_anima_night_does_not_wedge_that_anima(
     store: Database, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 11 item 1: `anima sleep --anima kai` failing on D used to leave D recorded so that
-    every later night of kai was refused, --day D and --force included."""
+    """`anima sleep --anima kai` failing on D leaves D failed: the next day alone is refused
+    naming D, and the same command again redoes D from where it failed, then D+1 (a failed
+    night never blocks an anima's later nights for good)."""
     fault(monkeypatch, action="fail", at="before_step", step="dreams/journal", day=str(D), anima="kai")
     with pytest.raises(failure_kinds.NightFailed) as failed:
         runner.run_days(store, settings, [D, D + timedelta(days=1)], animas=["kai"], run_id="run-1")

@@ -1,4 +1,4 @@
-"""Recall by meaning (issue 19) on a server with pgvector (`vector_db_url`, conftest) with the
+"""Recall by meaning (README, "Recall by meaning") on a server with pgvector (`vector_db_url`, conftest) with the
 real all-MiniLM-L6-v2: each section fuses its lexical and nearest items; without an embedder
 or without pgvector recall is lexical and says why; a night embeds what it wrote, and a
 failing embedder never fails the night."""

@@ -1,4 +1,4 @@
-"""Planner statistics kept by the project (issue 19): autovacuum is off on CI's server, and
+"""Planner statistics kept by the project (store/planner_stats.py): autovacuum is off on CI's server, and
 recall's plans rest on the statistics. A bulk append (and an import, a night) analyses the
 tables it changed when autovacuum's rule says they are due; recall then stays on its indexes."""
 

@@ -1,4 +1,4 @@
-"""Vectors in pgvector (issue 19): keyed by model id, pending/backlog, delete; and the same
+"""Vectors in pgvector (README, "Recall by meaning"): keyed by model id, pending/backlog, delete; and the same
 migrations on a server without pgvector, where every vector function is a no-op.
 
 CI's server at 5432 (PostgreSQL 15) has no pgvector: the tests needing it run on one embedded

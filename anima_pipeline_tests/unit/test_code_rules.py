@@ -13,7 +13,7 @@ LOG_METHODS = {"debug", "info", "warning", "error", "exception", "critical", "lo
 
 # Known offenders, each with who fixes it; an entry that no longer matches is harmless.
 PENDING: set[tuple[str, str]] = {
-    # the DAGSTER_PG_URL guard should refuse a URL it cannot parse (issue 13, item 5)
+    # the DAGSTER_PG_URL guard should refuse a URL it cannot parse, not catch every error
     ("defs/instance.py", "_same_database"),
 }
 

@@ -85,7 +85,7 @@ class TestContradictions:
         assert flagged("张三喜欢苹果", "张三喜欢樱桃") == []
 
     def test_likes_python_then_now_prefers_typescript_is_not_flagged(self) -> None:
-        # Seed: "likes Python" vs "now prefers TypeScript" — both can be true.
+        # deep sleep's prompt: "likes Python" vs "now prefers TypeScript" — both can be true.
         assert flagged("Beatrix likes Python.", "Beatrix now prefers TypeScript.") == []
         assert flagged("张三喜欢Python", "张三现在更喜欢TypeScript") == []
 

@@ -1,4 +1,4 @@
-"""Embedders (issue 19): the numpy BERT encoder on the real all-MiniLM-L6-v2 weights, a tiny
+"""Embedders (anima_pipeline/embed/): the numpy BERT encoder on the real all-MiniLM-L6-v2 weights, a tiny
 random BERT folder, and the HTTP provider against a local fake /v1/embeddings server."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Why one multi-asset with a single-run backfill policy and not 14 self-dependent assets: see
 docs/ordering.md. In short, a backfill of a day range becomes one run; this body walks
 `context.partition_keys` in order and runs each whole night before the next through
-`sleep.runner.run_days`, which also refuses an anima's day D while its night of D-1 is
+`night/runner.py::run_days`, which also refuses an anima's day D while its night of D-1 is
 failed or not over. Selecting one key and one partition in the UI runs just that step
 (`context.selected_asset_keys`), with config `force: true` to redo a done step.
 
