@@ -119,7 +119,7 @@ def db(db_url: str) -> Iterator[Database]:
 
 @pytest.fixture(scope="session")
 def vector_admin_url(pg_admin_url: str) -> Iterator[str]:
-    """A server with pgvector, for the vector tests only (issue 19): the test server when it has
+    """A server with pgvector, for the vector tests only: the test server when it has
     the extension, else one embedded PostgreSQL 18 for the session (the CI server at 5432,
     PostgreSQL 15, has none and Debian 12 packages none)."""
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:

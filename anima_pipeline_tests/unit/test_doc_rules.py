@@ -21,11 +21,7 @@ from anima_pipeline_tests.conftest import REPO
 
 ROOTS = ("anima_pipeline", "anima_pipeline_tests", "testkit", "benchmarks")
 # Known offenders, each with who fixes it; an entry that no longer matches is harmless.
-PENDING: set[tuple[str, str]] = {
-    # the vector fixture's docstring; conftest.py is being reworked with the test markers,
-    # whose change drops the parenthesis
-    ("anima_pipeline_tests/conftest.py", "issue 19"),
-}
+PENDING: set[tuple[str, str]] = set()
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 # What points outside the repository. "seed" as a word (the seed, the seeds, the seed's, the
