@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+try:  # threadpoolctl sets KMP_DUPLICATE_LIB_OK when first imported: once, here, not inside a test
+    import threadpoolctl  # noqa: F401
+except ImportError:
+    pass
+
 pytest_plugins = ["testkit.hygiene", "pytester"]
 
 ROOT = Path(__file__).resolve().parent

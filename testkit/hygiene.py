@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,23 @@ import pytest
 # pytest itself sets this one per phase
 _PYTEST_VARIABLES = frozenset({"PYTEST_CURRENT_TEST"})
 _SIGNALS = tuple(s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP))
+# helpers multiprocessing starts once and keeps for the life of the process, by design
+_PROCESS_SINGLETONS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+@contextmanager
+def signals_kept() -> Iterator[None]:
+    """Dagster's in-process APIs (`dg.materialize`, a schedule's `evaluate_tick`) leave SIGTERM
+    set to SIGINT's disposition when they end; a test that calls them wraps the call in this, which
+    puts SIGINT and SIGTERM back as they were (the `anima` commands do the same, see
+    defs/night/launch.py `cancel_on_signals`)."""
+    kept = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in kept.items():
+            if handler is not None:
+                signal.signal(s, handler)
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +148,11 @@ def live_children() -> frozenset[int]:
             pids.update(int(p) for p in task.read_text().split())
         except OSError:
             continue
-    return frozenset(p for p in pids if _state(p) not in ("Z", "X", None))
+    return frozenset(
+        p
+        for p in pids
+        if _state(p) not in ("Z", "X", None) and not any(n in _command(p) for n in _PROCESS_SINGLETONS)
+    )
 
 
 def listening_sockets() -> dict[int, int]:

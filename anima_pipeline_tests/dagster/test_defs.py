@@ -26,6 +26,7 @@ from anima_pipeline.llm.failures import BudgetExceeded, RetriesExhausted
 from anima_pipeline.night import failure_kinds, registry, runner
 from anima_pipeline.night.frame import StepResult
 from anima_pipeline.night.registry import STEPS
+from testkit.hygiene import signals_kept
 
 REPO = Path(__file__).resolve().parents[2]
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -149,7 +150,8 @@ def test_schedule_requests_the_previous_day() -> None:
     assert {k.to_user_string() for k in job.asset_layer.selected_asset_keys} == EXPECTED_KEYS
     for tick in (datetime(2026, 11, 29, 2, 0, tzinfo=SHANGHAI), datetime(2026, 11, 28, 18, 0, tzinfo=UTC)):
         ctx = dg.build_schedule_context(repository_def=repo_def, scheduled_execution_time=tick)
-        [request] = schedule.evaluate_tick(ctx).run_requests
+        with signals_kept():
+            [request] = schedule.evaluate_tick(ctx).run_requests
         assert request.partition_key == "2026-11-28"
         assert request.run_config == {"ops": {"night": {"config": {"mode": "scheduled"}}}}
         assert request.tags["anima/trigger"] == "schedule" and request.tags["anima/day"] == "2026-11-28"
@@ -159,9 +161,10 @@ def test_schedule_splits_a_day_into_shard_runs() -> None:
     repo = night_repo(shanghai_settings(start_date=date(2026, 1, 1), night_shards=3))
     schedule = repo.get_schedule_def("nightly_sleep_schedule")
     tick = datetime(2026, 11, 29, 2, 0, tzinfo=SHANGHAI)
-    requests = schedule.evaluate_tick(
-        dg.build_schedule_context(repository_def=repo, scheduled_execution_time=tick)
-    ).run_requests
+    with signals_kept():
+        requests = schedule.evaluate_tick(
+            dg.build_schedule_context(repository_def=repo, scheduled_execution_time=tick)
+        ).run_requests
     assert [r.tags["anima/shard"] for r in requests] == ["0/3", "1/3", "2/3"]
     assert {r.partition_key for r in requests} == {"2026-11-28"}
     assert len({r.run_key for r in requests}) == 3
@@ -239,7 +242,8 @@ def test_the_schedule_reads_the_first_day_at_each_tick(db_url: str, tmp_path: Pa
         def tick(day: int) -> list:
             at = datetime(2026, 11, day, 2, 0, tzinfo=SHANGHAI)
             ctx = dg.build_schedule_context(repository_def=repo, scheduled_execution_time=at)
-            result = schedule.evaluate_tick(ctx)
+            with signals_kept():
+                result = schedule.evaluate_tick(ctx)
             return (
                 [result.skip_message]
                 if result.skip_message

@@ -41,6 +41,7 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.status import status
 from anima_pipeline_tests.conftest import DATA_DIR
+from testkit.hygiene import signals_kept
 
 # Activity of unseen.archive.jsonl in Asia/Shanghai days: kai (Toronto evenings) on 12-02,
 # 12-05, 12-11, 12-20; yue on 12-02, 12-06, 12-13, 12-21.
@@ -101,16 +102,17 @@ def materialize_night(
     last = last or first
     [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
     check_days(night.partitions_def, first, last, settings.timezone)
-    return dg.materialize(
-        [night],
-        run_config=night_run_config(**config),
-        instance=instance,
-        resources=resources,
-        partition_key=first.isoformat() if first == last else None,
-        tags=partition_tags(first, last),
-        selection=dg.AssetSelection.assets(*check_steps(steps)),
-        raise_on_error=raise_on_error,
-    )
+    with signals_kept():
+        return dg.materialize(
+            [night],
+            run_config=night_run_config(**config),
+            instance=instance,
+            resources=resources,
+            partition_key=first.isoformat() if first == last else None,
+            tags=partition_tags(first, last),
+            selection=dg.AssetSelection.assets(*check_steps(steps)),
+            raise_on_error=raise_on_error,
+        )
 
 
 def materializations(instance: dg.DagsterInstance, step: str, partition: str) -> list:

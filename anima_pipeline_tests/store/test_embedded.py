@@ -24,8 +24,9 @@ import pytest
 from anima_pipeline.store import embedded
 from testkit import faults
 
-# the wheel asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR that only warns
-pytestmark = pytest.mark.filterwarnings("ignore:.*XDG_RUNTIME_DIR")
+# the wheel asks platformdirs for a runtime dir; without XDG_RUNTIME_DIR that only warns; every
+# test here starts or stops a real server, most through the `anima` command
+pytestmark = [pytest.mark.filterwarnings("ignore:.*XDG_RUNTIME_DIR"), pytest.mark.processes]
 
 PYTHON = sys.executable
 ANIMA = Path(sys.executable).parent / "anima"

@@ -185,6 +185,7 @@ def test_bad_configuration_names_the_variable():
     "args",
     [["status"], ["recall", "where does Lin live?", "--anima", "aria"], ["export", "--markdown", "OUT"]],
 )
+@pytest.mark.processes  # a fresh interpreter is the point
 def test_a_read_only_command_on_an_unmigrated_database_says_so_and_migrates_nothing(
     empty_db_url: str, tmp_path: Path, args: list[str]
 ) -> None:
@@ -198,6 +199,7 @@ def test_a_read_only_command_on_an_unmigrated_database_says_so_and_migrates_noth
     assert tables == 0  # nothing was created
 
 
+@pytest.mark.processes  # a fresh interpreter is the point
 def test_a_database_url_without_a_database_name_is_refused(tmp_path: Path) -> None:
     for url in ("postgresql://", "postgresql://postgres@127.0.0.1:5432", "host=127.0.0.1 user=postgres"):
         result = run_cli(["status"], cli_env(tmp_path, url), timeout=120)

@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import anima_pipeline
 from anima_pipeline.core.errors import AnimaError
 from anima_pipeline_tests.conftest import REPO
@@ -39,6 +41,7 @@ def test_every_exception_of_the_package_is_an_anima_error() -> None:
     assert seen >= 30 and strays == []
 
 
+@pytest.mark.processes  # a fresh interpreter is the point
 def test_settings_import_neither_the_night_nor_dagster() -> None:
     """config.py sits at the bottom of the layers: building Settings() compiles no heuristics."""
     code = (

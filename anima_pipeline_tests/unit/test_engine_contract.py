@@ -100,6 +100,7 @@ def test_every_engine_setting_has_its_engine_class() -> None:
         Settings(engine="gpt")  # type: ignore[arg-type]
 
 
+@pytest.mark.processes  # a fresh interpreter is the point
 def test_the_offline_engine_loads_no_provider_sdk() -> None:
     """The factory imports every engine class; the Anthropic SDK loads only with an Anthropic
     engine (llm/anthropic/sdk.py)."""

@@ -27,6 +27,7 @@ def test_no_hook_is_installed_and_the_package_reads_no_fault_variable() -> None:
     assert mentions == []
 
 
+@pytest.mark.processes  # a fresh interpreter is the point
 def test_a_process_started_with_faults_env_has_testkits_hook() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     plain = subprocess.run(
