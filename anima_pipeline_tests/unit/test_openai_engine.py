@@ -9,8 +9,8 @@ import json
 import logging
 import time
 import traceback
-from datetime import UTC, datetime
 from collections.abc import Generator
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
