@@ -91,7 +91,6 @@ class Chat(Protocol):
 
     step: str
     max_tokens: int  # the output limit of the next request (the loop raises it after a cut)
-    model: str
 
     def send(self, first: bool) -> Answer:
         """One request of the history so far (retried, paced); `first`: the conversation's first."""
