@@ -5,7 +5,8 @@ bad value raises ConfigError naming the variable, never showing a secret's value
 the Dagster definitions read them once per process through `get_settings()`; everything below
 them receives the Settings object its caller built. Tests that need a given environment set it
 with `monkeypatch.setenv` and build `Settings()`. A top-level field is read from ANIMA_<FIELD>
-(pydantic-settings, by prefix), except the Anthropic ones, which keep the SDK's own names; the
+(pydantic-settings, by prefix), except the providers' keys and URLs, which keep their SDKs' own names
+(ANTHROPIC_API_KEY, OPENAI_BASE_URL); the
 fields of a group (`settings.llm.max_tokens`) from ANIMA_<GROUP>_<FIELD> (ANIMA_LLM_MAX_TOKENS).
 Secrets are SecretStr so that they never render in a repr, a log or an error.
 """
@@ -39,7 +40,7 @@ from pydantic_settings import (
 )
 
 from anima_pipeline.core.errors import ConfigError
-from anima_pipeline.core.prices import PRICES, row_for, unknown_model
+from anima_pipeline.core.prices import price_row, unknown_model
 from anima_pipeline.core.steps import SMALL_MODEL_STEPS, parse_steps
 from anima_pipeline.core.validation import MAX_MESSAGE_CHARS, TIMESTAMP_MAX_YEAR, TIMESTAMP_MIN_YEAR
 
@@ -53,7 +54,11 @@ Thinking = Literal["adaptive", "disabled", "model_default"]
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 LlmMode = Literal["sync", "batch"]
 # ANIMA_ENGINE's values; llm/factory.py maps each to its engine class
-EngineName = Literal["offline", "anthropic"]
+EngineName = Literal["offline", "anthropic", "openai"]
+# How an OpenAI-compatible server reads the output limit: OpenAI's own API wants
+# max_completion_tokens (its reasoning models refuse max_tokens); Ollama and older servers read
+# only max_tokens (README, "Any model").
+MaxTokensField = Literal["max_completion_tokens", "max_tokens"]
 
 
 class StepLimits(BaseModel):
@@ -122,6 +127,20 @@ class LlmSettings(Group):
     mode: LlmMode = "sync"
     batch_window_s: float = Field(2.0, ge=0)
     batch_poll_s: float = Field(30.0, gt=0)
+    # Models whose calls cost nothing (a local server: Ollama, vLLM, llama.cpp), comma separated:
+    # an id or an id prefix ("llama3.1" covers "llama3.1:8b"), or "*" for every model without a
+    # price row. Their tokens are still counted; any other model without a row is refused, so a
+    # typo in a paid model's name never turns into a silent $0 (docs/cost.md).
+    unpriced: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # The output limit's field name on an OpenAI-compatible server (ANIMA_ENGINE=openai).
+    max_tokens_field: MaxTokensField = "max_completion_tokens"
+
+    @field_validator("unpriced", mode="before")
+    @classmethod
+    def _models(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [m.strip() for m in v.split(",") if m.strip()]
+        return v
 
     @field_validator("step_limits", "step_models", mode="before")
     @classmethod
@@ -291,13 +310,21 @@ class Settings(BaseSettings):
     engine: EngineName = "offline"
     model: str = DEFAULT_MODEL
     # The model of the steps that allow a small one (docs/cost.md); ANIMA_LLM_STEP_MODELS
-    # chooses per step.
-    small_model: str = DEFAULT_SMALL_MODEL
+    # chooses per step. Unset: claude-haiku-5-5 beside a Claude main model, else the main model
+    # (an OpenAI-compatible server serves its own list of models: README, "Any model").
+    small_model: str | None = None
     anthropic_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("anthropic_api_key", "ANTHROPIC_API_KEY")
     )
     anthropic_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("anthropic_base_url", "ANTHROPIC_BASE_URL")
+    )
+    # ANIMA_ENGINE=openai: the official openai SDK's own variables (README, "Any model")
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("openai_api_key", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("openai_base_url", "OPENAI_BASE_URL")
     )
     timezone: str = DEFAULT_TIMEZONE
     # None: the store's first day, kept in the memory database (store/calendar.py), else yesterday
@@ -399,8 +426,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _models_priced(self) -> Settings:
-        for step, model in {"ANIMA_SMALL_MODEL": self.small_model, **self.llm.step_models}.items():
-            if model not in ("main", "small") and row_for(PRICES, model) is None:
+        named = {"ANIMA_SMALL_MODEL": self.small_model or "small", **self.llm.step_models}
+        for step, model in named.items():
+            if model not in ("main", "small") and price_row(model, self.llm.unpriced) is None:
                 raise ValueError(f"{step}: {unknown_model(model)}")
         return self
 
@@ -410,7 +438,15 @@ class Settings(BaseSettings):
         role = self.llm.step_models.get(step) or ("small" if step in SMALL_MODEL_STEPS else "main")
         if role == "main":
             return main or self.model
-        return self.small_model if role == "small" else role
+        return self.small_model_for(main) if role == "small" else role
+
+    def small_model_for(self, main: str | None = None) -> str:
+        """ANIMA_SMALL_MODEL, else the small Claude model beside a Claude main model (`main`, or
+        ANIMA_MODEL), else the main model itself: a server's own models are not ours to guess."""
+        main = main or self.model
+        if self.small_model:
+            return self.small_model
+        return DEFAULT_SMALL_MODEL if main.startswith("claude-") else main
 
     def step_limits(self, step: str) -> tuple[int, Thinking, Effort | None]:
         """max_tokens, thinking and effort for one step: its override, else the global."""

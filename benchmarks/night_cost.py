@@ -87,7 +87,7 @@ def one_night(
 
 
 def report(settings: Settings, memories: int, mode: str, measured, estimated) -> tuple[float, float]:
-    print(f"\n== {memories} memories, {mode} (main {settings.model}, small {settings.small_model})")
+    print(f"\n== {memories} memories, {mode} (main {settings.model}, small {settings.small_model_for()})")
     head = f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
     print(f"{head} {'$ measured':>11} {'$ estimate':>11}")
     for step in STEP_ORDER:

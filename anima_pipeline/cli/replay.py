@@ -54,7 +54,9 @@ def replay_(
     engine: str | None = typer.Option(
         None, "--engine", help=f"{' | '.join(get_args(EngineName))} (default: ANIMA_ENGINE)."
     ),
-    model: str | None = typer.Option(None, "--model", help="Anthropic model id for the replay."),
+    model: str | None = typer.Option(
+        None, "--model", help="The main model id for the replay (default: ANIMA_MODEL)."
+    ),
     mode: str = typer.Option("scheduled", "--mode", help="Deep sleep mode: scheduled | full | incremental."),
     name: str = _NAME,
     replace: bool = typer.Option(False, "--replace", help="Drop a shadow of the same name first."),

@@ -1,6 +1,6 @@
-"""The price table of the Claude models the project can account for, so every call's cost can
-be accounted and budgeted (llm/pricing.py) and Settings can refuse a model without a row
-(config.py, below the engine): the table sits below both.
+"""The price table of the models the project can account for (Claude, and OpenAI's models for
+ANIMA_ENGINE=openai), so every call's cost can be accounted and budgeted (llm/pricing.py) and
+Settings can refuse a model without a row (config.py, below the engine): the table sits below both.
 
 Prices are USD per million tokens, copied from Anthropic's pricing page
 (platform.claude.com/docs/en/about-claude/pricing and the per-model overview pages).
@@ -12,11 +12,17 @@ claude-haiku-5-5 (the project's small model, docs/cost.md) is priced by prompt l
 whose prompt (input + cache reads + cache writes) is over 100,000 tokens pays its `long` row
 on every token of that call, output included (the pricing page, October 2026). An unknown
 model is refused by name, which is better than a silently wrong cost.
+
+OpenAI's rows are its standard tier (platform.openai.com/docs/pricing, as published in 2025;
+check the page before trusting a bill to them). OpenAI caches a prompt's prefix by itself and
+charges no premium for writing it: `cache_write` is the input price, `cache_read` its cached-input
+price. A model of a local server (Ollama, vLLM, llama.cpp) costs nothing: ANIMA_LLM_UNPRICED names
+such models explicitly and `price_row` gives them UNPRICED (cost 0, tokens still counted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -73,7 +79,23 @@ PRICES: dict[str, ModelPrice] = {
     "claude-mythos-5": _FABLE_5,
     "claude-fable-5-1": ModelPrice(input=10.0, output=50.0, cache_write=12.50, cache_read=0.25),
     "claude-mythos-5-1": ModelPrice(input=10.0, output=50.0, cache_write=12.50, cache_read=0.25),
+    # OpenAI (chat completions): input, output, cache write = input, cache read = cached input
+    "gpt-4o": ModelPrice(input=2.50, output=10.0, cache_write=2.50, cache_read=1.25),
+    "gpt-4o-mini": ModelPrice(input=0.15, output=0.60, cache_write=0.15, cache_read=0.075),
+    "gpt-4.1": ModelPrice(input=2.0, output=8.0, cache_write=2.0, cache_read=0.50),
+    "gpt-4.1-mini": ModelPrice(input=0.40, output=1.60, cache_write=0.40, cache_read=0.10),
+    "gpt-4.1-nano": ModelPrice(input=0.10, output=0.40, cache_write=0.10, cache_read=0.025),
+    "gpt-5": ModelPrice(input=1.25, output=10.0, cache_write=1.25, cache_read=0.125),
+    "gpt-5-mini": ModelPrice(input=0.25, output=2.0, cache_write=0.25, cache_read=0.025),
+    "gpt-5-nano": ModelPrice(input=0.05, output=0.40, cache_write=0.05, cache_read=0.005),
+    "gpt-5.1": ModelPrice(input=1.25, output=10.0, cache_write=1.25, cache_read=0.125),
+    "o3": ModelPrice(input=2.0, output=8.0, cache_write=2.0, cache_read=0.50),
+    "o4-mini": ModelPrice(input=1.10, output=4.40, cache_write=1.10, cache_read=0.275),
 }
+
+# A model ANIMA_LLM_UNPRICED names (a local server's): nothing to pay, tokens still counted.
+UNPRICED = ModelPrice(input=0.0, output=0.0, cache_write=0.0, cache_read=0.0)
+ANY_MODEL = "*"  # in ANIMA_LLM_UNPRICED: every model the table has no row for
 
 
 def row_for(table: Mapping[str, T], model: str) -> T | None:
@@ -83,10 +105,25 @@ def row_for(table: Mapping[str, T], model: str) -> T | None:
     return table[max(keys, key=len)] if keys else None
 
 
+def price_row(model: str, unpriced: Sequence[str] = ()) -> ModelPrice | None:
+    """The price of `model`: UNPRICED when ANIMA_LLM_UNPRICED (`unpriced`) names it (an id, or
+    an id prefix at a "-" / "@" / ":" / "/" boundary: "llama3.1" is "llama3.1:8b"), else its
+    row, else UNPRICED under "*", else None. A name wins over the table: a model served for
+    free (a local copy, a proxy of one's own) is free whatever its list price."""
+    for name in unpriced:
+        if name != ANY_MODEL and (model == name or (model.startswith(name) and model[len(name)] in "-@:/")):
+            return UNPRICED
+    found = row_for(PRICES, model)
+    if found is None and ANY_MODEL in unpriced:
+        return UNPRICED
+    return found
+
+
 def unknown_model(model: str) -> str:
     """The refusal of a model the table has no row for, naming the known models."""
     known = ", ".join(sorted(PRICES))
     return (
         f"no price known for model {model!r}; known models (a dated id like "
-        f"'claude-sonnet-4-5-20250929' also matches): {known}"
+        f"'claude-sonnet-4-5-20250929' also matches): {known}; a model that costs nothing (a "
+        "local server's) is named in ANIMA_LLM_UNPRICED"
     )

@@ -2,8 +2,9 @@
 
 The one place the setting meets the engine classes: adding an engine is its module, a line
 in ENGINES and its name in config.EngineName. Offline is the default so that a run without
-configuration (CI, a fresh checkout) never spends money or needs a network; the Anthropic
-engine is opt-in and refuses to start without a key rather than failing at the first step.
+configuration (CI, a fresh checkout) never spends money or needs a network; the Anthropic and
+the OpenAI-compatible engines are opt-in and refuse to start without what they need (a key, a
+model the server serves) rather than failing at the first step.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import Engine
 from anima_pipeline.llm.offline import OfflineEngine
+from anima_pipeline.llm.openai.engine import OpenAIEngine
 
 ENGINES: dict[EngineName, type[Engine]] = {
     "offline": OfflineEngine,
     "anthropic": AnthropicEngine,
+    "openai": OpenAIEngine,
 }
 
 

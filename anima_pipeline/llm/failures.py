@@ -75,3 +75,8 @@ class Refused(ModelAnswerError):
 
 class ContextTooLarge(ModelAnswerError):
     """The request did not fit the model's context window."""
+
+
+class MalformedToolInput(ModelAnswerError):
+    """The model's tool input was not a JSON object, again after the error result that asked
+    for one: its one retry is spent (llm/tool_loop.py)."""

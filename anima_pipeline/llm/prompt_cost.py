@@ -11,7 +11,7 @@ Output is assumed, not known: a tool turn answers about OUT_TOOL tokens, a last 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from anima_pipeline.llm.contract import Usage
@@ -41,8 +41,11 @@ class Conversation:
     turns: int = 1
 
 
-def price(conversations: Iterable[Conversation], *, batch: bool = False) -> dict[str, Usage]:
-    """Expected usage per step, in the order given (the first reader of a prefix writes it)."""
+def price(
+    conversations: Iterable[Conversation], *, batch: bool = False, unpriced: Sequence[str] = ()
+) -> dict[str, Usage]:
+    """Expected usage per step, in the order given (the first reader of a prefix writes it);
+    a model `unpriced` names (ANIMA_LLM_UNPRICED) costs 0, its tokens counted."""
     written: set[tuple[str, str]] = set()
     out: dict[str, Usage] = {}
     for i, c in enumerate(conversations):
@@ -71,7 +74,7 @@ def price(conversations: Iterable[Conversation], *, batch: bool = False) -> dict
                 output_tokens=out_tokens,
                 cache_read_tokens=read,
                 cache_write_tokens=write,
-                cost_usd=cost_usd(c.model, inp, out_tokens, read, write, batch=batch),
+                cost_usd=cost_usd(c.model, inp, out_tokens, read, write, batch=batch, unpriced=unpriced),
                 batched_calls=int(batch),
             )
         out[c.step] = out.get(c.step, Usage()) + total

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.llm.contract import Usage
 
@@ -67,6 +68,17 @@ class RateLimiter:
         self._buckets: dict[str, dict[str, Bucket]] = {}
         self._paused_until = 0.0
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RateLimiter:
+        """The limits of ANIMA_LLM_*_PER_MINUTE, this run's share of them."""
+        llm = settings.llm
+        return cls(
+            llm.requests_per_minute,
+            llm.input_tokens_per_minute,
+            llm.output_tokens_per_minute,
+            shares=llm.rate_shares,
+        )
 
     @property
     def active(self) -> bool:

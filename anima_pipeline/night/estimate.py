@@ -223,7 +223,8 @@ def estimate_night(
     per_step: dict[str, StepEstimate] = {}
     for anima_id, keys in plan.items():
         chosen = [k for k in keys if (steps is None or k in steps) and k not in done.get(anima_id, ())]
-        priced = price(conversations(settings, night, anima_id, chosen, sizes[anima_id]), batch=batch)
+        planned = conversations(settings, night, anima_id, chosen, sizes[anima_id])
+        priced = price(planned, batch=batch, unpriced=settings.llm.unpriced)
         for step, usage in priced.items():
             row = per_step.setdefault(step, StepEstimate(step=step, model=settings.step_model(step)))
             row.animas += 1

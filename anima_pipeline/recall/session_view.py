@@ -17,8 +17,9 @@ the turns move into the summary they are *flushed*: the engine extracts the dura
 in them with light sleep stage 1's rules (`memory/flush.py`), once per cycle (a row in
 ``session_flush`` per watermark, in the same transaction). The summary of the new watermark
 extends the stored one with those turns only: the engine's summarizer (`Engine.summarizer`:
-Claude with its instructions and the identity context as a cached prefix, llm/anthropic/summary.py;
-offline, the extractive one of llm/offline_summary.py) sees each turn once.
+the model's, Claude's or an OpenAI-compatible server's, with its instructions and the identity
+context as a cached prefix, llm/summary.py; offline, the extractive one of llm/offline_summary.py)
+sees each turn once.
 A turn that needs no cycle reuses the stored summary and calls no engine.
 """
 

@@ -342,10 +342,12 @@ def test_at_least_four_checks_on_night_keys(repo_def) -> None:
 def test_api_key_is_an_env_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-ant-test-never-print-me"
     monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-oa-never-print-me")
     monkeypatch.setenv("ANIMA_DATABASE_URL", "postgresql://u:pw-never-print@127.0.0.1/x")
     res = build_resources()
     engine = res["anima_engine"]
-    assert isinstance(engine.anthropic_api_key, dg.EnvVar)
+    assert isinstance(engine.anthropic_api_key, dg.EnvVar) and isinstance(engine.openai_api_key, dg.EnvVar)
+    assert "sk-oa-never-print-me" not in repr(res)
     assert isinstance(res["memory_store"].database_url, dg.EnvVar)
     assert secret not in repr(res) and "pw-never-print" not in repr(res)
     monkeypatch.delenv("ANTHROPIC_API_KEY")
@@ -362,6 +364,17 @@ def test_engine_resource_applies_to_settings() -> None:
     assert s.anthropic_api_key.get_secret_value() == "sk-zz-secret" and "sk-zz" not in repr(s)
     with pytest.raises(ValueError, match="ANIMA_ENGINE"):
         EngineResource(engine="gpt").apply(Settings())
+    # an OpenAI-compatible server: its key and URL carried; a model nobody named stays unnamed
+    local = EngineResource(
+        engine="openai", openai_api_key="sk-oa-secret", openai_base_url="http://127.0.0.1:1/v1"
+    )
+    s = local.apply(Settings())
+    assert (s.engine, s.openai_base_url) == (
+        "openai",
+        "http://127.0.0.1:1/v1",
+    ) and "model" not in s.model_fields_set
+    assert s.openai_api_key is not None and s.openai_api_key.get_secret_value() == "sk-oa-secret"
+    assert local.apply(Settings(model="llama3.1:8b")).model == "llama3.1:8b"
 
 
 # ---- Dagster's own storage (dagster.yaml) -------------------------------------------------

@@ -32,6 +32,7 @@ def test_every_field_is_read_from_its_prefixed_variable_except_the_sdk_names(mon
     names = {path: env_name(path) for path in paths()}
     assert names["anthropic_api_key"] == "ANTHROPIC_API_KEY"
     assert names["anthropic_base_url"] == "ANTHROPIC_BASE_URL"
+    assert (names["openai_api_key"], names["openai_base_url"]) == ("OPENAI_API_KEY", "OPENAI_BASE_URL")
     assert (names["llm.max_tokens"], names["guards.min"], names["embedder.kind"]) == (
         "ANIMA_LLM_MAX_TOKENS",
         "ANIMA_GUARD_MIN",
@@ -39,7 +40,7 @@ def test_every_field_is_read_from_its_prefixed_variable_except_the_sdk_names(mon
     )
     for path, name in names.items():  # a group's fields keep their flat names: ANIMA_<GROUP>_<FIELD>
         head, _, leaf = path.partition(".")
-        if not head.startswith("anthropic_"):
+        if not head.startswith(("anthropic_", "openai_")):
             word = {"guards": "GUARD"}.get(head, head.upper())
             assert name == "_".join(p for p in ("ANIMA", word, leaf.upper()) if p and p != "KIND"), path
     assert len(set(names.values())) == len(names)  # no two settings share a variable
@@ -189,3 +190,36 @@ def test_unknown_steps_are_refused_once_naming_every_step() -> None:
     ):
         parse_steps(["nope", "dreams/journal"])
     assert issubclass(UnknownStepError, InputError) and issubclass(UnknownStepError, ValueError)
+
+
+def test_a_local_servers_models_are_unpriced_by_name_and_the_small_model_follows_the_main(
+    monkeypatch,
+) -> None:
+    from anima_pipeline.core.prices import PRICES, UNPRICED, price_row
+
+    setenv(
+        monkeypatch,
+        {
+            "ANIMA_ENGINE": "openai",
+            "ANIMA_MODEL": "llama3.1:8b",
+            "ANIMA_LLM_UNPRICED": "llama3.1, qwen2.5",
+            "ANIMA_LLM_STEP_MODELS": '{"dreams/journal": "qwen2.5:7b-instruct"}',
+            "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
+        },
+    )
+    s = Settings()
+    assert s.llm.unpriced == ["llama3.1", "qwen2.5"] and s.openai_base_url == "http://127.0.0.1:11434/v1"
+    # no small model of its own: the steps that allow one run on the server's model
+    assert s.step_model(StepKey.ANCHORS_MARKED) == "llama3.1:8b"
+    assert s.step_model(StepKey.DREAM) == "qwen2.5:7b-instruct"
+    assert Settings(model="claude-sonnet-5-5").step_model(StepKey.ANCHORS_MARKED) == "claude-haiku-5-5"
+    assert Settings(small_model="gpt-4.1-mini").step_model(StepKey.ANCHORS_MARKED) == "gpt-4.1-mini"
+    # a model that is neither priced nor named unpriced is refused, naming the setting that would allow it
+    monkeypatch.setenv("ANIMA_LLM_STEP_MODELS", '{"dreams/journal": "mistral-7b"}')
+    with pytest.raises(ConfigError, match=r"dreams/journal: no price known .*ANIMA_LLM_UNPRICED"):
+        Settings()
+    # names match at an id boundary; "*" covers the models without a row, never a priced one
+    assert price_row("llama3.1:8b", ["llama3.1"]) is UNPRICED and price_row("llama3.10", ["llama3.1"]) is None
+    assert price_row("mistral-7b", ["*"]) is UNPRICED and price_row("gpt-4o", ["*"]) is not UNPRICED
+    assert price_row("gpt-4o", ["gpt-4o"]) is UNPRICED  # named: served for free, whatever its list price
+    assert price_row("gpt-5-mini-2025-08-07") is PRICES["gpt-5-mini"] and price_row("gpt-5.2") is None

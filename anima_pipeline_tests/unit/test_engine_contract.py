@@ -96,19 +96,21 @@ def test_every_engine_setting_has_its_engine_class() -> None:
     assert list(ENGINES) == list(get_args(EngineName))
     for name, cls in ENGINES.items():
         assert cls.name == name and engine_class(Settings(engine=name)) is cls
-    with pytest.raises(ValueError, match=r"ANIMA_ENGINE must be 'offline' or 'anthropic', got 'gpt'"):
+    with pytest.raises(
+        ValueError, match=r"ANIMA_ENGINE must be 'offline', 'anthropic' or 'openai', got 'gpt'"
+    ):
         Settings(engine="gpt")  # type: ignore[arg-type]
 
 
 @pytest.mark.processes  # a fresh interpreter is the point
 def test_the_offline_engine_loads_no_provider_sdk() -> None:
-    """The factory imports every engine class; the Anthropic SDK loads only with an Anthropic
-    engine (llm/anthropic/sdk.py)."""
+    """The factory imports every engine class; a provider's SDK loads only with its engine
+    (llm/anthropic/sdk.py, llm/openai/sdk.py)."""
     code = (
         "import sys; from anima_pipeline.config import Settings; "
         "from anima_pipeline.llm.factory import make_engine; e = make_engine(Settings()); "
         "e.summarizer(lambda: '', Settings().tz); "
-        "print(e.name, sorted(m for m in sys.modules if m == 'anthropic' or m.startswith('anthropic.')))"
+        "print(e.name, sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'openai')))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["offline", "[]"]

@@ -69,6 +69,7 @@ CHAT_TIME = (f"{PACKAGE}.memory", f"{PACKAGE}.recall")
 LAZY_LIBRARIES = frozenset(
     {
         "anthropic",  # the Anthropic engine, when it is built or sends
+        "openai",  # the OpenAI-compatible engine, when it is built or sends
         "tenacity",
         "numpy",  # the embedders, when one runs
         "safetensors",

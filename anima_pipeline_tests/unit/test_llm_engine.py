@@ -311,8 +311,9 @@ def test_api_key_is_sent_as_x_api_key_and_never_leaks(caplog: pytest.LogCaptureF
 
 def test_unknown_model_is_refused_naming_the_model_and_the_known_ones() -> None:
     with pytest.raises(UnknownModelError) as exc:
-        AnthropicEngine("gpt-4o", SecretStr(KEY))
-    assert "'gpt-4o'" in str(exc.value) and "claude-sonnet-4-5" in str(exc.value)
+        AnthropicEngine("mistral-large", SecretStr(KEY))
+    assert "'mistral-large'" in str(exc.value) and "claude-sonnet-4-5" in str(exc.value)
+    assert "ANIMA_LLM_UNPRICED" in str(exc.value)
     assert isinstance(exc.value, ValueError) and isinstance(exc.value, EngineError)
 
 
@@ -324,7 +325,7 @@ def test_price_table_resolves_dated_ids_by_longest_prefix() -> None:
     with pytest.raises(UnknownModelError):
         price_for("claude-sonnet-40")  # not a "-" boundary
     for name, p in PRICES.items():
-        if "-4" in name:  # the 4.x family follows the 1.25x / 0.1x cache rule
+        if name.startswith("claude-") and "-4" in name:  # the 4.x family: the 1.25x / 0.1x cache rule
             assert p.cache_write == pytest.approx(1.25 * p.input) and p.cache_read == pytest.approx(
                 0.1 * p.input
             )

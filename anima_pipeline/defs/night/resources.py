@@ -2,8 +2,8 @@
 
 Defaults come from the environment (Settings(), anima_pipeline/config.py). Values that are secret,
 or may carry a password, are passed as dg.EnvVar references, so the UI and the run config
-show the variable's name, never its value: ANTHROPIC_API_KEY always, ANIMA_DATABASE_URL
-when it is set. Pass a literal key only in tests.
+show the variable's name, never its value: ANTHROPIC_API_KEY and OPENAI_API_KEY always,
+ANIMA_DATABASE_URL when it is set. Pass a literal key only in tests.
 """
 
 from __future__ import annotations
@@ -48,31 +48,45 @@ class MemoryStoreResource(dg.ConfigurableResource):
 
 
 class EngineResource(dg.ConfigurableResource):
-    """Which engine plans the tool calls: offline heuristics (default, no network) or the
-    Anthropic Messages API. The key is only ever read from ANTHROPIC_API_KEY."""
+    """Which engine plans the tool calls: offline heuristics (default, no network), the
+    Anthropic Messages API or an OpenAI-compatible server. The keys are only ever read from
+    ANTHROPIC_API_KEY and OPENAI_API_KEY."""
 
     engine: str = Field(default="offline", description=" | ".join(get_args(EngineName)))
-    model: str = Field(default=DEFAULT_MODEL, description="Anthropic model id (anthropic engine only).")
+    model: str | None = Field(
+        default=None, description=f"The main model id; unset = ANIMA_MODEL, else {DEFAULT_MODEL}."
+    )
     anthropic_api_key: str | None = Field(
         default=None, description="Set as EnvVar('ANTHROPIC_API_KEY'); never a literal in config."
     )
     anthropic_base_url: str | None = Field(default=None, description="API base URL override (tests).")
+    openai_api_key: str | None = Field(
+        default=None, description="Set as EnvVar('OPENAI_API_KEY'); never a literal in config."
+    )
+    openai_base_url: str | None = Field(
+        default=None, description="The OpenAI-compatible server (OPENAI_BASE_URL; unset = OpenAI's API)."
+    )
     budget_usd: float | None = Field(default=None, description="Stop the run's LLM calls at this cost.")
     budget_tokens: int | None = Field(
         default=None, description="Stop the run's LLM calls at this many tokens."
     )
 
     def apply(self, settings: Settings) -> Settings:
-        """`settings` with this engine's fields (validated: a bad engine name is named)."""
-        values = settings.model_dump()
+        """`settings` with this engine's fields (validated: a bad engine name is named). Only
+        what was set is passed on, so a setting left to its default stays unset (the
+        OpenAI-compatible engine refuses a model nobody named)."""
+        values = settings.model_dump(exclude_unset=True)
         values.update(
             engine=self.engine,
-            model=self.model,
             anthropic_api_key=SecretStr(self.anthropic_api_key) if self.anthropic_api_key else None,
             anthropic_base_url=self.anthropic_base_url,
+            openai_api_key=SecretStr(self.openai_api_key) if self.openai_api_key else None,
+            openai_base_url=self.openai_base_url,
             budget_usd=self.budget_usd,
             budget_tokens=self.budget_tokens,
         )
+        if self.model:
+            values["model"] = self.model
         return Settings(**values)
 
 
@@ -92,9 +106,11 @@ def build_resources(settings: Settings | None = None) -> dict[str, dg.Configurab
         ),
         "anima_engine": EngineResource(
             engine=s.engine,
-            model=s.model,
+            model=s.model if "model" in s.model_fields_set else None,
             anthropic_api_key=_env_or_none("ANTHROPIC_API_KEY"),
             anthropic_base_url=s.anthropic_base_url,
+            openai_api_key=_env_or_none("OPENAI_API_KEY"),
+            openai_base_url=s.openai_base_url,
             budget_usd=s.budget_usd,
             budget_tokens=s.budget_tokens,
         ),

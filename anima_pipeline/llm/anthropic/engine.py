@@ -1,34 +1,18 @@
-"""The LLM engine: runs a step as a tool-use conversation with the Anthropic Messages API.
+"""The Anthropic engine: runs a step as a tool-use conversation with the Anthropic Messages API.
 
-One step is one conversation: the step's system and user blocks go out with its tool
-whitelist, every `tool_use` block that comes back is executed through the same
-`ToolRunner` the offline engine uses, and the results go back as one user turn of
-`tool_result` blocks until the model ends its turn.
+The conversation itself (what each stop means, the reminder of a step that must write, the
+restraint rule, the bounds) is llm/tool_loop.py's, shared with every chat API; this module is
+the Messages API's shape of it (`MessagesChat`): the step's system and user blocks go out with
+its tool whitelist, each `tool_use` block comes back as a call, and the results go back as one
+user turn of `tool_result` blocks. Stop reasons, as the Messages API documents them:
+`tool_use` (execute), `end_turn` / `stop_sequence` (done), `max_tokens` (cut), `refusal`
+(refused), `pause_turn` (the assistant content goes back as is and the turn continues) and
+`model_context_window_exceeded` (too large).
 
-Stop reasons, as the Messages API documents them:
-- `tool_use`: execute the calls, send the results, next turn.
-- `end_turn` / `stop_sequence`: done; a step that must write (`StepRequest.must_write`) and
-  has not written gets one reminder. A conversation that ends without a successful write is
-  the model's restraint ("nothing worth recording"): the runner records it as declined with
-  the model's words (`DeclineRecorder`); it is not an error (docs/ordering.md, "Restraint").
-- `max_tokens`: the answer was cut. Nothing of it is executed (a cut tool call could carry
-  half its input); the same turn is asked again once with a larger limit, then the step
-  fails with `OutputTruncated`.
-- `refusal`: fails with `Refused`; nothing of that answer is executed.
-- `pause_turn`: the assistant content goes back as is and the turn continues.
-- `model_context_window_exceeded`: fails with `ContextTooLarge`.
-All these failures are deterministic for the input, so `is_transient` (night/failure_kinds.py) says no and
-Dagster does not retry them. The API's transient failures are retried here and only here
-(tenacity below); `RetriesExhausted` after them fails the step, and the night is not retried
-on top (one owner per failure kind: docs/decisions.md).
-
-Bounds: retries (429/529/5xx/timeouts) by tenacity around the SDK call with the SDK's own
-retries off, each wait the server's `retry-after` (capped at `max_retry_wait`), a 429's
-pausing every request of the process (llm/ratelimit.py); the provider's requests and tokens
-per minute, paced on our side when set; `max_turns` per step; the run's `Budget`, checked
-before every call; and an in-process semaphore (`concurrency`) on requests in flight. In
-batch mode each turn is submitted to a `BatchCollector` that sends the turns of all animas of
-a night as one Message Batch.
+Bounds: retries (429/529/5xx/timeouts), the provider's rate limits and the requests in flight
+are llm/retry.py's (`ApiCalls`), shared with every engine; `max_turns` per step; the run's
+`Budget`, checked before every call. In batch mode each turn is submitted to a
+`BatchCollector` that sends the turns of all animas of a night as one Message Batch.
 
 Prompt caching: the step marks its stable blocks (`TextBlock.cache`: the system prompt,
 message 1); the engine adds breakpoints at the end of the last two user turns of the tool
@@ -44,42 +28,25 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 from zoneinfo import ZoneInfo
 
-import tenacity
 from pydantic import SecretStr
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.anthropic.batches import BatchCollector
 from anima_pipeline.llm.anthropic.counting import ClaudeCounter
 from anima_pipeline.llm.anthropic.sdk import sdk
-from anima_pipeline.llm.anthropic.summary import ClaudeSummarizer
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.llm.contract import (
-    DeclineRecorder,
-    OfflinePlan,
-    StepRequest,
-    TextBlock,
-    ToolRunner,
-    Usage,
-)
-from anima_pipeline.llm.failures import (
-    ContextTooLarge,
-    EngineConfigError,
-    EngineError,
-    MaxTurnsExceeded,
-    OutputTruncated,
-    Refused,
-    RequestRejected,
-    RetriesExhausted,
-)
+from anima_pipeline.llm.contract import OfflinePlan, StepRequest, TextBlock, ToolResult, ToolRunner, Usage
+from anima_pipeline.llm.failures import EngineConfigError, EngineError, OutputTruncated, Refused
 from anima_pipeline.llm.pricing import cost_usd, price_for
 from anima_pipeline.llm.ratelimit import RateLimiter
+from anima_pipeline.llm.retry import ApiCalls, check_bounds
+from anima_pipeline.llm.summary import ModelSummarizer
+from anima_pipeline.llm.tool_loop import Answer, Call, Stop, converse
 
 if TYPE_CHECKING:
     import anthropic
@@ -91,42 +58,16 @@ log = logging.getLogger(__name__)
 MAX_CACHE_BREAKPOINTS = 4  # the API rejects a request with more cache_control blocks
 TURN_BREAKPOINTS = 2  # on the last two user turns of the tool conversation
 _EPHEMERAL = {"type": "ephemeral"}
-DECLINED_CHARS = 500  # of the model's words kept with a declined step
-REMINDER = (
-    "This step must record its result with a tool call; a text answer is not stored. "
-    "Call the tool now (see the instructions above)."
-)
-
-
-def _is_retryable(err: anthropic.APIStatusError) -> bool:
-    # The SDK's own rule, so we can say "retries exhausted".
-    hint = err.response.headers.get("x-should-retry")
-    if hint in ("true", "false"):
-        return hint == "true"
-    return err.status_code in (408, 409, 429) or err.status_code >= 500
-
-
-def _retryable(err: BaseException) -> bool:
-    api = sdk()
-    if isinstance(err, api.APIStatusError):
-        return _is_retryable(err)
-    return isinstance(err, api.APITimeoutError | api.APIConnectionError)
-
-
-def _retry_after(err: BaseException) -> float | None:
-    """The server's `retry-after-ms` / `retry-after` (seconds) if it sent one."""
-    response = getattr(err, "response", None)
-    if response is None:
-        return None
-    headers = response.headers
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        raw = headers.get(name)
-        if raw:
-            try:
-                return max(float(raw) / scale, 0.0)
-            except ValueError:
-                continue  # an HTTP date: fall back to our own backoff
-    return None
+# The Messages API's stop reasons, in the tool loop's words (anything else ends the turn).
+STOPS = {
+    "tool_use": Stop.TOOLS,
+    "end_turn": Stop.END,
+    "stop_sequence": Stop.END,
+    "max_tokens": Stop.CUT,
+    "refusal": Stop.REFUSED,
+    "pause_turn": Stop.PAUSED,
+    "model_context_window_exceeded": Stop.TOO_LARGE,
+}
 
 
 def _text_blocks(blocks: list[TextBlock], cached: set[int], offset: int) -> list[dict[str, Any]]:
@@ -208,14 +149,11 @@ class AnthropicEngine:
         collector: BatchCollector | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
-        price_for(model)  # an unpriced model would make the budget meaningless: fail now
+        self.settings = settings or Settings()
+        self.unpriced = self.settings.llm.unpriced
+        price_for(model, self.unpriced)  # an unpriced model would make the budget meaningless: fail now
         # (the per-step models of the settings were priced when the settings were built)
-        if not 0 <= max_retries <= 10:
-            raise EngineConfigError(f"max_retries must be between 0 and 10, got {max_retries}")
-        if max_retry_wait < 0:
-            raise EngineConfigError(f"max_retry_wait must be >= 0 seconds, got {max_retry_wait}")
-        if timeout <= 0:
-            raise EngineConfigError(f"timeout must be > 0 seconds, got {timeout}")
+        check_bounds(timeout, max_retries, max_retry_wait)
         key = api_key.get_secret_value()
         if not key.strip():
             raise EngineConfigError("the Anthropic API key is empty (set ANTHROPIC_API_KEY)")
@@ -225,23 +163,26 @@ class AnthropicEngine:
         self.timeout = timeout
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
-        self.settings = settings or Settings()
         self.collector = collector
-        self._slots = threading.BoundedSemaphore(concurrency or self.settings.llm.in_flight)
-        s = self.settings
-        self.limiter = limiter or RateLimiter(
-            s.llm.requests_per_minute,
-            s.llm.input_tokens_per_minute,
-            s.llm.output_tokens_per_minute,
-            shares=s.llm.rate_shares,
-        )
+        self.limiter = limiter or RateLimiter.from_settings(self.settings)
         self._api_key = api_key
         self._counter = ClaudeCounter(self)  # one per engine: its cache serves every turn
         api = sdk()
+        self.calls = ApiCalls(
+            api,
+            base_error=api.AnthropicError,
+            provider="Anthropic API",
+            secret=key,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_retry_wait=max_retry_wait,
+            concurrency=concurrency or self.settings.llm.in_flight,
+            limiter=self.limiter,
+        )
         self._client = api.Anthropic(
             api_key=key,
             base_url=base_url,
-            max_retries=0,  # retried by tenacity in _create, with each wait capped
+            max_retries=0,  # retried by llm/retry.py, with each wait capped
             timeout=timeout,
             # SDK 2.x sends `api_key` as `Authorization: Bearer`; the Messages API
             # documents `x-api-key` for API keys, so send it there and only there.
@@ -298,8 +239,8 @@ class AnthropicEngine:
     def close(self) -> None:
         self._client.close()
 
-    def summarizer(self, identity: Callable[[], str], tz: ZoneInfo) -> ClaudeSummarizer:
-        return ClaudeSummarizer(self, identity(), tz)  # read now: the prefix every cycle caches
+    def summarizer(self, identity: Callable[[], str], tz: ZoneInfo) -> ModelSummarizer:
+        return ModelSummarizer(self, identity(), tz)  # read now: the prefix every cycle caches
 
     def token_counter(self) -> ClaudeCounter:
         return self._counter
@@ -310,7 +251,7 @@ class AnthropicEngine:
     def run(self, request: StepRequest, runner: ToolRunner, offline_plan: OfflinePlan) -> Usage:
         total = Usage()
         try:
-            for usage in self._conversation(request, runner):
+            for usage in converse(request, MessagesChat(self, request), runner, self.settings, self.budget):
                 total = total + usage
             return total
         except EngineError as err:
@@ -390,228 +331,25 @@ class AnthropicEngine:
         """Input tokens of one user message holding `text` (`messages.count_tokens`): the
         working context's estimate. Same retries as a request; not charged to the budget
         (the endpoint is free)."""
-        try:
-            with self._slots:
-                retrying = tenacity.Retrying(
-                    stop=tenacity.stop_after_attempt(self.max_retries + 1),
-                    wait=self._wait,
-                    retry=tenacity.retry_if_exception(_retryable),
-                    reraise=True,
-                )
-                result = retrying(
-                    self._client.messages.count_tokens,
-                    model=self.model,
-                    messages=[{"role": "user", "content": text}],
-                )
-        except sdk().AnthropicError as err:
-            leaked = self._api_key.get_secret_value() in str(err)
-            raise self.translate("agent/count_tokens", err) from (None if leaked else err)
+        result = self.calls.call(
+            "agent/count_tokens",
+            self._client.messages.count_tokens,
+            model=self.model,
+            messages=[{"role": "user", "content": text}],
+        )
         return int(result.input_tokens)
-
-    def _conversation(self, request: StepRequest, runner: ToolRunner) -> Iterator[Usage]:
-        """Yields each call's usage as it is spent, so `run` still knows the total if a
-        later call fails."""
-        step = request.step
-        if not request.user:
-            raise EngineError(f"step {step!r} has no user blocks to send", step=step)
-        system, user = _prompt(request)
-        max_tokens = self.limits(request)[0]
-        messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
-        params = self._params(request, system, max_tokens)
-        done: list[str] = []  # tool calls executed, for the error of a step that stops
-        written = 0  # successful tool calls
-        grown = reminded = False
-        first = True
-        turn = 0
-        while True:
-            turn += 1
-            if turn > request.max_turns:
-                raise MaxTurnsExceeded(
-                    f"step {step!r} hit its bound of max_turns={request.max_turns} API calls while the model "
-                    f"was still working; executed before the stop: {_summary(done)}; the step's writes "
-                    "were rolled back (raise the bound or shorten the input)",
-                    step=step,
-                )
-            if self.budget is not None:
-                self.budget.check(step)
-            params["messages"] = _with_turn_breakpoints(messages) if request.cache_turns else messages
-            response = self._create(step, params)
-            usage = self._usage(response, params["model"], first=first)
-            first = False
-            if self.budget is not None:
-                self.budget.charge(usage)
-            yield usage
-            stop = response.stop_reason
-            calls = [b for b in response.content if b.type == "tool_use"]
-            log.info(
-                "step %s turn %d: stop=%s tool_calls=%d in=%d out=%d cache_read=%d cache_write=%d $%.6f",
-                step,
-                turn,
-                stop,
-                len(calls),
-                usage.input_tokens,
-                usage.output_tokens,
-                usage.cache_read_tokens,
-                usage.cache_write_tokens,
-                usage.cost_usd,
-            )
-            if stop == "max_tokens":
-                ceiling = self.settings.llm.max_tokens_ceiling
-                larger = min(int(params["max_tokens"] * self.settings.llm.max_tokens_retry_factor), ceiling)
-                cut = f" (a cut {calls[-1].name} call was not executed)" if calls else ""
-                if grown or larger <= params["max_tokens"]:
-                    raise OutputTruncated(
-                        f"step {step!r}: the answer stopped at max_tokens={params['max_tokens']}{cut}, also "
-                        f"after one retry with a larger limit; executed before: {_summary(done)}; the step's "
-                        "writes were rolled back. Raise ANIMA_LLM_MAX_TOKENS (or this step's limit in "
-                        "ANIMA_LLM_STEP_LIMITS), or lower the effort",
-                        step=step,
-                    )
-                log.warning(
-                    "step %s: answer cut at max_tokens=%d%s; asking again with %d",
-                    step,
-                    params["max_tokens"],
-                    cut,
-                    larger,
-                )
-                params["max_tokens"], grown = larger, True
-                turn -= 1  # the same turn again, not a new one
-                continue
-            if stop == "refusal":
-                said = _texts(response)[:300]
-                raise Refused(
-                    f"step {step!r}: the model declined (stop_reason=refusal)"
-                    + (f": {said!r}" if said else "")
-                    + f"; executed before: {_summary(done)}; the step's writes were rolled back",
-                    step=step,
-                )
-            if stop == "model_context_window_exceeded":
-                raise ContextTooLarge(
-                    f"step {step!r}: the request exceeded the model's context window; shorten the input",
-                    step=step,
-                )
-            if stop == "pause_turn":
-                # A paused long turn: send the content back as is and let the model go on.
-                messages.append({"role": "assistant", "content": [_echo(b) for b in response.content]})
-                continue
-            if stop == "tool_use" and calls:
-                if turn == request.max_turns:
-                    raise MaxTurnsExceeded(
-                        f"step {step!r} hit its bound of max_turns={request.max_turns} API calls while the "
-                        f"model was still calling tools; the last {len(calls)} tool call(s) were not executed; "
-                        f"executed before: {_summary(done)}; the step's writes were rolled back (raise the "
-                        "bound or shorten the input)",
-                        step=step,
-                    )
-                messages.append({"role": "assistant", "content": [_echo(b) for b in response.content]})
-                results = [self._execute(step, b, runner) for b in calls]
-                done += [b.name for b in calls]
-                written += sum(1 for r in results if not r.get("is_error"))
-                messages.append({"role": "user", "content": results})
-                continue
-            if calls:
-                log.warning(
-                    "step %s: stop=%s with %d tool_use block(s); not executed", step, stop, len(calls)
-                )
-            if request.must_write and not written and not reminded:
-                reminded = True
-                content = [_echo(b) for b in response.content] or [{"type": "text", "text": "(no answer)"}]
-                messages.append({"role": "assistant", "content": content})
-                messages.append({"role": "user", "content": [{"type": "text", "text": REMINDER}]})
-                continue
-            if not written:
-                said = _texts(response)[:DECLINED_CHARS] or "(no answer)"
-                log.warning("step %s: the model wrote nothing (declined): %r", step, said)
-                if isinstance(runner, DeclineRecorder):
-                    runner.declined(said)
-            return
-
-    def _execute(self, step: str, block: Any, runner: ToolRunner) -> dict[str, Any]:
-        if not isinstance(block.input, dict):
-            log.warning(
-                "step %s: tool_use %s for %s has a non-object input; answered with an error",
-                step,
-                block.id,
-                block.name,
-            )
-            content = (
-                f"Error: the input for tool {block.name!r} was not a JSON object "
-                f"(got {type(block.input).__name__}). Call the tool again with a JSON object."
-            )
-            return {"type": "tool_result", "tool_use_id": block.id, "content": content, "is_error": True}
-        result = runner.call(block.name, block.input)
-        log.debug("step %s: tool %s -> is_error=%s", step, block.name, result.is_error)
-        return {
-            "type": "tool_result",
-            "tool_use_id": block.id,
-            "content": result.content or "(no output)",  # the API rejects an empty error result
-            "is_error": result.is_error,
-        }
 
     def _create(self, step: str, params: dict[str, Any]) -> Any:
         if self.collector is not None:
             return self.collector.submit(self, step, params)
-        try:
-            with self._slots:
-                return self._retrying(params)
-        except sdk().AnthropicError as err:
-            # The SDK's own message quotes the response body; if a proxy echoed the key
-            # there, keep that exception out of the chain (and so out of tracebacks).
-            leaked = self._api_key.get_secret_value() in str(err)
-            raise self.translate(step, err) from (None if leaked else err)
-
-    def _wait(self, state: tenacity.RetryCallState) -> float:
-        err = state.outcome.exception() if state.outcome else None
-        asked = _retry_after(err) if err is not None else None
-        if asked is None:
-            # the SDK's backoff: 0.5 s doubling to 8 s, minus up to a quarter of jitter
-            asked = min(0.5 * 2 ** (state.attempt_number - 1), 8.0) * (1 - 0.25 * random.random())
-        return min(asked, self.max_retry_wait)
-
-    def _retrying(self, params: dict[str, Any]) -> Any:
-        retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(self.max_retries + 1),
-            wait=self._wait,
-            retry=tenacity.retry_if_exception(_retryable),
-            reraise=True,
-        )
-        return retrying(self._send, params)
-
-    def _send(self, params: dict[str, Any]) -> Any:
-        """One attempt, paced by the provider's limits (llm/ratelimit.py); a 429 pauses every
-        request of the process for the server's retry-after."""
         model = params["model"]
-        self.limiter.acquire(model)  # also waits out a 429's pause when no limit is set
-        try:
-            response = self._client.messages.create(**params)
-        except sdk().RateLimitError as err:
-            self.limiter.pause(min(_retry_after(err) or 1.0, self.max_retry_wait))
-            raise
-        if self.limiter.active:
-            self.limiter.record(model, self._usage(response, model))
-        return response
+        return self.calls.send(
+            step, model, self._client.messages.create, params, lambda r: self._usage(r, model)
+        )
 
     def translate(self, step: str, err: anthropic.AnthropicError) -> EngineError:
-        """An SDK error (raised after the SDK's own retries) as an EngineError naming the step."""
-        attempts = f"{self.max_retries + 1} attempt(s) (max_retries={self.max_retries})"
-        api = sdk()
-        if isinstance(err, api.APIStatusError):
-            status = err.status_code
-            detail = self._scrub(f"HTTP {status} {err.type or 'error'}: {err.api_message or ''}".strip())
-            if _is_retryable(err):
-                msg = f"step {step!r}: Anthropic API still failing after {attempts}: {detail}"
-                return RetriesExhausted(msg, step=step, status=status)
-            msg = f"step {step!r}: Anthropic API rejected the request: {detail}"
-            return RequestRejected(msg, step=step, status=status)
-        if isinstance(err, api.APITimeoutError):
-            msg = f"step {step!r}: Anthropic API timed out ({self.timeout}s per attempt) on all {attempts}"
-            return RetriesExhausted(msg, step=step)
-        if isinstance(err, api.APIConnectionError):
-            msg = f"step {step!r}: could not reach the Anthropic API in {attempts}: {self._scrub(str(err))}"
-            return RetriesExhausted(msg, step=step)
-        return EngineError(
-            f"step {step!r}: Anthropic SDK error {type(err).__name__}: {self._scrub(str(err))}", step=step
-        )
+        """An SDK error (raised after the retries) as an EngineError naming the step."""
+        return self.calls.translate(step, err)
 
     def _usage(self, response: Any, model: str, *, first: bool = False, batch: bool = False) -> Usage:
         u = response.usage
@@ -624,20 +362,67 @@ class AnthropicEngine:
             output_tokens=out,
             cache_read_tokens=read,
             cache_write_tokens=write,
-            cost_usd=cost_usd(model, inp, out, read, write, batch=batch),
+            cost_usd=cost_usd(model, inp, out, read, write, batch=batch, unpriced=self.unpriced),
             one_pass_tokens=inp + read + write if first else 0,
             batched_calls=1 if batch else 0,
         )
 
-    def _scrub(self, text: str) -> str:
-        # Server text is not ours to trust; never let it echo the key into an error.
-        return text.replace(self._api_key.get_secret_value(), "[redacted]")
 
+class MessagesChat:
+    """One step's conversation in the Messages API's shape (llm/tool_loop.py's `Chat`)."""
 
-def _summary(names: list[str]) -> str:
-    if not names:
-        return "no tool call"
-    counts: dict[str, int] = {}
-    for n in names:
-        counts[n] = counts.get(n, 0) + 1
-    return ", ".join(f"{n} x{c}" for n, c in counts.items())
+    def __init__(self, engine: AnthropicEngine, request: StepRequest) -> None:
+        system, user = _prompt(request)
+        self.engine = engine
+        self.step = request.step
+        self.max_tokens = engine.limits(request)[0]
+        self.params = engine._params(request, system, self.max_tokens)
+        self.model: str = self.params["model"]
+        self.cache_turns = request.cache_turns
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
+
+    def send(self, first: bool) -> Answer:
+        history = _with_turn_breakpoints(self.messages) if self.cache_turns else self.messages
+        response = self.engine._create(
+            self.step, {**self.params, "max_tokens": self.max_tokens, "messages": history}
+        )
+        calls = [
+            Call(
+                id=b.id,
+                name=b.name,
+                input=b.input if isinstance(b.input, dict) else {},
+                problem=None
+                if isinstance(b.input, dict)
+                else f"not a JSON object (got {type(b.input).__name__})",
+            )
+            for b in response.content
+            if b.type == "tool_use"
+        ]
+        stop = response.stop_reason
+        return Answer(
+            stop=STOPS.get(stop, Stop.END),
+            reason=f"stop_reason={stop}",
+            text=_texts(response),
+            calls=calls,
+            usage=self.engine._usage(response, self.model, first=first),
+            raw=response,
+        )
+
+    def keep(self, answer: Answer) -> None:
+        content = [_echo(b) for b in answer.raw.content] or [{"type": "text", "text": "(no answer)"}]
+        self.messages.append({"role": "assistant", "content": content})
+
+    def results(self, answer: Answer, results: list[tuple[Call, ToolResult]]) -> None:
+        blocks = [
+            {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                "content": result.content or "(no output)",  # the API rejects an empty error result
+                "is_error": result.is_error,
+            }
+            for call, result in results
+        ]
+        self.messages.append({"role": "user", "content": blocks})
+
+    def remind(self, text: str) -> None:
+        self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})

@@ -1,22 +1,37 @@
-"""The session summary written by Claude (the Anthropic engine's `summarizer`).
+"""The session summary written by the engine's model (the `summarizer` of every engine with a
+model: Anthropic, an OpenAI-compatible server).
 
 Its instructions and the anima's identity context are a cached prefix, the same every cycle
 of every session of the anima; then come the summary so far and only the turns that leave
-the view, so the model sees each turn once (recall/session_view.py).
+the view, so the model sees each turn once (recall/session_view.py). It is one plain answer
+(`Engine.complete`): the engine's retries, budget and accounting apply.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import ClassVar, Protocol
 from zoneinfo import ZoneInfo
 
-from anima_pipeline.llm.contract import TextBlock
+from anima_pipeline.llm.contract import TextBlock, Usage
 from anima_pipeline.store.session_rows import Turn
 from anima_pipeline.text.slim import slim
 
-if TYPE_CHECKING:
-    from anima_pipeline.llm.anthropic.engine import AnthropicEngine
+
+class Answers(Protocol):
+    """An engine that answers in text (llm/contract.py's `Engine.complete`)."""
+
+    name: ClassVar[str]
+
+    def complete(
+        self,
+        step: str,
+        system: str | list[TextBlock],
+        prompt: str | list[TextBlock],
+        *,
+        max_tokens: int = 1024,
+    ) -> tuple[str, Usage]: ...
+
 
 SUMMARY_STEP = "agent/session_summary"
 SUMMARY_SYSTEM = """\
@@ -31,13 +46,13 @@ Keep the summary so far as it is (shorten its least important lines only when th
 would exceed the limit) and append what the new turns add. Answer with the summary only."""
 
 
-class ClaudeSummarizer:
-    """The summary so far extended by the model, within the characters `fits` allows."""
+class ModelSummarizer:
+    """The summary so far extended by the model, within the characters `fits` allows; `name`
+    (stored with each summary) is the engine's."""
 
-    name = "anthropic"
-
-    def __init__(self, engine: AnthropicEngine, identity: str, tz: ZoneInfo) -> None:
+    def __init__(self, engine: Answers, identity: str, tz: ZoneInfo) -> None:
         self.engine, self.identity, self.tz = engine, identity, tz
+        self.name = engine.name
 
     def extend(self, previous: str, turns: Sequence[Turn], fits: Callable[[str], bool]) -> str:
         said = "\n".join(
