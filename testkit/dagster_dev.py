@@ -81,7 +81,7 @@ def dagster_dev(env: dict[str, str], log_path: Path, timeout: float = 240) -> It
                 raise RuntimeError(
                     f"dg dev did not answer in {timeout:.0f} s:\n{log_path.read_text()[-3000:]}"
                 )
-            time.sleep(1)
+            time.sleep(0.25)
         yield url
     finally:
         if proc.poll() is None:

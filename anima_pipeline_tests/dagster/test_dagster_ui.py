@@ -128,7 +128,7 @@ def _check_in_the_ui(webserver: str, run_id: str) -> None:
         status = graphql(webserver, RUN, {"id": child})["runOrError"]
         if status["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
             break
-        time.sleep(2)
+        time.sleep(0.25)
     assert status["status"] == "SUCCESS", status
     tags = {t["key"]: t["value"] for t in status["tags"]}
     assert tags["dagster/parent_run_id"] == run_id and tags["anima/trigger"] == "ui"
@@ -261,7 +261,7 @@ def test_a_cli_range_and_a_ui_backfill_leave_every_step_of_every_day_materialize
             state = graphql(url, BACKFILL, {"id": launched["backfillId"]})["partitionBackfillOrError"]
             if state["status"] not in ("REQUESTED", "IN_PROGRESS"):
                 break
-            time.sleep(2)
+            time.sleep(0.25)
         assert state["status"] in ("COMPLETED", "COMPLETED_SUCCESS"), state
         for key in STEP_ORDER:  # what the asset's partition bar shows: 8 days, none failed
             stats = graphql(url, PARTITION_STATS, {"path": key.split("/")})["assetNodeOrError"][
