@@ -259,8 +259,35 @@ def cli_env(home: Path, db_url: str | None = None, **extra: str) -> dict[str, st
 
 
 def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    """`anima ARGS` in its own process with `env`, output captured as text."""
+    """`anima ARGS` in its own process with `env`, output captured as text: for what only a real
+    process shows (signals, a kill, the installed command, imports of a fresh interpreter)."""
     return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def invoke_cli(args: list[str], env: dict[str, str], input: str | None = None) -> subprocess.CompletedProcess:
+    """`anima ARGS` in this process with exactly `env` as its environment: the exit code, stdout
+    and stderr `run_cli` gives, without a new interpreter's start-up (2-3 s each on CI). An
+    exception the CLI did not handle is appended to stderr, as a process would print it."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from anima_pipeline.cli import app
+
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(app, args, input=input, prog_name="anima")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        get_settings.cache_clear()
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess([*CLI, *args], result.exit_code, result.stdout, stderr)
 
 
 def shared_file(*parts: str) -> Path:

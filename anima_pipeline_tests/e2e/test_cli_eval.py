@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
 
 FIXTURE = Path(__file__).parents[1] / "data" / "locomo_tiny.json"
@@ -57,7 +57,7 @@ def model(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def eval_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return run_cli(["eval", "locomo", str(FIXTURE), *args], env)
+    return invoke_cli(["eval", "locomo", str(FIXTURE), *args], env)
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
@@ -114,7 +114,7 @@ def test_eval_locomo_names_the_bad_sample(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"sample_id": "x-1", "conversation": {"speaker_a": "A"}}]))
     env = {**base_env(tmp_path), "ANIMA_ENGINE": "offline"}
-    result = run_cli(["eval", "locomo", str(bad)], env, timeout=120)
+    result = invoke_cli(["eval", "locomo", str(bad)], env)
     assert result.returncode == 2
     assert "sample x-1" in result.stderr + result.stdout and "speaker_b" in result.stderr + result.stdout
 
@@ -139,7 +139,7 @@ def test_eval_longmemeval_prints_j_per_question_type_against_the_fake_api(
     env = {**base_env(tmp_path), "ANIMA_ENGINE": "anthropic", "ANTHROPIC_API_KEY": KEY}
     with FakeMessagesAPI(min_cache_tokens=None, responder=lme_model) as fake:
         env["ANTHROPIC_BASE_URL"] = fake.url
-        result = run_cli(
+        result = invoke_cli(
             ["eval", "longmemeval", str(LME_FIXTURE), "--database-url", db_url, "--report", str(report)], env
         )
         bodies = fake.messages
@@ -166,7 +166,7 @@ def test_eval_longmemeval_offline_runs_end_to_end_on_the_synthetic_sample(
 ) -> None:
     report = tmp_path / "lme-offline.json"
     env = {**base_env(tmp_path), "ANIMA_ENGINE": "offline"}
-    result = run_cli(
+    result = invoke_cli(
         ["eval", "longmemeval", str(LME_FIXTURE), "--database-url", db_url, "--report", str(report)], env
     )
     out = result.stdout + result.stderr
@@ -183,8 +183,6 @@ def test_eval_longmemeval_names_the_bad_question(tmp_path: Path) -> None:
     item = json.loads(LME_FIXTURE.read_text())[0]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{**item, "haystack_dates": ["20 March 2024"] * 2}]))
-    result = run_cli(
-        ["eval", "longmemeval", str(bad)], {**base_env(tmp_path), "ANIMA_ENGINE": "offline"}, timeout=120
-    )
+    result = invoke_cli(["eval", "longmemeval", str(bad)], {**base_env(tmp_path), "ANIMA_ENGINE": "offline"})
     out = result.stdout + result.stderr
     assert result.returncode == 2 and "question syn_user_01" in out and "2023/05/20 (Sat) 02:21" in out, out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 
 
 def test_a_wrong_date_names_the_option_and_the_format(tmp_path: Path) -> None:
@@ -15,7 +15,7 @@ def test_a_wrong_date_names_the_option_and_the_format(tmp_path: Path) -> None:
         (["sleep", "--from", "28.11.2026", "--to", "2026-11-30"], "--from"),
         (["sleep", "--from", "2026-11-28", "--to", "tomorrow"], "--to"),
     ):
-        refused = run_cli(args, env, timeout=120)
+        refused = invoke_cli(args, env)
         assert refused.returncode == 2, refused.stderr
         assert f"{option}: expected a day as YYYY-MM-DD" in refused.stderr, refused.stderr
         assert "Invalid isoformat" not in refused.stderr
@@ -23,14 +23,14 @@ def test_a_wrong_date_names_the_option_and_the_format(tmp_path: Path) -> None:
 
 def test_help_shows_flags_as_flags_and_commands_in_the_order_of_use(tmp_path: Path) -> None:
     env = {**cli_env(tmp_path), "COLUMNS": "120"}
-    sleep_help = run_cli(["sleep", "--help"], env, timeout=120).stdout
+    sleep_help = invoke_cli(["sleep", "--help"], env).stdout
     assert "--force " in sleep_help and "<bool>" not in sleep_help
     assert "--day YYYY-MM-DD" in sleep_help
-    top = run_cli(["--help"], env, timeout=120).stdout
+    top = invoke_cli(["--help"], env).stdout
     commands = [line.split()[0] for line in top.split("Commands:")[1].splitlines() if line.strip()]
     first_steps = ["demo", "import", "sleep", "status", "recall", "export"]
     assert [c for c in commands if c in first_steps] == first_steps and commands[0] == "demo", commands
     assert commands.index("serve") < commands.index("mcp") < commands.index("keys"), commands
-    mcp_help = run_cli(["mcp", "--help"], env, timeout=120).stdout
+    mcp_help = invoke_cli(["mcp", "--help"], env).stdout
     for tool in ("context", "search_messages", "remember", "working_context", "--new"):
         assert tool in mcp_help, tool

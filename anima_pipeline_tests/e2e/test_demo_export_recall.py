@@ -14,7 +14,7 @@ from anima_pipeline.memory.workspace import export_markdown
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.recall.resident import resident_set
 from anima_pipeline.store.db import Database
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def demo_env(db_url: str, tmp_path: Path) -> dict[str, str]:
 
 
 def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp_path: Path) -> None:
-    result = run_cli(["demo"], demo_env)
+    result = invoke_cli(["demo"], demo_env)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     for heading in (
@@ -36,7 +36,7 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
         "dg dev",
     ):
         assert heading in out, heading
-    totals = json.loads(run_cli(["status", "--json"], demo_env).stdout)["totals"]
+    totals = json.loads(invoke_cli(["status", "--json"], demo_env).stdout)["totals"]
     # 197 imported; cleanup deleted the stale single-message conversation (kept in memory_event)
     assert totals["messages"] == 196 and totals["conversations"] == 13 and totals["semantic_active"] > 20
     assert totals["temporal_summaries"] >= 7 and totals["emotional_anchors"] > 0
@@ -44,18 +44,18 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
     assert any((tmp_path / "dagster").rglob("*.db"))
 
     # running the demo again changes nothing: the import is idempotent and every night is done
-    again = run_cli(["demo"], demo_env)
+    again = invoke_cli(["demo"], demo_env)
     assert again.returncode == 0
-    assert json.loads(run_cli(["status", "--json"], demo_env).stdout)["totals"] == totals
+    assert json.loads(invoke_cli(["status", "--json"], demo_env).stdout)["totals"] == totals
     # ... and says so: the nights are "already done", not "done" by a run that had 0 animas
     assert "already done" in again.stdout and "8 already done by an earlier run" in again.stdout
     assert not re.search(r"│ 2026-11-\d\d │ done ", again.stdout), again.stdout
     # status explains why it counts one conversation fewer than the import reported
-    shown = run_cli(["status"], demo_env).stdout
+    shown = invoke_cli(["status"], demo_env).stdout
     assert "1 conversation(s) deleted by the night's cleanup are not counted" in shown
 
     # export: MEMORY.md with ids and sources, one file per day with its summary, bank pages
-    exported = run_cli(["export", "--markdown", str(tmp_path / "md")], demo_env)
+    exported = invoke_cli(["export", "--markdown", str(tmp_path / "md")], demo_env)
     assert exported.returncode == 0, exported.stderr
     memory_md = (tmp_path / "md" / "MEMORY.md").read_text(encoding="utf-8")
     assert "**f-" in memory_md and "sources: aria:2026-11-1" in memory_md
@@ -74,7 +74,7 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
         assert [r["status"] for r in statuses] in ([], ["active"])
         resident, overflow = resident_set(conn, "aria")
         assert overflow == 0 and {m.id for m in resident}.isdisjoint({i.id for i in recalled})
-    cli = run_cli(["recall", "Mochi", "--anima", "aria", "--json"], demo_env)
+    cli = invoke_cli(["recall", "Mochi", "--anima", "aria", "--json"], demo_env)
     assert cli.returncode == 0 and json.loads(cli.stdout)["anima_id"] == "aria"
 
 
@@ -84,13 +84,13 @@ def test_export_refuses_an_unknownrun_cli(db: Database, tmp_path: Path) -> None:
 
 
 def test_sleep_refuses_bad_days_and_steps_before_running(demo_env: dict[str, str]) -> None:
-    future = run_cli(["sleep", "--day", "2999-01-01"], demo_env)
+    future = invoke_cli(["sleep", "--day", "2999-01-01"], demo_env)
     assert future.returncode == 2 and "not over yet" in future.stderr
-    unknown = run_cli(["sleep", "--day", "2026-11-18", "--step", "semantic_memory/nope"], demo_env)
+    unknown = invoke_cli(["sleep", "--day", "2026-11-18", "--step", "semantic_memory/nope"], demo_env)
     assert (
         unknown.returncode == 2
         and "unknown step" in unknown.stderr
         and "semantic_memory/merged" in unknown.stderr
     )
-    backwards = run_cli(["sleep", "--from", "2026-11-20", "--to", "2026-11-18"], demo_env)
+    backwards = invoke_cli(["sleep", "--from", "2026-11-20", "--to", "2026-11-18"], demo_env)
     assert backwards.returncode == 2 and "before" in backwards.stderr

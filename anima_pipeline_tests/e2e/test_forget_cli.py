@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from anima_pipeline_tests.api.test_forget import D1, D2, EX, HOME, NAMES, leftovers, messages
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 
 
 def _archive(path: Path) -> Path:
@@ -51,7 +51,7 @@ def test_purge_of_a_conversation_leaves_nothing_anywhere(
     out = tmp_path / "export"
 
     def cli(*args: str) -> str:
-        done = run_cli(list(args), env)
+        done = invoke_cli(list(args), env)
         assert done.returncode == 0, done.stderr + done.stdout
         return done.stdout
 
@@ -83,11 +83,11 @@ def test_purge_of_a_conversation_leaves_nothing_anywhere(
     # the same forget again: nothing left to do, exit 0
     again = json.loads(cli("forget", "--conversation", "c-ex", "--purge", "--json"))
     assert again["changed"] is False
-    refused = run_cli(["forget", "--conversation", "c-nope"], env)
+    refused = invoke_cli(["forget", "--conversation", "c-nope"], env)
     assert refused.returncode == 2 and "no anima has conversation c-nope" in refused.stderr
     for args, words in [  # the id's form, named before any SQL ('²' passes isdigit, not bigint)
         (["--message", "m-\u00b2"], "is not a message id"),
         (["--memory", "f-x"], "is not a memory id"),
     ]:
-        refused = run_cli(["forget", *args], env)
+        refused = invoke_cli(["forget", *args], env)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr

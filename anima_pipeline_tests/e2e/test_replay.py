@@ -24,7 +24,7 @@ from anima_pipeline.store import shadows as shadow
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 
 FIRST, LAST = date(2026, 11, 16), date(2026, 11, 22)
 DAYS = [FIRST + timedelta(days=i) for i in range((LAST - FIRST).days + 1)]
@@ -102,7 +102,7 @@ def test_replay_leaves_the_live_store_as_it_was_and_equals_a_fresh_run(
     env = cli_env(tmp_path, db_url, ANIMA_ENGINE="offline")
 
     def anima(*args: str):
-        out = run_cli(list(args), env)
+        out = invoke_cli(list(args), env)
         assert out.returncode == 0, out.stdout + out.stderr
         return out
 
@@ -143,7 +143,7 @@ def test_replay_leaves_the_live_store_as_it_was_and_equals_a_fresh_run(
     promoted = anima("replay", "--promote", "full")
     run_id = promoted.stdout.split("as run ")[1].split(":")[0]
     assert active(db_url) == active(shadow.shadow_url(db_url, "full"))
-    refused = run_cli(["replay", "--promote", "full"], env)
+    refused = invoke_cli(["replay", "--promote", "full"], env)
     assert refused.returncode == 2 and "promoted already" in refused.stderr
 
     with Database(db_url) as db, db.transaction() as conn:
