@@ -57,6 +57,25 @@ def max_memory_id(conn: Connection) -> int:
     return one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM semantic_memory"))["n"]
 
 
+def max_event_id(conn: Connection) -> int:
+    """The newest memory_event id (0 when none)."""
+    return one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))["n"]
+
+
+def state_days(
+    conn: Connection, tables: tuple[str, ...], *, after_event: int = 0, after_day: date | None = None
+) -> list[date]:
+    """The days of the live events on `tables` (no purge scrubbed them) with an id past
+    `after_event` and, when given, a day past `after_day`, in order."""
+    rows = conn.execute(
+        """SELECT DISTINCT day FROM memory_event
+           WHERE table_name = ANY(%s) AND day IS NOT NULL AND erased_at IS NULL AND id > %s
+             AND (%s::date IS NULL OR day > %s) ORDER BY day""",
+        (list(tables), after_event, after_day, after_day),
+    ).fetchall()
+    return [r["day"] for r in rows]
+
+
 # ---- what a diff reads --------------------------------------------------------------------
 
 
