@@ -52,13 +52,13 @@ from typing import Any
 from urllib.parse import quote
 
 from anima_pipeline.config import Settings
-from anima_pipeline.core.errors import InputError, NotFound
+from anima_pipeline.core.errors import InputError, InternalError, NotFound
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.core.types import TargetKind
 from anima_pipeline.core.validation import ExternalId, MemoryRef, check
 from anima_pipeline.memory.models import ForgetReport, MemoryInfo, Recompute
+from anima_pipeline.store import catalog, vectors
 from anima_pipeline.store import erasure as q
-from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
@@ -195,6 +195,8 @@ def forget(
     )
     erased_ids: dict[str, list] = {}
     with db.transaction() as conn:
+        if purge:
+            _check_catalog(conn)
         anima_lock(conn, anima_id)
         audit = _audit(conn, anima_id, FORGET_STEP, settings, run_id)
         if kind == "anima":
@@ -247,6 +249,17 @@ def forget(
             + f" --from {min(days)} --to {max(days)}"
         )
     return report
+
+
+def _check_catalog(conn: Connection) -> None:
+    """A purge promises to reach every place that keeps text (store/catalog.py): on a store
+    with a table or a text column the catalog does not know, it cannot, and refuses."""
+    unknown = catalog.missing(conn)
+    if unknown:
+        raise InternalError(
+            "this store has tables or text columns that store/catalog.py does not know, so a purge "
+            f"cannot say whether it reaches them: {', '.join(unknown)}; nothing was erased"
+        )
 
 
 def _forget_anima(

@@ -24,20 +24,14 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from anima_pipeline.core.errors import Conflict
+from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Connection
 
-# Tables a night or an agent writes through the audit log; each event's before/after is the row.
-AUDITED = (
-    "semantic_memory",
-    "emotional_anchor",
-    "autobiographical_memory",
-    "self_block",
-    "temporal_summary",
-    "memory_reference",
-    "dream_journal",
-    "review_proposal",
-)
-_SKIP = {"schema_migration"}
+# Tables a night or an agent writes through the audit log; each event's before/after is the
+# row (store/catalog.py says which tables these are, and which keep a row's day).
+AUDITED = (*catalog.names(snapshot="audited"), *catalog.names(snapshot="by_day"))
+_BY_DAY = catalog.names(snapshot="by_day")
+_SKIP = set(catalog.names(snapshot="schema"))
 
 
 def tables(conn: Connection) -> list[str]:
@@ -229,8 +223,12 @@ def rewind(conn: Connection, day: date, to: date | None = None) -> dict[str, int
         """DELETE FROM self_block_history h WHERE NOT EXISTS (
                SELECT 1 FROM self_block b WHERE b.anima_id = h.anima_id AND b.name = h.name AND h.version <= b.version)"""
     )
-    undone["sleep_state"] = conn.execute("DELETE FROM sleep_state WHERE day > %s", (day,)).rowcount
-    conn.execute("DELETE FROM review_proposal WHERE day > %s", (day,))
+    for table in _BY_DAY:  # the later nights' own rows (sleep_state, proposals)
+        n = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE day > %s").format(sql.Identifier(table)), (day,)
+        ).rowcount
+        if table == "sleep_state":
+            undone[table] = n
     return undone
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import AGENT_STEP_PREFIX
 from anima_pipeline.store.memories import SemanticMemory
@@ -30,24 +31,8 @@ CORRECT_STEP = f"{AGENT_STEP_PREFIX}correct"
 
 # a memory "comes from" a message when this much of it is found in the message's text
 MESSAGE_MATCH = 0.5
-# the tables a purge of a whole anima empties (children before parents); recall_word is derived
-ANIMA_TABLES = (
-    "review_proposal",
-    "memory_reference",
-    "emotional_anchor",
-    "autobiographical_memory",
-    "self_block_history",
-    "self_block",
-    "temporal_summary",
-    "dream_journal",
-    "semantic_memory",
-    "session_flush",
-    "session_summary",
-    "message",
-    "conversation",
-    "sleep_state",
-    "recall_word",
-)
+# the tables a purge of a whole anima empties (children before parents; store/catalog.py)
+ANIMA_TABLES = catalog.anima_tables()
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -489,7 +474,7 @@ def vacuum_full(url: str, tables: Iterable[str]) -> list[str]:
     so the deleted rows' bytes leave the disk (plain VACUUM only marks their space reusable),
     and the planner's statistics match the store again (autovacuum may be off). Takes each
     table's exclusive lock while it runs. Returns the tables vacuumed."""
-    known = [t for t in dict.fromkeys(tables) if t in (*ANIMA_TABLES, "memory_event", "embedding")]
+    known = [t for t in dict.fromkeys(tables) if t in catalog.names()]
     with psycopg.connect(url, autocommit=True) as conn:
         for table in known:
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()

@@ -11,16 +11,11 @@ from typing import Any
 
 from psycopg import sql
 
+from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Connection, one
 
-# the layers a diff counts beside memories, with which of their rows count
-_COUNTED = {
-    "emotional_anchor": "status = 'active'",
-    "autobiographical_memory": "status = 'active'",
-    "temporal_summary": "true",
-    "dream_journal": "true",
-    "self_block": "true",
-}
+# the layers a diff counts beside memories, with which of their rows count (store/catalog.py)
+_COUNTED = catalog.counted()
 
 # ---- a shadow's description (the admin connection, to the server's `postgres` database) ----
 
