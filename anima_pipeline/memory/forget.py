@@ -55,11 +55,12 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError, InternalError, NotFound
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.core.types import TargetKind
-from anima_pipeline.core.validation import ExternalId, MemoryRef, check
+from anima_pipeline.core.validation import ID_MAX, ExternalId, MemoryRef, check
 from anima_pipeline.memory.models import ForgetReport, MemoryInfo, Recompute
 from anima_pipeline.memory.quotes import Quotes
 from anima_pipeline.store import catalog, vectors
 from anima_pipeline.store import erasure as q
+from anima_pipeline.store.animas import UnknownAnima, known_animas
 from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
@@ -117,8 +118,12 @@ def check_target(kind: TargetKind, target_id: str) -> None:
 
 def message_id(ref: str) -> int:
     raw = ref.removeprefix("m-") if isinstance(ref, str) else ""
-    if not raw.isdecimal():  # isdigit() takes '²', which int() and PostgreSQL refuse
-        raise InputError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
+    # isdigit() takes '²', which int() and PostgreSQL refuse; a number past bigint names no row
+    if not (raw.isdecimal() and raw.isascii()) or int(raw) > ID_MAX:
+        raise InputError(
+            f"{ref[:80]!r} is not a message id; ids look like 'm-123' or '123' (at most m-{ID_MAX})",
+            field="message",
+        )
     return int(raw)
 
 
@@ -272,7 +277,15 @@ def _forget_anima(
         raise InputError(f"this forget is bound to anima {anima_id!r}, not {target_id!r}", field="anima_id")
     counts = q.counts(conn, anima_id)
     if not any(n for t, n in counts.items() if t != "memory_event"):
-        report.note = "nothing left: the anima has no rows (erased before, or never had any)"
+        if not counts["memory_event"]:  # not even the tombstone of an earlier purge
+            known = known_animas(conn, limit=21)
+            raise UnknownAnima(
+                f"unknown anima {anima_id!r}: it has no rows and was never purged; known: "
+                + (", ".join(known[:20]) or "none")
+                + (", …" if len(known) > 20 else ""),
+                field="anima_id",
+            )
+        report.note = "nothing left: the anima has no rows (erased before)"
         return
     if report.purge:
         report.changed = True
