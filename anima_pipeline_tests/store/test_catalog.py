@@ -68,3 +68,9 @@ def test_the_lists_of_forget_snapshot_and_replay_are_the_catalogs() -> None:
     assert {"dream_journal", "temporal_summary", "self_block", "session_summary"} <= set(
         catalog.learnt_columns()
     )
+
+
+def test_the_vector_tables_are_catalogued_where_pgvector_is(vector_db_url: str) -> None:
+    with Database(vector_db_url, max_size=1) as db, db.transaction() as conn:
+        assert conn.execute("SELECT to_regclass('embedding') IS NOT NULL AS ok").fetchone()["ok"]  # type: ignore[index]
+        assert catalog.missing(conn) == []
