@@ -39,6 +39,16 @@ def db_stop() -> None:
     if s.database_url:
         console.print("ANIMA_DATABASE_URL is set: no embedded server to stop")
         return
+    foreign = embedded.set_aside_foreign(s.home)
+    if foreign is not None:
+        pid, served = foreign
+        console.print(
+            f"the server running (pid {pid}) is that of {served}, not this home's: left running. This "
+            f"home's copied postmaster.pid is set aside ({embedded.COPIED_PID}): the next command starts "
+            "this home's own server",
+            soft_wrap=True,
+        )
+        return
     stopped = embedded.stop(s.home)
     console.print("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
 

@@ -172,10 +172,21 @@ def check_external_id(value: str) -> str:
     )
 
 
+# the largest id a store keeps (PostgreSQL's bigint): a larger number names no row, and would
+# reach the database as a statement it refuses
+ID_MAX = 2**63 - 1
+
+
 def check_memory_ref(value: str) -> str:
-    """A memory's id as the model and the agent see it, ``f-12``."""
-    if not _MEMORY_REF.fullmatch(value.strip()):
-        raise _refuse("memory_ref", "{v} is not a memory id; ids look like 'f-12'", v=repr(value[:80]))
+    """A memory's id as the model and the agent see it, ``f-12`` (at most ID_MAX)."""
+    found = _MEMORY_REF.fullmatch(value.strip())
+    if not found or not found.group(1).isascii() or int(found.group(1)) > ID_MAX:
+        raise _refuse(
+            "memory_ref",
+            "{v} is not a memory id; ids look like 'f-12' (at most f-{top})",
+            v=repr(value[:80]),
+            top=ID_MAX,
+        )
     return value.strip()
 
 

@@ -52,13 +52,15 @@ from typing import Any
 from urllib.parse import quote
 
 from anima_pipeline.config import Settings
-from anima_pipeline.core.errors import InputError, NotFound
+from anima_pipeline.core.errors import InputError, InternalError, NotFound
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.core.types import TargetKind
-from anima_pipeline.core.validation import ExternalId, MemoryRef, check
+from anima_pipeline.core.validation import ID_MAX, ExternalId, MemoryRef, check
 from anima_pipeline.memory.models import ForgetReport, MemoryInfo, Recompute
+from anima_pipeline.memory.quotes import Quotes
+from anima_pipeline.store import catalog, vectors
 from anima_pipeline.store import erasure as q
-from anima_pipeline.store import vectors
+from anima_pipeline.store.animas import UnknownAnima, known_animas
 from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
@@ -116,8 +118,12 @@ def check_target(kind: TargetKind, target_id: str) -> None:
 
 def message_id(ref: str) -> int:
     raw = ref.removeprefix("m-") if isinstance(ref, str) else ""
-    if not raw.isdecimal():  # isdigit() takes '²', which int() and PostgreSQL refuse
-        raise InputError(f"{ref!r} is not a message id; ids look like 'm-123' or '123'", field="message")
+    # isdigit() takes '²', which int() and PostgreSQL refuse; a number past bigint names no row
+    if not (raw.isdecimal() and raw.isascii()) or int(raw) > ID_MAX:
+        raise InputError(
+            f"{ref[:80]!r} is not a message id; ids look like 'm-123' or '123' (at most m-{ID_MAX})",
+            field="message",
+        )
     return int(raw)
 
 
@@ -195,6 +201,8 @@ def forget(
     )
     erased_ids: dict[str, list] = {}
     with db.transaction() as conn:
+        if purge:
+            _check_catalog(conn)
         anima_lock(conn, anima_id)
         audit = _audit(conn, anima_id, FORGET_STEP, settings, run_id)
         if kind == "anima":
@@ -210,6 +218,8 @@ def forget(
                 cascade.message(target_id)
             else:
                 raise InputError(f"unknown target {kind!r}", field="target")
+            if report.changed:
+                cascade.forward()
         if report.changed and purge:
             q.tombstone(
                 conn,
@@ -249,6 +259,17 @@ def forget(
     return report
 
 
+def _check_catalog(conn: Connection) -> None:
+    """A purge promises to reach every place that keeps text (store/catalog.py): on a store
+    with a table or a text column the catalog does not know, it cannot, and refuses."""
+    unknown = catalog.missing(conn)
+    if unknown:
+        raise InternalError(
+            "this store has tables or text columns that store/catalog.py does not know, so a purge "
+            f"cannot say whether it reaches them: {', '.join(unknown)}; nothing was erased"
+        )
+
+
 def _forget_anima(
     conn: Connection, settings: Settings, anima_id: str, target_id: str, report: ForgetReport, audit: Audit
 ) -> None:
@@ -256,7 +277,15 @@ def _forget_anima(
         raise InputError(f"this forget is bound to anima {anima_id!r}, not {target_id!r}", field="anima_id")
     counts = q.counts(conn, anima_id)
     if not any(n for t, n in counts.items() if t != "memory_event"):
-        report.note = "nothing left: the anima has no rows (erased before, or never had any)"
+        if not counts["memory_event"]:  # not even the tombstone of an earlier purge
+            known = known_animas(conn, limit=21)
+            raise UnknownAnima(
+                f"unknown anima {anima_id!r}: it has no rows and was never purged; known: "
+                + (", ".join(known[:20]) or "none")
+                + (", …" if len(known) > 20 else ""),
+                field="anima_id",
+            )
+        report.note = "nothing left: the anima has no rows (erased before)"
         return
     if report.purge:
         report.changed = True
@@ -297,6 +326,10 @@ class _Cascade:
         self.memories = MemoryRepo(conn, audit)
         self.days: set[date] = set()
         self.erased_texts: list[str] = []
+        # what this forget retired or erased, for the rows of later days that quote it
+        self.forgotten_texts: list[str] = []
+        self.forgotten_ids: set[int] = set()
+        self.plan: dict[date, set[str]] = defaultdict(set)
         self.erased_ids: dict[str, list] = defaultdict(list)  # for the tombstone
 
     # --- targets
@@ -305,6 +338,7 @@ class _Cascade:
         mem = get_memory(self.conn, self.anima, ref)
         if not self.purge:
             if mem.status == "active":
+                self._forgotten_memories([mem])
                 self.memories.deprecate(mem.id, "forgotten by request", op="forget")
                 self.report.table("semantic_memory").deprecated += 1
                 self.report.memories_deprecated.append(mem.ref)
@@ -339,6 +373,7 @@ class _Cascade:
                 self.report.note = "already forgotten (every message hidden)"
                 return
             self.audit.record("message", None, "hide", None, {"ids": messages, "conversations": known})
+            self.forgotten_texts += q.texts(self.conn, "message", messages)
             self.report.table("message").hidden = hidden
         self.report.changed = True
         self.days |= set(q.message_days(self.conn, self.anima, messages, self.settings.timezone))
@@ -409,6 +444,7 @@ class _Cascade:
             self._prune_words()
         else:
             self.report.table("message").hidden = q.hide_messages(self.conn, self.anima, [mid])
+            self.forgotten_texts.append(msg["content"])
             self.audit.record(
                 "message", mid, "hide", None, {"ids": [mid], "conversations": [msg["conversation_id"]]}
             )
@@ -424,12 +460,18 @@ class _Cascade:
             return
         for m in self.memories.get_many(ids):
             if m.status == "active":
+                self._forgotten_memories([m])
                 self.memories.deprecate(m.id, f"forgotten: {self.report.target}", op="forget")
                 self.report.table("semantic_memory").deprecated += 1
                 self.report.memories_deprecated.append(m.ref)
 
+    def _forgotten_memories(self, mems: list[SemanticMemory]) -> None:
+        self.forgotten_texts += [m.content for m in mems]
+        self.forgotten_ids |= {m.id for m in mems}
+
     def _erase_memories(self, ids: list[int]) -> None:
         self.erased_texts += q.texts(self.conn, "semantic_memory", ids)
+        self.forgotten_ids |= set(ids)
         moved, dropped = q.repoint_references(self.conn, ids)
         refs = self.report.table("memory_reference")
         refs.repointed += moved
@@ -458,6 +500,7 @@ class _Cascade:
                 text = " ".join(dict.fromkeys(p["content"].strip() for p in parts))
                 if text != row["content"]:
                     changes["content"] = text
+                    self.forgotten_texts.append(row["content"])
             self.memories.update(row["id"], changes, op="forget")
             t = self.report.table("semantic_memory")
             t.rewritten += 1
@@ -517,33 +560,139 @@ class _Cascade:
         if not self.days:
             return
         days = sorted(self.days)
-        plan: dict[date, set[str]] = defaultdict(set)
         for d in days:
-            plan[d] |= set(DAY_STEPS)
+            self.plan[d] |= set(DAY_STEPS)
         summaries = q.summaries_covering(self.conn, self.anima, days)
         for s in summaries:
             if s["level"] != "day":
-                plan[s["period_end"]].add(CASCADE_STEP)  # the day that closes the period writes it
+                self.plan[s["period_end"]].add(CASCADE_STEP)  # the day that closes the period writes it
         self._drop("temporal_summary", [s["id"] for s in summaries])
         self._drop("dream_journal", [r["id"] for r in q.dreams_of(self.conn, self.anima, days)])
         if self.purge:
-            since = q.self_versions_since(self.conn, self.anima, days[0])
-            if since:
-                history, events = q.scrub_self_versions(self.conn, self.anima, since)
-                t = self.report.table("self_block")
-                t.rewritten += len(since)
-                t.events_scrubbed += events
-                self.report.table("self_block_history").erased += history
-        last = q.last_slept_day(self.conn, self.anima)  # a day not slept yet is done by its own night
-        if last is not None:
-            plan[last] |= set(SELF_STEPS)
+            self._scrub_self(q.self_versions_since(self.conn, self.anima, days[0]))
+        self._publish_plan(self_blocks=True)
+        self.days = set()
+
+    def _publish_plan(self, *, self_blocks: bool = False) -> None:
+        """The plan as the report's recomputation: days up to the last slept one (a later day
+        is done by its own night), with the self blocks on that day; those steps' sleep_state
+        rows are marked stale."""
+        last = q.last_slept_day(self.conn, self.anima)
+        if last is not None and self_blocks:
+            self.plan[last] |= set(SELF_STEPS)
         self.report.recompute = [
-            Recompute(day=d, steps=sorted(steps)) for d, steps in sorted(plan.items()) if last and d <= last
+            Recompute(day=d, steps=sorted(steps))
+            for d, steps in sorted(self.plan.items())
+            if last and d <= last and steps
         ]
         pairs = [(r.day, s) for r in self.report.recompute for s in r.steps]
         if pairs:
             q.mark_stale(self.conn, self.anima, pairs)
-        self.days = set()
+
+    def _scrub_self(self, since: dict[str, int]) -> None:
+        if not since:
+            return
+        history, events = q.scrub_self_versions(self.conn, self.anima, since)
+        t = self.report.table("self_block")
+        t.rewritten += len(since)
+        t.events_scrubbed += events
+        self.report.table("self_block_history").erased += history
+
+    # --- later days: the derived rows that quote what was forgotten
+
+    def forward(self) -> None:
+        """Every catalogued place of learnt text (store/catalog.py), of any day, whose rows
+        quote what this forget retired or erased (memory/quotes.py): dream entries and
+        summaries are dropped and recomputed, self blocks go back to their last version
+        before the quote, narratives, anchors and proposals are retired or erased, session
+        summaries dropped, a step's words scrubbed; on a purge every audit event that still
+        quotes it is scrubbed too."""
+        texts = [*self.forgotten_texts, *self.erased_texts]
+        words = q.unheld_words(self.conn, self.anima, q.words_of(texts), soft=not self.purge)
+        quotes = Quotes(texts, self.forgotten_ids, words)
+        if not quotes:
+            return
+        since: dict[str, int] = {}
+        for table, columns in catalog.learnt_columns().items():
+            handle = self._QUOTING.get(table)
+            if handle is None:
+                raise InternalError(f"forget: the catalogued place {table!r} has no rule for later days")
+            rows = [r for r in q.learnt_rows(self.conn, self.anima, table, columns) if quotes(r["_text"])]
+            if rows:
+                handle(self, rows, quotes, since)
+        if self.purge:
+            self._scrub_self(since)
+            ids = [e["id"] for e in q.event_texts(self.conn, self.anima) if quotes(e["text"])]
+            self.report.table("memory_event").events_scrubbed += q.scrub_event_ids(self.conn, ids)
+        self._publish_plan(self_blocks=bool(since))
+
+    def _q_dreams(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        self._drop("dream_journal", [r["id"] for r in rows])
+        for r in rows:
+            self.plan[r["day"]].add(StepKey.DREAM)
+
+    def _q_summaries(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        self._drop("temporal_summary", [r["id"] for r in rows])
+        for r in rows:
+            if r["level"] == "day":
+                self.plan[r["period_start"]].add(StepKey.DAY_SUMMARY)
+            else:
+                self.plan[r["period_end"]].add(CASCADE_STEP)
+
+    def _q_self(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        for r in rows:  # a block (its current version) or one of its earlier versions
+            since[r["name"]] = min(since.get(r["name"], r["version"]), r["version"])
+
+    def _q_narratives(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        t = self.report.table("autobiographical_memory")
+        if self.purge:
+            ids = [r["id"] for r in rows]
+            t.erased += q.delete_rows(self.conn, "autobiographical_memory", ids)
+            t.events_scrubbed += q.scrub_events(self.conn, self.anima, "autobiographical_memory", ids)
+            return
+        repo = AutobiographyRepo(self.conn, self.audit)
+        for r in rows:
+            if r["status"] == "active":
+                repo.deprecate(r["id"], f"forgotten: {self.report.target}")
+                t.deprecated += 1
+
+    def _q_anchors(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        self._anchors([r for r in rows if self.purge or r["status"] == "active"])
+
+    def _q_sessions(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        keys = [(r["conversation_id"], r["watermark"]) for r in rows]
+        n = q.delete_session_summaries(self.conn, self.anima, keys)
+        if n:
+            self.report.table("session_summary").erased += n
+
+    def _q_proposals(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        if not self.purge:
+            return  # a soft forget keeps the record of what was proposed
+        ids = [r["id"] for r in rows]
+        t = self.report.table("review_proposal")
+        t.erased += q.delete_rows(self.conn, "review_proposal", ids)
+        t.events_scrubbed += q.scrub_events(self.conn, self.anima, "review_proposal", ids)
+
+    def _q_steps(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
+        if not self.purge:
+            return
+        scrubbed = [
+            (r["day"], r["step"], quotes.scrub(r["stats"] or {}), None if quotes(r["error"]) else r["error"])
+            for r in rows
+        ]
+        self.report.table("sleep_state").rewritten += q.set_step_stats(self.conn, self.anima, scrubbed)
+
+    _QUOTING = {
+        "dream_journal": _q_dreams,
+        "temporal_summary": _q_summaries,
+        "self_block": _q_self,
+        "self_block_history": _q_self,
+        "autobiographical_memory": _q_narratives,
+        "emotional_anchor": _q_anchors,
+        "session_summary": _q_sessions,
+        "review_proposal": _q_proposals,
+        "sleep_state": _q_steps,
+    }
 
     def _drop(self, table: str, ids: list[int]) -> None:
         if not ids:

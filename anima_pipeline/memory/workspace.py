@@ -25,6 +25,7 @@ from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import MEMORY_TYPES
 from anima_pipeline.store import workspace_reads as q
 from anima_pipeline.store.animas import UnknownAnima, known_animas
+from anima_pipeline.store.catalog import EXPORT_PAGES
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.memories import MemoryRepo
 
@@ -131,12 +132,7 @@ def _export_one(conn: Connection, anima: str, out: Path) -> dict[str, int]:
 
 def remove_pages(out: Path, keep: set[Path]) -> int:
     """Delete the export's own pages (MEMORY.md, memory/*.md, bank/*/*.md) not in `keep`."""
-    pages = [
-        out / "MEMORY.md",
-        *out.glob("memory/*.md"),
-        *out.glob("bank/entities/*.md"),
-        *out.glob("bank/concepts/*.md"),
-    ]
+    pages = [p for pattern, _ in EXPORT_PAGES for p in out.glob(pattern)]  # store/catalog.py
     stale = [p for p in pages if p.exists() and p not in keep]
     for path in stale:
         path.unlink()

@@ -17,6 +17,7 @@ The night rows and their states are in docs/ordering.md.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
@@ -71,6 +72,8 @@ def run_night(
     selected = [s.key for s in select_steps(steps)]
     partial = len(selected) < len(STEPS)
     only = sorted(set(animas)) if animas else None
+    if not night.force:
+        _wait_for_previous_nights(db, night, only, pool.lease_s)
     with db.transaction() as conn:
         plan = plan_day(conn, night)
         if only is not None:
@@ -118,6 +121,29 @@ def run_night(
     if failures:
         raise NightFailed(night.day, failures, results)
     return results
+
+
+def _wait_for_previous_nights(db: Database, night: Night, animas: list[str] | None, lease_s: float) -> None:
+    """While another run holds a night of the day before under a live lease (a forget's
+    recompute re-running a few steps of it, docs/forget.md; a second run of that day), wait
+    for it, up to two leases, as a night waits for its own claim (night/anima_night.py): runs
+    that meet on one anima are ordered, not refused. What is still unfinished afterwards
+    (failed, or held past the wait) the order rule refuses as before."""
+    deadline = time.monotonic() + 2 * lease_s
+    while True:
+        with db.transaction() as conn:
+            rows = sleep_state.unfinished_nights(conn, night.day - timedelta(days=1), animas)
+        held = [r for r in rows.values() if r["alive"] and r["run_id"] != night.run_id]
+        if not held or time.monotonic() > deadline:
+            return
+        logger.info(
+            "night of %s: waiting for run %s, which holds the night of %s for %s",
+            night.day,
+            held[0]["run_id"],
+            held[0]["day"],
+            held[0]["anima_id"],
+        )
+        time.sleep(min(1.0, lease_s / 4))
 
 
 def _budget_guard(

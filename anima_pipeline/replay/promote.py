@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from anima_pipeline.replay import diff as diffing
+from anima_pipeline.store import as_of as snapshot
 from anima_pipeline.store import shadow_reads as queries
 from anima_pipeline.store import shadows as shadow
 from anima_pipeline.store.db import Connection, Database, anima_lock, connect
@@ -50,6 +51,8 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
             f"shadow {name!r} has not been replayed (status {meta.get('status')!r}); run `anima replay` first"
         )
     first, last = (date.fromisoformat(meta[k]) for k in ("from", "to"))
+    with connect(db.url) as live:
+        check_base(live, name, meta, first, last)
     inherited = int(meta.get("live_max_memory_id", 0))  # ids up to this one both stores share
     url = shadow.shadow_url(db.url, name)
     d = diffing.diff(db.url, url, name, first, last)
@@ -88,6 +91,28 @@ def promote(db: Database, name: str, who: str = "operator") -> tuple[str, Counte
             stats += _layers(sh, conn, audit(anima), anima, first, last)
     shadow.set_info(db.url, name, {"status": "promoted", "promoted_run": run_id, "promoted_by": who})
     return run_id, stats
+
+
+def check_base(live: Connection, name: str, meta: dict[str, Any], first: date, last: date) -> None:
+    """Refuse a promote whose shadow no longer fits the live store (docs/replay.md): the live
+    store as of the day before `first` cannot be rebuilt exactly (nights ran out of order
+    since); it has written since the shadow was made; or it holds writes of days after
+    `last`, which the shadow never saw and a promote would retire."""
+    again = f"`anima replay --from {first} --to {{to}} --name {name} --replace`"
+    snapshot.check_rebuildable(live, first - timedelta(days=1), last)
+    moved = queries.state_days(live, snapshot.AUDITED, after_event=int(meta.get("live_max_event_id", 0)))
+    if "live_max_event_id" in meta and moved:
+        raise shadow.ShadowError(
+            f"the live store changed since shadow {name!r} was made (writes of {', '.join(map(str, moved))}): "
+            f"the shadow's base is not the live store's any more; replay again: {again.format(to=last)}"
+        )
+    later = queries.state_days(live, snapshot.AUDITED, after_day=last)
+    if later:
+        raise shadow.ShadowError(
+            f"the live store holds writes of days after the replayed {first}..{last} "
+            f"({', '.join(map(str, later))}) that shadow {name!r} never saw: a promote would retire them; "
+            f"replay through {later[-1]}: {again.format(to=later[-1])}"
+        )
 
 
 def _layers(sh: Connection, conn: Any, audit: Audit, anima: str, first: date, last: date) -> Counter[str]:

@@ -50,7 +50,7 @@ def replay(
 ) -> ReplayOutcome:
     if last < first:
         raise shadow.ShadowError(f"--to {last} is before --from {first}")
-    url, undone = shadow.create(live_url, name, first - timedelta(days=1), replace=replace)
+    url, undone = shadow.create(live_url, name, first - timedelta(days=1), replace=replace, to=last)
     resources: dict[str, dict] = {"memory_store": {"database_url": url}}
     engine_cfg = {k: v for k, v in (("engine", engine), ("model", model)) if v}
     if engine_cfg:

@@ -3,9 +3,12 @@
 `copy_store` copies every table of a migrated store into another migrated database on the
 same server (COPY in binary, foreign-key triggers off while copying, identity sequences moved
 past the source's so rows born in the copy never reuse a live id). `rewind` then replays the
-audit log backwards in that copy: every memory_event after the first event of a later day is
-undone in reverse order, by restoring the row's `before` (or deleting a row the event
-created), so each table stands as it did when the night of `day` was over. The archive
+audit log backwards in that copy: every memory_event of a later day (by its day, whatever
+order the nights ran in) is undone newest first, by restoring the row's `before` (or deleting
+a row the event created), so each table stands as the events of `day` and before left it.
+When an event of `day` or before came after one of a later day and changed or named what it
+wrote, that state is not in the log: `rewind` refuses (`OutOfOrder`), naming the days and the
+replay that rebuilds the store in order, rather than make a wrong store. The archive
 (conversations and messages as imported) stays whole: a replay sleeps the same talk again.
 `checksums` is one digest per table, to show that a replay left the live store as it was.
 """
@@ -13,27 +16,22 @@ created), so each table stands as it did when the night of `day` was over. The a
 from __future__ import annotations
 
 import hashlib
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.core.errors import Conflict
+from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Connection
 
-# Tables a night or an agent writes through the audit log; each event's before/after is the row.
-AUDITED = (
-    "semantic_memory",
-    "emotional_anchor",
-    "autobiographical_memory",
-    "self_block",
-    "temporal_summary",
-    "memory_reference",
-    "dream_journal",
-    "review_proposal",
-)
-_SKIP = {"schema_migration"}
+# Tables a night or an agent writes through the audit log; each event's before/after is the
+# row (store/catalog.py says which tables these are, and which keep a row's day).
+AUDITED = (*catalog.names(snapshot="audited"), *catalog.names(snapshot="by_day"))
+_BY_DAY = catalog.names(snapshot="by_day")
+_SKIP = set(catalog.names(snapshot="schema"))
 
 
 def tables(conn: Connection) -> list[str]:
@@ -103,44 +101,134 @@ def copy_store(src: Connection, dst: Connection) -> dict[str, int]:
     return counts
 
 
-def cutoff(conn: Connection, day: date) -> int | None:
-    """The first audit event that belongs after `day` (a later night's or a later day's agent
-    write); None when the store holds nothing after it. Imports (no day) never count."""
-    row = conn.execute("SELECT min(id) AS id FROM memory_event WHERE day > %s", (day,)).fetchone()
-    return row["id"] if row else None
+# The tables whose rows an event's before/after are, and which other rows a row can name: a
+# semantic memory by id in these columns (or as `f-N` in any text of the row).
+_MEMORY_REFS = {
+    "semantic_memory": ("superseded_by",),
+    "memory_reference": ("memory_id", "cited_memory_id"),
+    "autobiographical_memory": ("source_memory_ids",),
+    "review_proposal": ("memory_ids",),
+}
+_REF_SQL = " OR ".join(
+    f"(e.table_name = '{table}' AND ("
+    + " OR ".join(f"e.after->'{c}' @> to_jsonb(l.memory_id::bigint)" for c in cols)
+    + "))"
+    for table, cols in _MEMORY_REFS.items()
+)
 
 
-def rewind(conn: Connection, day: date) -> dict[str, int]:
-    """Undo, newest first, every audited write from the first event after `day` on; then drop
-    the later nights' state and the undone events themselves. Returns rows undone per table."""
-    first = cutoff(conn, day)
+class OutOfOrder(Conflict):
+    """The store as of a day cannot be rebuilt exactly from the audit log: a night (or a write)
+    of a later day came first, and an event of that day or an earlier one then changed or
+    named what it wrote (docs/replay.md). The message names the days and what to run."""
+
+    def __init__(self, day: date, found: list[dict[str, Any]], exact: date, to: date | None = None) -> None:
+        later = sorted({r["later_day"] for r in found})
+        earlier = sorted({r["earlier_day"] for r in found})
+        shown = _rows(found)
+        first = exact + timedelta(days=1)
+        super().__init__(
+            f"the store as of {day} cannot be rebuilt exactly from the audit log: nights ran out of "
+            f"order: the night(s) of {_days(later)} wrote before the night(s) of {_days(earlier)}, "
+            f"which then changed or named what they wrote ({shown}). Run instead "
+            f"`anima replay --from {first} --to {to or day}`: it starts from the store as of {exact}, "
+            "which rebuilds exactly, and sleeps those nights again in order"
+        )
+        self.day, self.later_days, self.earlier_days, self.exact = day, later, earlier, exact
+
+
+def _rows(found: list[dict[str, Any]]) -> str:
+    """The rows in question, per table: up to three of each, and how many."""
+    by_table: dict[str, list[str]] = {}
+    for r in found:
+        ref = f"f-{r['memory_id']}" if r["table_name"] == "semantic_memory" else r["memory_id"]
+        if ref not in by_table.setdefault(r["table_name"], []):
+            by_table[r["table_name"]].append(ref)
+    return "; ".join(
+        f"{table} {', '.join(refs[:3])}" + (f" and {len(refs) - 3} more" if len(refs) > 3 else "")
+        for table, refs in sorted(by_table.items())
+    )
+
+
+def _days(days: list[date]) -> str:
+    return ", ".join(str(d) for d in days[:6]) + (f" and {len(days) - 6} more" if len(days) > 6 else "")
+
+
+def out_of_order(conn: Connection, day: date) -> list[dict[str, Any]]:
+    """What forbids rebuilding the store as of `day` exactly: pairs of a live event of a later
+    day and a later-id live event of `day` or before that changed the same row, or named a
+    memory the first created (its id in a column of _MEMORY_REFS, or `f-N` in its text). Each:
+    later_day, earlier_day, table_name, memory_id. Empty when every event of days after `day`
+    can be undone without touching what the earlier days' events left (reads leave no trace in
+    the log: what a night only read of a later day's rows is not a dependency it records)."""
+    return conn.execute(
+        rf"""WITH later AS (
+                SELECT id, anima_id, table_name, memory_id, op, day FROM memory_event
+                WHERE day > %(day)s AND erased_at IS NULL AND memory_id IS NOT NULL AND table_name <> 'run'),
+            earlier AS (
+                SELECT id, anima_id, table_name, memory_id, after, day FROM memory_event
+                WHERE day <= %(day)s AND erased_at IS NULL AND table_name <> 'run'
+                  AND id > (SELECT coalesce(min(id), 0) FROM later))
+            SELECT DISTINCT l.day AS later_day, e.day AS earlier_day, l.table_name, l.memory_id
+            FROM later l JOIN earlier e ON e.id > l.id AND e.anima_id = l.anima_id
+            WHERE (e.table_name = l.table_name AND e.memory_id = l.memory_id)
+               OR (l.table_name = 'semantic_memory' AND l.op = 'create'
+                   AND ({_REF_SQL} OR e.after::text ~ ('\mf-' || l.memory_id || '\M')))
+            ORDER BY 1, 2, 3, 4""",
+        {"day": day},
+    ).fetchall()
+
+
+def check_rebuildable(conn: Connection, day: date, to: date | None = None) -> None:
+    """Raise OutOfOrder when the store as of `day` cannot be rebuilt exactly, naming the days
+    and the latest earlier day whose store can (`to`: the last day of the replay it hints at)."""
+    found = out_of_order(conn, day)
+    if not found:
+        return
+    exact = day
+    blocking = found
+    while blocking:  # the days that depend move the start back until nothing depends
+        exact = min(r["earlier_day"] for r in blocking) - timedelta(days=1)
+        blocking = out_of_order(conn, exact)
+    raise OutOfOrder(day, found, exact, to)
+
+
+def rewind(conn: Connection, day: date, to: date | None = None) -> dict[str, int]:
+    """Undo, newest first, every audited write of a day after `day` (by the event's day, not its
+    position in the log: nights may have run in any order), then drop the later days' nights
+    and the undone events themselves. Refuses (OutOfOrder) when an event of `day` or before
+    came after one of a later day and depends on it. Returns rows undone per table."""
+    check_rebuildable(conn, day, to)
     undone: dict[str, int] = {}
-    if first is not None:
-        events = conn.execute(
-            """SELECT id, anima_id, table_name, memory_id, op, before FROM memory_event
-               WHERE id >= %s AND day IS NOT NULL AND erased_at IS NULL ORDER BY id DESC""",
-            (first,),
-        ).fetchall()
-        shapes: dict[str, tuple[list[str], list[str]]] = {}
-        for e in events:
-            table = e["table_name"]
-            if table == "conversation" and e["op"] == "delete":
-                _restore_conversation(conn, e["before"] or {})
-            elif table in AUDITED:
-                if table not in shapes:
-                    shapes[table] = (columns(conn, table), primary_key(conn, table))
-                _undo_row(conn, table, *shapes[table], e)
-            else:
-                continue  # bookkeeping rows (imports, run markers) are not state
-            undone[table] = undone.get(table, 0) + 1
-        conn.execute("DELETE FROM memory_event WHERE id >= %s", (first,))
+    events = conn.execute(
+        """SELECT id, anima_id, table_name, memory_id, op, before FROM memory_event
+           WHERE day > %s AND erased_at IS NULL ORDER BY id DESC""",
+        (day,),
+    ).fetchall()
+    shapes: dict[str, tuple[list[str], list[str]]] = {}
+    for e in events:
+        table = e["table_name"]
+        if table == "conversation" and e["op"] == "delete":
+            _restore_conversation(conn, e["before"] or {})
+        elif table in AUDITED:
+            if table not in shapes:
+                shapes[table] = (columns(conn, table), primary_key(conn, table))
+            _undo_row(conn, table, *shapes[table], e)
+        else:
+            continue  # bookkeeping rows (imports, run markers) are not state
+        undone[table] = undone.get(table, 0) + 1
+    conn.execute("DELETE FROM memory_event WHERE day > %s", (day,))
     # a self block's history keeps only the versions up to the one that now stands
     conn.execute(
         """DELETE FROM self_block_history h WHERE NOT EXISTS (
                SELECT 1 FROM self_block b WHERE b.anima_id = h.anima_id AND b.name = h.name AND h.version <= b.version)"""
     )
-    undone["sleep_state"] = conn.execute("DELETE FROM sleep_state WHERE day > %s", (day,)).rowcount
-    conn.execute("DELETE FROM review_proposal WHERE day > %s", (day,))
+    for table in _BY_DAY:  # the later nights' own rows (sleep_state, proposals)
+        n = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE day > %s").format(sql.Identifier(table)), (day,)
+        ).rowcount
+        if table == "sleep_state":
+            undone[table] = n
     return undone
 
 

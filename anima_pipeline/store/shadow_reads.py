@@ -11,16 +11,11 @@ from typing import Any
 
 from psycopg import sql
 
+from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Connection, one
 
-# the layers a diff counts beside memories, with which of their rows count
-_COUNTED = {
-    "emotional_anchor": "status = 'active'",
-    "autobiographical_memory": "status = 'active'",
-    "temporal_summary": "true",
-    "dream_journal": "true",
-    "self_block": "true",
-}
+# the layers a diff counts beside memories, with which of their rows count (store/catalog.py)
+_COUNTED = catalog.counted()
 
 # ---- a shadow's description (the admin connection, to the server's `postgres` database) ----
 
@@ -55,6 +50,25 @@ def read_consistently(conn: Connection) -> None:
 def max_memory_id(conn: Connection) -> int:
     """The highest semantic_memory id (0 when none): ids up to it are shared with a copy."""
     return one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM semantic_memory"))["n"]
+
+
+def max_event_id(conn: Connection) -> int:
+    """The newest memory_event id (0 when none)."""
+    return one(conn.execute("SELECT coalesce(max(id), 0) AS n FROM memory_event"))["n"]
+
+
+def state_days(
+    conn: Connection, tables: tuple[str, ...], *, after_event: int = 0, after_day: date | None = None
+) -> list[date]:
+    """The days of the live events on `tables` (no purge scrubbed them) with an id past
+    `after_event` and, when given, a day past `after_day`, in order."""
+    rows = conn.execute(
+        """SELECT DISTINCT day FROM memory_event
+           WHERE table_name = ANY(%s) AND day IS NOT NULL AND erased_at IS NULL AND id > %s
+             AND (%s::date IS NULL OR day > %s) ORDER BY day""",
+        (list(tables), after_event, after_day, after_day),
+    ).fetchall()
+    return [r["day"] for r in rows]
 
 
 # ---- what a diff reads --------------------------------------------------------------------

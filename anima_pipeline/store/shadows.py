@@ -86,10 +86,16 @@ def list_shadows(live_url: str) -> list[dict[str, Any]]:
     return [info(live_url, n) for n in names]
 
 
-def create(live_url: str, name: str, as_of: date, *, replace: bool = False) -> tuple[str, dict[str, int]]:
+def create(
+    live_url: str, name: str, as_of: date, *, replace: bool = False, to: date | None = None
+) -> tuple[str, dict[str, int]]:
     """A new database holding the live store as it stood when the night of `as_of` was over.
-    Returns its URL and the rows undone per table."""
+    Returns its URL and the rows undone per table. Refuses (as_of.OutOfOrder, nothing made)
+    when the audit log cannot rebuild that store exactly; `to` is the last day of the replay
+    the refusal suggests (default `as_of`)."""
     dbname = shadow_dbname(live_url, name)
+    with connect(live_url) as live:
+        snapshot.check_rebuildable(live, as_of, to)  # before a database is made for nothing
     with _admin(live_url) as admin:
         if snapshot.exists(admin, dbname):
             if not replace:
@@ -103,12 +109,24 @@ def create(live_url: str, name: str, as_of: date, *, replace: bool = False) -> t
             queries.read_consistently(live)  # one consistent copy
             snapshot.copy_store(live, shadow)
             high = queries.max_memory_id(live)
-            undone = snapshot.rewind(shadow, as_of)
+            watermark = queries.max_event_id(live)
+            undone = snapshot.rewind(shadow, as_of, to)  # checks again, on the consistent copy
             live.rollback()
     except BaseException:
         drop(live_url, name)
         raise
-    set_info(live_url, name, {"as_of": as_of.isoformat(), "status": "snapshot", "live_max_memory_id": high})
+    set_info(
+        live_url,
+        name,
+        {
+            "as_of": as_of.isoformat(),
+            "status": "snapshot",
+            "live_max_memory_id": high,
+            # the live store's newest event when the copy was made: a promote refuses when the
+            # live store has moved since (replay/promote.py)
+            "live_max_event_id": watermark,
+        },
+    )
     return url, undone
 
 

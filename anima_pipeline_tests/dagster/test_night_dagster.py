@@ -608,3 +608,46 @@ def test_a_failed_day_of_a_range_planned_as_one_event_reads_failed(
         done = {"2026-12-04", "2026-12-05"} if step in before_dream else {"2026-12-04"}
         assert partitions_of(instance, step) == done, step
         assert failed == ({"2026-12-05"} - done), (step, failed)
+
+
+def test_the_metadata_of_a_rerun_counts_that_runs_writes_only(
+    store: Database, resources: dict, instance
+) -> None:
+    """After a revert and a re-run, the (day, step) metadata shows what the re-run created, not
+    the sum over both runs; a forced re-run that changed nothing shows 0 and previews nothing;
+    a re-run that skips the step as done shows the run that did it (store/night_report.py)."""
+    from anima_pipeline.night.revert import revert_run
+
+    step, day = "semantic_memory/extracted", D_BOTH.isoformat()
+
+    def latest() -> dict:
+        return materializations(instance, step, day)[0].metadata
+
+    first = materialize_night(D_BOTH, instance=instance, resources=resources)
+    created = latest()["created"].value
+    assert created > 0
+    with store.transaction() as conn:
+        made = conn.execute(
+            "SELECT count(*) AS n FROM memory_event WHERE day = %s AND step = %s AND op = 'create'",
+            (D_BOTH, step),
+        ).fetchone()["n"]
+        assert made == created
+        revert_run(conn, first.run_id, "revert-first")
+    again = materialize_night(D_BOTH, force=True, instance=instance, resources=resources)
+    meta = latest()
+    assert meta["created"].value == created  # not twice
+    with store.transaction() as conn:
+        ids = {
+            r["memory_id"]
+            for r in conn.execute(
+                "SELECT memory_id FROM memory_event WHERE run_id = %s AND step = %s AND op = 'create'",
+                (again.run_id, step),
+            )
+        }
+    shown = {m for m in str(meta["preview"].value).split() if m.startswith("f-")}
+    assert shown and shown <= {f"f-{i}" for i in ids}  # only the re-run's memories
+    materialize_night(D_BOTH, force=True, instance=instance, resources=resources)  # nothing new to learn
+    assert latest()["created"].value == 0 and latest()["already_done"].value == 0
+    assert "f-" not in str(latest()["preview"].value)
+    skipped = materialize_night(D_BOTH, instance=instance, resources=resources)  # done: skipped
+    assert skipped.success and latest()["already_done"].value == 2 and latest()["created"].value == 0

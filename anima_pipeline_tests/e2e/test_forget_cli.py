@@ -91,3 +91,34 @@ def test_purge_of_a_conversation_leaves_nothing_anywhere(
     ]:
         refused = invoke_cli(["forget", *args], env)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
+
+
+def test_forget_refuses_an_id_out_of_range_and_an_unknown_anima_with_exit_2(
+    db_url: str, tmp_path: Path
+) -> None:
+    """The forms every door refuses (core/validation.py): a memory or message id past
+    PostgreSQL's bigint names no row and never reaches SQL; an anima with no rows that was
+    never purged is unknown, and the known ones are named."""
+    env = cli_env(tmp_path, db_url)
+    archive = tmp_path / "a.jsonl"
+    archive.write_text(
+        "".join(json.dumps({**m, "anima_id": "nadia"}) + "\n" for m in messages("c-home", D2, HOME))
+    )
+    assert run_cli(["import", str(archive)], env).returncode == 0
+    huge = "9" * 23
+    for args, words in [
+        (
+            ["--memory", f"f-{huge}"],
+            "is not a memory id; ids look like 'f-12' (at most f-9223372036854775807)",
+        ),
+        (["--message", f"m-{huge}"], "is not a message id"),
+        (["--anima", "ghost"], "unknown anima 'ghost'"),
+        (["--anima", "ghost", "--purge", "--yes"], "known: nadia"),
+    ]:
+        refused = run_cli(["forget", *args], env)
+        assert refused.returncode == 2 and words in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr and "NumericValueOutOfRange" not in refused.stderr
+    # an anima purged before is not unknown: the same purge again changes nothing, exit 0
+    assert run_cli(["forget", "--anima", "nadia", "--purge", "--yes"], env).returncode == 0
+    again = run_cli(["forget", "--anima", "nadia", "--purge", "--yes", "--json"], env)
+    assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False

@@ -17,8 +17,10 @@ from psycopg.rows import dict_row
 
 from anima_pipeline.cli.demo import SAMPLE
 from anima_pipeline.config import Settings
+from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.night.revert import revert_run
 from anima_pipeline.night.runner import run_days
+from anima_pipeline.replay.promote import check_base
 from anima_pipeline.store import as_of as snapshot
 from anima_pipeline.store import shadows as shadow
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
@@ -149,6 +151,88 @@ def test_replay_leaves_the_live_store_as_it_was_and_equals_a_fresh_run(
     with Database(db_url) as db, db.transaction() as conn:
         revert_run(conn, run_id, "revert-promote")
     assert active(db_url) == original
+
+
+def test_a_later_night_first_then_the_week_gives_the_live_store_as_of_its_last_day(
+    db: Database, db_url: str, tmp_path: Path, shadows
+) -> None:
+    """README's first sleep example (the night of 2026-11-28), then the week: the store as of
+    2026-11-22 is the live one (the later night only deleted a stale conversation, which the
+    snapshot keeps: the archive stays whole); a replay of 11-20..11-22 changes nothing."""
+    settings = Settings(database_url=db_url, home=tmp_path)
+    _import(db)
+    run_days(db, settings, [date(2026, 11, 28)], workers=1)
+    run_days(db, settings, DAYS, workers=1)
+    today = knowledge(db_url)
+    assert len(active(db_url)) == 80
+
+    url, _ = shadow.create(db_url, "asof", LAST)
+    shadows.append("asof")
+    got = knowledge(url)
+    assert {k: v for k, v in got.items() if k != "nights"} == {
+        k: v for k, v in today.items() if k != "nights"
+    }
+    assert got["nights"] == [n for n in today["nights"] if n[1] != "2026-11-28"]
+    with psycopg.connect(url) as conn, psycopg.connect(db_url) as live:
+        count = "SELECT count(*) FROM conversation"
+        assert conn.execute(count).fetchone()[0] == live.execute(count).fetchone()[0] + 1
+
+    # the replay's base (as of 11-19), the nights 20..22 again: the live store's knowledge
+    base, _ = shadow.create(db_url, "replayed", date(2026, 11, 19))
+    shadows.append("replayed")
+    with Database(base) as sdb:
+        run_days(sdb, Settings(database_url=base, home=tmp_path), DAYS[4:], workers=1)
+    assert knowledge(base)["memories"] == today["memories"]
+    meta = shadow.info(db_url, "replayed")
+    with psycopg.connect(db_url, row_factory=dict_row) as live:
+        check_base(live, "replayed", meta, DAYS[4], LAST)  # its base is still the live store's
+    AnimaMemory(db, "aria").remember("Lin Wei keeps a spare key under the mat.")  # today's write
+    with psycopg.connect(db_url, row_factory=dict_row) as live:
+        with pytest.raises(shadow.ShadowError, match="changed since shadow 'replayed' was made"):
+            check_base(live, "replayed", meta, DAYS[4], LAST)
+        with pytest.raises(shadow.ShadowError, match="writes of days after the replayed") as after:
+            check_base(
+                live, "replayed", {k: v for k, v in meta.items() if k != "live_max_event_id"}, DAYS[4], LAST
+            )
+    assert "anima replay --from 2026-11-20 --to " in str(after.value)
+
+
+def test_a_store_that_nights_out_of_order_wrote_is_refused_naming_the_days(
+    db: Database, db_url: str, tmp_path: Path, shadows
+) -> None:
+    """The night of 11-22 first, then 11-16..11-21: those nights rewrote the self blocks and
+    the memories the later night wrote, so no store as of 11-16..11-21 is in the log. The
+    snapshot refuses, naming the days and the replay that sleeps them in order, and makes
+    nothing; that replay's base (as of 11-15) rebuilds, and the nights in order run on it."""
+    settings = Settings(database_url=db_url, home=tmp_path)
+    _import(db)
+    run_days(db, settings, [LAST], workers=1)
+    run_days(db, settings, DAYS[:-1], workers=1)
+    before = _checksums(db_url)
+
+    for day in (date(2026, 11, 21), date(2026, 11, 18)):
+        with pytest.raises(snapshot.OutOfOrder) as refused:
+            shadow.create(db_url, "asof", day)
+        assert refused.value.later_days == [LAST] and refused.value.exact == date(2026, 11, 15)
+        assert DAYS[0] in refused.value.earlier_days
+        assert f"`anima replay --from 2026-11-16 --to {day}`" in str(refused.value)
+        assert "self_block" in str(refused.value)
+    with pytest.raises(snapshot.OutOfOrder, match="--to 2026-11-21`"):
+        shadow.create(db_url, "asof", date(2026, 11, 18), to=date(2026, 11, 21))  # replay's hint
+    assert shadow.list_shadows(db_url) == [] and _checksums(db_url) == before
+
+    url, _ = shadow.create(db_url, "asof", date(2026, 11, 15))
+    shadows.append("asof")
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM semantic_memory").fetchone()[0] == 0
+    with Database(url) as sdb:
+        run_days(sdb, Settings(database_url=url, home=tmp_path), DAYS[:-1], workers=1)
+    assert len(active(url)) < len(active(db_url))  # without what the night of 11-22 learnt
+    with psycopg.connect(db_url, row_factory=dict_row) as live:
+        with pytest.raises(
+            shadow.ShadowError, match=r"days after the replayed 2026-11-16..2026-11-21 \(2026-11-22\)"
+        ):
+            check_base(live, "asof", shadow.info(db_url, "asof"), DAYS[0], DAYS[-2])
 
 
 def test_a_shadow_name_and_a_missing_shadow_are_named_errors(db_url: str) -> None:

@@ -10,6 +10,8 @@ Failures are injected with the failpoint hook of testkit/faults.py (night/failpo
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -119,6 +121,39 @@ def test_a_live_run_is_waited_for_then_reported_busy(store: Database, settings: 
     assert "run-alive" in str(busy.value)
     assert nights(store, "kai")[D]["run_id"] == "run-alive"  # left as it was
     assert nights(store, "yue")[D]["status"] == "done"  # the other anima was not held up
+
+
+def test_the_next_day_waits_for_a_recompute_holding_the_previous_night(
+    store: Database, settings: Settings
+) -> None:
+    """A forget's recompute re-runs a few steps of a finished night and holds it, under its
+    live lease, meanwhile: a range reaching the next day waits for it, then runs, instead of
+    being refused over a night "still running" (a recompute never breaks a range)."""
+    runner.run_days(store, settings, [D], run_id="run-range")
+    with store.transaction() as conn:
+        prev = sleep_state.claim_night(conn, "kai", D, "run-recompute", 3600.0, {})
+    assert prev is not None and prev["status"] == "done"
+
+    def recompute_ends() -> None:
+        time.sleep(0.6)
+        with store.transaction() as conn:
+            sleep_state.restore_night(conn, "kai", D, "run-recompute", prev)
+
+    ending = threading.Thread(target=recompute_ends)
+    started = time.monotonic()
+    ending.start()
+    try:
+        runner.run_days(store, settings, [D + timedelta(days=1)], run_id="run-range")
+    finally:
+        ending.join()
+    assert time.monotonic() - started >= 0.5  # it waited
+    assert nights(store, "kai")[D + timedelta(days=1)]["status"] in sleep_state.FINISHED
+    # a claim that outlives the wait (two leases) is refused by the order rule, as before
+    with store.transaction() as conn:
+        sleep_state.claim_night(conn, "kai", D + timedelta(days=1), "run-stuck", 3600.0, {})
+    with pytest.raises(failure_kinds.NightFailed) as refused:
+        runner.run_days(store, settings, [D + timedelta(days=2)], run_id="run-range")
+    assert isinstance(refused.value.cause, failure_kinds.NightOrderError)
 
 
 def test_a_one_step_rerun_keeps_an_incomplete_night_blocking(store: Database, settings: Settings) -> None:

@@ -382,3 +382,64 @@ def test_loading_the_definitions_reads_the_first_day_of_the_running_server(
     monkeypatch.setenv("ANIMA_TIMEZONE", "Asia/Shanghai")
     assert _first_partition(definitions.defs()) == "2026-11-16"
     assert embedded.running_pid(home) == pid  # the same server, read, not restarted
+
+
+# ---- a home is bound to its own server (store/embedded.py) ---------------------------------
+
+
+def test_a_copied_home_never_reaches_the_original_server_and_db_stop_there_leaves_it_running(
+    home: Path,
+) -> None:
+    """`cp -a` of a home while its server runs: the copy's postmaster.pid names the original's
+    live server and socket. A command in the copy refuses (one line, what to do) and writes
+    nothing into the original; `anima db stop` there stops nothing and sets the copied pid
+    file aside; the next command starts the copy's own server, on the copied data."""
+    cmd = [str(ANIMA)] if ANIMA.exists() else [PYTHON, "-m", "anima_pipeline.cli"]
+    sample = Path(__file__).resolve().parents[2] / "anima_pipeline" / "sample" / "week.archive.jsonl"
+    url = embedded.ensure_running(home)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE original_only (x int)")
+    pid = embedded.running_pid(home)
+    copy = home.parent / "copy"
+    subprocess.run(["cp", "-a", str(home), str(copy)], check=True)
+
+    def in_copy(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*cmd, *args], capture_output=True, text=True, env=_env(copy), timeout=120)
+
+    def original_messages() -> object:
+        with psycopg.connect(url) as conn:
+            return conn.execute("SELECT to_regclass('message')").fetchone()[0]
+
+    try:
+        assert embedded.foreign_server(copy) == (pid, embedded.pgdata_dir(home).resolve())
+        assert embedded.running_pid(copy) is None and embedded.running_url(copy) is None
+        refused = in_copy("import", str(sample))
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert f"is a copy of {home}" in refused.stderr and "anima db stop" in refused.stderr
+        assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+        assert original_messages() is None  # nothing migrated, nothing imported into the original
+
+        stop = in_copy("db", "stop")
+        assert stop.returncode == 0, stop.stderr
+        assert "left running" in stop.stdout and "Traceback" not in stop.stdout + stop.stderr
+        assert embedded.running_pid(home) == pid  # the original's server runs on
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM original_only").fetchone() == (0,)
+
+        imported = in_copy("import", str(sample))
+        assert imported.returncode == 0, imported.stderr
+        own = embedded.running_pid(copy)
+        assert own is not None and own != pid
+        assert original_messages() is None  # the messages went into the copy's own server
+        with psycopg.connect(embedded.ensure_running(copy)) as conn:
+            assert conn.execute("SELECT count(*) FROM message").fetchone()[0] > 0
+            assert conn.execute("SHOW data_directory").fetchone()[0] == str(
+                embedded.pgdata_dir(copy).resolve()
+            )
+        stop = in_copy("db", "stop")
+        assert stop.returncode == 0 and "embedded PostgreSQL stopped" in stop.stdout, stop.stderr
+        assert embedded.running_pid(home) == pid and embedded.running_pid(copy) is None
+    finally:
+        embedded.stop(copy)
+        for proc in _postmasters(embedded.pgdata_dir(copy)):
+            proc.kill()
