@@ -129,6 +129,10 @@ class WorkingContext(BaseModel):
     compacted: bool = False
     summary_reused: bool = False
     flushed: list[str] = Field(default_factory=list, description="memories the flush of this call wrote")
+    recall_mode: Literal["hybrid", "lexical"] = Field(
+        "lexical", description="how the recall sections were ranked, as for a context"
+    )
+    lexical_reason: str | None = Field(None, description="why recall is lexical, when it is")
 
     def system_text(self) -> str:
         """The system prompt: the segments' texts, a blank line between two (not counted)."""
@@ -360,6 +364,8 @@ def working_context(
         compacted=view.compacted,
         summary_reused=view.summary_reused,
         flushed=[f"f-{i}" for i in (flushed.memory_ids if flushed else [])],
+        recall_mode=recalled.recall_mode,
+        lexical_reason=recalled.lexical_reason,
     )
 
 
