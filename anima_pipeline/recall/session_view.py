@@ -171,6 +171,7 @@ def open_session(conn: Connection, anima_id: str, session_id: str) -> Session:
 @dataclass
 class SessionView:
     items: list[MessageItem]
+    omitted: int  # turns neither in the summary nor shown: the budget had no room for them
     turns: int
     watermark: int | None  # the stored summary's (after this call)
     compacted: bool  # this call ran a compaction cycle
@@ -234,9 +235,23 @@ def session_view(
     for t in turns[plan.compact_to : plan.raw_from]:
         text, was_cut = slim(t, settings.working.slim_chars)
         items.append(_item("slim", t, text, was_cut, count))
-    raw = turns[plan.raw_from :]
-    left = budget - sum(i.tokens for i in items)
+    raw = list(turns[plan.raw_from :])
     costs = [count(t.content) for t in raw]
+    # A budget too small for all of it: the latest turn keeps at least half of it (or all it
+    # needs), the older latest turns their slim form; the oldest slim turns give way first,
+    # then the oldest of the latest turns.
+    older = [count(slim(t, settings.working.slim_chars)[0]) for t in raw[:-1]]
+    latest = min(costs[-1], budget // 2) if raw else 0
+    omitted = 0
+    while sum(i.tokens for i in items) + sum(older) + latest > budget:
+        if any(i.segment == "slim" for i in items):
+            items.remove(next(i for i in items if i.segment == "slim"))
+        elif older:
+            raw.pop(0), costs.pop(0), older.pop(0)
+        else:
+            break
+        omitted += 1
+    left = budget - sum(i.tokens for i in items)
     rest = sum(costs)  # what turn k and every later one cost raw (kept as it goes, not re-summed)
     for k, t in enumerate(raw):
         segment: ViewSegment = "raw"
@@ -251,14 +266,55 @@ def session_view(
         left -= item.tokens
         rest -= costs[k]
         items.append(item)
+    items, dropped = trim_view(items, budget, count)
     return SessionView(
         items=items,
+        omitted=omitted + dropped,
         turns=len(turns),
         watermark=stored["watermark"] if stored else None,
         compacted=plan.compacts,
         flushed=flushed,
         summary_reused=bool(stored) and not plan.compacts,
     )
+
+
+def trim_view(
+    items: list[MessageItem], budget: int, count: Callable[[str], int]
+) -> tuple[list[MessageItem], int]:
+    """`items` within `budget` tokens whatever they held: the oldest slim turns left out
+    first, then the summary cut (or left out), then the oldest turns, and the latest cut
+    (flagged) or, when not even its head fits, left out. Returns the items and how many turns
+    were left out."""
+    items, omitted = list(items), 0
+
+    def over() -> int:
+        return sum(i.tokens for i in items) - budget
+
+    while over() > 0 and any(i.segment == "slim" for i in items[:-1]):
+        items.remove(next(i for i in items[:-1] if i.segment == "slim"))
+        omitted += 1
+    if over() > 0 and items and items[0].segment == "summary":
+        summary = items.pop(0)
+        room = summary.tokens - over()
+        if room > 0:
+            text = _fit(summary.content, room, count)
+            if count(text) <= room:
+                items.insert(0, summary.model_copy(update=_sized(text, count) | {"cut": True}))
+    while over() > 0 and len(items) > 1:
+        omitted += items.pop(0).segment != "summary"
+    if over() > 0 and items:
+        last = items.pop()
+        room = last.tokens - over()
+        text = _fit(last.content, room, count) if room > 0 else ""
+        if text and count(text) <= room:
+            items.append(last.model_copy(update=_sized(text, count) | {"cut": True}))
+        elif last.segment != "summary":
+            omitted += 1
+    return items, omitted
+
+
+def _sized(text: str, count: Callable[[str], int]) -> dict:
+    return {"content": text, "chars": len(text), "tokens": count(text)}
 
 
 def _item(segment: ViewSegment, t: Turn, text: str, cut: bool, count: Callable[[str], int]) -> MessageItem:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Literal
 
-from anima_pipeline.core.errors import InputError, StoreError
+from anima_pipeline.core.errors import InputError, InternalError, StoreError
 
 if TYPE_CHECKING:  # only annotations: numpy loads with an embedder
     import numpy as np
@@ -116,12 +116,12 @@ def model_dimension(conn: Connection, model_id: str) -> int | None:
 
 
 def to_text(vector: np.ndarray | Sequence[float]) -> str:
-    """pgvector's text form of one vector; ValueError for NaN or infinity, which pgvector
+    """pgvector's text form of one vector; InternalError for NaN or infinity, which pgvector
     refuses with a database error (embed/embedder.py checks every provider's answer first;
     this keeps any other embedder's from reaching a statement)."""
     numbers = [float(x) for x in vector]
     if not all(math.isfinite(x) for x in numbers):
-        raise ValueError("a vector holds NaN or infinity")
+        raise InternalError("a vector holds NaN or infinity")
     return "[" + ",".join(f"{x:.7g}" for x in numbers) + "]"
 
 
@@ -253,7 +253,7 @@ def embed_pending(
             try:
                 vectors = embedder.embed([r["content"] for r in chunk])
                 if len(vectors) != len(chunk) or any(len(v) != dimension for v in vectors):
-                    raise ValueError(
+                    raise InternalError(
                         f"{len(vectors)} vectors for {len(chunk)} texts, or not {dimension} long"
                     )
                 texts = [to_text(v) for v in vectors]

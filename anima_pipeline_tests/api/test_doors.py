@@ -22,7 +22,10 @@ from anima_pipeline.service.mcp import build_server
 from anima_pipeline.store.api_keys import create_key
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import SelfBlockRepo
 from testkit.live_server import serving
+
+IDENTITY = "I am Ana's companion; I keep what she tells me and I say when I do not know. " * 25
 
 # (operation, arguments, the field refused, words of the refusal)
 PROBES = [
@@ -35,6 +38,18 @@ PROBES = [
         "greater than or equal to 500",
     ),
     ("working_context", {"session_id": "s\t1", "message": "hi"}, "session_id", "must not contain whitespace"),
+    (
+        "working_context",
+        {"session_id": "s1", "message": "hi", "budget": 10**30},
+        "budget",
+        "above the model's window of 200,000 (ANIMA_CONTEXT_WINDOW_TOKENS)",
+    ),
+    (  # the self's identity (IDENTITY, about 480 tokens) and the message do not fit: refused, not cut
+        "working_context",
+        {"session_id": "s1", "message": "x" * 100, "budget": 500},
+        "message",
+        "do not fit the budget of 500 tokens: shorten message or raise budget",
+    ),
     ("search", {"query": "tea", "limit": 0}, "limit", "greater than or equal to 1"),
     ("search", {"query": "tea", "limit": 101}, "limit", "less than or equal to 100"),
     ("search_messages", {"query": "tea", "offset": -1}, "offset", "greater than or equal to 0"),
@@ -51,6 +66,9 @@ def doors(db: Database, db_url: str, tmp_path: Path) -> Iterator[tuple[AnimaMemo
     settings = Settings(database_url=db_url, home=tmp_path, max_message_chars=100)
     with db.transaction() as conn:
         key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "ana")
+        SelfBlockRepo(conn, Audit(conn=conn, anima_id="ana", run_id="t", step="test")).write(
+            "ana", "identity", IDENTITY, "test"
+        )
     memory = AnimaMemory(db, "ana", settings=settings)
     with serving(create_app(db, settings)) as base, AnimaClient(base, "ana", key) as client:
         yield memory, client, build_server(memory, allow_remember=True)

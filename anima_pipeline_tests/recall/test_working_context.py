@@ -483,3 +483,90 @@ def test_latest_turns_larger_than_the_budget_are_slimmed_then_cut_and_the_budget
     )
     assert all("[[anima:f-5]]" in m.content for m in ctx.messages if m.message_id in ("s1-2", "s1-3", "s1-4"))
     _adds_up(ctx)
+
+
+def _crowded_self(db: Database, anima: str = "wren") -> None:
+    """Every self block far over its budget: their heads alone crowd a small budget."""
+    with db.transaction() as conn:
+        repo = SelfBlockRepo(conn, Audit(conn=conn, anima_id=anima, run_id="seed", step="test"))
+        repo.write(anima, "identity", IDENTITY, "test")
+        for block in ("values", "relationships", "current_state", "autobiography_summary"):
+            repo.write(anima, block, f"My {block} hold Ines and Tomas dear, and Porto. " * 80, "test")
+
+
+@pytest.mark.parametrize("budget", [500, 600, 800, 1200, 3000])
+def test_the_whole_context_never_exceeds_its_budget_the_message_counted(db, db_url, tmp_path, budget) -> None:
+    """A 2,000-turn session whose latest turns are long, self blocks over their budgets,
+    memories recalled: every budget holds with the message counted, or the call is refused
+    naming the message and the budget; nothing is written by a refused call."""
+    _crowded_self(db)
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    for i in range(20):
+        memory.remember(f"Ines moved to Porto in {2000 + i} and works in ward {i} of the clinic")
+    turns = _session(2000)
+    for t in turns[-6:]:
+        t["content"] = "Ines said " + "so much about Porto and the clinic " * 60
+    memory.append(turns)
+    for message in ("Where does Ines live now?", "x" * 1500, "你好" * 990, "y" * 10_000):
+        summaries = _count(db, "SELECT count(*) AS n FROM session_summary")
+        try:
+            ctx = memory.working_context("s1", message, budget=budget)
+        except InputError as refused:
+            assert (
+                refused.field == "message"
+                and "budget of" in str(refused)
+                and "shorten message" in str(refused)
+            )
+            assert (
+                budget < ctx_need(message)
+                and _count(db, "SELECT count(*) AS n FROM session_summary") == summaries
+            )
+            continue
+        assert ctx.tokens + ctx.message_tokens <= budget, (message[:20], ctx.segments)
+        assert ctx.budget_tokens == budget
+        _adds_up(ctx)
+        assert [s.name for s in ctx.system][:2] == ["self.identity", "self.persona"]
+        assert ctx.system[0].text.endswith(IDENTITY) and not ctx.system[0].cut  # never cut
+        if ctx.messages:  # the latest turn is the last, whole or cut (and then flagged)
+            last = ctx.messages[-1]
+            assert last.message_id == "s1-1999" and (last.cut or last.content == turns[-1]["content"])
+        # every turn is summarized, shown or counted as left out
+        shown = sum(1 for m in ctx.messages if m.segment != "summary")
+        covered = _count(db, "SELECT messages AS n FROM session_summary WHERE watermark = %s", ctx.watermark)
+        assert covered + shown + ctx.omitted_turns == 2000, (covered, shown, ctx.omitted_turns)
+
+
+def ctx_need(message: str) -> int:
+    """What the message and the identity (with its title) take at the ratio counter."""
+    ratio = RatioCounter(Settings().chars_per_token, Settings().tokens_per_cjk_char)
+    return ratio.count(message) + ratio.count(f"# Self: identity\n{IDENTITY}")
+
+
+def test_a_budget_above_the_window_is_refused_at_the_facade_and_over_http(db, db_url, tmp_path) -> None:
+    settings = _settings(db_url, tmp_path, context={"window_tokens": 32_000})
+    memory = AnimaMemory(db, "wren", settings=settings)
+    memory.append(_session(4))
+    for budget in (32_001, 10**30):
+        with pytest.raises(InputError) as refused:
+            memory.working_context("s1", "hi", budget=budget)
+        assert refused.value.field == "budget" and "above the model's window of 32,000" in str(refused.value)
+    assert memory.working_context("s1", "hi", budget=32_000).budget_tokens == 32_000
+    with db.transaction() as conn:
+        key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "wren")
+    with serving(create_app(db, settings)) as base:
+        r = httpx.post(
+            f"{base}/v1/animas/wren/working_context",
+            json={"session_id": "s1", "message": "hi", "budget": 10**30},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert r.status_code == 422 and r.json()["error"]["field"] == "budget", r.text
+    assert "above the model's window of 32,000 (ANIMA_CONTEXT_WINDOW_TOKENS)" in r.json()["error"]["message"]
+    # a window configured above the default is the limit at the HTTP door too
+    wide = _settings(db_url, tmp_path, context={"window_tokens": 400_000})
+    with serving(create_app(db, wide)) as base:
+        r = httpx.post(
+            f"{base}/v1/animas/wren/working_context",
+            json={"session_id": "s1", "message": "hi", "budget": 300_000},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert r.status_code == 200 and r.json()["budget_tokens"] == 300_000, r.text
