@@ -240,17 +240,20 @@ def session_view(
     # A budget too small for all of it: the latest turn keeps at least half of it (or all it
     # needs), the older latest turns their slim form; the oldest slim turns give way first,
     # then the oldest of the latest turns.
-    older = [count(slim(t, settings.working.slim_chars)[0]) for t in raw[:-1]]
-    latest = min(costs[-1], budget // 2) if raw else 0
-    omitted = 0
-    while sum(i.tokens for i in items) + sum(older) + latest > budget:
-        if any(i.segment == "slim" for i in items):
-            items.remove(next(i for i in items if i.segment == "slim"))
-        elif older:
-            raw.pop(0), costs.pop(0), older.pop(0)
-        else:
-            break
-        omitted += 1
+    omitted, used = 0, sum(i.tokens for i in items)
+    if used + sum(costs) > budget:
+        older = [count(slim(t, settings.working.slim_chars)[0]) for t in raw[:-1]]
+        need = sum(older) + (min(costs[-1], budget // 2) if raw else 0)
+        slims = [i for i in items if i.segment == "slim"]
+        while used + need > budget and (slims or older):
+            if slims:
+                gone = slims.pop(0)
+                items.remove(gone)
+                used -= gone.tokens
+            else:
+                raw.pop(0), costs.pop(0)
+                need -= older.pop(0)
+            omitted += 1
     left = budget - sum(i.tokens for i in items)
     rest = sum(costs)  # what turn k and every later one cost raw (kept as it goes, not re-summed)
     for k, t in enumerate(raw):
