@@ -6,6 +6,9 @@ turn"), kept within a token budget. Compression never deletes a stored message.
   is larger than the whole budget, and then flagged).
 * **slim**: the turns before them, tool output and long content trimmed to
   `working.slim_chars`, every ``[[anima:f-N]]`` marker kept (appended when the cut took it).
+
+Every turn and the summary are shown fenced (`render.fenced`, docs/content_is_data.md): the
+markers of user, tool and system turns inert, the agent's own live, tags neutralised.
 * **summary**: a rolling summary of everything older, stored per (session, watermark) in
   ``session_summary``; the watermark is the last message it covers.
 
@@ -34,6 +37,7 @@ from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.contract import Summarizer
+from anima_pipeline.recall.render import fenced
 from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -227,10 +231,9 @@ def session_view(
         summary = stored["content"]
     items: list[MessageItem] = []
     if summary:
+        shown = fenced(summary, lines=True)
         items.append(
-            MessageItem(
-                segment="summary", role="user", content=summary, chars=len(summary), tokens=count(summary)
-            )
+            MessageItem(segment="summary", role="user", content=shown, chars=len(shown), tokens=count(shown))
         )
     for t in turns[plan.compact_to : plan.raw_from]:
         text, was_cut = slim(t, settings.working.slim_chars)
@@ -321,6 +324,10 @@ def _sized(text: str, count: Callable[[str], int]) -> dict:
 
 
 def _item(segment: ViewSegment, t: Turn, text: str, cut: bool, count: Callable[[str], int]) -> MessageItem:
+    """A turn as the model sees it: fenced like every text of the context (a user's literal
+    ``[[anima:f-1]]`` or ``</memories>`` is data, and a model echoing it cites nothing), its
+    lines kept, an assistant turn's own citations live; the stored message is as it was."""
+    text = fenced(text, lines=True, own_citations=t.role == "assistant")
     return MessageItem(
         segment=segment,
         role=t.role,

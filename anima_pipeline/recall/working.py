@@ -55,7 +55,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import SELF_BLOCKS
 from anima_pipeline.recall.assemble import assemble_context
-from anima_pipeline.recall.render import cut, summary_item
+from anima_pipeline.recall.render import cut, fenced, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
 from anima_pipeline.recall.session_view import (
     Flusher,
@@ -261,7 +261,11 @@ def system_segments(
     budgets: dict[str, int | None] = dict.fromkeys(CORE)
     budgets["autobiography_summary"] = settings.working.autobiography_chars
     segs = [
-        _Seg(f"self.{name}", budgets.get(name, settings.working.block_chars), body=blocks[name].strip())
+        _Seg(
+            f"self.{name}",
+            budgets.get(name, settings.working.block_chars),
+            body=fenced(blocks[name].strip(), lines=True),  # night-written text: data, like a memory's
+        )
         for name in SELF_BLOCKS
     ]
     resident = recalled.section("resident")

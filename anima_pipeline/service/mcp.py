@@ -48,7 +48,7 @@ from anima_pipeline.memory.models import (
     UpdateRequest,
     WorkingContextRequest,
 )
-from anima_pipeline.recall.render import page_lines
+from anima_pipeline.recall.render import fenced, page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.service.mcp_stdio import StdioServer
@@ -357,8 +357,11 @@ def add_resources(server: MCPServer, memory: AnimaMemory) -> None:
         mime_type="text/markdown",
     )
     def self_layer() -> str:
-        blocks = memory.self_blocks()
-        return "\n\n".join(f"## {name}\n{content.strip() or '(empty)'}" for name, content in blocks.items())
+        blocks = memory.self_blocks()  # fenced as in every prompt: the client attaches it to one
+        return "\n\n".join(
+            f"## {name}\n{fenced(content.strip(), lines=True) or '(empty)'}"
+            for name, content in blocks.items()
+        )
 
     @server.resource(
         "anima://resident",
