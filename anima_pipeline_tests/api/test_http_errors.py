@@ -128,11 +128,11 @@ class _LostAfter(Database):
 @pytest.mark.parametrize(
     ("method", "path", "body", "field", "words"),
     [
-        ("PUT", "/conversations/a%ED%A0%80", b"{}", "conversation_id", "byte 0xED at character 1"),
+        ("PUT", "/conversations/a%FF%FE", b"{}", "conversation_id", "byte 0xFF at character 1"),
         ("GET", "/memories/f-1%FF", None, "id", "byte 0xFF at character 3"),
         ("GET", "/context?query=a%FFb", None, "query", "byte 0xFF at character 1"),
         ("POST", "/memories", b'{"content": "ab\xff"}', "content", "byte 0xFF at character 2"),
-        ("POST", "/memories", b'{"content": "a\xed\xa0\x80b"}', "content", "byte 0xED at character 1"),
+        ("POST", "/memories", b'{"content": "a\xed\xa0b"}', "content", "byte 0xED at character 1"),
         (
             "POST",
             "/messages",
@@ -160,6 +160,31 @@ def test_invalid_utf8_in_a_path_a_query_or_a_body_is_a_422_naming_the_field(
     with db.transaction() as conn:  # nothing stored
         for table in ("conversation", "message", "semantic_memory"):
             assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("PUT", "/conversations/a%ED%A0%80", b"{}", "conversation_id"),
+        ("GET", "/context?query=a%ED%A0%80", None, "query"),
+        ("POST", "/memories", b'{"content": "a\xed\xa0\x80"}', "content"),
+    ],
+)
+def test_a_surrogate_sent_as_utf8_bytes_is_refused_as_a_lone_surrogate(
+    api, method: str, path: str, body: bytes | None, field: str
+) -> None:
+    """`%ED%A0%80` is what `\ud800` becomes on the wire: refused in the words a JSON escape
+    gets at every door, not as a byte (Starlette had stored it as `a\ufffd\ufffd\ufffd`)."""
+    client, db = api
+    r = client.request(
+        method, f"/v1/animas/aria{path}", content=body, headers={"Content-Type": "application/json"}
+    )
+    err = _error(r, 422, "invalid_request")
+    assert err["field"] == field and err["message"] == (
+        f"{field}: contains a lone surrogate (\\ud800) at character 1, which is not Unicode text"
+    ), err
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM conversation").fetchone()["n"] == 0
 
 
 def test_a_json_escaped_lone_surrogate_is_refused_by_the_request_model(api) -> None:

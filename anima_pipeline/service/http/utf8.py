@@ -22,17 +22,25 @@ from urllib.parse import unquote_to_bytes
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anima_pipeline.core.errors import InputError
-from anima_pipeline.core.validation import field_name
+from anima_pipeline.core.validation import field_name, text_problem
 from anima_pipeline.service.http.error_handlers import error_response
 
 _ESCAPED = re.compile("[\udc80-\udcff]")  # what surrogateescape makes of a byte that is not UTF-8
 
 
 def problem(raw: bytes) -> str | None:
-    """Why `raw` is not UTF-8 text, in the doors' words, or None when it is."""
+    """Why `raw` is not UTF-8 text, in the doors' words, or None when it is. A surrogate
+    encoded as UTF-8 bytes (``%ED%A0%80``: what a lone ``\ud800`` becomes on the wire) is
+    refused in the words a JSON ``"\ud800"`` gets at every door (core/validation.py)."""
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
+        try:
+            surrogate = text_problem(raw.decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:
+            surrogate = None
+        if surrogate is not None:
+            return surrogate.message()
         at = len(raw[: exc.start].decode("utf-8", "replace"))
         return f"is not valid UTF-8 (byte 0x{raw[exc.start]:02X} at character {at})"
     return None
