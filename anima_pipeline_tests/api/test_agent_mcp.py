@@ -194,6 +194,7 @@ class _Raw:
         return self.log.read_text()
 
 
+@pytest.mark.processes  # the stdio transport of a real `anima mcp` is the point
 def test_stdio_answers_a_lone_surrogate_with_a_tool_error_within_a_second(
     db: Database, db_url: str, tmp_path: Path
 ) -> None:
