@@ -190,7 +190,12 @@ class _Raw:
     def close(self) -> str:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+        try:
+            self.proc.wait(timeout=30)  # stdin closed: the server ends
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            raise
         return self.log.read_text()
 
 
