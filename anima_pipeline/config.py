@@ -42,7 +42,12 @@ from pydantic_settings import (
 from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.core.prices import price_row, unknown_model
 from anima_pipeline.core.steps import SMALL_MODEL_STEPS, parse_steps
-from anima_pipeline.core.validation import MAX_MESSAGE_CHARS, TIMESTAMP_MAX_YEAR, TIMESTAMP_MIN_YEAR
+from anima_pipeline.core.validation import (
+    MAX_MESSAGE_CHARS,
+    TIMESTAMP_MAX_YEAR,
+    TIMESTAMP_MIN_YEAR,
+    WINDOW_TOKENS,
+)
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 # The model of the steps that allow a small one (docs/cost.md: chosen by measurement).
@@ -198,7 +203,7 @@ class ContextSettings(Group):
 
     env: ClassVar[str] = "CONTEXT"
 
-    window_tokens: int = Field(200_000, ge=1_000)  # the model's window
+    window_tokens: int = Field(WINDOW_TOKENS, ge=1_000)  # the model's window
     reserve_tokens: int = Field(20_000, ge=0)  # kept free for the answer and tool turns
     soft_tokens: int = Field(4_000, ge=0)  # compaction (and its flush) this far below the budget
 

@@ -2,7 +2,11 @@
 
 Each text's vector is a bag of its words hashed into `DIM` buckets (deterministic: two texts
 sharing words are close). `fail_next` makes the next requests answer 503 (a retry is expected);
-`requests` records each request's inputs (the batching is checked)."""
+`requests` records each request's inputs (the batching is checked). `answer` makes a 200 carry
+what a broken server sends: ``"nan"`` or ``"inf"`` (one bad number per vector, JSON's
+non-standard literals as Python's json writes them), ``"zero"`` (all zeros), ``"short"``
+(vectors one number short), ``"ragged"`` (the first vector one longer than the rest),
+``"fewer"`` (one vector fewer than texts), ``"ok"`` (the default)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,18 @@ def bag_vector(text: str) -> list[float]:
     return v if any(v) else [1.0] + [0.0] * (DIM - 1)
 
 
+def _broken(answer: str, i: int, v: list[float]) -> list[float]:
+    if answer in ("nan", "inf"):
+        return [float(answer)] + v[1:]
+    if answer == "zero":
+        return [0.0] * len(v)
+    if answer == "short":
+        return v[:-1]
+    if answer == "ragged" and i == 0:
+        return [*v, 1.0]
+    return v
+
+
 class FakeEmbeddings(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -32,6 +48,7 @@ class FakeEmbeddings(ThreadingHTTPServer):
         self.requests: list[list[str]] = []
         self.fail_next = 0
         self.status_on_fail = 503
+        self.answer = "ok"
 
     @property
     def url(self) -> str:
@@ -53,7 +70,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(self.server.status_on_fail, {"error": {"message": "try again"}})
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         self.server.requests.append(texts)
-        data = [{"object": "embedding", "index": i, "embedding": bag_vector(t)} for i, t in enumerate(texts)]
+        data = [
+            {"object": "embedding", "index": i, "embedding": _broken(self.server.answer, i, bag_vector(t))}
+            for i, t in enumerate(texts)
+        ]
+        if self.server.answer == "fewer":
+            data = data[:-1]
         self._send(200, {"object": "list", "data": list(reversed(data)), "model": body.get("model")})
         return None
 

@@ -65,6 +65,19 @@ def escape(text: str) -> str:
     return escape(text)
 
 
+DECLINED_WORDS = 160  # characters of the model's words (or the cause) on a declined line
+
+
+def declined_line(day: object, anima_id: str, step: str, cause: str, said: str) -> str:
+    """One declined step as `anima sleep` and `anima status` print it: a declined step is done
+    (it never fails a night) but wrote nothing, which the counts alone cannot tell from a quiet
+    one (docs/ordering.md, "Restraint")."""
+    said = said if len(said) <= DECLINED_WORDS else said[: DECLINED_WORDS - 1] + "…"
+    return f"declined: {day} {escape(anima_id)} {step} ({escape(cause)})" + (
+        f": {escape(said)}" if said else ""
+    )
+
+
 def settings() -> Settings:
     """The process's settings; a bad value is a ConfigError (exit 2, naming the variable)."""
     return get_settings()

@@ -15,6 +15,7 @@ from rich.table import Table
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import (
     console,
+    declined_line,
     err_console,
     fail,
     open_store,
@@ -81,6 +82,8 @@ def sleep_(
         days, animas=anima or (), mode=mode or "scheduled", force=force, steps=step or None, shard=shard
     )
     console.print(sleep_table(rows))
+    for line in declined_lines(rows):
+        console.print(line, soft_wrap=True)
     if rows and rows[0].get("signal"):
         raise typer.Exit(128 + rows[0]["signal"])  # the shell's convention: 130 SIGINT, 143 SIGTERM
     failed = [r for r in rows if r["status"] in ("failed", "not run")]
@@ -275,6 +278,7 @@ def _unread_row(d, outcome: dict, exc: BaseException) -> dict:
         "animas": 0,
         "llm_calls": 0,
         "cost_usd": 0.0,
+        "declined": [],
     }
 
 
@@ -319,10 +323,30 @@ def _day_totals(db, d, run_id: str) -> dict:
             v = r["stats"].get(k)
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 totals[k] += v
-    return totals
+    # the steps whose model wrote nothing and why (docs/ordering.md, "Restraint"): done, and named
+    declined = [
+        {
+            "anima_id": r["anima_id"],
+            "step": r["step"],
+            "cause": str(r["stats"].get("declined_cause") or "text only"),
+            "said": str(r["stats"].get("declined_text") or ""),
+        }
+        for r in sorted(rows, key=lambda r: (r["anima_id"], r["step"]))
+        if r["stats"].get("declined")
+    ]
+    return {**totals, "declined": declined}
 
 
 _TOTALS_SHORT = ("new", "upd", "depr", "merg", "split", "anch", "narr", "summ")
+
+
+def declined_lines(rows: list[dict]) -> list[str]:
+    """One line per declined step under the nights table: day, anima, step, cause and words."""
+    return [
+        declined_line(r["day"], d["anima_id"], d["step"], d["cause"], d["said"])
+        for r in rows
+        for d in r.get("declined") or ()
+    ]
 
 
 def sleep_table(rows: list[dict]) -> Table:
@@ -330,10 +354,11 @@ def sleep_table(rows: list[dict]) -> Table:
         title="nights (new/upd/depr/merg/split = semantic memories; anch = anchors; narr = narratives; "
         "summ = summaries)"
     )
-    for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$"):
+    for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$", "declined"):
         table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
     for r in rows:
-        if not r["animas"] and r["status"] != "failed" and len(rows) > 14 and r is not rows[-1]:
+        idle = not r["animas"] and not r.get("declined")
+        if idle and r["status"] != "failed" and len(rows) > 14 and r is not rows[-1]:
             continue  # a long range lists the days with activity; the count below covers the rest
         table.add_row(
             str(r["day"]),
@@ -342,6 +367,7 @@ def sleep_table(rows: list[dict]) -> Table:
             *(str(r[k]) for k in _TOTALS),
             str(r["llm_calls"]),
             f"{r['cost_usd']:.2f}",
+            str(len(r.get("declined") or ())),
         )
     before = sum(1 for r in rows if r["status"] == "already done")
     quiet = sum(1 for r in rows if not r["animas"]) - before

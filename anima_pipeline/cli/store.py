@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app, db_app
-from anima_pipeline.cli.common import advancing, console, open_store, progress_bar, settings
+from anima_pipeline.cli.common import advancing, console, declined_line, open_store, progress_bar, settings
 
 app.add_typer(db_app, name="db")
 
@@ -129,6 +129,7 @@ def _archive_lines(name: str) -> tuple[list[str], str]:
 def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
     """Counts per anima and in total: conversations, messages, memories, anchors, narratives, summaries."""
     from anima_pipeline.recall.dense import recall_status
+    from anima_pipeline.store.sleep_state import latest_declined
     from anima_pipeline.store.status import cleaned_by_night, status
 
     db = open_store(read_only=True)
@@ -137,6 +138,7 @@ def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
             data = status(conn)
             data["recall"] = recall_status(conn, settings())
             data["cleaned_by_night"] = cleaned_by_night(conn)
+            data["declined"] = [{**r, "day": r["day"].isoformat()} for r in latest_declined(conn)]
     finally:
         db.close()
     if as_json:
@@ -144,6 +146,10 @@ def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
         return
     console.print(status_table(data))
     console.print(recall_line(data["recall"]))
+    for d in data["declined"]:  # the latest nights' steps whose model wrote nothing, and why
+        console.print(
+            declined_line(d["day"], d["anima_id"], d["step"], d["cause"], d["said"]), soft_wrap=True
+        )
     if cleaned := data["cleaned_by_night"]:  # why an import's counts and these differ
         console.print(
             f"{sum(cleaned.values())} conversation(s) deleted by the night's cleanup are not counted "

@@ -20,7 +20,9 @@ all of them with the same field and the same words, before PostgreSQL sees it:
   every value is text (service/http/query_params.py reads its digits, then the same types apply).
 
 The configured limits reach a validator through pydantic's validation context
-(``context_of(settings)``); without one the Settings defaults apply.
+(``context_of(settings)``, the Settings defaults when it is given None); a validation without
+that context (a door's own schema check: FastAPI's, the MCP SDK's) leaves the configured
+bounds (message size, years, the window) to the facade, which checks every request with them.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # config.py sits above core: its Settings is a type here, nev
 
 # The defaults of the Settings fields that bound an input (config.py takes them from here).
 MAX_MESSAGE_CHARS = 256_000
+WINDOW_TOKENS = 200_000  # the model's context window: no working context may ask for more
 TIMESTAMP_MIN_YEAR = 1970
 TIMESTAMP_MAX_YEAR = 2200
 
@@ -77,10 +80,11 @@ class Limits:
     max_message_chars: int = MAX_MESSAGE_CHARS
     timestamp_min_year: int = TIMESTAMP_MIN_YEAR
     timestamp_max_year: int = TIMESTAMP_MAX_YEAR
+    window_tokens: int = WINDOW_TOKENS
 
     @classmethod
     def from_settings(cls, s: Settings) -> Limits:
-        return cls(s.max_message_chars, s.timestamp_min_year, s.timestamp_max_year)
+        return cls(s.max_message_chars, s.timestamp_min_year, s.timestamp_max_year, s.context.window_tokens)
 
 
 def context_of(settings: Settings | None) -> dict[str, Any]:
@@ -88,8 +92,13 @@ def context_of(settings: Settings | None) -> dict[str, Any]:
     return {"limits": Limits.from_settings(settings) if settings else Limits()}
 
 
-def _limits(info: ValidationInfo | None) -> Limits:
-    return ((info.context if info else None) or {}).get("limits") or Limits()
+def _limits(info: ValidationInfo | None) -> Limits | None:
+    """The configured limits, None when the validation carries none: a door's own schema check
+    (FastAPI's of a body or query, the MCP SDK's of a tool's arguments) runs without them and
+    leaves the configured bounds to the facade, which validates every request again with them
+    (memory/models.py `Request.of`). So a limit raised in the settings is raised at every door,
+    and every door refuses in the configured words."""
+    return ((info.context if info else None) or {}).get("limits")
 
 
 def _refuse(kind: str, message: str, **ctx: Any) -> PydanticCustomError:
@@ -128,7 +137,10 @@ def check_not_blank(value: str) -> str:
 
 
 def check_message_size(value: str, info: ValidationInfo) -> str:
-    limit = _limits(info).max_message_chars
+    limits = _limits(info)
+    if limits is None:
+        return value
+    limit = limits.max_message_chars
     if len(value) > limit:
         raise _refuse(
             "too_long",
@@ -249,6 +261,8 @@ def _offset_text(offset: timedelta) -> str:
 
 def check_years(value: datetime, info: ValidationInfo) -> datetime:
     s = _limits(info)
+    if s is None:
+        return value
     # compared as instants: 0001-01-01T00:00:00+14:00 is in year 0 (1 BC) in UTC, which
     # PostgreSQL stores but later date arithmetic refuses ("timestamp too small")
     try:
@@ -293,8 +307,11 @@ def check_json_object(value: dict[str, Any], info: ValidationInfo) -> dict[str, 
             raise _refuse(
                 "not_finite", "{path} is {v}, which is not a JSON number", path=path or "a value", v=v
             )
+    limits = _limits(info)
+    if limits is None:
+        return value
     size = len(json.dumps(value, ensure_ascii=False))
-    limit = _limits(info).max_message_chars
+    limit = limits.max_message_chars
     if size > limit:
         raise _refuse(
             "too_long",
@@ -338,6 +355,27 @@ MemoryRef = Annotated[
 ]
 # numbers and flags are never read from strings (the module docstring)
 Integer = Annotated[int, Strict()]
+
+
+def check_window(value: int, info: ValidationInfo) -> int:
+    """A token budget within the model's window (ANIMA_CONTEXT_WINDOW_TOKENS): a context larger
+    than the window cannot be sent, whatever it holds."""
+    limits = _limits(info)
+    if limits is None:
+        return value
+    window = limits.window_tokens
+    if value > window:
+        raise _refuse(
+            "above_window",
+            "is {n} tokens, above the model's window of {window} (ANIMA_CONTEXT_WINDOW_TOKENS)",
+            n=f"{value:,}",
+            window=f"{window:,}",
+        )
+    return value
+
+
+# a budget of tokens for one model call: an integer, at most the configured window
+TokenBudget = Annotated[int, Strict(), AfterValidator(check_window)]
 Number = Annotated[float, Strict()]
 Flag = Annotated[bool, Strict()]
 

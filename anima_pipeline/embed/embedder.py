@@ -39,9 +39,35 @@ class Embedder(Protocol):
         ...
 
 
-def normalise(vectors: np.ndarray) -> np.ndarray:
+def checked(rows: object, count: int, dimension: int | None, source: str) -> np.ndarray:
+    """`rows` as `count` unit float32 vectors of `dimension` numbers (any, when None), or
+    EmbedderError saying what is wrong. What a provider answers is checked here before it is
+    stored or queried: pgvector refuses NaN and infinity and a vector of another dimension
+    than the model's stored ones with a database error, and a zero vector has no direction
+    (its cosine distance is NaN). Every provider calls this, so a broken server is an
+    embedder failure like a dead one: recall falls back to lexical and says why (README,
+    "Recall by meaning")."""
     import numpy as np
 
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    if count == 0:
+        return np.zeros((0, dimension or 0), dtype=np.float32)
+    try:
+        vectors = np.asarray(rows, dtype=np.float64)
+    except (ValueError, TypeError) as exc:  # ragged rows, strings, None
+        raise EmbedderError(f"{source}: the answer is not one list of numbers per text ({exc})") from None
+    if vectors.ndim != 2 or vectors.shape[0] != count:
+        got = vectors.shape[0] if vectors.ndim else 0
+        raise EmbedderError(f"{source}: {got} embeddings for {count} inputs")
+    if dimension is not None and vectors.shape[1] != dimension:
+        raise EmbedderError(f"{source}: {vectors.shape[1]} dimensions where {dimension} were expected")
+    if vectors.shape[1] == 0:
+        raise EmbedderError(f"{source}: empty embeddings")
+    bad = ~np.isfinite(vectors).all(axis=1)
+    if bad.any():
+        raise EmbedderError(f"{source}: embedding {int(np.argmax(bad))} holds NaN or infinity")
+    zero = ~(np.abs(vectors) > 0).any(axis=1)
+    if zero.any():
+        raise EmbedderError(f"{source}: embedding {int(np.argmax(zero))} is all zeros")
+    # scaled to its largest number first: a finite 1e300 must not overflow the norm
+    vectors /= np.abs(vectors).max(axis=1, keepdims=True)
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)

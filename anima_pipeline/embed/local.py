@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anima_pipeline.embed.bert import Bert, BertConfig
-from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError
+from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,7 +99,7 @@ class LocalEmbedder:
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1, user_api="blas"):
-            return self._embed(texts)
+            return checked(self._embed(texts), len(texts), self.dimension, self.model_id)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

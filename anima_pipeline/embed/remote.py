@@ -1,7 +1,8 @@
 """The HTTP provider: an OpenAI-compatible ``POST /v1/embeddings`` server (Ollama, vLLM, TEI,
 OpenAI…). Texts go in batches of `batch`; a timeout, a connection error, a 429 or a 5xx is
 retried with exponential backoff (tenacity) up to `retries` times; a 4xx other than 429 is
-not (the request itself is wrong). The dimension is the first answer's.
+not (the request itself is wrong). The dimension is the first answer's; every answer is
+checked (`embedder.checked`: one vector per text, finite, that dimension, not zero).
 
 httpx, tenacity and numpy load when an embedder is built or runs, not when embed/provider.py
 imports this module (every `anima recall`; test_cli_startup)."""
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from anima_pipeline.embed.embedder import EmbedderError, normalise
+from anima_pipeline.embed.embedder import EmbedderError, checked
 
 if TYPE_CHECKING:
     import numpy as np
@@ -70,23 +71,16 @@ class HttpEmbedder:
         import httpx2 as httpx
         import numpy as np
 
-        rows: list[list[float]] = []
+        parts: list[np.ndarray] = []
         for s in range(0, len(texts), self.batch):
             chunk = list(texts[s : s + self.batch])
             try:
                 got = self._post(chunk)
             except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
                 raise EmbedderError(f"{self.endpoint} (model {self.model!r}): {exc}") from exc
-            if len(got) != len(chunk):
-                raise EmbedderError(f"{self.endpoint}: {len(got)} embeddings for {len(chunk)} inputs")
-            rows += got
-        if not rows:
+            part = checked(got, len(chunk), self._dimension, f"{self.endpoint} (model {self.model!r})")
+            self._dimension = part.shape[1]
+            parts.append(part)
+        if not parts:
             return np.zeros((0, self._dimension or 0), dtype=np.float32)
-        out = normalise(np.asarray(rows, dtype=np.float32))
-        if self._dimension is None:
-            self._dimension = out.shape[1]
-        elif out.shape[1] != self._dimension:
-            raise EmbedderError(
-                f"{self.endpoint}: dimension changed from {self._dimension} to {out.shape[1]}"
-            )
-        return out
+        return np.concatenate(parts)

@@ -91,11 +91,26 @@ def extend(previous: str, new_lines: list[tuple[float, str]], fits: Callable[[st
             fresh.append((score, ln))
     lines = [(_line_score(ln), ln) for ln in old] + fresh
     text = _render(lines)
-    while lines and not fits(text):
-        worst = min(range(len(lines)), key=lambda i: (lines[i][0], i))
-        del lines[worst]
-        text = _render(lines)
-    return text
+    if fits(text):
+        return text
+    # Deleting the worst line (lowest score, oldest among equals) one at a time deletes them
+    # in the order of (score, position): the fewest deletions that fit are found by bisection
+    # over that order, as many renderings as the log of the lines (one rendering per deletion
+    # took 3 s for the 1,900 turns of a first compaction, docs/benchmarks.md).
+    order = sorted(range(len(lines)), key=lambda i: (lines[i][0], i))
+
+    def kept(k: int) -> str:
+        gone = set(order[:k])
+        return _render([ln for i, ln in enumerate(lines) if i not in gone])
+
+    lo, hi = 1, len(lines)  # fits(kept(len(lines))) holds: the empty summary
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(kept(mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return kept(lo)
 
 
 def _body(line: str) -> str:

@@ -39,6 +39,7 @@ from anima_pipeline.core.validation import (
     QueryText,
     Text,
     Title,
+    TokenBudget,
     context_of,
     field_name,
 )
@@ -138,8 +139,11 @@ class WorkingContextRequest(Request):
     session_id: ExternalId = Field(description="the current conversation's id")
     # appended after the turn as a message: the same rules as a stored message's content
     message: MessageText = Field(description="what the user just said (not stored here)")
-    budget: Integer | None = Field(
-        None, ge=MIN_BUDGET, description="tokens for the whole context; default: the window less the reserve"
+    budget: TokenBudget | None = Field(
+        None,
+        ge=MIN_BUDGET,
+        description="tokens for the whole context, the message included, at most the model's window; "
+        "default: the window less the reserve",
     )
 
 

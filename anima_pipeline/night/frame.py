@@ -135,6 +135,7 @@ def run_step(db: Database, night: Night, anima_id: str, step: str, body: StepBod
             )
             watermark = event_watermark(conn)
             outcome = _declining(conn, audit, body)
+            _refused(audit, outcome)
             # the loss guard of every step: raises (and so rolls the step back) when it retired too much
             guarded = guards.check_step(conn, audit, night.limits, watermark)
             guarded |= guards.check_growth(conn, audit, night.growth, watermark, night.start, night.end)
@@ -196,6 +197,29 @@ def _declining(conn: Connection, audit: Audit, body: StepBody) -> StepOutcome:
         )
         audit.declined.append(f"{type(exc).__name__}: {exc}")
         return StepOutcome(stats={"declined_cause": type(exc).__name__}, usage=exc.usage)
+
+
+class StepRefused(NightError):
+    """Every tool call of a step was refused and one of the refusals was the store failing
+    (a lost connection, a deadlock): a re-run may write, so the step fails."""
+
+
+def _refused(audit: Audit, outcome: StepOutcome) -> None:
+    """A step whose every tool call the executor refused wrote nothing: it is not done. It is
+    declined with the executor's first words (the model's calls were wrong for this input: a
+    re-run asks the same), or fails when the store refused for a reason of its own, which a
+    re-run may not meet (docs/ordering.md, "Restraint")."""
+    tally = audit.tools
+    if not tally.calls or len(tally.refused) < tally.calls:
+        return
+    first = tally.refused[0]
+    if tally.retryable:
+        raise StepRefused(f"every tool call ({tally.calls:,}) was refused, the store failing: {first}")
+    logger.warning(
+        "%s for anima %s: declined, every tool call refused: %s", audit.step, audit.anima_id, first
+    )
+    audit.declined.append(f"every tool call ({tally.calls:,}) refused; the first: {first}")
+    outcome.stats.setdefault("declined_cause", "refused")
 
 
 def _declined_stats(audit: Audit) -> dict[str, int | str]:

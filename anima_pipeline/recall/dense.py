@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from anima_pipeline.config import Settings
+from anima_pipeline.embed.embedder import checked
 from anima_pipeline.embed.provider import make_embedder, provider_name
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Connection
@@ -26,7 +27,10 @@ class QueryVector:
 
 def query_vector(conn: Connection, settings: Settings, query: str) -> tuple[QueryVector | None, str | None]:
     """(the question's vector, None), or (None, why recall is lexical). A blank question is
-    not embedded (its neighbours would be arbitrary)."""
+    not embedded (its neighbours would be arbitrary). The vector is checked against the
+    model's stored dimension (a server whose model changed under the same name answers
+    another) and for NaN, infinity and zeros (`embed.embedder.checked`): any of them is an
+    embedder failure, never a database error."""
     if not query.strip():
         return None, "empty question"
     if provider_name(settings) == "none":
@@ -43,10 +47,11 @@ def query_vector(conn: Connection, settings: Settings, query: str) -> tuple[Quer
         embedder = make_embedder(settings)
         assert embedder is not None
         model_id = embedder.model_id
-        if not vectors.model_dimension(conn, model_id):
+        stored = vectors.model_dimension(conn, model_id)
+        if not stored:
             return None, f"no vectors stored yet for {model_id} (anima embed)"
         started = perf_counter()
-        vec = embedder.embed([query])[0]
+        vec = checked(embedder.embed([query]), 1, stored, model_id)[0]
         seconds = perf_counter() - started
     except Exception as exc:  # noqa: BLE001 - any embedder failure: lexical recall, said so
         log.warning("recall by meaning unavailable: %s: %s", type(exc).__name__, exc)

@@ -23,9 +23,17 @@ _BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
 _TAGS = str.maketrans({"<": "‹", ">": "›"})
 
 
-def fenced(text: str) -> str:
-    """`text` as inert data on one line: no line break, no angle bracket, no citation marker."""
-    return inert(_BREAKS.sub(" ", text)).translate(_TAGS)
+def fenced(text: str, *, lines: bool = False, own_citations: bool = False) -> str:
+    """`text` as inert data, the one fence of every text a prompt holds (docs/content_is_data.md):
+    no angle bracket (``</memories><system>`` reads ``‹/memories›‹system›``) and no live
+    citation marker (``[[anima:f-1]]`` reads ``⟦anima:f-1⟧``). On one line (an item of a
+    section: line breaks become spaces), or with `lines` its line breaks kept (a self block,
+    the session's summary, a turn of the conversation: texts of several lines by nature).
+    `own_citations` keeps the markers of the agent's own earlier answers live: they are the
+    citations it made, and the examples it writes its next ones by."""
+    if not lines:
+        text = _BREAKS.sub(" ", text)
+    return (text if own_citations else inert(text)).translate(_TAGS)
 
 
 def _local_day(value: datetime | date | None, tz: ZoneInfo) -> date | None:

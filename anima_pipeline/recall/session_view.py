@@ -6,6 +6,9 @@ turn"), kept within a token budget. Compression never deletes a stored message.
   is larger than the whole budget, and then flagged).
 * **slim**: the turns before them, tool output and long content trimmed to
   `working.slim_chars`, every ``[[anima:f-N]]`` marker kept (appended when the cut took it).
+
+Every turn and the summary are shown fenced (`render.fenced`, docs/content_is_data.md): the
+markers of user, tool and system turns inert, the agent's own live, tags neutralised.
 * **summary**: a rolling summary of everything older, stored per (session, watermark) in
   ``session_summary``; the watermark is the last message it covers.
 
@@ -34,6 +37,7 @@ from pydantic import BaseModel
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.contract import Summarizer
+from anima_pipeline.recall.render import fenced
 from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
@@ -171,6 +175,7 @@ def open_session(conn: Connection, anima_id: str, session_id: str) -> Session:
 @dataclass
 class SessionView:
     items: list[MessageItem]
+    omitted: int  # turns neither in the summary nor shown: the budget had no room for them
     turns: int
     watermark: int | None  # the stored summary's (after this call)
     compacted: bool  # this call ran a compaction cycle
@@ -226,17 +231,33 @@ def session_view(
         summary = stored["content"]
     items: list[MessageItem] = []
     if summary:
+        shown = fenced(summary, lines=True)
         items.append(
-            MessageItem(
-                segment="summary", role="user", content=summary, chars=len(summary), tokens=count(summary)
-            )
+            MessageItem(segment="summary", role="user", content=shown, chars=len(shown), tokens=count(shown))
         )
     for t in turns[plan.compact_to : plan.raw_from]:
         text, was_cut = slim(t, settings.working.slim_chars)
         items.append(_item("slim", t, text, was_cut, count))
-    raw = turns[plan.raw_from :]
-    left = budget - sum(i.tokens for i in items)
+    raw = list(turns[plan.raw_from :])
     costs = [count(t.content) for t in raw]
+    # A budget too small for all of it: the latest turn keeps at least half of it (or all it
+    # needs), the older latest turns their slim form; the oldest slim turns give way first,
+    # then the oldest of the latest turns.
+    omitted, used = 0, sum(i.tokens for i in items)
+    if used + sum(costs) > budget:
+        older = [count(slim(t, settings.working.slim_chars)[0]) for t in raw[:-1]]
+        need = sum(older) + (min(costs[-1], budget // 2) if raw else 0)
+        slims = [i for i in items if i.segment == "slim"]
+        while used + need > budget and (slims or older):
+            if slims:
+                gone = slims.pop(0)
+                items.remove(gone)
+                used -= gone.tokens
+            else:
+                raw.pop(0), costs.pop(0)
+                need -= older.pop(0)
+            omitted += 1
+    left = budget - sum(i.tokens for i in items)
     rest = sum(costs)  # what turn k and every later one cost raw (kept as it goes, not re-summed)
     for k, t in enumerate(raw):
         segment: ViewSegment = "raw"
@@ -251,8 +272,10 @@ def session_view(
         left -= item.tokens
         rest -= costs[k]
         items.append(item)
+    items, dropped = trim_view(items, budget, count)
     return SessionView(
         items=items,
+        omitted=omitted + dropped,
         turns=len(turns),
         watermark=stored["watermark"] if stored else None,
         compacted=plan.compacts,
@@ -261,7 +284,50 @@ def session_view(
     )
 
 
+def trim_view(
+    items: list[MessageItem], budget: int, count: Callable[[str], int]
+) -> tuple[list[MessageItem], int]:
+    """`items` within `budget` tokens whatever they held: the oldest slim turns left out
+    first, then the summary cut (or left out), then the oldest turns, and the latest cut
+    (flagged) or, when not even its head fits, left out. Returns the items and how many turns
+    were left out."""
+    items, omitted = list(items), 0
+
+    def over() -> int:
+        return sum(i.tokens for i in items) - budget
+
+    while over() > 0 and any(i.segment == "slim" for i in items[:-1]):
+        items.remove(next(i for i in items[:-1] if i.segment == "slim"))
+        omitted += 1
+    if over() > 0 and items and items[0].segment == "summary":
+        summary = items.pop(0)
+        room = summary.tokens - over()
+        if room > 0:
+            text = _fit(summary.content, room, count)
+            if count(text) <= room:
+                items.insert(0, summary.model_copy(update=_sized(text, count) | {"cut": True}))
+    while over() > 0 and len(items) > 1:
+        omitted += items.pop(0).segment != "summary"
+    if over() > 0 and items:
+        last = items.pop()
+        room = last.tokens - over()
+        text = _fit(last.content, room, count) if room > 0 else ""
+        if text and count(text) <= room:
+            items.append(last.model_copy(update=_sized(text, count) | {"cut": True}))
+        elif last.segment != "summary":
+            omitted += 1
+    return items, omitted
+
+
+def _sized(text: str, count: Callable[[str], int]) -> dict:
+    return {"content": text, "chars": len(text), "tokens": count(text)}
+
+
 def _item(segment: ViewSegment, t: Turn, text: str, cut: bool, count: Callable[[str], int]) -> MessageItem:
+    """A turn as the model sees it: fenced like every text of the context (a user's literal
+    ``[[anima:f-1]]`` or ``</memories>`` is data, and a model echoing it cites nothing), its
+    lines kept, an assistant turn's own citations live; the stored message is as it was."""
+    text = fenced(text, lines=True, own_citations=t.role == "assistant")
     return MessageItem(
         segment=segment,
         role=t.role,

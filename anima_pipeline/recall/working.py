@@ -33,6 +33,12 @@ memories come before passive recall: what every turn carries goes last). Identit
 (the report shows it).
 
 The messages get what the system leaves of the budget, less the user's message itself.
+
+The budget holds, the message counted: the character fold is an estimate, so the segments
+are then measured and cut again in FOLD_ORDER until they fit their share in tokens
+(`fold_tokens`, past their heads if need be), and the session view is kept within what is
+left (`session_view.trim_view`). A message that, with identity and persona, leaves no room
+is refused (`refuse_if_no_room`): README, "The whole turn".
 """
 
 from __future__ import annotations
@@ -46,9 +52,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import SELF_BLOCKS
 from anima_pipeline.recall.assemble import assemble_context
-from anima_pipeline.recall.render import cut, summary_item
+from anima_pipeline.recall.render import cut, fenced, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
 from anima_pipeline.recall.session_view import (
     Flusher,
@@ -57,6 +64,7 @@ from anima_pipeline.recall.session_view import (
     Summarizer,
     open_session,
     session_view,
+    trim_view,
 )
 from anima_pipeline.store import session_rows as store
 from anima_pipeline.store.db import Connection
@@ -64,6 +72,7 @@ from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 
 CORE = ("identity", "persona")  # never cut
+CORE_SEGMENTS = tuple(f"self.{name}" for name in CORE)
 RECALL_SECTIONS = ("summaries", "memories", "episodic")
 FOLD_ORDER = (
     "self.autobiography_summary",  # background first, down to its head
@@ -84,6 +93,7 @@ TITLES = {
     "recall.episodic": "Past messages",
 }
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n")
+HEAD_MIN_CHARS = 20  # a self block cut shorter than this is left out: a stub says nothing
 
 
 class SystemSegment(BaseModel):
@@ -118,7 +128,14 @@ class WorkingContext(BaseModel):
     segments: list[SegmentReport]
     chars: int = Field(description="characters of the system segments' texts and the messages' contents")
     tokens: int = Field(description="estimated tokens of the same (the segments' sum)")
-    message_tokens: int = Field(description="the user's message, reserved from the budget (not returned)")
+    message_tokens: int = Field(
+        description="the user's message, reserved from the budget (not returned): "
+        "tokens + message_tokens never exceed budget_tokens"
+    )
+    omitted_turns: int = Field(
+        0,
+        description="turns of the session neither in its summary nor shown: the budget had no room for them",
+    )
     budget_tokens: int
     system_budget_chars: int
     compaction_at_tokens: int = Field(
@@ -129,6 +146,10 @@ class WorkingContext(BaseModel):
     compacted: bool = False
     summary_reused: bool = False
     flushed: list[str] = Field(default_factory=list, description="memories the flush of this call wrote")
+    recall_mode: Literal["hybrid", "lexical"] = Field(
+        "lexical", description="how the recall sections were ranked, as for a context"
+    )
+    lexical_reason: str | None = Field(None, description="why recall is lexical, when it is")
 
     def system_text(self) -> str:
         """The system prompt: the segments' texts, a blank line between two (not counted)."""
@@ -185,16 +206,35 @@ class _Seg:
         return "\n".join([self.title, *(i.line for i in self.items)]) if self.items else ""
 
     def shrink(self, to: int, head_min: int) -> None:
-        """Cut to `to` characters at most (a self block never below its head)."""
+        """Cut to `to` characters at most (a self block never below `head_min`, its head)."""
         if len(self.text) <= to:
             return
         if self.name.startswith("self."):
             room = max(to - len(self.title) - 1, min(head_min, len(self.body)))
-            self.body = _head(self.full_body, room)
+            whole = room >= len(self.full_body)
+            self.body = _head(self.full_body, room) if whole or room >= HEAD_MIN_CHARS else ""
         else:
             while self.items and len(self.text) > to:
                 self.items.pop()
         self.cut = True
+
+
+def fold_tokens(segs: list[_Seg], limit: int, measure: Callable[[str], int]) -> dict[str, int]:
+    """The segments cut in FOLD_ORDER until their measured tokens fit `limit`: the character
+    fold (`system_segments`) estimates, this makes sure. Past its budget a self block goes
+    below its head, and to nothing, before the next segment is touched; identity and persona
+    are never cut (`working_context` refuses a budget they do not fit). Returns each
+    segment's tokens."""
+    tokens = {s.name: measure(s.text) if s.text else 0 for s in segs}
+    by_name = {s.name: s for s in segs}
+    for name in FOLD_ORDER:
+        seg = by_name[name]
+        while tokens[name] and sum(tokens.values()) > limit:
+            over = sum(tokens.values()) - limit
+            chars = len(seg.text)
+            seg.shrink(max(0, chars - 1 - math.ceil(over * chars / tokens[name])), 0)
+            tokens[name] = measure(seg.text) if seg.text else 0
+    return tokens
 
 
 def _temporal_items(conn: Connection, anima_id: str, today: datetime, budget: int) -> list[ContextItem]:
@@ -221,7 +261,11 @@ def system_segments(
     budgets: dict[str, int | None] = dict.fromkeys(CORE)
     budgets["autobiography_summary"] = settings.working.autobiography_chars
     segs = [
-        _Seg(f"self.{name}", budgets.get(name, settings.working.block_chars), body=blocks[name].strip())
+        _Seg(
+            f"self.{name}",
+            budgets.get(name, settings.working.block_chars),
+            body=fenced(blocks[name].strip(), lines=True),  # night-written text: data, like a memory's
+        )
         for name in SELF_BLOCKS
     ]
     resident = recalled.section("resident")
@@ -288,24 +332,27 @@ def working_context(
     if not exact and sample:  # pack by the fast estimate, scaled to what the engine counts
         scale, estimate = measured / max(1, count(sample)), count
         count = lambda text: math.ceil(estimate(text) * scale)  # noqa: E731
-    # the system gets its share of the budget, and whatever a short session leaves unused
     message_tokens = measure(message)
+    core = sum(measure(s.text) for s in draft if s.name in CORE_SEGMENTS and s.text)
+    refuse_if_no_room(budget, message_tokens, core)
+    # the system gets its share of the budget, and whatever a short session leaves unused
     floor = budget * (1 - settings.working.system_share)  # what the messages may claim at least
     session = open_session(conn, anima_id, session_id)
     need = session.need(count)
     left = (budget - message_tokens - min(need, floor)) * 0.97  # a margin: the fold's text may read denser
-    system_tokens = max(budget * settings.working.system_share, left)
+    system_tokens = min(max(budget * settings.working.system_share, left), budget - message_tokens)
     cap = min(settings.working.system_chars, int(system_tokens * per_token))
     segs, cap = (
         system_segments(conn, anima_id, recalled, now, settings, cap) if cap < len(sample) else (draft, cap)
     )
+    tokens = fold_tokens(segs, int(system_tokens), measure)
     system = [
         SystemSegment(
             name=s.name,
             text=s.text,
             items=s.items,
             chars=len(s.text),
-            tokens=measure(s.text),
+            tokens=tokens[s.name],
             budget=s.budget,
             cut=s.cut,
         )
@@ -327,27 +374,30 @@ def working_context(
         )
         for s in system
     ]
-    for part in ("summary", "slim", "raw"):
-        items = [m for m in view.items if m.segment == part]
-        reports.append(
-            SegmentReport(
-                name=f"messages.{part}",
-                part="messages",
-                chars=sum(m.chars for m in items),
-                tokens=sum(m.tokens for m in items)
-                if exact
-                else measure("\n".join(m.content for m in items)),
-                items=len(items),
-                cut=any(m.cut for m in items),
-            )
-        )
+    messages, omitted = view.items, view.omitted
+    by = None if exact else measure
+    parts = _message_reports(messages, by)
+    system_total = sum(r.tokens for r in reports)
+    for attempt in range(5):  # the engine's count of the turns above the estimate they were packed by
+        over = system_total + sum(r.tokens for r in parts) + message_tokens - budget
+        if over <= 0:
+            break
+        if attempt == 4:  # never over the budget: the turns give way whole
+            omitted += sum(m.segment != "summary" for m in messages)
+            messages, parts = [], _message_reports([], by)
+            break
+        messages, dropped = trim_view(messages, sum(m.tokens for m in messages) - over, count)
+        omitted += dropped
+        parts = _message_reports(messages, by)
+    reports += parts
     flushed: FlushOutcome | None = view.flushed
     return WorkingContext(
         anima_id=anima_id,
         session_id=session_id,
         message=message,
         system=system,
-        messages=view.items,
+        messages=messages,
+        omitted_turns=omitted,
         segments=reports,
         chars=sum(r.chars for r in reports),
         tokens=sum(r.tokens for r in reports),
@@ -360,7 +410,44 @@ def working_context(
         compacted=view.compacted,
         summary_reused=view.summary_reused,
         flushed=[f"f-{i}" for i in (flushed.memory_ids if flushed else [])],
+        recall_mode=recalled.recall_mode,
+        lexical_reason=recalled.lexical_reason,
     )
+
+
+def refuse_if_no_room(budget: int, message_tokens: int, core_tokens: int) -> None:
+    """InputError when the message and the self's identity and persona (never cut) alone do
+    not fit `budget`: no cut could make the context fit, and a message cut short would answer
+    another question. Named `message` (or `budget` when the self alone is over it), the words
+    naming both."""
+    if message_tokens + core_tokens <= budget:
+        return
+    field = "budget" if core_tokens > budget else "message"
+    raise InputError(
+        f"the message ({message_tokens:,} tokens) and the self's identity and persona "
+        f"({core_tokens:,} tokens, never cut) do not fit the budget of {budget:,} tokens: "
+        "shorten message or raise budget",
+        field=field,
+    )
+
+
+def _message_reports(items: list[MessageItem], measure: Callable[[str], int] | None) -> list[SegmentReport]:
+    """The rows of the three message segments; their tokens as packed, or by `measure`."""
+    rows = []
+    for part in ("summary", "slim", "raw"):
+        of = [m for m in items if m.segment == part]
+        text = "\n".join(m.content for m in of)
+        rows.append(
+            SegmentReport(
+                name=f"messages.{part}",
+                part="messages",
+                chars=sum(m.chars for m in of),
+                tokens=sum(m.tokens for m in of) if measure is None else (measure(text) if text else 0),
+                items=len(of),
+                cut=any(m.cut for m in of),
+            )
+        )
+    return rows
 
 
 def _items(s: SystemSegment) -> int:

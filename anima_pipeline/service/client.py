@@ -26,6 +26,7 @@ from pydantic_core import to_jsonable_python
 
 from anima_pipeline.core.errors import AnimaError, InputError
 from anima_pipeline.core.types import MemoryType, TargetKind
+from anima_pipeline.core.validation import field_name, text_problem
 from anima_pipeline.memory.models import (
     AppendResult,
     ConversationInfo,
@@ -69,6 +70,40 @@ def _error_of(response: httpx.Response) -> AnimaApiError:
     )
 
 
+def _refuse_unsendable(*values: Any) -> None:
+    """AnimaApiError, as the server would answer it (422 naming the field, its words), for a text
+    that cannot be sent at all: a lone surrogate has no UTF-8 encoding, so no request can
+    carry it (httpx would raise UnicodeEncodeError naming nothing)."""
+
+    def walk(value: Any, loc: tuple[int | str, ...]) -> tuple[tuple[int | str, ...], Any] | None:
+        if isinstance(value, str):
+            problem = text_problem(value)
+            return (loc, problem) if problem is not None and problem.type == "lone_surrogate" else None
+        items = (
+            value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        )
+        for key, item in items:
+            found = walk(key, loc) if isinstance(key, str) else None
+            found = found or walk(item, (*loc, key))
+            if found:
+                return found
+        return None
+
+    for value in values:
+        found = walk(value, ())
+        if found:
+            loc, problem = found
+            field = field_name(loc) or None
+            words = problem.message()
+            raise AnimaApiError(
+                422,
+                "invalid_request",
+                f"{field}: {words}" if field else words,
+                field,
+                [{"field": field, "message": words, "type": problem.type}],
+            )
+
+
 class AnimaClient:
     """One anima's memory through `anima serve`, with a key from `anima keys create --anima A`.
     The operations are AnimaMemory's: see its docstrings."""
@@ -100,6 +135,7 @@ class AnimaClient:
 
     def _call(self, method: str, path: str, *, params: dict | None = None, body: Any = None) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
+        _refuse_unsendable(to_jsonable_python(query), to_jsonable_python(body))
         response = self._http.request(
             method,
             self._base + path,
@@ -120,8 +156,14 @@ class AnimaClient:
         }
 
     @staticmethod
-    def _memory_path(ref: str, action: str = "") -> str:
-        return f"/memories/{quote(ref, safe='')}{action}"
+    def _segment(value: str, field: str) -> str:
+        """`value` as one segment of a path, or the server's refusal of what no URL can carry."""
+        _refuse_unsendable({field: value})
+        return quote(value, safe="")
+
+    @classmethod
+    def _memory_path(cls, ref: str, action: str = "") -> str:
+        return f"/memories/{cls._segment(ref, 'id')}{action}"
 
     # --- writing
 
@@ -142,11 +184,11 @@ class AnimaClient:
         debug: bool | None = None,
     ) -> ConversationInfo:
         body = {"title": title, "platform": platform, "debug": debug}
-        path = f"/conversations/{quote(conversation_id, safe='')}"
+        path = f"/conversations/{self._segment(conversation_id, 'conversation_id')}"
         return ConversationInfo.model_validate(self._call("PUT", path, body=body))
 
     def close_conversation(self, conversation_id: str) -> ConversationInfo:
-        path = f"/conversations/{quote(conversation_id, safe='')}/close"
+        path = f"/conversations/{self._segment(conversation_id, 'conversation_id')}/close"
         return ConversationInfo.model_validate(self._call("POST", path))
 
     def remember(self, content: str, type: MemoryType = "world", session_id: str | None = None) -> Remembered:
@@ -185,7 +227,10 @@ class AnimaClient:
             raise InputError(
                 f"this forget is bound to anima {self.anima_id!r}, not {req.target_id!r}", field="anima_id"
             )
-        target = quote(str(req.target_id), safe="")
+        field = {"memory": "id", "conversation": "conversation_id", "message": "message"}.get(
+            req.kind, "anima_id"
+        )
+        target = self._segment(str(req.target_id), field)
         path = {
             "memory": f"/memories/{target}",
             "conversation": f"/conversations/{target}",

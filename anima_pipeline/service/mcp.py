@@ -12,7 +12,9 @@ are resources.
 Each tool is a row of TOOLS: its arguments are the fields of the operation's request model
 (memory/models.py), so its input schema and its limits are those of the facade and the HTTP
 routes; its function calls the facade. A refusal (an error of the package) is a tool error
-with its message, naming the field, never a crash with a traceback.
+with its message, naming the field, never a crash with a traceback; any other exception is a
+tool error too (its type only), logged with its traceback. Over stdio every line gets its
+answer, a lone surrogate included (service/mcp_stdio.py).
 """
 
 from __future__ import annotations
@@ -46,9 +48,10 @@ from anima_pipeline.memory.models import (
     UpdateRequest,
     WorkingContextRequest,
 )
-from anima_pipeline.recall.render import page_lines
+from anima_pipeline.recall.render import fenced, page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
+from anima_pipeline.service.mcp_stdio import StdioServer
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +330,13 @@ def tool(memory: AnimaMemory, row: ToolRow) -> Tool:
         try:
             return row.run(memory, **kwargs)
         except AnimaError as exc:  # a refusal, an unknown or erased id: the model can correct it
+            log.info("tool %s refused: %s", row.name, exc.remote_message or exc)
             raise ToolError(exc.remote_message or str(exc)) from None
+        except Exception as exc:  # a bug or a failure of ours: the log has it whole, the model a line
+            log.exception("tool %s failed", row.name)
+            raise ToolError(
+                f"{row.name} failed ({type(exc).__name__}); the server's log has the details"
+            ) from None
 
     call.__name__ = row.name
     call.__signature__ = inspect.Signature(arguments(row), return_annotation=row.returns)  # type: ignore[attr-defined]
@@ -348,8 +357,11 @@ def add_resources(server: MCPServer, memory: AnimaMemory) -> None:
         mime_type="text/markdown",
     )
     def self_layer() -> str:
-        blocks = memory.self_blocks()
-        return "\n\n".join(f"## {name}\n{content.strip() or '(empty)'}" for name, content in blocks.items())
+        blocks = memory.self_blocks()  # fenced as in every prompt: the client attaches it to one
+        return "\n\n".join(
+            f"## {name}\n{fenced(content.strip(), lines=True) or '(empty)'}"
+            for name, content in blocks.items()
+        )
 
     @server.resource(
         "anima://resident",
@@ -376,7 +388,7 @@ def build_server(
         "corrections": allow_corrections,
         "delete": allow_delete,
     }
-    server = MCPServer(
+    server = StdioServer(
         name="anima-memory",
         instructions=(
             f"Long-term memory of the anima {memory.anima_id!r}. Call `context` with the user's message "

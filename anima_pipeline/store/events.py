@@ -6,6 +6,7 @@ skip the log. It is also what `anima revert --run` would replay backwards.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
@@ -30,6 +31,13 @@ def _jsonable(value: Any) -> Any:
 AGENT_STEP_PREFIX = "agent/"
 
 
+@dataclass
+class ToolTally:
+    calls: int = 0
+    refused: list[str] = field(default_factory=list)  # the executor's words, in order
+    retryable: bool = False  # one of them was the store failing, which a re-run may not meet
+
+
 class Audit(BaseModel):
     """Who is writing: the run, the partition day and the step. One per step execution."""
 
@@ -48,6 +56,9 @@ class Audit(BaseModel):
     # the model's words each time it wrote nothing in this step (restraint, recorded as
     # "declined" in the step's stats; night/frame.py)
     declined: list[str] = Field(default_factory=list)
+    # the step's tool calls and the executor's refusals (shared by the copies of this Audit a
+    # step makes): a step whose every call was refused wrote nothing (night/frame.py)
+    tools: ToolTally = Field(default_factory=ToolTally)
 
     def record(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> None:
         self.conn.execute(

@@ -245,6 +245,20 @@ def declined_steps(conn: Connection, days: list[date], animas: list[str] | None)
     ).fetchall()
 
 
+def latest_declined(conn: Connection, nights: int = 3) -> list[dict]:
+    """The declined steps of the latest `nights` days that have step rows (`declined_steps`'
+    columns), newest day first: what `anima status` shows."""
+    return conn.execute(
+        """SELECT anima_id, day, step, coalesce(stats->>'declined_text', '') AS said,
+                  coalesce(stats->>'declined_cause', 'text only') AS cause
+           FROM sleep_state
+           WHERE step <> %s AND stats ? 'declined'
+             AND day IN (SELECT DISTINCT day FROM sleep_state WHERE step <> %s ORDER BY day DESC LIMIT %s)
+           ORDER BY day DESC, anima_id, step""",
+        (NIGHT, NIGHT, nights),
+    ).fetchall()
+
+
 def nights_finished_by_others(conn: Connection, day: date, run_id: str) -> int:
     """How many animas' nights of `day` an earlier run (not `run_id`) finished: a re-run that
     had nothing left to do on a day says so instead of reporting an empty night."""

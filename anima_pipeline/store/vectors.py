@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Literal
 
-from anima_pipeline.core.errors import InputError, StoreError
+from anima_pipeline.core.errors import InputError, InternalError, StoreError
 
 if TYPE_CHECKING:  # only annotations: numpy loads with an embedder
     import numpy as np
@@ -115,8 +116,13 @@ def model_dimension(conn: Connection, model_id: str) -> int | None:
 
 
 def to_text(vector: np.ndarray | Sequence[float]) -> str:
-    """pgvector's text form of one vector."""
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+    """pgvector's text form of one vector; InternalError for NaN or infinity, which pgvector
+    refuses with a database error (embed/embedder.py checks every provider's answer first;
+    this keeps any other embedder's from reaching a statement)."""
+    numbers = [float(x) for x in vector]
+    if not all(math.isfinite(x) for x in numbers):
+        raise InternalError("a vector holds NaN or infinity")
+    return "[" + ",".join(f"{x:.7g}" for x in numbers) + "]"
 
 
 def index_name(model_id: str, kind: Kind) -> str:
@@ -151,20 +157,18 @@ def store_vectors(
     anima_ids: Sequence[str],
     kind: Kind,
     ids: Sequence[int],
-    vectors: np.ndarray,
+    texts: Sequence[str],
     model_id: str,
 ) -> int:
-    """Upsert one vector per (anima, item); returns the rows written."""
+    """Upsert one vector per (anima, item), each in its text form (`to_text`); returns the rows
+    written."""
     if not len(ids):
         return 0
     with conn.cursor() as cur:
         cur.executemany(
             """INSERT INTO embedding (anima_id, kind, item_id, model_id, v) VALUES (%s, %s, %s, %s, %s::vector)
                ON CONFLICT (anima_id, kind, model_id, item_id) DO UPDATE SET v = EXCLUDED.v, embedded_at = now()""",
-            [
-                (a, kind, int(i), model_id, to_text(v))
-                for a, i, v in zip(anima_ids, ids, vectors, strict=True)
-            ],
+            [(a, kind, int(i), model_id, t) for a, i, t in zip(anima_ids, ids, texts, strict=True)],
         )
     return len(ids)
 
@@ -236,25 +240,29 @@ def embed_pending(
         dimension = embedder.dimension  # an HTTP provider asks its server once
     except Exception as exc:  # noqa: BLE001 - as below: reported, the work stays pending
         return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), f"{type(exc).__name__}: {exc}")
+    stored = model_dimension(conn, embedder.model_id)
+    if stored and stored != dimension:  # the server's model changed under the same name
+        changed = f"{embedder.model_id} answers {dimension} dimensions, its stored vectors have {stored}"
+        return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), changed)
     ensure_model(conn, embedder.model_id, dimension)
-    error = None
+    error: str | None = None
     for kind in kinds:
         rows = pending(conn, embedder.model_id, kind, anima_id, limit)
         for s in range(0, len(rows), batch):
             chunk = rows[s : s + batch]
             try:
                 vectors = embedder.embed([r["content"] for r in chunk])
+                if len(vectors) != len(chunk) or any(len(v) != dimension for v in vectors):
+                    raise InternalError(
+                        f"{len(vectors)} vectors for {len(chunk)} texts, or not {dimension} long"
+                    )
+                texts = [to_text(v) for v in vectors]
             except Exception as exc:  # noqa: BLE001 - any provider failure leaves the rest pending
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("embedding stopped (%s); %s", embedder.model_id, error)
                 break
             done[kind] += store_vectors(
-                conn,
-                [r["anima_id"] for r in chunk],
-                kind,
-                [r["id"] for r in chunk],
-                vectors,
-                embedder.model_id,
+                conn, [r["anima_id"] for r in chunk], kind, [r["id"] for r in chunk], texts, embedder.model_id
             )
             if commit:
                 commit()

@@ -36,6 +36,7 @@ class ToolError(AnimaError, ValueError):
 
     code = "tool_refused"
     http_status = 422
+    retryable = False  # the store failed (a lost connection, a deadlock): not the call's fault
 
 
 # What review mode (Audit.review, docs/review.md) turns into proposals: the operations that
@@ -101,10 +102,13 @@ class ToolExecutor:
     # the ToolRunner protocol
     def call(self, name: str, input: dict[str, Any]) -> ToolResult:
         self.stats["calls"] += 1
+        self.audit.tools.calls += 1
         try:
             result = self._call(name, input)
         except ToolError as exc:
             self.stats["errors"] += 1
+            self.audit.tools.refused.append(str(exc))
+            self.audit.tools.retryable |= exc.retryable
             result = ToolResult(content=str(exc), is_error=True)
         self.log.append({"tool": name, "input": input, "is_error": result.is_error, "result": result.content})
         return result
@@ -131,7 +135,11 @@ class ToolExecutor:
             # a client-side refusal (e.g. a NUL character in text) has no diag: its message is the reason
             text = str(exc).strip()
             diag = exc.diag.message_primary or (text.splitlines()[0] if text else type(exc).__name__)
-            raise ToolError(f"{name}: the store refused the write: {diag}") from None
+            refused = ToolError(f"{name}: the store refused the write: {diag}")
+            refused.retryable = isinstance(
+                exc, psycopg.OperationalError
+            )  # deadlock, serialization, lost connection
+            raise refused from None
 
     def _propose(self, name: str, input: dict[str, Any], args: Any) -> ToolResult:
         """Review mode: check the call exactly as if it were applied (a dry run whose writes are

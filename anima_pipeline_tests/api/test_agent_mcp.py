@@ -3,7 +3,10 @@ Claude Desktop / Claude Code launch it) and over streamable HTTP, on a real stor
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import select
 import subprocess
 import sys
 import time
@@ -11,11 +14,15 @@ from pathlib import Path
 
 import anyio
 import httpx2 as httpx
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.server.mcpserver.exceptions import ToolError
 
 from anima_pipeline.config import Settings
 from anima_pipeline.memory.facade import AnimaMemory
+from anima_pipeline.memory.models import ContextRequest
+from anima_pipeline.service.mcp import READ_ONLY, TOOLS, ToolRow, tool
 from anima_pipeline.store.db import Database
 from testkit.live_server import free_port
 
@@ -145,3 +152,122 @@ def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+class _Raw:
+    """`anima mcp` over stdio spoken to in raw JSON-RPC lines: what the SDK's client cannot
+    send (a lone surrogate: it encodes every request as UTF-8 first)."""
+
+    def __init__(self, db_url: str, home: Path, *extra: str) -> None:
+        self.log = home / "mcp.log"
+        with self.log.open("wb") as log:  # a file: a full pipe would block the server
+            self.proc = subprocess.Popen(
+                [ANIMA, "mcp", "--anima", "aria", *extra],
+                env=_env(db_url, home),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+        self.ask(
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+            '"capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}',
+            60,
+        )
+        self.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def send(self, line: str | bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
+        self.proc.stdin.flush()
+
+    def ask(self, line: str | bytes, timeout: float) -> dict:
+        self.send(line)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        assert ready, f"no answer within {timeout} s to {line}"
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)  # stdin closed: the server ends
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            raise
+        return self.log.read_text()
+
+
+@pytest.mark.processes  # the stdio transport of a real `anima mcp` is the point
+def test_stdio_answers_a_lone_surrogate_with_a_tool_error_within_a_second(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    _seed(db, db_url, tmp_path)
+    raw = _Raw(db_url, tmp_path, "--allow-remember")
+    try:
+        for n, (name, field, args) in enumerate(
+            [
+                ("context", "query", '{"query": "a\\ud800b"}'),
+                ("remember", "content", '{"content": "a\\ud800b"}'),
+                ("search_messages", "query", '{"query": "a\\ud800b"}'),
+                ("working_context", "message", '{"session_id": "c1", "message": "a\\ud800b"}'),
+                ("search", "query", '{"query": "\\udfff"}'),
+                (
+                    "remember",
+                    "content",
+                    b'{"content": "a\xffb"}',
+                ),  # not UTF-8: each such byte a lone surrogate
+            ],
+            start=1,
+        ):
+            started = time.monotonic()
+            head = f'{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{name}","arguments":'
+            line = head.encode() + (args if isinstance(args, bytes) else args.encode()) + b"}}"
+            answer = raw.ask(line, timeout=5)
+            assert time.monotonic() - started < 1.0
+            result = answer["result"]
+            text = result["content"][0]["text"]
+            assert answer["id"] == n and result["isError"] is True
+            assert f"\n{field}\n" in text and "contains a lone surrogate" in text, text
+        # an answer echoing one (an unknown tool of that name) is written escaped, and the server lives on
+        unknown = raw.ask(
+            '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"\\ud800","arguments":{}}}', 5
+        )
+        assert unknown["result"]["isError"] and "\\ud800" in unknown["result"]["content"][0]["text"]
+        fine = raw.ask(
+            '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"context","arguments":{"query":"Lena"}}}',
+            30,
+        )
+        assert not fine["result"]["isError"] and "Lisbon" in fine["result"]["content"][0]["text"]
+        with db.transaction() as conn:  # nothing of it stored
+            assert (
+                conn.execute("SELECT count(*) AS n FROM semantic_memory WHERE anima_id = 'aria'").fetchone()[
+                    "n"
+                ]
+                == 1
+            )
+    finally:
+        log = raw.close()
+    assert "rejected arguments" in log  # each refusal is logged
+
+
+def test_any_exception_inside_a_tool_is_a_logged_tool_error(
+    db: Database, db_url: str, tmp_path: Path, caplog
+) -> None:
+    memory = AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path))
+
+    def broken(memory: AnimaMemory, query: str, session_id: str | None) -> str:
+        raise KeyError("a bug of ours")
+
+    row = ToolRow("context", "Recall context", "d", ContextRequest, broken, str, READ_ONLY)
+    with caplog.at_level(logging.INFO, logger="anima_pipeline.service.mcp"):
+        with pytest.raises(ToolError, match=r"context failed \(KeyError\); the server's log has the details"):
+            tool(memory, row).fn(query="Lena", session_id=None)
+        with pytest.raises(
+            ToolError, match="memory f-999 does not exist"
+        ):  # a refusal of ours keeps its words
+            tool(memory, TOOLS[-1]).fn(id="f-999")
+    failed = next(r for r in caplog.records if r.getMessage() == "tool context failed")
+    assert failed.exc_info and "a bug of ours" in str(failed.exc_info[1])
+    assert any("tool delete refused" in r.getMessage() for r in caplog.records)

@@ -4,9 +4,11 @@ field, in the same words (memory/models.py holds the requests all of them valida
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx2 as httpx
@@ -22,7 +24,10 @@ from anima_pipeline.service.mcp import build_server
 from anima_pipeline.store.api_keys import create_key
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import SelfBlockRepo
 from testkit.live_server import serving
+
+IDENTITY = "I am Ana's companion; I keep what she tells me and I say when I do not know. " * 25
 
 # (operation, arguments, the field refused, words of the refusal)
 PROBES = [
@@ -35,6 +40,18 @@ PROBES = [
         "greater than or equal to 500",
     ),
     ("working_context", {"session_id": "s\t1", "message": "hi"}, "session_id", "must not contain whitespace"),
+    (
+        "working_context",
+        {"session_id": "s1", "message": "hi", "budget": 10**30},
+        "budget",
+        "above the model's window of 200,000 (ANIMA_CONTEXT_WINDOW_TOKENS)",
+    ),
+    (  # the self's identity (IDENTITY, about 480 tokens) and the message do not fit: refused, not cut
+        "working_context",
+        {"session_id": "s1", "message": "x" * 100, "budget": 500},
+        "message",
+        "do not fit the budget of 500 tokens: shorten message or raise budget",
+    ),
     ("search", {"query": "tea", "limit": 0}, "limit", "greater than or equal to 1"),
     ("search", {"query": "tea", "limit": 101}, "limit", "less than or equal to 100"),
     ("search_messages", {"query": "tea", "offset": -1}, "offset", "greater than or equal to 0"),
@@ -51,6 +68,9 @@ def doors(db: Database, db_url: str, tmp_path: Path) -> Iterator[tuple[AnimaMemo
     settings = Settings(database_url=db_url, home=tmp_path, max_message_chars=100)
     with db.transaction() as conn:
         key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "ana")
+        SelfBlockRepo(conn, Audit(conn=conn, anima_id="ana", run_id="t", step="test")).write(
+            "ana", "identity", IDENTITY, "test"
+        )
     memory = AnimaMemory(db, "ana", settings=settings)
     with serving(create_app(db, settings)) as base, AnimaClient(base, "ana", key) as client:
         yield memory, client, build_server(memory, allow_remember=True)
@@ -119,3 +139,65 @@ def test_numbers_given_as_strings_are_refused_but_a_query_string_is_text(doors, 
     assert debug.value.field == "debug"
     purge = httpx.delete(f"{base}/conversations/c1", params={"purge": "yes"}, headers=headers)
     assert purge.status_code == 422 and purge.json()["error"]["field"] == "purge"
+
+
+# Hostile text: what JSON can carry and PostgreSQL cannot store, through every door of the
+# agent API. Import's door has the same table for message fields (store/test_input_edge.py) and
+# the stdio transport its own (test_agent_mcp.py: a raw line, which the SDK's client cannot send).
+SURROGATE = "contains a lone surrogate (\\ud800) at character 3, which is not Unicode text"
+NUL = "contains a NUL character (\\u0000), which PostgreSQL cannot store"
+HOSTILE = [
+    ("remember", {"content": "Ana\ud800 tea"}, "content", SURROGATE),
+    ("remember", {"content": "Ana\x00 tea"}, "content", NUL),
+    ("context", {"query": "tea\ud800"}, "query", SURROGATE),
+    ("context", {"query": "tea", "session_id": "c1\x00"}, "session_id", "contains a NUL character"),
+    ("search", {"query": "tea\ud800"}, "query", SURROGATE),
+    ("search_messages", {"query": "tea", "conversation_id": "c1\ud800"}, "conversation_id", "lone surrogate"),
+    ("working_context", {"session_id": "s1", "message": "hi!\ud800"}, "message", SURROGATE),
+    ("working_context", {"session_id": "s1", "message": "hi\x00"}, "message", NUL),
+]
+# the raw request of each operation: a body as JSON (a lone surrogate as its escape), a query
+# string as UTF-8 bytes (a lone surrogate as the bytes it would encode to: ED A0 80)
+ROUTE = {
+    "remember": ("POST", "/memories"),
+    "context": ("GET", "/context"),
+    "search": ("GET", "/search"),
+    "search_messages": ("GET", "/messages/search"),
+    "working_context": ("POST", "/working_context"),
+}
+
+
+def _query(args: dict) -> str:
+    return "&".join(f"{k}={quote(v.encode('utf-8', 'surrogatepass'), safe='')}" for k, v in args.items())
+
+
+@pytest.mark.parametrize(
+    ("operation", "args", "field", "words"), HOSTILE, ids=[f"{p[0]}-{p[2]}" for p in HOSTILE]
+)
+def test_hostile_text_is_refused_at_every_door_naming_the_field_in_the_same_words(
+    doors, db: Database, operation: str, args: dict, field: str, words: str
+) -> None:
+    memory, client, server = doors
+    with pytest.raises(InputError) as facade:
+        getattr(memory, operation)(**args)
+    assert facade.value.field == field and words in facade.value.detail, facade.value
+
+    with pytest.raises(AnimaApiError) as http:  # the client: a lone surrogate cannot even be sent
+        getattr(client, operation)(**args)
+    assert (http.value.status, http.value.code, http.value.field) == (422, "invalid_request", field)
+    assert words in http.value.message, http.value.message
+
+    method, path = ROUTE[operation]
+    base, headers = str(client._base), {**client._headers, "Content-Type": "application/json"}
+    if method == "GET":
+        raw = httpx.get(f"{base}{path}?{_query(args)}", headers=headers)
+    else:
+        raw = httpx.post(f"{base}{path}", content=json.dumps(args).encode(), headers=headers)
+    assert raw.status_code == 422, raw.text
+    err = raw.json()["error"]
+    assert err["field"] == field and words in err["message"], err
+
+    is_error, text = _mcp(server, TOOL.get(operation, operation), args)
+    assert is_error and _names(text, field) and words in text, text
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM semantic_memory").fetchone()["n"] == 0

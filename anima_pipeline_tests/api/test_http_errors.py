@@ -123,3 +123,79 @@ class _LostAfter(Database):
         self.left -= 1
         with self.db.transaction() as conn:
             yield conn
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field", "words"),
+    [
+        ("PUT", "/conversations/a%FF%FE", b"{}", "conversation_id", "byte 0xFF at character 1"),
+        ("GET", "/memories/f-1%FF", None, "id", "byte 0xFF at character 3"),
+        ("GET", "/context?query=a%FFb", None, "query", "byte 0xFF at character 1"),
+        ("POST", "/memories", b'{"content": "ab\xff"}', "content", "byte 0xFF at character 2"),
+        ("POST", "/memories", b'{"content": "a\xed\xa0b"}', "content", "byte 0xED at character 1"),
+        (
+            "POST",
+            "/messages",
+            (
+                b'{"messages": [{"conversation_id": "c1", "message_id": "m1", "role": "user",'
+                b' "content": "\xc3\x28", "created_at": "2026-11-30T09:00:00+08:00"}]}'
+            ),
+            "messages[0].content",
+            "byte 0xC3 at character 0",
+        ),
+        ("POST", "/working_context", b'{"session_id": "c1", "message": "\xff"}', "message", "byte 0xFF"),
+        ("POST", "/memories", b'\xff{"content": "a"}', "body", "byte 0xFF at character 0"),
+    ],
+)
+def test_invalid_utf8_in_a_path_a_query_or_a_body_is_a_422_naming_the_field(
+    api, method: str, path: str, body: bytes | None, field: str, words: str
+) -> None:
+    """Starlette would decode it to U+FFFD (stored so: a conversation `a\\ufffd\\ufffd\\ufffd`),
+    FastAPI answer 400 naming nothing; the guard answers first (service/http/utf8.py)."""
+    client, db = api
+    headers = {"Content-Type": "application/json"}
+    r = client.request(method, f"/v1/animas/aria{path}", content=body, headers=headers)
+    err = _error(r, 422, "invalid_request")
+    assert err["field"] == field and "is not valid UTF-8" in err["message"] and words in err["message"], err
+    with db.transaction() as conn:  # nothing stored
+        for table in ("conversation", "message", "semantic_memory"):
+            assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("PUT", "/conversations/a%ED%A0%80", b"{}", "conversation_id"),
+        ("GET", "/context?query=a%ED%A0%80", None, "query"),
+        ("POST", "/memories", b'{"content": "a\xed\xa0\x80"}', "content"),
+    ],
+)
+def test_a_surrogate_sent_as_utf8_bytes_is_refused_as_a_lone_surrogate(
+    api, method: str, path: str, body: bytes | None, field: str
+) -> None:
+    """`%ED%A0%80` is what `\ud800` becomes on the wire: refused in the words a JSON escape
+    gets at every door, not as a byte (Starlette had stored it as `a\ufffd\ufffd\ufffd`)."""
+    client, db = api
+    r = client.request(
+        method, f"/v1/animas/aria{path}", content=body, headers={"Content-Type": "application/json"}
+    )
+    err = _error(r, 422, "invalid_request")
+    assert err["field"] == field and err["message"] == (
+        f"{field}: contains a lone surrogate (\\ud800) at character 1, which is not Unicode text"
+    ), err
+    with db.transaction() as conn:
+        assert conn.execute("SELECT count(*) AS n FROM conversation").fetchone()["n"] == 0
+
+
+def test_a_json_escaped_lone_surrogate_is_refused_by_the_request_model(api) -> None:
+    client, _ = api
+    r = client.post(
+        "/v1/animas/aria/memories",
+        content=b'{"content": "a\\ud800b"}',
+        headers={"Content-Type": "application/json"},
+    )
+    err = _error(r, 422, "invalid_request")
+    assert err["field"] == "content" and "lone surrogate (\\ud800) at character 1" in err["message"]
+    # valid UTF-8 beyond ASCII passes the guard untouched
+    ok = client.put("/v1/animas/aria/conversations/%E4%BC%9A%E8%AF%9D", json={"title": "会话 ✓"})
+    assert ok.status_code == 200 and ok.json()["id"] == "会话" and ok.json()["title"] == "会话 ✓"

@@ -107,6 +107,31 @@ def test_max_tokens_mid_tool_call_declines_the_step_with_the_cause_and_executes_
     assert "cut create_semantic_memory call was not executed" in stats["declined_text"]
     assert facts(db_url) == []  # not even the complete call before the cut one
     assert KEY not in out
+    # named where people look: under the nights table, and in `anima status`
+    assert f"declined: {DAY} aria {SEMANTIC} (OutputTruncated): " in result.stdout, result.stdout
+    said = run_cli(["status"], env, timeout=120)
+    assert f"declined: {DAY} aria {SEMANTIC} (OutputTruncated): " in said.stdout, said.stdout
+
+
+def test_a_step_whose_every_tool_call_was_refused_is_declined_with_the_first_refusal(
+    db_url: str, env: dict[str, str]
+) -> None:
+    """The executor refused every call (a source that is not one of the day's conversations):
+    nothing was written, so the step is not reported as an ordinary done step."""
+    wrong = {**FACT, "source_sessions": ["aria:not-a-conversation-of-this-day"]}
+    script = [
+        reply(tool_use("create_semantic_memory", wrong), tool_use("create_semantic_memory", wrong)),
+        reply(text("Recorded.")),
+    ]
+    with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
+        result = sleep(env, fake, SEMANTIC)
+    assert result.returncode == 0, result.stdout + result.stderr
+    status, _, stats = state(db_url, SEMANTIC)
+    assert status == "done" and stats["declined_cause"] == "refused" and stats["errors"] == 2, stats
+    first = "source_sessions ['aria:not-a-conversation-of-this-day'] are not among this input's conversations"
+    assert f"every tool call (2) refused; the first: {first}" in stats["declined_text"]
+    assert facts(db_url) == []
+    assert f"declined: {DAY} aria {SEMANTIC} (refused): " in result.stdout, result.stdout
 
 
 def test_max_tokens_once_is_retried_with_a_larger_limit(db_url: str, env: dict[str, str]) -> None:
@@ -127,6 +152,7 @@ def test_refusal_declines_the_step_and_executes_nothing(db_url: str, env: dict[s
     status, _, stats = state(db_url, SEMANTIC)
     assert status == "done" and stats["declined_cause"] == "Refused" and "refusal" in stats["declined_text"]
     assert facts(db_url) == []
+    assert f"declined: {DAY} aria {SEMANTIC} (Refused): " in result.stdout, result.stdout
     # a refusal is not transient: nothing retried it; forced again, one request, declined again
     with FakeMessagesAPI([refusal("No.")], min_cache_tokens=None) as fake:
         result = run_cli(

@@ -5,7 +5,8 @@ review_routes.py) and needs ``Authorization: Bearer KEY`` with a key made by ``a
 create --anima A`` (auth.py): a key opens its own anima only, and any other anima in the path
 gets 403 with the same words whether that anima exists or not. The key is checked before
 anything reads the body (a request without a valid key gets 401 even with a broken body);
-bodies over ``max_body_bytes`` get 413 before they are read. Every error, whatever its
+bodies over ``max_body_bytes`` get 413 before they are read; a path, query string or body that
+is not UTF-8 gets 422 naming the field (utf8.py). Every error, whatever its
 status, answers ``{"error": {"status", "code", "message", "field", "errors": [...]}}``
 (error_handlers.py): ``field`` names the request field (``messages[3].created_at``). Handlers only
 translate: the behaviour, and every limit, is AnimaMemory's (memory/models.py).
@@ -23,6 +24,7 @@ from anima_pipeline.service.http import error_handlers
 from anima_pipeline.service.http.auth import KeyAuth
 from anima_pipeline.service.http.review_routes import router as review_router
 from anima_pipeline.service.http.routes import router
+from anima_pipeline.service.http.utf8 import Utf8Guard
 from anima_pipeline.store.db import Database
 
 DEFAULT_HOST = "127.0.0.1"
@@ -95,6 +97,8 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
         return {"status": "ok"}
 
     error_handlers.install(app)
+    # innermost: after the key and the body's size; the routes' templates name a path's field
+    app.add_middleware(Utf8Guard, paths=lambda: app.openapi()["paths"])
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(KeyAuth, db=db)  # outermost: no body is read for a request without a key
     return app

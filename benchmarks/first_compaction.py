@@ -1,0 +1,108 @@
+"""The first working-context call on a long session that was never compacted, and the calls
+after it: how long the compaction cycle (flush, then the rolling summary) takes.
+
+Run:  .venv/bin/python -m benchmarks.first_compaction [--url URL] [--turns 2000] [--budget 30000]
+      [--kind dense|chatter] [--later 5]
+
+A scratch database (default ``anima_compaction_bench`` on the local server, dropped and made
+anew each run) holds one anima with six self blocks and one session of ``--turns`` turns,
+appended at once (a host that imports a history, or calls ``working_context`` only now).
+*dense*: every turn states facts (made-up names, places, dates and amounts), the worst case
+for the flush, which writes about 0.7 memories a turn through the executor and the audit;
+*chatter*: the working-context tests' mix (greetings, citations, tool output, a fact every
+sixth turn). The offline engine (the extractive summary, light sleep's heuristics for the
+flush), the ratio token counter, ``ANIMA_EMBEDDER=none``. Printed: the first call's seconds
+(it compacts), then each later call's (the stored summary reused), and the memories the
+flush wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import psycopg
+
+from anima_pipeline.config import Settings
+from anima_pipeline.memory.facade import AnimaMemory
+from anima_pipeline.store.db import Database
+from anima_pipeline.store.events import Audit
+from anima_pipeline.store.layers import SelfBlockRepo
+from anima_pipeline.store.migrations import migrate
+
+PEOPLE = ["Ines", "Tomas", "Priya", "Oskar", "Lucia", "Emeka", "Sanna", "Mateo", "Yuki", "Farid"]
+PLACES = ["Porto", "Tromso", "Cusco", "Hobart", "Tbilisi", "Quebec", "Oaxaca", "Bergen", "Kyoto", "Tallinn"]
+
+
+def turn(i: int, kind: str) -> tuple[str, str]:
+    person, place = PEOPLE[i % 10], PLACES[(i // 10) % 10]
+    role = "user" if i % 2 == 0 else "assistant"
+    if kind == "dense":
+        return role, (
+            f"On {i % 28 + 1} March 2026 {person} booked {i} tickets to {place} for the {i * 7}th festival. "
+            f"{PEOPLE[(i + 3) % 10]} paid {i * 13} euros and met {PEOPLE[(i + 5) % 10]} at gate {i % 40}."
+        )
+    if role == "assistant":
+        if i % 10 == 3:
+            return "tool", "search results: " + " ".join(f"row{k}={k * i}" for k in range(120))
+        return (
+            role,
+            f"That sounds good; you mentioned {person} before [[anima:f-{i}]]. " + "Tell me more. " * 6,
+        )
+    if i % 6 == 0:
+        return role, f"My friend {person} moved to {place} in March 2026 and works as a nurse there."
+    return role, f"Hi again, just checking in about turn {i}. Nothing much new today, it was quiet."
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/anima_compaction_bench")
+    ap.add_argument("--turns", type=int, default=2000)
+    ap.add_argument("--budget", type=int, default=30_000)
+    ap.add_argument("--kind", choices=["dense", "chatter"], default="dense")
+    ap.add_argument("--later", type=int, default=5)
+    args = ap.parse_args()
+    admin, name = args.url.rsplit("/", 1)
+    with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    migrate(args.url)
+    settings = Settings(database_url=args.url, embedder={"kind": "none"}, engine="offline")
+    db = Database(args.url, max_size=2)
+    with db.transaction() as conn:
+        repo = SelfBlockRepo(conn, Audit(conn=conn, anima_id="wren", run_id="bench", step="bench"))
+        for block in ("identity", "persona", "values", "relationships"):
+            repo.write("wren", block, f"The {block} of Wren, a patient companion. " * 12, "bench")
+    start = datetime(2026, 11, 20, 9, 0, tzinfo=ZoneInfo("UTC"))
+    messages = []
+    for i in range(args.turns):
+        role, content = turn(i, args.kind)
+        when = (start + timedelta(seconds=30 * i)).isoformat()
+        messages.append(
+            {
+                "conversation_id": "s1",
+                "message_id": f"m{i}",
+                "role": role,
+                "content": content,
+                "created_at": when,
+            }
+        )
+    memory = AnimaMemory(db, "wren", settings=settings)
+    memory.append(messages)
+    started = time.perf_counter()
+    first = memory.working_context("s1", "Where does Ines live now?", budget=args.budget)
+    print(
+        f"{args.kind}, {args.turns} turns, budget {args.budget:,}: first call {time.perf_counter() - started:.2f} s"
+        f" (compacted {first.compacted}, flush wrote {len(first.flushed)} memories)"
+    )
+    for n in range(args.later):
+        started = time.perf_counter()
+        later = memory.working_context("s1", f"And then, {n}?", budget=args.budget)
+        print(f"  later call {n + 1}: {time.perf_counter() - started:.3f} s (compacted {later.compacted})")
+    db.close()
+
+
+if __name__ == "__main__":
+    main()
