@@ -104,7 +104,7 @@ def test_forget_refuses_an_id_out_of_range_and_an_unknown_anima_with_exit_2(
     archive.write_text(
         "".join(json.dumps({**m, "anima_id": "nadia"}) + "\n" for m in messages("c-home", D2, HOME))
     )
-    assert run_cli(["import", str(archive)], env).returncode == 0
+    assert invoke_cli(["import", str(archive)], env).returncode == 0
     huge = "9" * 23
     for args, words in [
         (
@@ -115,10 +115,10 @@ def test_forget_refuses_an_id_out_of_range_and_an_unknown_anima_with_exit_2(
         (["--anima", "ghost"], "unknown anima 'ghost'"),
         (["--anima", "ghost", "--purge", "--yes"], "known: nadia"),
     ]:
-        refused = run_cli(["forget", *args], env)
+        refused = invoke_cli(["forget", *args], env)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
         assert "Traceback" not in refused.stderr and "NumericValueOutOfRange" not in refused.stderr
     # an anima purged before is not unknown: the same purge again changes nothing, exit 0
-    assert run_cli(["forget", "--anima", "nadia", "--purge", "--yes"], env).returncode == 0
-    again = run_cli(["forget", "--anima", "nadia", "--purge", "--yes", "--json"], env)
+    assert invoke_cli(["forget", "--anima", "nadia", "--purge", "--yes"], env).returncode == 0
+    again = invoke_cli(["forget", "--anima", "nadia", "--purge", "--yes", "--json"], env)
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
