@@ -88,8 +88,9 @@ def test_status_json_matches_the_store(cli_env, db_url: str, db: Database, tmp_p
     data = json.loads(result.stdout)
     recall = data.pop("recall")  # how recall runs here: lexical on a server without pgvector, and why
     cleaned = data.pop("cleaned_by_night")  # what the nights' cleanup deleted: nothing ran here
+    declined = data.pop("declined")  # the declined steps of the latest nights: none ran here
     with db.transaction() as conn:
-        assert data == status(conn) and cleaned == cleaned_by_night(conn) == {}
+        assert data == status(conn) and cleaned == cleaned_by_night(conn) == {} and declined == []
         if not vectors.available(conn):
             assert recall["mode"] == "lexical" and recall["lexical_reason"]
     assert data["totals"]["messages"] == 9 and data["totals"]["conversations"] == 3
