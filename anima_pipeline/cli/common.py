@@ -128,7 +128,12 @@ def require_anima_or_new(anima: str, new: bool) -> None:
     from anima_pipeline.core.validation import anima_id_problem
 
     if not new:
-        require_animas([anima])
+        from anima_pipeline.store.animas import UnknownAnima
+
+        try:
+            require_animas([anima])
+        except UnknownAnima as exc:  # the way out for an agent that has nothing stored yet
+            fail(f"{exc}; a new agent: add --new", 2)
     elif problem := anima_id_problem(anima):
         fail(f"--anima {anima[:80]!r}: an anima id {problem}", 2)
 

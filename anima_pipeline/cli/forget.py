@@ -95,7 +95,12 @@ def forget_(
             if of is not None:
                 found = [a for a in found if a == of]
             if not found:
-                fail(f"no anima has {kind} {target}" + (f" (--of {of})" if of else ""), 2)
+                fail(
+                    f"no anima has {kind} {target}"
+                    + (f" (--of {of})" if of else "")
+                    + _near(db, kind, target),
+                    2,
+                )
             if len(found) > 1:
                 fail(
                     f"{kind} {target} belongs to several animas ({', '.join(found)}): choose one with --of", 2
@@ -183,3 +188,15 @@ def report_table(report) -> Table:
     for name, changes in sorted(report.tables.items()):
         table.add_row(name, *(str(getattr(changes, c)) for c in _COLUMNS))
     return table
+
+
+def _near(db, kind: str, target: str) -> str:
+    """The full conversation ids ending with what was given (tables may show an id without its
+    anima's prefix), as a hint after the refusal; else nothing."""
+    from anima_pipeline.store import erasure as q
+
+    if kind != "conversation":
+        return ""
+    with db.transaction() as conn:
+        near = q.conversations_ending(conn, target)
+    return f"; did you mean --conversation {' or '.join(near)}?" if near else ""

@@ -37,7 +37,8 @@ def snapshot_(
     replace: bool = typer.Option(False, "--replace", help="Drop a shadow of the same name first."),
 ) -> None:
     """A new database holding every table as it stood when the night of --as-of was over,
-    rebuilt from the audit log; prints its URL (the live store is only read)."""
+    rebuilt from the audit log; prints its connection string (a libpq conninfo: pass it to
+    psql, or as ANIMA_DATABASE_URL); the live store is only read."""
     from anima_pipeline.store.shadows import create
 
     url, undone = create(_live_url(), name, _date("--as-of", as_of), replace=replace)
@@ -165,7 +166,7 @@ def _list() -> None:
             s.get("as_of", ""),
             span,
             s.get("engine", ""),
-            s.get("model", ""),
+            "" if s.get("engine") == "offline" else s.get("model", ""),  # no model in an offline night
             s.get("promoted_run") or s.get("run_id", ""),
         )
     console.print(table)

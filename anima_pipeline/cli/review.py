@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import HELP, app
-from anima_pipeline.cli.common import anima_ids, console, open_store, parse_day, settings
+from anima_pipeline.cli.common import anima_ids, console, fail, open_store, parse_day, settings
 
 review_app = typer.Typer(
     help="Review mode (ANIMA_REVIEW_MODE=true): list a night's proposed deprecations, merges, splits "
@@ -19,7 +19,12 @@ review_app = typer.Typer(
 )
 app.add_typer(review_app, name="review")
 
-_ANIMA = typer.Option(..., "--anima", callback=anima_ids, help="The anima whose proposals these are.")
+_ANIMA = typer.Option(
+    None,
+    "--anima",
+    callback=anima_ids,
+    help="The anima whose proposals these are (needed only when the store has several).",
+)
 _DAY = typer.Option(None, "--day", help="Every pending proposal of this night (YYYY-MM-DD).")
 
 
@@ -69,14 +74,14 @@ def approve(
     proposals: list[str] = typer.Argument(
         None, help="Proposal ids (r-N); with --day, every pending one of that night."
     ),
-    anima: str = _ANIMA,
+    anima: str | None = _ANIMA,
     day: str | None = _DAY,
     who: str = typer.Option("operator", "--by", help="Who decides (kept in the audit log)."),
 ) -> None:
     """Apply the proposals, each exactly as proposed, under one audited run (`anima revert --run` undoes it)."""
     from anima_pipeline.review.decisions import approve as apply
 
-    _decide(lambda db: apply(db, settings(), anima, proposals or [], day=_day(day), who=who))
+    _decide(lambda db, a: apply(db, settings(), a, proposals or [], day=_day(day), who=who), anima)
 
 
 @review_app.command("reject")
@@ -84,7 +89,7 @@ def reject(
     proposals: list[str] = typer.Argument(
         None, help="Proposal ids (r-N); with --day, every pending one of that night."
     ),
-    anima: str = _ANIMA,
+    anima: str | None = _ANIMA,
     day: str | None = _DAY,
     reason: str | None = typer.Option(None, "--reason", help="Why (kept with the proposal)."),
     who: str = typer.Option("operator", "--by", help="Who decides (kept in the audit log)."),
@@ -92,13 +97,13 @@ def reject(
     """Mark the proposals rejected: the store stays as it is and a later night is told a person said no."""
     from anima_pipeline.review.decisions import reject as refuse
 
-    _decide(lambda db: refuse(db, anima, proposals or [], day=_day(day), who=who, reason=reason))
+    _decide(lambda db, a: refuse(db, a, proposals or [], day=_day(day), who=who, reason=reason), anima)
 
 
-def _decide(action) -> None:
+def _decide(action, anima: str | None) -> None:
     db = open_store()
     try:
-        decisions = action(db)
+        decisions = action(db, anima or _only_anima(db))
     finally:
         db.close()
     for d in decisions:
@@ -107,6 +112,23 @@ def _decide(action) -> None:
         )
     if any(d.status == "conflict" for d in decisions):
         raise typer.Exit(1)
+
+
+def _only_anima(db) -> str:
+    """The store's one anima (README's `anima review approve r-1` names none); with several,
+    exit 2 naming --anima and them. Known = conversations or memories (store/animas.py)."""
+    from anima_pipeline.store.animas import known_animas
+
+    with db.transaction() as conn:
+        known = known_animas(conn, limit=21)
+    if len(known) != 1:
+        shown = ", ".join(known[:20]) + (", …" if len(known) > 20 else "")
+        fail(
+            f"the store has {'several animas' if known else 'no anima'}: choose one with --anima "
+            f"(known: {shown or 'none'})",
+            2,
+        )
+    return known[0]
 
 
 def _day(value: str | None) -> date | None:

@@ -142,6 +142,11 @@ def _print_estimate(days: list, *, animas, mode: str | None, force: bool, steps,
             f"{t.cost_usd:.4f}",
         )
         console.print(table)
+        if e.already_done and not t.calls:
+            console.print(
+                f"the night of {e.day} is already done ({e.already_done} step(s)): a run would send "
+                "nothing; `--force` estimates a re-run"
+            )
         total += t.cost_usd
     budget = (
         f" (ANIMA_BUDGET_USD {s.budget_usd:.4f}: {'refused' if total > s.budget_usd else 'within'})"

@@ -78,6 +78,9 @@ class NightEstimate(BaseModel):
     batch: bool
     animas: int
     steps: list[StepEstimate]
+    # (anima, step) pairs left out because that night already did them (without `force`): what
+    # tells "nothing to estimate" from "nothing to do" (`anima sleep --estimate` says which)
+    already_done: int = 0
 
     @property
     def total(self) -> Usage:
@@ -221,8 +224,11 @@ def estimate_night(
         done = {} if force else sleep_state.steps_done_of(conn, list(plan), day)
     batch = settings.llm.mode == "batch"
     per_step: dict[str, StepEstimate] = {}
+    already_done = 0
     for anima_id, keys in plan.items():
-        chosen = [k for k in keys if (steps is None or k in steps) and k not in done.get(anima_id, ())]
+        wanted = [k for k in keys if steps is None or k in steps]
+        chosen = [k for k in wanted if k not in done.get(anima_id, ())]
+        already_done += len(wanted) - len(chosen)
         planned = conversations(settings, night, anima_id, chosen, sizes[anima_id])
         priced = price(planned, batch=batch, unpriced=settings.llm.unpriced)
         for step, usage in priced.items():
@@ -236,6 +242,7 @@ def estimate_night(
         batch=batch,
         animas=len(plan),
         steps=sorted(per_step.values(), key=lambda r: order.index(r.step)),
+        already_done=already_done,
     )
 
 

@@ -74,7 +74,8 @@ def replay(
             "from": first.isoformat(),
             "to": last.isoformat(),
             "engine": engine or settings.engine,
-            "model": model or settings.model,
+            # the offline engine calls no model: ANIMA_MODEL's default would read as if it had
+            "model": "" if (engine or settings.engine) == "offline" else model or settings.model,
             "mode": mode,
             "run_id": outcome.run_id,
         },

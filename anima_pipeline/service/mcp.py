@@ -29,9 +29,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from anima_pipeline.core.errors import AnimaError
+from anima_pipeline.core.validation import field_name
 from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.memory.models import (
     ContextRequest,
@@ -322,6 +323,28 @@ def arguments(row: ToolRow) -> list[inspect.Parameter]:
     return params
 
 
+class AnimaTool(Tool):
+    """The SDK's tool, whose refused arguments read as every door words a field: `query: String
+    should have at least 1 character`, not pydantic's report with its class name and its URL."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result=convert_result)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            # the cause kept: the SDK logs the refused fields' names from it
+            raise ToolError(f"{self.name}: {refused_arguments(cause)}") from cause
+
+
+def refused_arguments(exc: ValidationError) -> str:
+    """Each argument at fault in plain words: ``query: String should have at least 1 character``."""
+    return "; ".join(
+        f"{field_name(e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors(include_url=False)
+    )
+
+
 def tool(memory: AnimaMemory, row: ToolRow) -> Tool:
     """`row` as an SDK tool over `memory`: the SDK validates the arguments against the
     request's fields; an error of the package is the tool's error, in its own words."""
@@ -340,7 +363,7 @@ def tool(memory: AnimaMemory, row: ToolRow) -> Tool:
 
     call.__name__ = row.name
     call.__signature__ = inspect.Signature(arguments(row), return_annotation=row.returns)  # type: ignore[attr-defined]
-    return Tool.from_function(
+    return AnimaTool.from_function(
         call, name=row.name, title=row.title, description=row.description, annotations=row.annotations
     )
 

@@ -287,6 +287,16 @@ def owners(conn: Connection, kind: str, target_id: str) -> list[str]:
     return [r["anima_id"] for r in rows]
 
 
+def conversations_ending(conn: Connection, tail: str, limit: int = 5) -> list[str]:
+    """Conversation ids that end with `tail` but are not it (a file's id under its anima's
+    prefix, `aria:2026-11-18-a` for `2026-11-18-a`): what `anima forget` suggests."""
+    rows = conn.execute(
+        "SELECT id FROM conversation WHERE right(id, length(%s)) = %s AND id <> %s ORDER BY id LIMIT %s",
+        (tail, tail, tail, limit),
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
 def counts(conn: Connection, anima_id: str) -> dict[str, int]:
     """Rows of the anima per table (what a purge of the anima will erase)."""
     out = {}

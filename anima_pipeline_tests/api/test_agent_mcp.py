@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from anima_pipeline.config import Settings
 from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.memory.models import ContextRequest
-from anima_pipeline.service.mcp import READ_ONLY, TOOLS, ToolRow, tool
+from anima_pipeline.service.mcp import READ_ONLY, TOOLS, ToolRow, build_server, tool
 from anima_pipeline.store.db import Database
 from testkit.live_server import free_port
 
@@ -229,7 +229,7 @@ def test_stdio_answers_a_lone_surrogate_with_a_tool_error_within_a_second(
             result = answer["result"]
             text = result["content"][0]["text"]
             assert answer["id"] == n and result["isError"] is True
-            assert f"\n{field}\n" in text and "contains a lone surrogate" in text, text
+            assert text.startswith(f"{name}: {field}: contains a lone surrogate"), text
         # an answer echoing one (an unknown tool of that name) is written escaped, and the server lives on
         unknown = raw.ask(
             '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"\\ud800","arguments":{}}}', 5
@@ -271,3 +271,22 @@ def test_any_exception_inside_a_tool_is_a_logged_tool_error(
     failed = next(r for r in caplog.records if r.getMessage() == "tool context failed")
     assert failed.exc_info and "a bug of ours" in str(failed.exc_info[1])
     assert any("tool delete refused" in r.getMessage() for r in caplog.records)
+
+
+def test_refused_arguments_are_a_tool_error_naming_the_field_in_plain_words(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    _seed(db, db_url, tmp_path)
+    server = build_server(AnimaMemory(db, "aria", settings=Settings(database_url=db_url, home=tmp_path)))
+
+    async def main() -> None:
+        async with Client(server) as client:  # in memory: the words are the point, not the pipe
+            empty = await client.call_tool("search", {"query": ""})
+            assert empty.is_error
+            assert _text(empty) == "search: query: String should have at least 1 character", _text(empty)
+            both = await client.call_tool("search", {"query": "", "limit": 0})
+            assert "query: " in _text(both) and "limit: " in _text(both), _text(both)
+            for said in (_text(empty), _text(both)):
+                assert "pydantic" not in said and "validation error" not in said and "http" not in said
+
+    anyio.run(main)

@@ -105,6 +105,10 @@ def test_the_client_speaks_every_route_of_anima_serve(served: tuple[str, str]) -
         with pytest.raises(InputError) as other_anima:  # never applied to this client's own
             memory.forget("anima", "someone-else", purge=True)
         assert other_anima.value.field == "anima_id"
+        with pytest.raises(InputError) as bogus:  # the accepted kinds, before anything is sent
+            memory.forget("bogus", "x")  # type: ignore[arg-type]
+        assert bogus.value.field == "kind"
+        assert "'message', 'conversation', 'memory' or 'anima'" in str(bogus.value), str(bogus.value)
         assert memory.close_conversation("c1").closed_at is not None
         assert memory.status()["semantic_active"] == 0 and memory.status()["messages"] == 2
 

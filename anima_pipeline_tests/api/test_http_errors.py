@@ -53,13 +53,13 @@ def test_every_status_answers_the_one_error_shape(api) -> None:
     v1 = "/v1/animas/aria"
     err = _error(client.get(f"{v1}/status", headers={"Authorization": ""}), 401, "unauthorized")
     assert err["field"] is None and err["errors"] == []
-    _error(client.get("/v1/animas/bruno/status"), 403, "forbidden")
+    assert _error(client.get("/v1/animas/bruno/status"), 403, "forbidden")["errors"] == []
     err = _error(client.get(f"{v1}/memories/f-999"), 404, "not_found")
     assert err["field"] == "id" and "f-999 does not exist" in err["message"]
     _error(client.get(f"{v1}/no_such_route"), 404, "not_found")
     _error(client.get("/v2/nothing"), 404, "not_found")
     r = client.put(f"{v1}/status")
-    _error(r, 405, "method_not_allowed")
+    assert _error(r, 405, "method_not_allowed")["errors"] == []  # the key README lists, on every status
     assert r.headers["Allow"] == "GET"
     err = _error(client.post(f"{v1}/memories", json={"content": "x" * 5000}), 413, "body_too_large")
     err = _error(
@@ -68,8 +68,16 @@ def test_every_status_answers_the_one_error_shape(api) -> None:
         "invalid_request",
     )
     assert err["field"] == "budget" and err["errors"][0]["field"] == "budget"
-    broken = client.post(f"{v1}/memories", content=b"{not json", headers={"Content-Type": "application/json"})
-    assert _error(broken, 422, "invalid_request")["field"] == "body"
+    broken = client.post(
+        f"{v1}/memories",
+        content=b'{"content": "x",\n "type": wor}',
+        headers={"Content-Type": "application/json"},
+    )
+    err = _error(broken, 422, "invalid_request")
+    assert err["field"] == "body" and err["errors"][0]["field"] == "body", err
+    # line and column of the fault, not the decoder's offset as if it were an index ("[25]")
+    assert err["message"] == "body: not valid JSON: Expecting value at line 2, column 10", err
+    assert "[" not in err["message"]
     first = {"conversation_id": "c1", "message_id": "m1", "role": "user", "content": "hello"}
     first["created_at"] = "2026-11-30T10:00:00+08:00"
     assert client.post(f"{v1}/messages", json={"messages": [first]}).status_code == 200

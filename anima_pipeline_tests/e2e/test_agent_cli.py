@@ -15,6 +15,7 @@ import httpx2 as httpx
 import pytest
 
 from anima_pipeline.store import embedded
+from anima_pipeline_tests.conftest import invoke_cli
 from testkit.live_server import anima_serve, free_port
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*XDG_RUNTIME_DIR")
@@ -118,10 +119,12 @@ def test_keys_and_mcp_refuse_an_unknown_anima_naming_the_known_ones(home: Path, 
         "Lena lives in Lisbon"
     )
     env = _env(home, db_url)
-    for args in (("keys", "create", "--anima", "nobody"), ("mcp", "--anima", "ghost")):
-        refused = _anima(env, *args)
+    for args in (["keys", "create", "--anima", "nobody"], ["mcp", "--anima", "ghost"]):
+        refused = invoke_cli(args, env)  # an answer on stderr: no process needed
         assert refused.returncode == 2, (args, refused.stdout, refused.stderr)
-        assert "unknown" in refused.stderr and "aria" in refused.stderr, refused.stderr  # the known ones
+        [line] = refused.stderr.strip().splitlines()
+        assert "unknown" in line and "aria" in line, line  # the known ones
+        assert "add --new" in line, line  # and the way out for a new agent
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM api_key").fetchone()["n"] == 0
     # a known anima gets its key; --new opens one for an anima with nothing stored yet

@@ -83,6 +83,29 @@ def test_export_refuses_an_unknownrun_cli(db: Database, tmp_path: Path) -> None:
         export_markdown(conn, tmp_path, ["nobody"])
 
 
+def test_export_to_a_file_or_an_unmakeable_folder_is_one_line_naming_the_path(
+    demo_env: dict[str, str], tmp_path: Path
+) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    in_the_way = tmp_path / "out"
+    (in_the_way / "memory").parent.mkdir()
+    (in_the_way / "memory").write_text("a file where export puts a folder")
+    week = Path(__file__).parents[2] / "anima_pipeline" / "sample" / "week.archive.jsonl"
+    assert invoke_cli(["import", str(week)], demo_env).returncode == 0
+    for path, says in (
+        (a_file, "is a file, not a folder"),
+        (a_file / "sub", "cannot create the folder"),
+        (Path("/proc/anima-export"), "cannot create the folder"),  # unwritable even for root
+        (in_the_way, "cannot write"),
+    ):
+        done = invoke_cli(["export", "--markdown", str(path)], demo_env)
+        assert done.returncode == 2, done.stdout + done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert f"--markdown {path}" in line and says in line and "a folder you can write to" in line, line
+    assert a_file.read_text() == "mine"
+
+
 def test_sleep_refuses_bad_days_and_steps_before_running(demo_env: dict[str, str]) -> None:
     future = invoke_cli(["sleep", "--day", "2999-01-01"], demo_env)
     assert future.returncode == 2 and "not over yet" in future.stderr

@@ -102,7 +102,10 @@ def test_forget_refuses_an_id_out_of_range_and_an_unknown_anima_with_exit_2(
     env = cli_env(tmp_path, db_url)
     archive = tmp_path / "a.jsonl"
     archive.write_text(
-        "".join(json.dumps({**m, "anima_id": "nadia"}) + "\n" for m in messages("c-home", D2, HOME))
+        "".join(
+            json.dumps({**m, "anima_id": "nadia"}) + "\n"
+            for m in messages("c-home", D2, HOME) + messages("nadia:c-away", D1, EX)
+        )
     )
     assert invoke_cli(["import", str(archive)], env).returncode == 0
     huge = "9" * 23
@@ -114,9 +117,15 @@ def test_forget_refuses_an_id_out_of_range_and_an_unknown_anima_with_exit_2(
         (["--message", f"m-{huge}"], "is not a message id"),
         (["--anima", "ghost"], "unknown anima 'ghost'"),
         (["--anima", "ghost", "--purge", "--yes"], "known: nadia"),
+        # the id without its anima's prefix, as a table may show it: the full id is suggested
+        (
+            ["--conversation", "c-away"],
+            "no anima has conversation c-away; did you mean --conversation nadia:c-away?",
+        ),
     ]:
         refused = invoke_cli(["forget", *args], env)
         assert refused.returncode == 2 and words in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert "Traceback" not in refused.stderr and "NumericValueOutOfRange" not in refused.stderr
     # an anima purged before is not unknown: the same purge again changes nothing, exit 0
     assert invoke_cli(["forget", "--anima", "nadia", "--purge", "--yes"], env).returncode == 0

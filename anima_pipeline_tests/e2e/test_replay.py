@@ -98,6 +98,12 @@ def test_the_store_as_of_a_day_sleeps_again_into_todays_store(
     assert knowledge(url) == today
 
 
+def test_snapshot_help_says_it_prints_a_connection_string(tmp_path: Path) -> None:
+    said = invoke_cli(["snapshot", "--help"], cli_env(tmp_path))
+    assert said.returncode == 0 and "connection string" in said.stdout and "conninfo" in said.stdout
+    assert "its URL" not in said.stdout, said.stdout
+
+
 def test_replay_leaves_the_live_store_as_it_was_and_equals_a_fresh_run(
     db_url: str, tmp_path: Path, shadows
 ) -> None:
@@ -140,6 +146,8 @@ def test_replay_leaves_the_live_store_as_it_was_and_equals_a_fresh_run(
     # the replay run is in the run history, tagged
     listed = anima("replay", "--list")
     assert "full" in listed.stdout and "replayed" in listed.stdout
+    row = next(line for line in listed.stdout.splitlines() if " full " in line and "replayed" in line)
+    assert "offline" in row and "claude" not in row, row  # no model for a night that called none
 
     original = active(db_url)
     promoted = anima("replay", "--promote", "full")

@@ -22,7 +22,7 @@ from anima_pipeline.night.estimate import estimate_night
 from anima_pipeline.night.frame import StepResult
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.store.db import Database
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli, run_cli
 from testkit.claude_night import DAY, KEY, responder, seed
 from testkit.fake_messages_api import FakeMessagesAPI, PromptCache, reply, sleep_autopilot, text
 
@@ -276,6 +276,23 @@ def test_anima_sleep_estimate_prints_the_steps_and_sends_nothing(
     assert MAIN in out and SMALL in out and "nothing was sent" in out and "refused" in out
     with db.transaction() as conn:
         assert conn.execute("SELECT count(*) AS n FROM sleep_state").fetchone()["n"] == 0
+
+
+def test_the_estimate_of_a_night_already_done_says_so_and_names_force(
+    db: Database, settings: Settings, db_url: str, tmp_path: Path
+) -> None:
+    night(db, settings)
+    env = cli_env(tmp_path / "home", db_url, ANIMA_ENGINE="anthropic", ANTHROPIC_API_KEY=KEY)
+    args = ["sleep", "--day", str(DAY), "--mode", "full", "--estimate"]
+    done = invoke_cli(args, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        f"the night of {DAY} is already done" in done.stdout and "`--force` estimates a re-run" in done.stdout
+    )
+    assert "$0.0000" in done.stdout
+    again = invoke_cli([*args, "--force"], env)
+    assert again.returncode == 0 and "already done" not in again.stdout, again.stdout + again.stderr
+    assert "$0.0000;" not in again.stdout  # the re-run's own price
 
 
 def test_the_day_summary_reads_light_sleeps_transcript_from_the_cache(

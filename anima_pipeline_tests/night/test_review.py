@@ -21,7 +21,7 @@ from anima_pipeline.review import decisions as reviewing
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli, run_cli
 
 CST = ZoneInfo("Asia/Shanghai")
 A = "quill"
@@ -193,6 +193,30 @@ def test_anima_review_cli_lists_approves_and_rejects(db: Database, db_url: str, 
     assert no.returncode == 0 and "rejected" in no.stdout
     twice = anima("review", "approve", rows[1]["proposal"], "--anima", A)
     assert twice.returncode == 2 and "already decided" in twice.stderr
+
+
+def test_review_decisions_need_no_anima_on_a_store_of_one(db: Database, db_url: str, tmp_path: Path) -> None:
+    env = cli_env(tmp_path, db_url)
+    plant(db, *TWINS)
+    plant(db, "Odile's dog is called Biscuit.", "Odile's dog is called Biscuit.")
+    merge(db, night(tmp_path), A)
+    first, second = (v.proposal.ref for v in reviewing.pending(db, A))
+
+    ok = invoke_cli(["review", "approve", first], env)  # exactly as README writes it
+    assert ok.returncode == 0 and f"{first}: approved" in ok.stdout, ok.stderr
+    no = invoke_cli(["review", "reject", second, "--reason", "keep both"], env)
+    assert no.returncode == 0 and f"{second}: rejected" in no.stdout, no.stderr
+
+    with db.transaction() as conn:  # a second anima: now the command cannot guess
+        MemoryRepo(
+            conn, Audit(conn=conn, anima_id="wren", run_id="plant", step="semantic_memory/extracted")
+        ).create("wren", {"type": "world", "content": "Wren rows on the lake.", "source_sessions": ["s-w"]})
+    for verb in ("approve", "reject"):
+        two = invoke_cli(["review", verb, first], env)
+        assert two.returncode == 2, two.stderr
+        lines = two.stderr.strip().splitlines()
+        assert len(lines) == 1 and "--anima" in lines[0] and "quill, wren" in lines[0], two.stderr
+        assert "Traceback" not in two.stderr
 
 
 def test_review_over_http_lists_approves_and_refuses_another_animas_key(

@@ -59,11 +59,9 @@ def invalid_request(exc: RequestValidationError) -> JSONResponse:
     """A body, query or path that the request models refuse: every field at fault, the first
     named in the message."""
     errors = [
-        FieldError(
-            field="body" if e["type"] == "json_invalid" else _field(e["loc"]),
-            message=e["msg"],
-            type=e["type"],
-        )
+        FieldError(field="body", message=_not_json(e, exc.body), type=e["type"])
+        if e["type"] == "json_invalid"
+        else FieldError(field=_field(e["loc"]), message=e["msg"], type=e["type"])
         for e in exc.errors()
     ]
     first = errors[0] if errors else FieldError(field=None, message="invalid request")
@@ -76,6 +74,18 @@ def invalid_request(exc: RequestValidationError) -> JSONResponse:
             errors=errors,
         )
     )
+
+
+def _not_json(error: dict[str, Any], body: Any) -> str:
+    """A body that is not JSON, where: FastAPI gives the decoder's character offset as the
+    location (("body", 14)), which reads like an array index; the caller gets line and column."""
+    pos, why = error["loc"][-1], (error.get("ctx") or {}).get("error", "JSON decode error")
+    if not isinstance(pos, int) or not isinstance(body, str | bytes):
+        return f"not valid JSON ({why})"
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return f"not valid JSON: {why} at line {line}, column {column}"
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
