@@ -39,12 +39,12 @@ from anima_pipeline.config import Settings
 from anima_pipeline.llm.anthropic.batches import BatchCollector
 from anima_pipeline.llm.anthropic.counting import ClaudeCounter
 from anima_pipeline.llm.anthropic.sdk import sdk
+from anima_pipeline.llm.api_engine import ApiEngine
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import OfflinePlan, StepRequest, TextBlock, ToolResult, ToolRunner, Usage
 from anima_pipeline.llm.failures import EngineConfigError, EngineError, OutputTruncated, Refused
-from anima_pipeline.llm.pricing import cost_usd, price_for
+from anima_pipeline.llm.pricing import cost_usd
 from anima_pipeline.llm.ratelimit import RateLimiter
-from anima_pipeline.llm.retry import ApiCalls, check_bounds
 from anima_pipeline.llm.summary import ModelSummarizer
 from anima_pipeline.llm.tool_loop import Answer, Call, Stop, converse
 
@@ -127,7 +127,7 @@ def _texts(response: Any) -> str:
     return " ".join(b.text for b in response.content if b.type == "text").strip()
 
 
-class AnthropicEngine:
+class AnthropicEngine(ApiEngine):
     name: ClassVar[str] = "anthropic"
     # the nights calling the API share one Dagster pool named after the provider
     pool: ClassVar[str | None] = "anthropic"
@@ -149,36 +149,31 @@ class AnthropicEngine:
         collector: BatchCollector | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
-        self.settings = settings or Settings()
-        self.unpriced = self.settings.llm.unpriced
-        price_for(model, self.unpriced)  # an unpriced model would make the budget meaningless: fail now
         # (the per-step models of the settings were priced when the settings were built)
-        check_bounds(timeout, max_retries, max_retry_wait)
+        self._check(
+            model, settings=settings, timeout=timeout, max_retries=max_retries, max_retry_wait=max_retry_wait
+        )
         key = api_key.get_secret_value()
         if not key.strip():
             raise EngineConfigError("the Anthropic API key is empty (set ANTHROPIC_API_KEY)")
-        self.model = model
-        self.base_url = base_url
-        self.budget = budget
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_retry_wait = max_retry_wait
         self.collector = collector
-        self.limiter = limiter or RateLimiter.from_settings(self.settings)
         self._api_key = api_key
-        self._counter = ClaudeCounter(self)  # one per engine: its cache serves every turn
         api = sdk()
-        self.calls = ApiCalls(
+        self.calls = self._connect(
             api,
             base_error=api.AnthropicError,
             provider="Anthropic API",
             secret=key,
+            model=model,
+            base_url=base_url,
+            budget=budget,
             timeout=timeout,
             max_retries=max_retries,
             max_retry_wait=max_retry_wait,
-            concurrency=concurrency or self.settings.llm.in_flight,
-            limiter=self.limiter,
+            concurrency=concurrency,
+            limiter=limiter,
         )
+        self._counter = ClaudeCounter(self)  # one per engine: its cache serves every turn
         self._client = api.Anthropic(
             api_key=key,
             base_url=base_url,

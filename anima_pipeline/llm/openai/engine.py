@@ -42,6 +42,7 @@ from zoneinfo import ZoneInfo
 from pydantic import SecretStr
 
 from anima_pipeline.config import Effort, Settings
+from anima_pipeline.llm.api_engine import ApiEngine
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import OfflinePlan, StepRequest, TextBlock, ToolResult, ToolRunner, Usage
 from anima_pipeline.llm.failures import (
@@ -52,9 +53,8 @@ from anima_pipeline.llm.failures import (
     Refused,
 )
 from anima_pipeline.llm.openai.sdk import sdk
-from anima_pipeline.llm.pricing import cost_usd, price_for
+from anima_pipeline.llm.pricing import cost_usd
 from anima_pipeline.llm.ratelimit import RateLimiter
-from anima_pipeline.llm.retry import ApiCalls, check_bounds
 from anima_pipeline.llm.summary import ModelSummarizer
 from anima_pipeline.llm.tool_loop import Answer, Call, Stop, converse
 
@@ -91,7 +91,7 @@ def _arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
     return value, None
 
 
-class OpenAIEngine:
+class OpenAIEngine(ApiEngine):
     name: ClassVar[str] = "openai"
     # the nights calling one provider share one Dagster pool named after it
     pool: ClassVar[str | None] = "openai"
@@ -112,34 +112,29 @@ class OpenAIEngine:
         concurrency: int | None = None,
         limiter: RateLimiter | None = None,
     ) -> None:
-        self.settings = settings or Settings()
-        self.unpriced = self.settings.llm.unpriced
-        price_for(model, self.unpriced)  # an unknown price would make the budget meaningless: fail now
-        check_bounds(timeout, max_retries, max_retry_wait)
+        self._check(
+            model, settings=settings, timeout=timeout, max_retries=max_retries, max_retry_wait=max_retry_wait
+        )
         key = api_key.get_secret_value().strip() if api_key is not None else ""
         if not key and base_url is None:
             raise EngineConfigError(
                 "ANIMA_ENGINE=openai needs an API key in OPENAI_API_KEY for OpenAI's API, or "
                 "OPENAI_BASE_URL pointing at a server that needs none (Ollama, vLLM, llama.cpp)"
             )
-        self.model = model
-        self.base_url = base_url
-        self.budget = budget
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.max_retry_wait = max_retry_wait
-        self.limiter = limiter or RateLimiter.from_settings(self.settings)
         api = sdk()
-        self.calls = ApiCalls(
+        self.calls = self._connect(
             api,
             base_error=api.OpenAIError,
             provider=PROVIDER,
             secret=key,
+            model=model,
+            base_url=base_url,
+            budget=budget,
             timeout=timeout,
             max_retries=max_retries,
             max_retry_wait=max_retry_wait,
-            concurrency=concurrency or self.settings.llm.in_flight,
-            limiter=self.limiter,
+            concurrency=concurrency,
+            limiter=limiter,
         )
         self._client = api.OpenAI(
             api_key=key or NO_KEY,
