@@ -37,7 +37,7 @@ COMMANDS: dict[str, Lazy] = {
     "revert": Lazy("sleep", "Undo what one run wrote, replaying its audit log backwards: created memories are deprecated, changed ones get their previous state, cleaned conversations come back."),
     "forget": Lazy("forget", "Forget one thing and everything that derives only from it."),
     "embed": Lazy("embed", "Embed every active memory and past message that has no vector under the configured model (ANIMA_EMBEDDER, ANIMA_EMBEDDER_MODEL), batch by batch, committing each batch: an interrupted backfill keeps what it did and the same command carries on."),
-    "snapshot": Lazy("replay", "A new database holding every table as it stood when the night of --as-of was over, rebuilt from the audit log; prints its URL (the live store is only read)."),
+    "snapshot": Lazy("replay", "A new database holding every table as it stood when the night of --as-of was over, rebuilt from the audit log; prints its connection string (a libpq conninfo: pass it to psql, or as ANIMA_DATABASE_URL); the live store is only read."),
     "replay": Lazy("replay", "Sleep past days again into a shadow store (as of the day before --from, same archive) through Dagster, then print the diff; the live store is never written."),
     "diff": Lazy("replay", "What a replayed shadow holds that the live store does not: memories added, removed and changed (by type and night, with examples), the other layers' counts and the cost."),
     "serve": Lazy("serve", "The HTTP API (OpenAPI docs at /docs): append messages, context, search, remember, status under /v1/animas/{anima}/…, each request with `Authorization: Bearer KEY` (anima keys create)."),

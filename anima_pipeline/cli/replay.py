@@ -166,7 +166,7 @@ def _list() -> None:
             s.get("as_of", ""),
             span,
             s.get("engine", ""),
-            "" if s.get("engine") == "offline" else s.get("model", ""),  # no model in an offline night
+            s.get("model", ""),  # an offline replay records none
             s.get("promoted_run") or s.get("run_id", ""),
         )
     console.print(table)

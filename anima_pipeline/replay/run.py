@@ -18,6 +18,7 @@ import dagster as dg
 
 from anima_pipeline.config import Settings
 from anima_pipeline.defs.night.launch import launch_night
+from anima_pipeline.llm.factory import ENGINES
 from anima_pipeline.replay import diff as diffing
 from anima_pipeline.store import shadows as shadow
 
@@ -74,8 +75,9 @@ def replay(
             "from": first.isoformat(),
             "to": last.isoformat(),
             "engine": engine or settings.engine,
-            # the offline engine calls no model: ANIMA_MODEL's default would read as if it had
-            "model": "" if (engine or settings.engine) == "offline" else model or settings.model,
+            # an engine that prices no call (offline) calls no model: ANIMA_MODEL's default
+            # would read as if it had
+            "model": (model or settings.model) if _calls_a_model(engine or settings.engine) else "",
             "mode": mode,
             "run_id": outcome.run_id,
         },
@@ -102,3 +104,8 @@ def record_diff(instance: dg.DagsterInstance, d: diffing.StoreDiff, run_id: str)
             },
         )
     )
+
+
+def _calls_a_model(engine: str) -> bool:
+    known = ENGINES.get(engine)  # type: ignore[call-overload]  # a name from the CLI, checked by Settings
+    return known is None or known.priced
