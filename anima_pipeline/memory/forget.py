@@ -540,8 +540,11 @@ class _Cascade:
 
     def _narratives(self, conversations: list[str], memory_ids: list[int]) -> None:
         rows = q.narratives_of(self.conn, self.anima, conversations, memory_ids)
-        if not rows:
-            return
+        if rows:
+            self._drop_narratives(rows)
+
+    def _drop_narratives(self, rows: list[dict]) -> None:
+        """Erased (events scrubbed) on a purge, else the active ones deprecated."""
         t = self.report.table("autobiographical_memory")
         if self.purge:
             ids = [r["id"] for r in rows]
@@ -644,17 +647,7 @@ class _Cascade:
             since[r["name"]] = min(since.get(r["name"], r["version"]), r["version"])
 
     def _q_narratives(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
-        t = self.report.table("autobiographical_memory")
-        if self.purge:
-            ids = [r["id"] for r in rows]
-            t.erased += q.delete_rows(self.conn, "autobiographical_memory", ids)
-            t.events_scrubbed += q.scrub_events(self.conn, self.anima, "autobiographical_memory", ids)
-            return
-        repo = AutobiographyRepo(self.conn, self.audit)
-        for r in rows:
-            if r["status"] == "active":
-                repo.deprecate(r["id"], f"forgotten: {self.report.target}")
-                t.deprecated += 1
+        self._drop_narratives(rows)
 
     def _q_anchors(self, rows: list[dict], quotes: Quotes, since: dict[str, int]) -> None:
         self._anchors([r for r in rows if self.purge or r["status"] == "active"])
