@@ -31,17 +31,16 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from testkit.fake_messages_api import sleep_autopilot
+from testkit.scripted_server import RecordedRequest, ScriptedServer
 
 Action = dict[str, Any]
 
@@ -269,19 +268,13 @@ class PrefixCache:
 # --- the server -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]  # names lowercased
-    body: Any  # parsed JSON, or the raw text if it was not JSON
-
-
-class FakeChatCompletions:
+class FakeChatCompletions(ScriptedServer):
     """`with FakeChatCompletions([reply(call(...)), error(429), ...]) as fake: fake.url`.
 
     `api_key`, if given, must match the request's bearer token (else 401). `retry_after_ms` is
     sent with every error so SDK-style retries are fast."""
+
+    thread_name = "fake-chat-completions"
 
     def __init__(
         self,
@@ -298,7 +291,6 @@ class FakeChatCompletions:
     ) -> None:
         for action in script or []:
             _check_action(action)
-        self._script = list(script or [])
         self.responder = responder
         self.api_key = api_key
         self.cache = PrefixCache(min_cache_tokens)
@@ -306,14 +298,7 @@ class FakeChatCompletions:
         self.report_usage = report_usage
         self.retry_after_ms = retry_after_ms
         self.responses: list[dict[str, Any]] = []  # every completion answered
-        self._requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
-        self._server.block_on_close = False  # a delayed handler must not hold up close()
-        self._thread: threading.Thread | None = None
+        self._serve(script or [], host, port, _handler_for(self))
 
     @property
     def url(self) -> str:
@@ -322,50 +307,13 @@ class FakeChatCompletions:
         return f"http://{host}:{port}/v1"
 
     @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
-
-    @property
     def bodies(self) -> list[dict[str, Any]]:
         """Every chat-completions request body, in arrival order."""
         return [
             r.body for r in self.requests if r.path == "/v1/chat/completions" and isinstance(r.body, dict)
         ]
 
-    @property
-    def remaining(self) -> int:
-        with self._lock:
-            return len(self._script)
-
-    def start(self) -> FakeChatCompletions:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-chat-completions",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeChatCompletions:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- called from handler threads --
-
-    def _record(self, req: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(req)
 
     def _next_action(self, body: dict[str, Any]) -> Action:
         with self._lock:

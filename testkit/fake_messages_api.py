@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import itertools
 import json
 import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from testkit.scripted_server import RecordedRequest, ScriptedServer
 
 Action = dict[str, Any]
 
@@ -304,21 +304,15 @@ class PromptCache:
 # --- the server -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]  # names lowercased
-    body: Any  # parsed JSON, or the raw text if it was not JSON
-
-
-class FakeMessagesAPI:
+class FakeMessagesAPI(ScriptedServer):
     """`with FakeMessagesAPI([reply(...), error(529), ...]) as fake: fake.url`.
 
     `api_key`, if given, must match the request's `x-api-key` (else 401, like a revoked
     key). `retry_after_ms` is sent with every error so SDK retries are fast; the SDK
     ignores `retry-after: 0` and backs off 0.5 s or more, so tests would crawl without it.
     """
+
+    thread_name = "fake-messages-api"
 
     def __init__(
         self,
@@ -336,7 +330,6 @@ class FakeMessagesAPI:
     ) -> None:
         for action in script or []:
             _check_action(action)
-        self._script = list(script or [])
         self.responder = responder
         self.latency_s = latency_s  # every Messages request (and every batch) takes this long
         self.batch_latency_s = batch_latency_s
@@ -349,59 +342,14 @@ class FakeMessagesAPI:
         self.cache = PromptCache(min_cache_tokens)
         self.api_key = api_key
         self.retry_after_ms = retry_after_ms
-        self._requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._ids = itertools.count(1)
-        self._server = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._server.daemon_threads = True
-        self._server.block_on_close = False  # a delayed handler must not hold up close()
-        self._thread: threading.Thread | None = None
+        self._serve(script or [], host, port, _handler_for(self))
 
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def remaining(self) -> int:
-        with self._lock:
-            return len(self._script)
-
-    def start(self) -> FakeMessagesAPI:
-        # A short poll keeps close() (which waits for the loop to notice) quick in tests.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.02},
-            name="fake-messages-api",
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> FakeMessagesAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- called from handler threads --
-
-    def _record(self, req: RecordedRequest) -> None:
-        with self._lock:
-            self._requests.append(req)
 
     @property
     def counted(self) -> int:
