@@ -13,14 +13,18 @@ for the flush, which writes about 0.7 memories a turn through the executor and t
 sixth turn). The offline engine (the extractive summary, light sleep's heuristics for the
 flush), the ratio token counter, ``ANIMA_EMBEDDER=none``. Printed: the first call's seconds
 (it compacts), then each later call's (the stored summary reused), and the memories the
-flush wrote.
+flush wrote. Beside each wall time, the CPU seconds it took in this process and in the
+server's backends (read from /proc when the server runs on this machine): on a shared,
+loaded machine the wall time swings with the load, the CPU seconds much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -54,6 +58,42 @@ def turn(i: int, kind: str) -> tuple[str, str]:
     if i % 6 == 0:
         return role, f"My friend {person} moved to {place} in March 2026 and works as a nurse there."
     return role, f"Hi again, just checking in about turn {i}. Nothing much new today, it was quiet."
+
+
+def backend_cpu(url: str, name: str) -> float | None:
+    """CPU seconds (user + system) the server's backends for database `name` have used, or
+    None when they are not processes of this machine."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        pids = [r[0] for r in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,))]
+    tick, total = os.sysconf("SC_CLK_TCK"), 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+class Clock:
+    """Wall time, this process's CPU and the server backends' CPU of one call."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.url, self.name = url, name
+
+    def __enter__(self) -> Clock:
+        self.server = backend_cpu(self.url, self.name)
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        after = backend_cpu(self.url, self.name)
+        self.server = None if after is None or self.server is None else after - self.server
+
+    def cpu_text(self) -> str:
+        server = "n/a" if self.server is None else f"{self.server:.2f}"
+        return f"cpu {self.cpu:.2f} s here + {server} s server"
 
 
 def main() -> None:
@@ -91,16 +131,18 @@ def main() -> None:
         )
     memory = AnimaMemory(db, "wren", settings=settings)
     memory.append(messages)
-    started = time.perf_counter()
-    first = memory.working_context("s1", "Where does Ines live now?", budget=args.budget)
+    memory.working_context("s0", "warm-up", budget=args.budget)  # pool connections, imports
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    with Clock(f"{admin}/postgres", name) as clock:
+        first = memory.working_context("s1", "Where does Ines live now?", budget=args.budget)
     print(
-        f"{args.kind}, {args.turns} turns, budget {args.budget:,}: first call {time.perf_counter() - started:.2f} s"
-        f" (compacted {first.compacted}, flush wrote {len(first.flushed)} memories)"
+        f"{args.kind}, {args.turns} turns, budget {args.budget:,}: first call {clock.wall:.2f} s,"
+        f" {clock.cpu_text()} (compacted {first.compacted}, flush wrote {len(first.flushed)} memories)"
     )
     for n in range(args.later):
-        started = time.perf_counter()
-        later = memory.working_context("s1", f"And then, {n}?", budget=args.budget)
-        print(f"  later call {n + 1}: {time.perf_counter() - started:.3f} s (compacted {later.compacted})")
+        with Clock(f"{admin}/postgres", name) as clock:
+            later = memory.working_context("s1", f"And then, {n}?", budget=args.budget)
+        print(f"  later call {n + 1}: {clock.wall:.3f} s, {clock.cpu_text()} (compacted {later.compacted})")
     db.close()
 
 

@@ -177,6 +177,52 @@ def test_unrelated_candidate_is_created_and_near_duplicates_are_not() -> None:
     assert [d.action for d in decisions] == ["create", "skip"]
 
 
+def _full_scan_dedup(candidates: list[FactCandidate], existing: list[tuple[int, str]]) -> list[tuple]:
+    """The rule of `dedup_against` without its filters: each candidate against every entry
+    known so far, in order, the highest relation winning (the first of equals)."""
+    from anima_pipeline.night.steps.light.dedup import _Known, _relation, _tokens
+
+    known = [_Known(mid, content, _tokens(content), None) for mid, content in existing]
+    out: list[tuple] = []
+    for cand in candidates:
+        tokens = _tokens(cand.content)
+        best, rank, kind = None, 0, ""
+        for entry in known:
+            r, k = _relation(cand.key, tokens, entry)
+            if r > rank:
+                best, rank, kind = entry, r, k
+        if best is None:
+            known.append(_Known(None, cand.content, tokens, len(out)))
+            out.append(("create", cand.content, None))
+        elif kind != "fuller":
+            out.append(("skip", cand.content, best.memory_id))
+        else:
+            if best.decision is not None:
+                out[best.decision] = ("skip", out[best.decision][1], best.memory_id)
+            action = "update" if best.memory_id is not None else "create"
+            best.content, best.tokens, best.decision = cand.content, tokens, len(out)
+            best.key = normalize_key(cand.content)
+            out.append((action, cand.content, best.memory_id))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dedup_decides_as_a_full_scan_would(seed: int) -> None:
+    """The prefix index and the quick share check only skip pairs that cannot be related:
+    random batches over a small vocabulary (many near twins, fuller and contained versions)
+    get the decisions of the plain scan."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = "Bo Mia Lisbon garden parrot sister hiking Alps summer coffee bakery train 2023 May".split()
+    texts = [" ".join(rng.sample(vocab, rng.randint(2, 9))) + "." for _ in range(120)]
+    existing = [(i, t) for i, t in enumerate(texts[:30])]
+    batch = [candidate(t) for t in texts[30:]]
+    got = [(d.action, d.candidate.content, d.memory_id) for d in dedup_against(batch, existing)]
+    assert got == _full_scan_dedup(batch, existing)
+    assert {a for a, _, _ in got} >= {"create", "skip"}
+
+
 # --- anchors and significance ------------------------------------------------------------------
 
 

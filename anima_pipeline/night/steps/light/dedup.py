@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from anima_pipeline.night.steps.light.records import Decision, FactCandidate
 from anima_pipeline.text.vocab import STOPWORDS
@@ -14,19 +15,25 @@ from anima_pipeline.text.words import CJK, normalize_key
 NEAR_SHARE = 0.75  # the lowest share of shared tokens any relation but a twin by key needs
 
 
-def _tokens(text: str) -> set[str]:
+def _tokens(text: str) -> frozenset[str]:
     """Content words, plus Chinese character bigrams, for overlap measures."""
-    key = normalize_key(text)
+    return _key_tokens(normalize_key(text))
+
+
+@lru_cache(maxsize=1 << 16)
+def _key_tokens(key: str) -> frozenset[str]:
+    """`_tokens` of a text by its key: a night's extraction and its dedup against the store
+    ask for the same candidates' tokens several times (light/plan.py)."""
     words = {w for w in key.split() if w not in STOPWORDS and not CJK.search(w)}
     cjk = "".join(CJK.findall(key))
-    return words | {cjk[i : i + 2] for i in range(len(cjk) - 1)}
+    return frozenset(words | {cjk[i : i + 2] for i in range(len(cjk) - 1)})
 
 
 @dataclass
 class _Known:
     memory_id: int | None  # None: created by an earlier candidate of this batch
     content: str
-    tokens: set[str]
+    tokens: frozenset[str]
     decision: int | None  # index of the decision that currently writes this entry
     key: str = ""  # normalize_key(content), kept with it
     position: int = 0  # index in the known list
@@ -35,14 +42,14 @@ class _Known:
         self.key = self.key or normalize_key(self.content)
 
 
-def _prefix(tokens: set[str], rarity: Counter[str]) -> list[str]:
+def _prefix(tokens: frozenset[str], rarity: Counter[str]) -> list[str]:
     """The rarest `len - ceil(NEAR_SHARE * len) + 1` tokens: two sets sharing at least
     NEAR_SHARE of the smaller share one of these (module `dedup_against`)."""
     ordered = sorted(tokens, key=lambda t: (rarity[t], t))
     return ordered[: len(ordered) - math.ceil(NEAR_SHARE * len(ordered)) + 1]
 
 
-def _relation(key: str, tokens: set[str], known: _Known) -> tuple[int, str]:
+def _relation(key: str, tokens: frozenset[str], known: _Known) -> tuple[int, str]:
     """(rank, kind): twin > contained > fuller > near; rank 0 means unrelated."""
     if key == known.key:
         return 4, "twin"
@@ -80,7 +87,9 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     # words ("march", a name said every day) relate most entries to most others: the flush of
     # a 2,000-turn session compared 2.4 million pairs (docs/benchmarks.md).
     rarity = Counter(
-        t for text in [c for _, c in existing] + [c.content for c in candidates] for t in _tokens(text)
+        t
+        for tokens in [_tokens(c) for _, c in existing] + [_key_tokens(c.key) for c in candidates]
+        for t in tokens
     )
     by_key: dict[str, list[int]] = {}
     by_token: dict[str, list[int]] = {}
@@ -99,19 +108,29 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
         index(len(known) - 1)
     decisions: list[Decision] = []
     for cand in candidates:
-        tokens = _tokens(cand.content)
+        tokens = _key_tokens(cand.key)  # the candidate's key is normalize_key(content) (light/facts.py)
         related = set(by_key.get(cand.key, ()))
         for t in tokens:
             related.update(prefixed.get(t, ()))
         for t in _prefix(tokens, rarity):
             related.update(by_token.get(t, ()))
         best, rank, kind = None, 0, ""
+        size = len(tokens)
         for i in sorted(related):
-            r, k = _relation(cand.key, tokens, known[i])
+            entry = known[i]
+            # Every relation but a twin by key needs 3/4 of the smaller token set shared
+            # (NEAR_SHARE): the pairs the prefixes admit mostly fail that, cheaply told.
+            if cand.key != entry.key and len(tokens & entry.tokens) < NEAR_SHARE * min(
+                size, len(entry.tokens)
+            ):
+                continue
+            r, k = _relation(cand.key, tokens, entry)
             if r > rank:
-                best, rank, kind = known[i], r, k
+                best, rank, kind = entry, r, k
         if best is None:
-            known.append(_Known(None, cand.content, tokens, len(decisions), position=len(known)))
+            known.append(
+                _Known(None, cand.content, tokens, len(decisions), key=cand.key, position=len(known))
+            )
             index(len(known) - 1)
             decisions.append(Decision("create", cand, None, cand.content, "new"))
             continue
@@ -126,7 +145,7 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
             )
         action = "update" if best.memory_id is not None else "create"
         best.content, best.tokens, best.decision = cand.content, tokens, len(decisions)
-        best.key = normalize_key(cand.content)
+        best.key = cand.key
         index(best.position)  # stale index entries only widen the candidates; _relation decides
         decisions.append(Decision(action, cand, best.memory_id, cand.content, f"fuller version of {ref}"))
     return decisions
