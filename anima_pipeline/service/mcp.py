@@ -14,7 +14,8 @@ Each tool is a row of TOOLS: its arguments are the fields of the operation's req
 routes; its function calls the facade. A refusal (an error of the package) is a tool error
 with its message, naming the field, never a crash with a traceback; any other exception is a
 tool error too (its type only), logged with its traceback. Over stdio every line gets its
-answer, a lone surrogate included (service/mcp_stdio.py).
+answer, a lone surrogate included (service/mcp_stdio.py); over streamable HTTP such a request
+is answered in the same words (service/mcp_http.py).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from anima_pipeline.memory.models import (
 from anima_pipeline.recall.render import fenced, page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
-from anima_pipeline.service.mcp_stdio import StdioServer
+from anima_pipeline.service.mcp_http import AnimaMCPServer
 
 log = logging.getLogger(__name__)
 
@@ -411,7 +412,7 @@ def build_server(
         "corrections": allow_corrections,
         "delete": allow_delete,
     }
-    server = StdioServer(
+    server = AnimaMCPServer(
         name="anima-memory",
         instructions=(
             f"Long-term memory of the anima {memory.anima_id!r}. Call `context` with the user's message "

@@ -10,6 +10,8 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -119,12 +121,13 @@ def test_stdio_remember_when_enabled_is_audited_and_recalled(
     assert event == {"step": "agent/remember", "anima_id": "aria"}
 
 
-def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_path: Path) -> None:
-    ref = _seed(db, db_url, tmp_path)
+@contextmanager
+def _http_server(db_url: str, home: Path, *extra: str) -> Iterator[int]:
+    """`anima mcp --transport streamable-http` as a real process; yields its port once it answers."""
     port = free_port()
     proc = subprocess.Popen(
-        [ANIMA, "mcp", "--anima", "aria", "--transport", "streamable-http", "--port", str(port)],
-        env=_env(db_url, tmp_path),
+        [ANIMA, "mcp", "--anima", "aria", "--transport", "streamable-http", "--port", str(port), *extra],
+        env=_env(db_url, home),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -137,6 +140,15 @@ def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_
             except httpx.TransportError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()
                 time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_path: Path) -> None:
+    ref = _seed(db, db_url, tmp_path)
+    with _http_server(db_url, tmp_path) as port:
 
         async def main() -> None:
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:
@@ -149,9 +161,68 @@ def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_
                 assert f"[[anima:{ref}]]" in _text(ctx)
 
         anyio.run(main)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+
+
+def test_streamable_http_answers_a_lone_surrogate_naming_the_argument(
+    db: Database, db_url: str, tmp_path: Path
+) -> None:
+    """The SDK's transport answers such a body with its JSON parser's report (400, no field);
+    here it gets the tool error stdio gives, within a second, and nothing is stored."""
+    _seed(db, db_url, tmp_path)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with _http_server(db_url, tmp_path, "--allow-remember") as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        for n, (name, field, args, words) in enumerate(
+            [
+                (
+                    "context",
+                    "query",
+                    b'{"query": "a\\ud800b"}',
+                    "contains a lone surrogate (\\ud800) at character 1",
+                ),
+                ("remember", "content", b'{"content": "a\\udfffb"}', "contains a lone surrogate (\\udfff)"),
+                (
+                    "working_context",
+                    "message",
+                    b'{"session_id": "c1", "message": "hi\\ud800"}',
+                    "lone surrogate",
+                ),
+                (
+                    "remember",
+                    "content",
+                    b'{"content": "a\xffb"}',
+                    "is not valid UTF-8 (byte 0xFF at character 1)",
+                ),
+            ],
+            start=1,
+        ):
+            head = f'{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"{name}","arguments":'
+            started = time.monotonic()
+            answer = httpx.post(url, content=head.encode() + args + b"}}", headers=headers, timeout=5)
+            assert time.monotonic() - started < 1.0
+            assert answer.status_code == 200, answer.text
+            body = answer.json()
+            text = body["result"]["content"][0]["text"]
+            assert body["id"] == n and body["result"]["isError"] is True
+            assert text.startswith(f"{name}: {field}: ") and words in text, text
+        # outside a tool's arguments: a JSON-RPC error naming the place; an echoed id stays ASCII
+        listed = httpx.post(
+            url, content=b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}', headers=headers
+        )
+        assert listed.status_code == 200 and listed.content.isascii()
+        assert listed.json()["error"]["message"].startswith("id: contains a lone surrogate")
+
+        # the server lives on and answers the SDK's own client
+        async def main() -> None:
+            async with Client(url) as client:
+                assert "Lisbon" in _text(await client.call_tool("context", {"query": "Lena"}))
+
+        anyio.run(main)
+    with db.transaction() as conn:
+        stored = conn.execute(
+            "SELECT count(*) AS n FROM semantic_memory WHERE anima_id = 'aria' AND content LIKE 'a%b'"
+        ).fetchone()
+    assert stored["n"] == 0
 
 
 class _Raw:
