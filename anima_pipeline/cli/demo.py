@@ -11,7 +11,7 @@ from rich.table import Table
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import console, open_store, settings
 from anima_pipeline.cli.sleep import run_sleep, sleep_table
-from anima_pipeline.cli.store import import_, status_table
+from anima_pipeline.cli.store import import_, print_status, status_data
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample" / "week.archive.jsonl"
 
@@ -26,7 +26,6 @@ def demo() -> None:
     from anima_pipeline.definitions import checkout
     from anima_pipeline.llm.factory import engine_class
     from anima_pipeline.night.registry import day_range
-    from anima_pipeline.store.status import status
 
     if engine_class(settings()).priced:
         console.print("note: the demo uses the engine in ANIMA_ENGINE; unset it for the offline engine")
@@ -38,10 +37,10 @@ def demo() -> None:
     try:
         with db.transaction() as conn:
             show_learned(conn, "aria")
-            data = status(conn)
+            data = status_data(conn)
     finally:
         db.close()
-    console.print(status_table(data))
+    print_status(data)  # with what it does not count, as `anima status` prints it
     anima = "anima" if checkout() is None else ".venv/bin/anima"
     console.print(
         "\nOpen the Dagster UI on the same run history:\n"

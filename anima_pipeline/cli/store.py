@@ -128,22 +128,34 @@ def _archive_lines(name: str) -> tuple[list[str], str]:
 @app.command("status")
 def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
     """Counts per anima and in total: conversations, messages, memories, anchors, narratives, summaries."""
-    from anima_pipeline.recall.dense import recall_status
-    from anima_pipeline.store.sleep_state import latest_declined
-    from anima_pipeline.store.status import cleaned_by_night, status
-
     db = open_store(read_only=True)
     try:
         with db.transaction() as conn:
-            data = status(conn)
-            data["recall"] = recall_status(conn, settings())
-            data["cleaned_by_night"] = cleaned_by_night(conn)
-            data["declined"] = [{**r, "day": r["day"].isoformat()} for r in latest_declined(conn)]
+            data = status_data(conn)
     finally:
         db.close()
     if as_json:
         print(json.dumps(data, indent=2))
         return
+    print_status(data)
+
+
+def status_data(conn) -> dict:
+    """What `anima status` shows (and the demo's last table): the counts, how recall runs, the
+    latest declined steps, and what is not counted (cleaned by a night, hidden by a forget)."""
+    from anima_pipeline.recall.dense import recall_status
+    from anima_pipeline.store.sleep_state import latest_declined
+    from anima_pipeline.store.status import cleaned_by_night, hidden_by_forget, status
+
+    data = status(conn)
+    data["recall"] = recall_status(conn, settings())
+    data["cleaned_by_night"] = cleaned_by_night(conn)
+    data["hidden_by_forget"] = hidden_by_forget(conn)
+    data["declined"] = [{**r, "day": r["day"].isoformat()} for r in latest_declined(conn)]
+    return data
+
+
+def print_status(data: dict) -> None:
     console.print(status_table(data))
     console.print(recall_line(data["recall"]))
     for d in data["declined"]:  # the latest nights' steps whose model wrote nothing, and why
@@ -155,6 +167,12 @@ def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
             f"{sum(cleaned.values())} conversation(s) deleted by the night's cleanup are not counted "
             "(stale, with 0 or 1 message or no assistant reply; in the audit log, `anima revert --run "
             "RUN` restores them): " + ", ".join(f"{a} {n}" for a, n in sorted(cleaned.items()))
+        )
+    if hidden := data["hidden_by_forget"]:
+        console.print(
+            f"{sum(hidden.values())} message(s) hidden by `anima forget` are not counted (out of recall "
+            "and the nights; `anima revert --run RUN` of the forget shows them again, `--purge` erases "
+            "them): " + ", ".join(f"{a} {n}" for a, n in sorted(hidden.items()))
         )
 
 

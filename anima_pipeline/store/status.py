@@ -20,18 +20,32 @@ STATUS_KEYS: tuple[str, ...] = (
     "dream_entries",
 )
 
+# each statement's `{only}` is empty, or narrows it to one anima (read through the anima indexes)
 _QUERIES: dict[str, str] = {
-    "conversations": "SELECT anima_id, count(*) FROM conversation GROUP BY anima_id",
-    "messages": "SELECT anima_id, count(*) FROM message GROUP BY anima_id",
-    "semantic_active": "SELECT anima_id, count(*) FROM semantic_memory WHERE status = 'active' GROUP BY anima_id",
-    "semantic_deprecated": "SELECT anima_id, count(*) FROM semantic_memory WHERE status = 'deprecated' GROUP BY anima_id",
-    "emotional_anchors": "SELECT anima_id, count(*) FROM emotional_anchor WHERE status = 'active' GROUP BY anima_id",
-    "autobiographical_active": (
-        "SELECT anima_id, count(*) FROM autobiographical_memory WHERE status = 'active' GROUP BY anima_id"
+    # a soft forget hides messages (`forgotten_at`, docs/forget.md): they are not counted, and
+    # neither is a conversation whose every message is hidden (hidden_by_forget counts them)
+    "conversations": """SELECT c.anima_id, count(*) FROM conversation c
+        WHERE (EXISTS (SELECT 1 FROM message m WHERE m.anima_id = c.anima_id
+                       AND m.conversation_id = c.id AND m.forgotten_at IS NULL)
+               OR NOT EXISTS (SELECT 1 FROM message m WHERE m.anima_id = c.anima_id
+                              AND m.conversation_id = c.id)) {only}
+        GROUP BY c.anima_id""",
+    "messages": "SELECT anima_id, count(*) FROM message WHERE forgotten_at IS NULL {only} GROUP BY anima_id",
+    "semantic_active": (
+        "SELECT anima_id, count(*) FROM semantic_memory WHERE status = 'active' {only} GROUP BY anima_id"
     ),
-    "temporal_summaries": "SELECT anima_id, count(*) FROM temporal_summary GROUP BY anima_id",
-    "memory_references": "SELECT anima_id, count(*) FROM memory_reference GROUP BY anima_id",
-    "dream_entries": "SELECT anima_id, count(*) FROM dream_journal GROUP BY anima_id",
+    "semantic_deprecated": (
+        "SELECT anima_id, count(*) FROM semantic_memory WHERE status = 'deprecated' {only} GROUP BY anima_id"
+    ),
+    "emotional_anchors": (
+        "SELECT anima_id, count(*) FROM emotional_anchor WHERE status = 'active' {only} GROUP BY anima_id"
+    ),
+    "autobiographical_active": (
+        "SELECT anima_id, count(*) FROM autobiographical_memory WHERE status = 'active' {only} GROUP BY anima_id"
+    ),
+    "temporal_summaries": "SELECT anima_id, count(*) FROM temporal_summary WHERE true {only} GROUP BY anima_id",
+    "memory_references": "SELECT anima_id, count(*) FROM memory_reference WHERE true {only} GROUP BY anima_id",
+    "dream_entries": "SELECT anima_id, count(*) FROM dream_journal WHERE true {only} GROUP BY anima_id",
 }
 
 
@@ -42,14 +56,22 @@ def status(conn: Connection, anima_id: str | None = None) -> dict:
     if anima_id is not None:
         per[anima_id] = dict.fromkeys(STATUS_KEYS, 0)
     for key, sql in _QUERIES.items():
-        if anima_id is not None:
-            where = " AND " if " WHERE " in sql else " WHERE "
-            sql = sql.replace(" GROUP BY", f"{where}anima_id = %(anima)s GROUP BY")
-        for row in conn.execute(sql, {"anima": anima_id} if anima_id is not None else None).fetchall():
+        column = "c.anima_id" if key == "conversations" else "anima_id"
+        only = "" if anima_id is None else f"AND {column} = %(anima)s"
+        for row in conn.execute(sql.format(only=only), {"anima": anima_id}).fetchall():
             anima, n = row["anima_id"], row["count"]
             per.setdefault(anima, dict.fromkeys(STATUS_KEYS, 0))[key] = int(n)
     totals = {k: sum(a[k] for a in per.values()) for k in STATUS_KEYS}
     return {"totals": totals, "animas": [{"anima_id": a, **per[a]} for a in sorted(per)]}
+
+
+def hidden_by_forget(conn: Connection) -> dict[str, int]:
+    """Messages per anima a soft forget hid (`forgotten_at`): what `status` no longer counts
+    (a purge deletes them; `anima revert --run` of the forget shows them again)."""
+    rows = conn.execute(
+        "SELECT anima_id, count(*) FROM message WHERE forgotten_at IS NOT NULL GROUP BY anima_id"
+    ).fetchall()
+    return {r["anima_id"]: int(r["count"]) for r in rows}
 
 
 def cleaned_by_night(conn: Connection) -> dict[str, int]:

@@ -89,8 +89,10 @@ def test_status_json_matches_the_store(cli_env, db_url: str, db: Database, tmp_p
     recall = data.pop("recall")  # how recall runs here: lexical on a server without pgvector, and why
     cleaned = data.pop("cleaned_by_night")  # what the nights' cleanup deleted: nothing ran here
     declined = data.pop("declined")  # the declined steps of the latest nights: none ran here
+    hidden = data.pop("hidden_by_forget")  # messages a soft forget hid: none here
     with db.transaction() as conn:
         assert data == status(conn) and cleaned == cleaned_by_night(conn) == {} and declined == []
+        assert hidden == {}
         if not vectors.available(conn):
             assert recall["mode"] == "lexical" and recall["lexical_reason"]
     assert data["totals"]["messages"] == 9 and data["totals"]["conversations"] == 3
@@ -155,6 +157,19 @@ def test_status_table_lists_each_anima_and_the_total(cli_env, db_url: str, tmp_p
     assert rows["bob"] == ["1", "4", *zeros]
     assert rows["total"] == ["3", "9", *zeros]
     assert "recall: " in result.stdout
+
+
+def test_status_after_a_soft_forget_counts_no_hidden_message(cli_env, db_url: str, tmp_path: Path) -> None:
+    assert cli_env(db_url, "import", str(_archive(tmp_path / "a.jsonl"))).exit_code == 0
+    forgot = cli_env(db_url, "forget", "--conversation", "a1", "--no-recompute")  # soft: hidden
+    assert forgot.exit_code == 0, forgot.output
+    data = json.loads(cli_env(db_url, "status", "--json").stdout)
+    ana = next(row for row in data["animas"] if row["anima_id"] == "ana")
+    assert (ana["conversations"], ana["messages"]) == (1, 2)  # a2 only: a1's 3 messages are hidden
+    assert (data["totals"]["conversations"], data["totals"]["messages"]) == (2, 6)
+    assert data["hidden_by_forget"] == {"ana": 3}
+    table = " ".join(cli_env(db_url, "status").stdout.split())
+    assert "3 message(s) hidden by `anima forget` are not counted" in table and "ana 3" in table
 
 
 def test_db_stop_with_a_database_url_stops_nothing(cli_env, db_url: str, tmp_path: Path) -> None:

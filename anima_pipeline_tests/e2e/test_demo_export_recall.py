@@ -36,6 +36,8 @@ def test_demo_then_export_and_recall(demo_env: dict[str, str], db: Database, tmp
         "dg dev",
     ):
         assert heading in out, heading
+    # the demo's last table is `anima status`'s, with why it shows 13 of the 14 conversations
+    assert "1 conversation(s) deleted by the night's cleanup are not counted" in " ".join(out.split())
     totals = json.loads(invoke_cli(["status", "--json"], demo_env).stdout)["totals"]
     # 197 imported; cleanup deleted the stale single-message conversation (kept in memory_event)
     assert totals["messages"] == 196 and totals["conversations"] == 13 and totals["semantic_active"] > 20
