@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NoReturn, overload
@@ -159,26 +161,41 @@ def progress_console() -> Console:
 
 
 def progress_bar() -> Progress:
-    """Description, bar, n/N, elapsed and ETA, drawn on the terminal (see progress_console)."""
+    """Description, bar, n/N, elapsed and ETA, drawn on the terminal (see progress_console).
+    The counts and clocks never give way: the description is cut (with an ellipsis) to what
+    the console leaves it, the bar shortens, and under 70 columns the ETA is dropped."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        ProgressColumn,
         TextColumn,
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
+    from rich.table import Column
 
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=progress_console(),
-        transient=True,
-    )
+    console = progress_console()
+    width = console.width
+    bar = 40 if width >= 120 else 20 if width >= 90 else 10
+    with_eta = width >= 70
+    # n/N up to 7 digits each, elapsed h:mm:ss, "eta h:mm:ss", the bar, one space between columns
+    fixed = 15 + 7 + (12 if with_eta else 0) + bar + (5 if with_eta else 3)
+    columns: list[ProgressColumn | str] = [
+        TextColumn(
+            "{task.description}",
+            table_column=Column(no_wrap=True, overflow="ellipsis", max_width=max(8, width - fixed)),
+        ),
+        BarColumn(bar_width=bar),
+        MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=3)),
+        TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+    ]
+    if with_eta:
+        columns += [
+            TextColumn("eta", table_column=Column(no_wrap=True)),
+            TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+        ]
+    return Progress(*columns, console=console, transient=True)
 
 
 def progress_line(progress: Progress, task) -> None:
@@ -189,6 +206,38 @@ def progress_line(progress: Progress, task) -> None:
     left = t.time_remaining
     eta = f", eta {left:.0f} s" if left is not None else ""
     progress.console.print(f"{t.description}: {t.completed:.0f}/{t.total:.0f}, {t.elapsed or 0:.0f} s{eta}")
+
+
+# where no terminal is drawn on, a long command prints a line at least this often (seconds)
+ALIVE_EVERY_S = 60.0
+
+
+@contextmanager
+def alive_lines(progress: Progress) -> Iterator[None]:
+    """Where no terminal is drawn on (output to a file, a CI log): each unfinished task's
+    line (progress_line) at least every ALIVE_EVERY_S, from a thread, so a phase that runs
+    for minutes (a night with a model, thousands of questions) shows it is alive. On a
+    terminal the bar does that."""
+    if progress.console.is_terminal:
+        yield
+        return
+    import threading
+
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(ALIVE_EVERY_S):
+            for t in list(progress.tasks):
+                if not t.finished:
+                    progress_line(progress, t.id)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def advancing(records, progress: Progress, task):

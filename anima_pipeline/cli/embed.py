@@ -7,7 +7,15 @@ from typing import cast
 import typer
 
 from anima_pipeline.cli.app import app
-from anima_pipeline.cli.common import anima_ids, console, fail, open_store, progress_bar, settings
+from anima_pipeline.cli.common import (
+    alive_lines,
+    anima_ids,
+    console,
+    fail,
+    open_store,
+    progress_bar,
+    settings,
+)
 
 
 @app.command("embed")
@@ -44,7 +52,7 @@ def embed(
             waiting = vectors.backlog(conn, embedder.model_id, anima)
             total = sum(waiting[k] for k in kind)
             conn.commit()
-            with progress_bar() as progress:
+            with progress_bar() as progress, alive_lines(progress):  # a line a minute to a file
                 task = progress.add_task(f"embedding ({embedder.model_id})", total=total)
                 report = vectors.embed_pending(
                     conn,

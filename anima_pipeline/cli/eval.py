@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from anima_pipeline.cli.app import HELP, app
-from anima_pipeline.cli.common import console, fail
+from anima_pipeline.cli.common import alive_lines, console, fail, progress_bar, progress_line
 
 eval_app = typer.Typer(help="Measure the memory system on public benchmarks.", **HELP)
 app.add_typer(eval_app, name="eval")
@@ -87,6 +87,38 @@ def _only(dialogues: list, ids: list[str], what: str, where: str) -> list:
     return [d for d in dialogues if d.sample_id in ids]
 
 
+def _shown(pd, rows: list[dict], benchmark: str) -> str:
+    """A score table as text: a type without questions shows "-" (no score), not NaN; LongMemEval's
+    rows are named by question type, so its category numbers (ours, not the benchmark's) are left out."""
+    frame = pd.DataFrame(rows)
+    if benchmark == "longmemeval":
+        frame = frame.drop(columns="category").rename(columns={"name": "question type"})
+    frame = frame.astype(object).where(frame.notna(), "-")
+    text = frame.to_string(index=False)
+    if any(r["questions"] == 0 for r in rows):
+        text += "\n(-: no question of that kind in the file)"
+    return text
+
+
+_PHASES = {"import": "importing the dialogues", "nights": "sleeping their days", "questions": "asking"}
+
+
+def _drawn(bar):
+    """evaluate_locomo's progress on the bar; without a terminal, a line when a phase starts
+    and ends (and alive_lines' line a minute between)."""
+    tasks: dict[str, Any] = {}
+
+    def report(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(_PHASES.get(phase, phase), total=total)
+            progress_line(bar, tasks[phase])
+        bar.update(tasks[phase], completed=done)
+        if done == total and done:
+            progress_line(bar, tasks[phase])
+
+    return report
+
+
 def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | None, database_url) -> None:
     """Run the eval on scratch animas in a scratch store and print its tables (both benchmarks)."""
     try:
@@ -113,9 +145,16 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
         engine = make_engine(run_settings, Budget.from_settings(settings))
         db = open_database(run_settings)
         try:
-            result = evaluate_locomo(
-                db, run_settings, engine, dialogues, max_questions=max_questions, **categories
-            )
+            with progress_bar() as bar, alive_lines(bar):
+                result = evaluate_locomo(
+                    db,
+                    run_settings,
+                    engine,
+                    dialogues,
+                    max_questions=max_questions,
+                    progress=_drawn(bar),
+                    **categories,
+                )
         finally:
             db.close()
             engine.close()
@@ -125,13 +164,13 @@ def _evaluate(dialogues: list, benchmark: str, *, max_questions, report: Path | 
             console.print(
                 f"J per {'question type' if categories else 'category'} ({result.engine}, {result.model}):"
             )
-            console.print(pd.DataFrame(result.j_by_category()).to_string(index=False))
+            console.print(_shown(pd, result.j_by_category(), benchmark))
         else:
             console.print(
                 "offline engine: no model to answer or judge; offline context measure instead "
                 "(share of questions whose context holds every key word of the answer):"
             )
-            console.print(pd.DataFrame(result.keyword_coverage()).to_string(index=False))
+            console.print(_shown(pd, result.keyword_coverage(), benchmark))
         tokens = result.context_tokens()
         unit = "API-counted answer prompt" if result.judged() else "characters / 4"
         console.print(f"\ncontext tokens per question ({unit}):")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -290,6 +291,15 @@ def archive_lines(dialogues: list[Dialogue]) -> list[str]:
     return lines
 
 
+# progress(phase, done, total): "import", "nights" (one per session day), "questions"; the CLI
+# draws it, and where no terminal is drawn on prints a line at least once a minute
+EvalProgress = Callable[[str, int, int], None]
+
+
+def _quiet(_phase: str, _done: int, _total: int) -> None:
+    return None
+
+
 def import_dialogues(db: Database, dialogues: list[Dialogue]) -> None:
     with db.transaction() as conn:
         audit = Audit(conn=conn, anima_id="", run_id="eval-import", step="import")
@@ -299,10 +309,26 @@ def import_dialogues(db: Database, dialogues: list[Dialogue]) -> None:
 # ---- the night ------------------------------------------------------------------------------
 
 
-def sleep_dialogues(db: Database, settings: Settings, engine: Engine, dialogues: list[Dialogue]) -> Usage:
+def sleep_dialogues(
+    db: Database,
+    settings: Settings,
+    engine: Engine,
+    dialogues: list[Dialogue],
+    progress: EvalProgress | None = None,
+) -> Usage:
     """Every session day, in order, for the eval animas only; the night's usage."""
     days = sorted({s.started_at.astimezone(settings.tz).date() for d in dialogues for s in d.sessions})
-    results = run_days(db, settings, days, animas=[d.anima_id for d in dialogues], engine=engine)
+    report = progress or _quiet
+    report("nights", 0, len(days))
+    done = iter(range(1, len(days) + 1))
+    results = run_days(
+        db,
+        settings,
+        days,
+        animas=[d.anima_id for d in dialogues],
+        engine=engine,
+        on_night=lambda _night, _results: report("nights", next(done), len(days)),
+    )
     return sum((r.usage for r in results), Usage())
 
 
@@ -359,18 +385,27 @@ def evaluate_locomo(
     benchmark: str = "locomo",
     category_names: dict[int, str] = CATEGORIES,
     judged_categories: tuple[int, ...] = JUDGED,
+    progress: EvalProgress | None = None,
 ) -> Report:
     """Import, sleep, then build each judged question's context and, with a model, answer and
     judge it (see the module docstring). LongMemEval (evaluation/longmemeval.py) passes its
     own categories; a question with `asked_at` is asked then, else the day after the last session."""
+    report = progress or _quiet
+    report("import", 0, 1)
     import_dialogues(db, dialogues)
-    night = sleep_dialogues(db, settings, engine, dialogues)
+    report("import", 1, 1)
+    night = sleep_dialogues(db, settings, engine, dialogues, report)
     judged = engine.model is not None  # a model answers and judges; offline measures the contexts
     spent, results = Usage(), []
+    asked = {
+        d.sample_id: [q for q in d.qa if q.category in judged_categories and q.answer][:max_questions]
+        for d in dialogues
+    }
+    total = sum(len(qs) for qs in asked.values())
+    report("questions", 0, total)
     for d in dialogues:
         last_session = max(s.started_at for s in d.sessions) + timedelta(days=1)
-        questions = [q for q in d.qa if q.category in judged_categories and q.answer]
-        for q in questions[:max_questions]:
+        for q in asked[d.sample_id]:
             asked_at = q.asked_at or last_session
             with db.transaction() as conn:
                 ctx = assemble_context(conn, d.anima_id, q.question, settings=settings, now=asked_at)
@@ -388,6 +423,7 @@ def evaluate_locomo(
                 spent = spent + answered + judged_by
                 row.context_tokens = answered.one_pass_tokens  # the answer prompt, as the API counted it
             results.append(row)
+            report("questions", len(results), total)
     return Report(
         engine=engine.name,
         model=engine.model,

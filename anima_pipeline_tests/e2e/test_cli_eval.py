@@ -108,6 +108,9 @@ def test_eval_locomo_offline_prints_the_context_keyword_measure(db_url: str, tmp
     overall = next(r for r in data["keyword_coverage"] if r["category"] == 0)
     assert overall["questions"] == 4 and 0 <= overall["share"] <= 1
     assert any(q["keywords_found"] for q in data["questions"])  # "Lisbon" is in the day's messages
+    # output to files (no terminal): each phase says when it starts and ends, on stderr
+    for line in ("importing the dialogues: 0/1", "sleeping their days: 0/", "asking: 0/4", "asking: 4/4"):
+        assert line in result.stderr, result.stderr
 
 
 def test_eval_locomo_names_the_bad_sample(tmp_path: Path) -> None:
@@ -177,6 +180,13 @@ def test_eval_longmemeval_offline_runs_end_to_end_on_the_synthetic_sample(
     assert overall["questions"] == 2 and overall["name"] == "overall 1-6"
     found = {q["question"]: q["keywords_found"] for q in data["questions"]}
     assert found["What breed is the dog I adopted?"]  # "whippet" is in its haystack
+    # a question type the file does not have scores "-", not NaN; rows are named by type only
+    table = result.stdout.splitlines()
+    header = next(line for line in table if "question type" in line)
+    assert "category" not in header and "NaN" not in result.stdout
+    row = next(line.split() for line in table if line.strip().startswith("multi-session"))
+    assert row == ["multi-session", "0", "0", "-"], row
+    assert "(-: no question of that kind in the file)" in result.stdout
 
 
 def test_eval_longmemeval_names_the_bad_question(tmp_path: Path) -> None:
