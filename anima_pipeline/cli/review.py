@@ -63,7 +63,7 @@ def list_(
             p.anima_id,
             str(p.day),
             p.tool.removesuffix("_semantic_memory").removesuffix("_semantic_memories"),
-            escape(p.reason or ""),
+            escape(p.reason or "(none given by the model)"),
             escape(mems + extra),
         )
     console.print(table)

@@ -103,6 +103,10 @@ class UpdateSemanticMemory(_Tool):
     valid_until: Instant | None = Field(None, description=VALID_UNTIL_HELP)
 
 
+# a merge or split in review mode waits for a person (docs/review.md), who reads this beside it
+REVIEW_REASON_HELP = "why, in one sentence (shown to the person who reviews it)"
+
+
 class DeprecateSemanticMemory(_Tool):
     """Retire a memory that is wrong, contradicted or superseded. Nothing is deleted."""
 
@@ -123,6 +127,7 @@ class MergeSemanticMemories(_Tool):
     content: Content
     type: MemoryType | None = Field(None, description="defaults to the first source's type")
     confidence: float | None = Field(None, ge=0, le=1)
+    reason: str | None = Field(None, max_length=500, description=REVIEW_REASON_HELP)
 
 
 class SplitSemanticMemory(_Tool):
@@ -131,6 +136,7 @@ class SplitSemanticMemory(_Tool):
 
     id: FactId
     parts: list[Content] = Field(min_length=2, description="self-contained sentences, one fact each")
+    reason: str | None = Field(None, max_length=500, description=REVIEW_REASON_HELP)
 
 
 class PinSemanticMemory(_Tool):

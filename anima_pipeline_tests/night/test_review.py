@@ -16,7 +16,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night
 from anima_pipeline.night.revert import revert_run
-from anima_pipeline.night.steps.deep.step import merge
+from anima_pipeline.night.steps.deep.step import merge, split
 from anima_pipeline.review import decisions as reviewing
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
@@ -161,6 +161,17 @@ def test_approvals_stay_under_the_loss_guard(db: Database, tmp_path: Path) -> No
     assert [d.status for d in decisions] == ["approved", "approved"]
 
 
+def test_a_proposed_split_says_why(db: Database, tmp_path: Path) -> None:
+    [whole] = plant(
+        db, "Odile keeps three beehives behind the old mill. Odile sells honey at the Saturday market."
+    )
+    result = split(db, night(tmp_path), A)
+    assert result.stats["proposed"] == 1
+    [view] = reviewing.pending(db, A)
+    assert view.proposal.tool == "split_semantic_memory" and view.proposal.memory_ids == [whole]
+    assert view.proposal.reason == "2 independent facts in one memory"
+
+
 def test_without_review_mode_the_night_applies_its_merge(db: Database, tmp_path: Path) -> None:
     a, b = plant(db, *TWINS)
     result = merge(db, night(tmp_path, review=False), A)
@@ -183,9 +194,11 @@ def test_anima_review_cli_lists_approves_and_rejects(db: Database, db_url: str, 
     rows = json.loads(listed.stdout)
     assert [r["tool"] for r in rows] == ["merge_semantic_memories"] * 2
     assert all(len(r["memories"]) == 2 for r in rows)
+    assert [r["reason"] for r in rows] == ["exact twins"] * 2  # the offline planner says why
 
     text = anima("review", "list", "--anima", A)
     assert "beehives" in text.stdout and rows[0]["proposal"] in text.stdout
+    assert "exact twins" in text.stdout  # the reason column, filled offline too
 
     ok = anima("review", "approve", rows[0]["proposal"], "--anima", A)
     assert ok.returncode == 0 and "approved" in ok.stdout, ok.stderr

@@ -88,12 +88,23 @@ def round_plan(
             if full_split or v.id in candidates:
                 parts = split_parts(v)
                 if parts:
-                    yield ToolCall(name="split_semantic_memory", input={"id": f"f-{v.id}", "parts": parts})
+                    yield ToolCall(
+                        name="split_semantic_memory",
+                        input={
+                            "id": f"f-{v.id}",
+                            "parts": parts,
+                            "reason": f"{len(parts)} independent facts in one memory",
+                        },
+                    )
     elif round_name == "merge":
         for g in merge_candidates(current, merge_threshold):
             yield ToolCall(
                 name="merge_semantic_memories",
-                input={"source_ids": [f"f-{i}" for i in g.ids], "content": g.content},
+                input={
+                    "source_ids": [f"f-{i}" for i in g.ids],
+                    "content": g.content,
+                    "reason": g.reason[:500],
+                },
             )
     else:
         for mid, reason in stale_pins(views, now=now, stale_days=stale_pin_days):
