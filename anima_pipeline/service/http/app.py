@@ -14,8 +14,14 @@ translate: the behaviour, and every limit, is AnimaMemory's (memory/models.py).
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from functools import cache
+from pathlib import Path
+
+import fastapi_offline
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html
 from fastapi_offline import FastAPIOffline
+from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from anima_pipeline.config import Settings
@@ -76,10 +82,43 @@ class BodyLimit:
         await error_handlers.error_response(refusal)(scope, receive, send)
 
 
+# ReDoc's bundle draws its footer's "API docs by Redocly" logo from this CDN address; served
+# with the address replaced by an empty image, /redoc asks nothing of the network (README)
+REDOC_CDN_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+_NO_IMAGE = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'/%3E"
+REDOC_JS_PATH = "/redoc-offline/redoc.standalone.js"
+
+
+@cache
+def redoc_bundle() -> bytes:
+    """fastapi-offline's ReDoc bundle with its one CDN address replaced (read once)."""
+    bundle = Path(fastapi_offline.__file__).parent / "static" / "redoc.standalone.js"
+    return bundle.read_bytes().replace(REDOC_CDN_LOGO.encode(), _NO_IMAGE.encode())
+
+
+def _offline_redoc(app: FastAPI) -> None:
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc_html(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=app.title + " - ReDoc",
+            redoc_js_url=f"{root}{REDOC_JS_PATH}",
+            with_google_fonts=False,
+            redoc_favicon_url=f"{root}/static-offline-docs/favicon.png",
+        )
+
+    @app.get(REDOC_JS_PATH, include_in_schema=False)
+    async def redoc_js() -> Response:
+        return Response(redoc_bundle(), media_type="text/javascript")
+
+
 def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The FastAPI app over an open store (the caller owns and closes `db`). /docs and /redoc
-    load Swagger UI and ReDoc from the fastapi-offline package, so they work without a network."""
+    load Swagger UI and ReDoc from the fastapi-offline package, so they work without a network
+    (ReDoc's bundle served without its one CDN address, redoc_bundle)."""
     app = FastAPIOffline(
+        redoc_url=None,
         title="anima memory",
         version="1",
         description=(
@@ -87,6 +126,7 @@ def create_app(db: Database, settings: Settings, *, max_body_bytes: int = MAX_BO
             "`Authorization: Bearer KEY` (`anima keys create --anima A`); a key opens its own anima only."
         ),
     )
+    _offline_redoc(app)
     app.state.db = db
     app.state.settings = settings
     app.include_router(router, responses=error_handlers.ERROR_RESPONSES)
