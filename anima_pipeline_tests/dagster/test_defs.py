@@ -19,6 +19,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.steps import STEP_ORDER
 from anima_pipeline.defs import instance as dinstance
 from anima_pipeline.defs.night import assets as night_assets
+from anima_pipeline.defs.night.assets import ONE_STEP
 from anima_pipeline.defs.night.partitions import night_partitions
 from anima_pipeline.defs.night.resources import EngineResource, build_resources
 from anima_pipeline.llm.contract import Usage
@@ -97,14 +98,17 @@ def test_one_multi_asset_follows_the_registry(repo_def, night_def) -> None:
     # no two nodes of the asset graph read the same (the graph shows a key's last part)
     labels = [k.path[-1] for k in night.keys]
     assert len(labels) == len(set(labels)), sorted(labels)
-    assert night.op.name == "night"
+    assert night.op.name == "night" and ONE_STEP in (night.op.description or "")
+    assert ONE_STEP in (repo_def.get_job("nightly_sleep").description or "")
     assert {k.to_user_string() for k in night.keys} == EXPECTED_KEYS
     specs = {s.key.to_user_string(): s for s in night.specs}
     for step in STEPS:
         spec = specs[step.key]
         assert {d.asset_key.to_user_string() for d in spec.deps} == set(step.deps), step.key
         assert spec.group_name == step.group
-        assert spec.description == step.description
+        # the step's own words, then why the run's page shows one step, `night`, for all 14
+        assert spec.description == f"{step.description}\n\n{ONE_STEP}"
+        assert "one Dagster step, `night`" in ONE_STEP and "run_log" in ONE_STEP
         assert spec.kinds == {"postgres", "python"}
         [ref] = spec.metadata["dagster/code_references"].code_references
         source = Path(ref.file_path).read_text().splitlines()

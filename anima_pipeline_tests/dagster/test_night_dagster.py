@@ -171,6 +171,12 @@ def test_one_partition_runs_every_step_with_metadata(store: Database, resources:
         assert COMMON_KEYS | set(BY_KEY[step].changes) <= set(mat.metadata), step
         assert not set(LLM_KEYS) & set(mat.metadata), step
         assert mat.metadata["mode"].value == "full"
+        # the run's page shows one step, `night`: each materialization names its run and its line
+        assert mat.metadata["run_log"].value.startswith(f"run {result.run_id}, step night: "), step
+    logged = [r.user_message for r in instance.all_logs(result.run_id)]
+    extracted_log = materializations(instance, "semantic_memory/extracted", day)[0].metadata["run_log"].value
+    line = extracted_log.split("the line '", 1)[1].removesuffix("'")
+    assert line.startswith(f"{day} semantic_memory/extracted (full): 2 anima(s)") and line in logged, line
     extracted = materializations(instance, "semantic_memory/extracted", day)[0].metadata
     assert (
         extracted["animas"].value == 2

@@ -69,6 +69,18 @@ TIMING_LOG = "time in the night {night_s:.3f} s, in checks {checks_s:.3f} s"
 QUIET_BATCH = 13 * 16  # quiet (day, step) materializations written at once: about two weeks of quiet days
 
 
+# why a run's page shows one step for 14 assets, where the UI shows the asset and the job
+ONE_STEP = (
+    "All 14 assets are materialized by one Dagster step, `night`: a night runs its steps in "
+    "order for every anima, and a range of days is one run walking the days in order (14 "
+    "assets depending on their own previous day do not backfill as one run; docs/ordering.md). "
+    "Each materialization's `run_log` names its run and its line in that step's log."
+)
+NIGHT_DESCRIPTION = (
+    "The nightly sleep cycle, one day per partition; a range backfill is one run, days in order. " + ONE_STEP
+)
+
+
 def asset_key(step_key: str) -> dg.AssetKey:
     return dg.AssetKey(step_key.split("/"))
 
@@ -99,7 +111,7 @@ def night_specs() -> list[dg.AssetSpec]:
             key=asset_key(s.key),
             deps=[asset_key(d) for d in s.deps],
             group_name=s.group,
-            description=s.description,
+            description=f"{s.description}\n\n{ONE_STEP}",
             kinds={"postgres", "python"},
             metadata={
                 "step": str(s.key),  # the plain string: Dagster serializes no foreign Enum (StepKey)
@@ -249,7 +261,7 @@ def build_night(partitions_def: dg.PartitionsDefinition, pool: str | None = None
         can_subset=True,
         backfill_policy=dg.BackfillPolicy.single_run(),
         pool=pool,
-        description="The nightly sleep cycle, one day per partition; a range backfill is one run, days in order.",
+        description=NIGHT_DESCRIPTION,
     )
     def night(
         context: dg.AssetExecutionContext,
@@ -296,9 +308,6 @@ def _night_body(
         materialized[key].add(partition)
         with db.transaction() as conn:
             md = step_metadata(conn, n.day, key, results, llm=llm, mode=n.mode)
-        if not results and key != marker:  # quiet: materialized with its zeros, in the day's batch
-            quiet.append(dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md))
-            return
         counts = [
             f"{k} {v.value}"
             for k, v in md.items()
@@ -306,15 +315,23 @@ def _night_body(
             and v.value
             and k not in ("animas", "input_chars", "dagster/row_count")
         ]
+        line = f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
+        # the run's page shows one step, `night`, for all 14 assets (NIGHT_DESCRIPTION): this
+        # says which run and which line of that step's log are this (day, step)'s
+        md["run_log"] = dg.MetadataValue.text(
+            f"run {context.run.run_id}, step {NIGHT_OP}: "
+            + (f"the line '{line}'" if results else f"no line ({partition} {key}: nothing to do)")
+        )
+        if not results and key != marker:  # quiet: materialized with its zeros, in the day's batch
+            quiet.append(dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md))
+            return
         with deferred_interrupts():  # never half an event in Dagster's storage
             # recorded at once: a night stopped later (a failure, a signal) keeps what finished
             context.log_event(
                 dg.AssetMaterialization(asset_key=asset_key(key), partition=partition, metadata=md)
             )
             if results:  # the quiet night's marker has its zeros in the materialization
-                context.log.info(
-                    f"{partition} {key} ({n.mode}): " + ", ".join([f"{md['animas'].value} anima(s)", *counts])
-                )
+                context.log.info(line)
         if key == marker and len(quiet) >= QUIET_BATCH:
             log_in_one_batch(context, quiet)
         if key == last_light and blocking and results:

@@ -59,7 +59,8 @@ def build_job(
         # One process: the night's steps and its checks share the night's connection, a run
         # started by the CLI and by the UI behave alike, and a signal reaches the step at once.
         executor_def=dg.in_process_executor,
-        description="The whole night for a day or a range of days (all 14 steps and their checks).",
+        description="The whole night for a day or a range of days (all 14 steps and their checks). "
+        + night_assets.ONE_STEP,
     )
 
 
