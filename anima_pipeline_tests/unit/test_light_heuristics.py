@@ -497,3 +497,46 @@ def test_one_sentence_splitter_for_messages_and_memories() -> None:
         "J. R. Smith came.",
     ]
     assert split_sentences("好的!我们走吧。」然后呢", message=True) == ["好的!", "我们走吧。」", "然后呢"]
+
+
+def test_a_shouted_message_is_remembered_in_the_case_it_would_be_written_in() -> None:
+    day = [
+        say("assistant", "Quill", "Good luck tomorrow, Ravi!"),
+        say("user", "Ravi", "QUILL I DID IT!!! First half marathon, finished in 2:04:37!"),
+        say("user", "Ravi", "The medal came from NASA and the BBC filmed it."),
+    ]
+    texts = contents(day)
+    assert "Ravi did it (2023-05-08)." in texts, texts  # was "QUILL Ravi DID IT (2023-05-08)."
+    assert not any(w.isupper() and len(w) > 1 for t in texts for w in t.split() if w not in ("NASA", "BBC"))
+    assert any("NASA" in t and "BBC" in t for t in texts), texts  # a few capitals are not shouting
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            "Lin决定不喝咖啡了，从2026-11-19开始改喝乌龙茶。",
+            "Lin决定不喝咖啡了…",
+        ),  # the clause, not "从2026-11-"
+        ("Lin从2026-11-19开始改喝乌龙茶牙医也这么建议而且我发现", "Lin从2026-11-19开始改喝乌龙茶牙医也…"),
+        (
+            "我们一起去了很远的地方看了很多东西然后在2026-11-19回家",
+            "我们一起去了很远的地方看了很多东西然后在…",
+        ),
+        (
+            "今天我们去了很远的地方看了很多东西然后在2026-11-19回家了",
+            "今天我们去了很远的地方看了很多东西然后在…",
+        ),
+        ("我决定辞职了。", "我决定辞职了"),
+        (
+            "Ravi is running his first half marathon on 2023-05-08 in Leeds.",
+            "Ravi is running his first half marathon on 2023-05-08…",
+        ),
+    ],
+)
+def test_a_narrative_title_is_cut_at_a_word_or_clause_never_inside_a_date(
+    content: str, expected: str
+) -> None:
+    from anima_pipeline.night.steps.light.plan import title
+
+    assert title(content) == expected

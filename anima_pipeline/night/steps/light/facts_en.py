@@ -111,8 +111,44 @@ def _drop_subjectless_head(sentence: str) -> str:
     return sentence
 
 
+_CAPS_WORD = re.compile(r"\b[A-Z][A-Z']+\b")
+
+
+def shouted(sentence: str) -> bool:
+    """Typed in capitals ("ARIA I DID IT!!!"): two or more words in capitals, at least half of
+    them; a few capitalised words (NASA, BBC) in a sentence are not shouting."""
+    words = [w for w in WORD.findall(sentence) if w != "I" and not w.isdigit()]
+    caps = [w for w in words if len(w) > 1 and w.isupper()]
+    return len(caps) >= 2 and len(caps) * 2 >= len(words)
+
+
+def unshout(content: str, ctx: Context) -> str:
+    """A shouted sentence's memory in the case it would be written in: the words in capitals
+    lowered, the chat's people's names capitalised ("ARIA" -> "Aria"), and the name that only
+    addressed the other before the speaker's name goes ("Aria Lin Wei did it" -> "Lin Wei did
+    it", as strip_en drops "Aria, ..."). The words and the memory are the speaker's: only the
+    case changes (the sentence was chosen and scored as written)."""
+    parts = {p.lower() for n in ctx.names for p in n.split()}
+    content = _CAPS_WORD.sub(
+        lambda m: m.group(0).capitalize() if m.group(0).lower() in parts else m.group(0).lower(), content
+    )
+    head = re.match(r"([A-Z][a-z]+),?\s+(?=" + re.escape(ctx.speaker) + r"\b)", content)
+    if head and head.group(1) != ctx.speaker.split()[0] and is_vocative(head.group(1), ctx.names):
+        content = content[head.end() :]
+    return content[:1].upper() + content[1:]
+
+
 def en_fact(sentence: str, utt: Utterance, ctx: Context) -> tuple[str, str, float] | None:
-    """(type, content, confidence) for one English sentence, or None."""
+    """(type, content, confidence) for one English sentence, or None (a shouted one's memory in
+    the case it would be written in: unshout)."""
+    fact = _en_fact(sentence, utt, ctx)
+    if fact is None or not shouted(sentence):
+        return fact
+    ftype, content, confidence = fact
+    return ftype, unshout(content, ctx), confidence
+
+
+def _en_fact(sentence: str, utt: Utterance, ctx: Context) -> tuple[str, str, float] | None:
     if sentence.endswith("?"):
         return None
     original = strip_en(sentence, ctx.names)

@@ -5,6 +5,7 @@ the recent experience memories, the narratives). Pure: no database.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -123,10 +124,26 @@ def narrative_plan(
         )
 
 
-def title(content: str, words: int = 9) -> str:
+_CLAUSE_END = "，、；：,;:"
+_LATIN_TAIL = re.compile(r"[A-Za-z0-9][A-Za-z0-9\-:./']*$")  # a date, number or Latin word
+
+
+def title(content: str, words: int = 9, chars: int = 24) -> str:
+    """The memory's first words: up to `words` words, or `chars` characters of Chinese text cut
+    at its last clause boundary (，、；：) in them, else before a date, number or Latin word
+    the cut would fall inside ("从2026-11-" never); "…" marks a cut."""
     text = content.rstrip(".。!！")
     if any("\u4e00" <= ch <= "\u9fff" for ch in text):
-        return text[:24]
+        if len(text) <= chars:
+            return text
+        cut = text[:chars]
+        boundary = max(cut.rfind(p) for p in _CLAUSE_END)
+        if boundary >= chars // 3:
+            return cut[:boundary] + "…"
+        inside = _LATIN_TAIL.search(cut)
+        if inside and re.match(r"[A-Za-z0-9\-:./']", text[chars]) and inside.start() > 0:
+            cut = cut[: inside.start()]
+        return cut.rstrip() + "…"
     parts = text.split()
     return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
 
