@@ -25,6 +25,7 @@ ranked like a section (with vectors: the lexical list, then the nearest items it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -52,6 +53,15 @@ from anima_pipeline.recall.summaries import send_summaries
 from anima_pipeline.store.db import Connection
 
 MAX_PAGE = 500  # one page of active search
+# search_messages shows a past message found by meaning alone (it shares no word with the
+# query) only at this cosine similarity or more: the 95th percentile of a question's
+# similarity to a message of another dialogue, rounded up (benchmarks/dense_floor.py, LoCoMo
+# dev, all-MiniLM-L6-v2: unrelated p95 0.239; the floor keeps 60 % of the messages that answer
+# a question and 41 % of those sharing no word with it, 3.7 % of the unrelated; docs/benchmarks.md).
+# Without it a query nothing matches ("Lisbon" over the demo week) listed its 20 nearest
+# messages, none about it. Contexts keep their dense reserve (README, "Recall by meaning").
+DENSE_SEARCH_FLOOR = 0.25
+_SIMILAR_ONLY = re.compile(r"similar (-?\d+\.\d+)")  # recall.ranking.fuse's why of a dense-only item
 RANKED = 60  # candidates ranked per section: more than a 2,000-character budget ever holds
 
 
@@ -245,6 +255,7 @@ def search_messages(
         speaker=speaker,
         since=since,
         until=until,
+        floor=DENSE_SEARCH_FLOOR,
     )
 
 
@@ -257,19 +268,24 @@ def _page(
     limit: int,
     offset: int,
     now: datetime | None,
+    floor: float | None = None,
     **filters: Any,
 ) -> SearchPage:
     """One page of what `rank` finds for `query`: one item more than the page is ranked, to
     know whether another page exists. With vectors the ranking is a context's (recall.ranking):
-    the lexical list, then the nearest items by meaning it lacks (those sharing no word too)."""
+    the lexical list, then the nearest items by meaning it lacks (those sharing no word too),
+    those under `floor` left out of the page (their places stay, so pages do not shift)."""
     _check_page(limit, offset)
     tz = settings.tz
     plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
     dense, lexical_why = query_vector(conn, settings, query)
     items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, dense=dense, **filters)
+    shown = items[:limit]
+    if floor is not None:
+        shown = [i for i in shown if not ((m := _SIMILAR_ONLY.fullmatch(i.why)) and float(m[1]) < floor)]
     return SearchPage(
         query=query,
-        items=items[:limit],
+        items=shown,
         offset=offset,
         limit=limit,
         has_more=len(items) > limit,

@@ -150,6 +150,12 @@ def test_active_search_ranks_by_meaning_too_when_vectors_exist(vector_db_url, tm
         assert "duck" in page.items[0].text  # the lexical match ("dog") still comes first
         pet = mem.search_messages("Do I have a pet?")
         assert any("greyhound" in i.text for i in pet.items)
+        assert all(i.why for i in page.items + pet.items)  # every item says why it is there
+        # a query nothing matches and nothing means: no nearest messages under the floor
+        # (here at most 0.18; DENSE_SEARCH_FLOOR, benchmarks/dense_floor.py)
+        lisbon = mem.search_messages("Lisbon")
+        assert lisbon.recall_mode == "hybrid" and lisbon.items == [], [(i.text, i.why) for i in lisbon.items]
+        assert mem.search_messages("Lisbon", limit=2).items == []
         # one ranking, paged: two pages of two are the first four of a page of four
         first, second = (
             mem.search_messages("my dog", limit=2),
