@@ -52,24 +52,31 @@ def demo() -> None:
 
 
 def dagster_ui_command() -> str:
-    """How to open the UI on the CLI's run history: `dg dev` in the checkout reads its
-    dagster.yaml when DAGSTER_HOME is unset; an installed package runs `dagster dev` where its
-    template is."""
+    """How to open the UI on the CLI's run history, with DAGSTER_HOME set: Dagster itself then
+    keeps nothing in a temporary folder of the current one (site-packages for a wheel, and its
+    "Using temporary directory" is not where the runs are). The default home ($ANIMA_HOME/dagster)
+    gets a link to the instance template (defs/instance.py `link_template`); a home of the
+    user's without a dagster.yaml is told to link it. In the checkout `dg dev`, for a wheel
+    `dagster dev -w` on the package's workspace.yaml (the code location named as dg.toml says)."""
     import os
 
     from anima_pipeline.definitions import checkout
-    from anima_pipeline.defs.instance import DAGSTER_YAML_PATH
+    from anima_pipeline.defs.instance import DAGSTER_YAML_PATH, dagster_home, link_template
 
     root = checkout()
-    where = (
-        f"cd {root} && . .venv/bin/activate && dg dev"
+    home = dagster_home()
+    ui = (
+        f"cd {root} && . .venv/bin/activate && DAGSTER_HOME={home} dg dev"
         if root
-        else (f"cd {DAGSTER_YAML_PATH.parent} && dagster dev -m anima_pipeline.definitions")
+        else f"DAGSTER_HOME={home} dagster dev -w {DAGSTER_YAML_PATH.parent / 'workspace.yaml'}"
     )
-    home = os.environ.get("DAGSTER_HOME")
-    if home:  # Dagster then reads $DAGSTER_HOME/dagster.yaml, or its defaults (SQLite there)
-        return f"DAGSTER_HOME={home} {where.split(' && ', 1)[1]}"
-    return f"{where}   (DAGSTER_HOME unset: it reads {DAGSTER_YAML_PATH.name} there)"
+    if os.environ.get("DAGSTER_HOME"):  # the user's own home: theirs to configure
+        if (home / "dagster.yaml").exists():
+            return ui
+        return f'{ui}   (first: ln -s "{DAGSTER_YAML_PATH}" "{home}/", the instance template)'
+    if link_template(home):
+        return ui
+    return f'{ui}   (first: cp "{DAGSTER_YAML_PATH}" "{home}/", the instance template)'
 
 
 def show_learned(conn, anima_id: str) -> None:

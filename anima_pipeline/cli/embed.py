@@ -42,7 +42,14 @@ def embed(
     s = settings()
     embedder = make_embedder(s)
     if embedder is None:
-        fail("ANIMA_EMBEDDER=none (or no embedder installed): nothing to embed", 2)
+        from anima_pipeline.embed.embedder import INSTALL_HINT
+
+        fail(
+            "ANIMA_EMBEDDER=none: nothing to embed"
+            if s.embedder.kind
+            else f"no embedder installed: nothing to embed ({INSTALL_HINT})",
+            2,
+        )
     db = open_store()
     try:
         with db.pool.connection() as conn:

