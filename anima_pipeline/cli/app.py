@@ -35,6 +35,7 @@ COMMANDS: dict[str, Lazy] = {
     "recall": Lazy("recall", "Resident memories, then summaries (for a question about a time), recalled memories and past messages, each within its character budget."),
     "export": Lazy("export", "Export the store as a human-readable Markdown workspace (MEMORY.md, memory/YYYY-MM-DD.md, bank/)."),
     "revert": Lazy("sleep", "Undo what one run wrote, replaying its audit log backwards: created memories are deprecated, changed ones get their previous state, cleaned conversations come back."),
+    "identity": Lazy("store", "Show or set the identity self block: who the anima is."),
     "forget": Lazy("forget", "Forget one thing and everything that derives only from it."),
     "embed": Lazy("embed", "Embed every active memory and past message that has no vector under the configured model (ANIMA_EMBEDDER, ANIMA_EMBEDDER_MODEL), batch by batch, committing each batch: an interrupted backfill keeps what it did and the same command carries on."),
     "snapshot": Lazy("replay", "A new database holding every table as it stood when the night of --as-of was over, rebuilt from the audit log; prints its connection string (a libpq conninfo: pass it to psql, or as ANIMA_DATABASE_URL); the live store is only read."),

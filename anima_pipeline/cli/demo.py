@@ -128,10 +128,17 @@ def show_learned(conn, anima_id: str) -> None:
     console.print(f"[bold]resident set[/bold] ({len(resident)} memories, pinned ∪ most cited):")
     for m in resident:
         console.print(f"  {m.ref} {'📌 ' if m.pinned else ''}{escape(m.content)}", highlight=False)
-    summary = SelfBlockRepo(conn).all(anima_id)["autobiography_summary"]
-    if summary:
+    blocks = SelfBlockRepo(conn).all(anima_id)
+    if blocks["autobiography_summary"]:
         console.print("[bold]self block autobiography_summary:[/bold]")
-        console.print(escape(summary), highlight=False)
+        console.print(escape(blocks["autobiography_summary"]), highlight=False)
+    if not blocks["identity"].strip():  # the one block no night fills: say why, not an empty block
+        from anima_pipeline.core.types import IDENTITY_UNSET
+
+        console.print(
+            f"[bold]self block identity:[/bold] not set; {escape(IDENTITY_UNSET.replace(' A ', f' {anima_id} '))}",
+            soft_wrap=True,
+        )
 
 
 def _print_table(title: str, columns: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> None:

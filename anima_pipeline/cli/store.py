@@ -12,7 +12,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from anima_pipeline.cli.app import app, db_app
-from anima_pipeline.cli.common import advancing, console, declined_line, open_store, progress_bar, settings
+from anima_pipeline.cli.common import (
+    advancing,
+    anima_ids,
+    console,
+    declined_line,
+    fail,
+    only_anima,
+    open_store,
+    progress_bar,
+    settings,
+)
 
 app.add_typer(db_app, name="db")
 
@@ -138,6 +148,77 @@ def status_(as_json: bool = typer.Option(False, "--json", help="Print JSON inste
         print(json.dumps(data, indent=2))
         return
     print_status(data)
+
+
+IDENTITY_MAX_CHARS = 4_000  # every prompt carries it whole (never cut): README, "The whole turn"
+
+
+@app.command("identity")
+def identity_(
+    text: str | None = typer.Argument(
+        None, help="Who the anima is, in its own words; left out: print the block as it is."
+    ),
+    anima: str | None = typer.Option(
+        None, "--anima", callback=anima_ids, help="The anima (needed only when the store has several)."
+    ),
+    file: Path | None = typer.Option(None, "--file", help="Read the text from this file ('-' = stdin)."),
+) -> None:
+    """Show or set the identity self block: who the anima is. The nights never write it (they
+    refresh the other five self blocks from the memories); its owner sets it here, audited
+    (`anima revert --run RUN` gives the old text back), and every prompt carries it whole."""
+    from anima_pipeline.core.types import IDENTITY_UNSET
+    from anima_pipeline.core.validation import text_problem
+    from anima_pipeline.store.events import Audit
+    from anima_pipeline.store.layers import SelfBlockRepo
+
+    if text is not None and file is not None:
+        fail("give the text or --file, not both", 2)
+    if file is not None:
+        text = _read_text(file)
+    db = open_store()
+    try:
+        with db.transaction() as conn:
+            who = only_anima(conn, anima)
+            if text is None:
+                current = SelfBlockRepo(conn).all(who)["identity"].strip()
+                console.print(escape(current) if current else f"(identity of {who} not set) {IDENTITY_UNSET}")
+                return
+            text = text.strip()
+            if not text:
+                fail("identity: the text is blank; give who the anima is, in its own words", 2)
+            if len(text) > IDENTITY_MAX_CHARS:
+                fail(
+                    f"identity: {len(text):,} characters, over {IDENTITY_MAX_CHARS:,} (every prompt carries it whole)",
+                    2,
+                )
+            if (problem := text_problem(text)) is not None:
+                fail(f"identity: {problem.message()}", 2)
+            run = f"identity-{uuid.uuid4().hex[:12]}"
+            changed = SelfBlockRepo(
+                conn, Audit(conn=conn, anima_id=who, run_id=run, step="operator/identity")
+            ).write(who, "identity", text, "operator")
+    finally:
+        db.close()
+    console.print(
+        f"identity of {who} set (run {run}; `anima revert --run {run}` undoes it)"
+        if changed
+        else f"identity of {who} unchanged"
+    )
+
+
+# what a reader of an empty identity block is told (the MCP self resource, `anima identity`)
+IDENTITY_UNSET = (
+    'the nights never write who the anima is: its owner sets it with `anima identity --anima A "I am …"`'
+)
+
+
+def _read_text(file: Path) -> str:
+    if str(file) == "-":
+        return sys.stdin.read()
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"--file {file}: {exc.strerror if isinstance(exc, OSError) else 'not UTF-8 text'}", 2)
 
 
 def status_data(conn) -> dict:

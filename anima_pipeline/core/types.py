@@ -32,6 +32,10 @@ LEVELS: tuple[str, ...] = get_args(Level)
 WritableBlock = Literal["persona", "values", "relationships", "current_state", "autobiography_summary"]
 SelfBlockName = Literal["identity", WritableBlock]
 SELF_BLOCKS: tuple[str, ...] = get_args(SelfBlockName)
+# what a reader of an empty identity block is told (the MCP self resource, `anima identity`)
+IDENTITY_UNSET = (
+    'the nights never write who the anima is: its owner sets it with `anima identity --anima A "I am …"`'
+)
 
 # a review-mode proposal's state (docs/review.md)
 ProposalStatus = Literal["pending", "approved", "rejected", "conflict"]

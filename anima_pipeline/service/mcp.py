@@ -33,6 +33,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from anima_pipeline.core.errors import AnimaError
+from anima_pipeline.core.types import IDENTITY_UNSET
 from anima_pipeline.core.validation import field_name
 from anima_pipeline.memory.facade import AnimaMemory
 from anima_pipeline.memory.models import (
@@ -382,8 +383,9 @@ def add_resources(server: MCPServer, memory: AnimaMemory) -> None:
     )
     def self_layer() -> str:
         blocks = memory.self_blocks()  # fenced as in every prompt: the client attaches it to one
+        empty = {"identity": f"(not set: {IDENTITY_UNSET})"}  # why, where it is read
         return "\n\n".join(
-            f"## {name}\n{fenced(content.strip(), lines=True) or '(empty)'}"
+            f"## {name}\n{fenced(content.strip(), lines=True) or empty.get(name, '(empty)')}"
             for name, content in blocks.items()
         )
 

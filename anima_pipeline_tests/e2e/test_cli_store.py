@@ -211,6 +211,34 @@ def test_the_ui_command_names_the_clis_dagster_home(tmp_path: Path, monkeypatch:
     assert not (own / "dagster.yaml").exists()
 
 
+def test_identity_is_the_owners_to_set_and_says_so_while_empty(cli_env, db_url: str, tmp_path: Path) -> None:
+    assert cli_env(db_url, "import", str(_archive(tmp_path / "a.jsonl"))).exit_code == 0
+    empty = cli_env(db_url, "identity", "--anima", "ana")
+    assert empty.exit_code == 0, empty.output
+    assert "(identity of ana not set) the nights never write who the anima is" in " ".join(
+        empty.stdout.split()
+    )
+    several = cli_env(db_url, "identity", "I am Ana.")  # two animas here: which one?
+    assert several.exit_code == 2 and "--anima" in several.stderr and "Traceback" not in several.stderr
+    for bad, words in (("   ", "the text is blank"), ("x" * 4_001, "4,001 characters, over 4,000")):
+        refused = cli_env(db_url, "identity", "--anima", "ana", bad)
+        assert refused.exit_code == 2 and words in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    done = cli_env(db_url, "identity", "--anima", "ana", "I am Ana's companion, curious and kind.")
+    assert done.exit_code == 0, done.output
+    run = done.stdout.split("(run ", 1)[1].split(";", 1)[0]
+    assert (
+        cli_env(db_url, "identity", "--anima", "ana").stdout.strip()
+        == "I am Ana's companion, curious and kind."
+    )
+    assert (
+        "unchanged"
+        in cli_env(db_url, "identity", "--anima", "ana", "I am Ana's companion, curious and kind.").stdout
+    )
+    assert cli_env(db_url, "revert", "--run", run).exit_code == 0  # audited: the old (empty) text is back
+    assert "not set" in cli_env(db_url, "identity", "--anima", "ana").stdout
+
+
 def test_db_stop_with_a_database_url_stops_nothing(cli_env, db_url: str, tmp_path: Path) -> None:
     result = cli_env(db_url, "db", "stop")
     assert result.exit_code == 0, result.output
@@ -227,6 +255,9 @@ def test_demo_imports_the_sample_week(cli_env, db_url: str, db: Database) -> Non
         totals = status(conn)["totals"]
     assert totals["messages"] > 0
     assert "total" in result.stdout
+    # the identity block no night writes: a line says why and how, not an empty block
+    assert "self block identity: not set; the nights never write who the anima is" in result.stdout
+    assert '`anima identity --anima aria "I am …"`' in result.stdout
 
 
 @pytest.mark.parametrize("command", [("status", "--json"), ("db", "migrate"), ("import", "-")])
