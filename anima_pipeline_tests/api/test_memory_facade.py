@@ -129,6 +129,10 @@ def test_remember_refusals_name_the_field(memory: AnimaMemory, db: Database) -> 
     assert _rows(db, "SELECT count(*) AS n FROM semantic_memory") == [{"n": 0}]
     made = memory.remember("  Lena   is allergic to peanuts ", "world", session_id="c1")
     assert made.content == "Lena is allergic to peanuts" and made.source_sessions == ["c1"]
+    # README's turn cycle: the session that remembered it holds it already; another recalls it
+    same = memory.context("What is Lena allergic to?", session_id="c1")
+    other = memory.context("What is Lena allergic to?", session_id="c2")
+    assert "peanuts" not in same.rendered and "peanuts" in other.rendered
 
 
 def test_a_conversation_the_cleanup_deleted_is_not_reopened(memory: AnimaMemory, db: Database) -> None:
