@@ -14,6 +14,7 @@ from rich.table import Table
 
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import (
+    alive_lines,
     console,
     declined_line,
     err_console,
@@ -194,7 +195,7 @@ def run_sleep(
     done = threading.Event()
     outcome: dict = {}
     try:
-        with progress_bar() as progress:
+        with progress_bar() as progress, alive_lines(progress):  # a long night: a line a minute
             task = progress.add_task(f"nights {first}..{last}", total=len(days))
 
             def poll() -> None:
