@@ -506,7 +506,7 @@ def test_a_shouted_message_is_remembered_in_the_case_it_would_be_written_in() ->
         say("user", "Ravi", "The medal came from NASA and the BBC filmed it."),
     ]
     texts = contents(day)
-    assert "Ravi did it (2023-05-08)." in texts, texts  # was "QUILL Ravi DID IT (2023-05-08)."
+    assert "Quill, Ravi did it (2023-05-08)." in texts, texts  # was "QUILL Ravi DID IT (2023-05-08)."
     assert not any(w.isupper() and len(w) > 1 for t in texts for w in t.split() if w not in ("NASA", "BBC"))
     assert any("NASA" in t and "BBC" in t for t in texts), texts  # a few capitals are not shouting
 

@@ -125,16 +125,17 @@ def shouted(sentence: str) -> bool:
 def unshout(content: str, ctx: Context) -> str:
     """A shouted sentence's memory in the case it would be written in: the words in capitals
     lowered, the chat's people's names capitalised ("ARIA" -> "Aria"), and the name that only
-    addressed the other before the speaker's name goes ("Aria Lin Wei did it" -> "Lin Wei did
-    it", as strip_en drops "Aria, ..."). The words and the memory are the speaker's: only the
-    case changes (the sentence was chosen and scored as written)."""
+    addressed the other before the speaker's name set off as an address ("Aria, Lin Wei did
+    it"). The words are the speaker's, all kept: only the case changes (the sentence was chosen
+    and scored as written, and the day's de-duplication sees the same words: dropping the name
+    made "Lin Wei did it" a near-twin of a fuller memory, one memory fewer)."""
     parts = {p.lower() for n in ctx.names for p in n.split()}
     content = _CAPS_WORD.sub(
         lambda m: m.group(0).capitalize() if m.group(0).lower() in parts else m.group(0).lower(), content
     )
     head = re.match(r"([A-Z][a-z]+),?\s+(?=" + re.escape(ctx.speaker) + r"\b)", content)
     if head and head.group(1) != ctx.speaker.split()[0] and is_vocative(head.group(1), ctx.names):
-        content = content[head.end() :]
+        content = f"{head.group(1)}, {content[head.end() :]}"
     return content[:1].upper() + content[1:]
 
 
