@@ -14,21 +14,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict
 from importlib.util import find_spec
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from anima_pipeline.embed.bert import Bert, BertConfig
+from anima_pipeline.config import get_settings
+from anima_pipeline.embed.bert import Bert, BertConfig, pack
 from anima_pipeline.embed.embedder import WHEEL_MODULE, EmbedderError, checked
+from anima_pipeline.embed.weights_cache import Unpacked, cached, stamp
 
 if TYPE_CHECKING:
     import numpy as np
+    from tokenizers import Tokenizer
 
 MINILM = "all-MiniLM-L6-v2"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-BATCH = 32  # texts per forward pass: sorted by length, so a batch pads little
+BUCKET_TOKENS = 1024  # padded tokens per forward pass at most (`bucket_end`; 1,024 measured best of 1-4,096)
+MIN_TOKENS = 256  # ... and at least, when the texts allow it
+# Threads that run buckets side by side outside the night's pool (one per core), each product
+# on one BLAS thread: OpenBLAS's own threads split every product and wait for each other, and
+# on a machine whose cores other processes use that made a batch four to ten times slower
+# (docs/benchmarks.md, "Encoder"); threads on separate buckets never wait on each other.
+THREADS = os.cpu_count() or 1
 
 
 class _Folder:
@@ -68,62 +83,182 @@ def wheel_model_path() -> Path:
     return found / "model.zip"
 
 
-class LocalEmbedder:
-    def __init__(self, path: Path, expect_sha256: str | None = None, name: str | None = None) -> None:
-        from safetensors.numpy import load
-        from tokenizers import Tokenizer
+def _sources(path: Path) -> list[Path]:
+    """The files an encoder is read from: the zip, or the folder's files (their stamp keys the cache)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
+    return [path / name for name in FILES]
 
-        folder = _Folder(path)
-        raw = folder.need("model.safetensors")
-        digest = hashlib.sha256(raw).hexdigest()
-        if expect_sha256 and digest != expect_sha256:
-            raise EmbedderError(
-                f"{path}: model.safetensors sha256 {digest[:12]}… is not the expected {expect_sha256[:12]}…"
-            )
-        pooling = json.loads(folder.read("1_Pooling/config.json") or b"{}")
-        if pooling and not pooling.get("pooling_mode_mean_tokens", True):
-            raise EmbedderError(f"{path}: only mean pooling is supported (1_Pooling/config.json)")
-        config = BertConfig.from_json(json.loads(folder.need("config.json")))
-        st = json.loads(folder.read("sentence_bert_config.json") or b"{}")
-        self.max_tokens = min(int(st.get("max_seq_length", config.max_positions)), config.max_positions)
-        self.tokenizer = Tokenizer.from_str(folder.need("tokenizer.json").decode())
-        self.tokenizer.enable_truncation(max_length=self.max_tokens)
-        self.tokenizer.no_padding()
-        self.bert = Bert(config, load(raw))
+
+FILES = (
+    "model.safetensors",
+    "config.json",
+    "tokenizer.json",
+    "sentence_bert_config.json",
+    "1_Pooling/config.json",
+)
+
+
+def _unpack(path: Path, expect_sha256: str | None, name: str) -> Unpacked:
+    """Read and check a sentence-transformers folder or zip, and lay its weights out (`bert.pack`):
+    the work of a first load, kept by embed/weights_cache.py."""
+    from safetensors.numpy import load
+
+    folder = _Folder(path)
+    raw = folder.need("model.safetensors")
+    digest = hashlib.sha256(raw).hexdigest()
+    _check_digest(path, digest, expect_sha256)
+    pooling = json.loads(folder.read("1_Pooling/config.json") or b"{}")
+    if pooling and not pooling.get("pooling_mode_mean_tokens", True):
+        raise EmbedderError(f"{path}: only mean pooling is supported (1_Pooling/config.json)")
+    config = BertConfig.from_json(json.loads(folder.need("config.json")))
+    st = json.loads(folder.read("sentence_bert_config.json") or b"{}")
+    max_tokens = min(int(st.get("max_seq_length", config.max_positions)), config.max_positions)
+    tokenizer = folder.need("tokenizer.json")
+    meta = {
+        "model_id": f"local:{name}@{digest[:12]}",
+        "sha256": digest,
+        "bert": asdict(config),
+        "max_tokens": max_tokens,
+    }
+    return Unpacked(meta, pack(config, load(raw)), {"tokenizer.json": tokenizer})
+
+
+def _check_digest(path: Path, digest: str, expect_sha256: str | None) -> None:
+    if expect_sha256 and digest != expect_sha256:
+        raise EmbedderError(
+            f"{path}: model.safetensors sha256 {digest[:12]}… is not the expected {expect_sha256[:12]}…"
+        )
+
+
+class LocalEmbedder:
+    """A sentence-transformers encoder from the cache of embed/weights_cache.py (made on first
+    use under `home`/models, ANIMA_HOME by default). The tokenizer is read when a text is first
+    embedded: building the embedder is a stat, a manifest and a memory map."""
+
+    def __init__(
+        self, path: Path, expect_sha256: str | None = None, name: str | None = None, home: Path | None = None
+    ) -> None:
+        name = name or path.stem
+        root = (home if home is not None else get_settings().home) / "models"
+        entry = cached(root, name, path, stamp(_sources(path)), lambda: _unpack(path, expect_sha256, name))
+        meta = entry.meta
+        _check_digest(path, meta["sha256"], expect_sha256)  # an entry made without the expectation
+        self.entry = entry
+        self.max_tokens = int(meta["max_tokens"])
+        config = BertConfig(**meta["bert"])
+        self.bert = Bert(config, entry.arrays)
         self.dimension = config.hidden
-        self.model_id = f"local:{name or path.stem}@{digest[:12]}"
+        self.model_id = str(meta["model_id"])
+        self._tokenizer: Tokenizer | None = None
+        self._lock = threading.Lock()  # one forward pass at a time: its BLAS threads are the process's
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_str(self.entry.text("tokenizer.json"))
+            tok.enable_truncation(max_length=self.max_tokens)
+            tok.no_padding()
+            self._tokenizer = tok
+        return self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        # One BLAS thread: the products are small, and OpenBLAS's spinning threads on a shared
-        # machine made a batch ten times slower (measured: 30.4 s against 2.8 s for 64 texts).
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"):
+        with self._lock, _blas_threads(1):
             return checked(self._embed(texts), len(texts), self.dimension, self.model_id)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        if not texts:
+        n = len(texts)
+        out = np.zeros((n, self.dimension), dtype=np.float32)
+        if not n:
             return out
-        encodings = self.tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for s in range(0, len(order), BATCH):
-            batch = order[s : s + BATCH]
-            width = max(len(encodings[i].ids) for i in batch)
-            ids = np.zeros((len(batch), width), dtype=np.int64)
-            mask = np.zeros((len(batch), width), dtype=np.int64)
-            for row, i in enumerate(batch):
-                e = encodings[i].ids
-                ids[row, : len(e)], mask[row, : len(e)] = e, 1
-            out[batch] = self.bert.encode(ids, mask)
+        encodings = self.tokenizer.encode_batch_fast(list(texts))
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.intp, count=n)
+        order = np.argsort(lengths, kind="stable")
+        ordered = lengths[order]
+        threads = encoder_threads()
+        # with several threads, at least as many buckets as threads when the texts allow it
+        budget = min(BUCKET_TOKENS, -(-int(ordered.sum()) // threads))
+        buckets, start = [], 0
+        while start < n:
+            end = bucket_end(ordered, start, budget)
+            buckets.append((start, end))
+            start = end
+
+        def run(bucket: tuple[int, int]) -> None:
+            start, end = bucket
+            rows, widths = order[start:end], ordered[start:end]
+            width = int(widths[-1])
+            valid = np.arange(width)[None, :] < widths[:, None]
+            ids = np.zeros((end - start, width), dtype=np.intp)
+            ids[valid] = np.fromiter(
+                chain.from_iterable(encodings[i].ids for i in rows), dtype=np.intp, count=int(widths.sum())
+            )
+            out[rows] = self.bert.encode(ids, widths)
+
+        if threads > 1 and len(buckets) > 1:
+            # one BLAS thread each, buckets side by side: no thread waits on another's product
+            with ThreadPoolExecutor(min(threads, len(buckets)), thread_name_prefix="encoder") as pool:
+                list(pool.map(run, buckets))
+        else:
+            for bucket in buckets:
+                run(bucket)
         return out
 
 
-def load_local(model: str | None) -> LocalEmbedder:
-    """The packaged all-MiniLM-L6-v2 (sha256 checked) when `model` is None, else the folder or
-    zip at `model`."""
+def bucket_end(lengths: np.ndarray, start: int, budget: int = BUCKET_TOKENS) -> int:
+    """The end of the bucket that starts at `start` in token counts sorted ascending: texts at
+    most an eighth (two tokens for short lines) longer than its first, or as many as make
+    MIN_TOKENS padded tokens (a product of a few rows runs far below the matrix rate), and at
+    most `budget` padded tokens: a forward pass pads little and its products stay large."""
+    import numpy as np
+
+    first = int(lengths[start])
+    end = int(np.searchsorted(lengths, first + max(2, first // 8), side="right"))
+    if (end - start) * int(lengths[end - 1]) < MIN_TOKENS:
+        ends = np.arange(start + 1, len(lengths) + 1)
+        enough = (ends - start) * lengths[ends - 1] >= MIN_TOKENS
+        end = int(ends[np.argmax(enough)]) if enough.any() else len(lengths)
+    return min(end, start + max(1, budget // int(lengths[end - 1])))
+
+
+# ---- threads ------------------------------------------------------------------------------------
+
+# set by a worker process of the night's pool (night/pool.py): its share of the cores
+_threads: list[int] = []
+
+
+def share_cores(processes: int) -> None:
+    """This process is one of `processes` running encoders at once: it runs cores // processes
+    buckets at a time (at least one), so that the pool does not oversubscribe the cores."""
+    _threads[:] = [max(1, (os.cpu_count() or 1) // max(1, processes))]
+
+
+def encoder_threads() -> int:
+    return _threads[0] if _threads else THREADS
+
+
+@contextmanager
+def _blas_threads(n: int) -> Iterator[None]:
+    from threadpoolctl import ThreadpoolController
+
+    if not _controller:
+        _controller.append(ThreadpoolController())
+    with _controller[0].limit(limits=n, user_api="blas"):
+        yield
+
+
+_controller: list = []
+
+
+def load_local(model: str | None, home: Path | None = None) -> LocalEmbedder:
+    """The packaged all-MiniLM-L6-v2 (sha256 checked when first unpacked) when `model` is None,
+    else the folder or zip at `model`; cached under `home` (ANIMA_HOME by default)."""
     if model is None or model == MINILM:
-        return LocalEmbedder(wheel_model_path(), MINILM_SHA256, MINILM)
-    return LocalEmbedder(Path(model).expanduser())
+        return LocalEmbedder(wheel_model_path(), MINILM_SHA256, MINILM, home)
+    return LocalEmbedder(Path(model).expanduser(), home=home)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib.util import find_spec
+from pathlib import Path
 
 from anima_pipeline.config import Settings
 from anima_pipeline.embed.embedder import WHEEL_MODULE, Embedder, EmbedderError
@@ -34,17 +35,19 @@ def make_embedder(settings: Settings) -> Embedder | None:
     """The configured embedder (cached per process and configuration), None for ``none``."""
     key = settings.embedder.api_key.get_secret_value() if settings.embedder.api_key else None
     http = (settings.embedder.batch, settings.embedder.timeout_s, settings.embedder.retries, key)
-    return _cached(provider_name(settings), settings.embedder.model, settings.embedder.url, http)
+    return _cached(
+        provider_name(settings), settings.embedder.model, settings.embedder.url, http, settings.home
+    )
 
 
 @lru_cache(maxsize=4)
 def _cached(
-    provider: str, model: str | None, url: str | None, http: tuple[int, float, int, str | None]
+    provider: str, model: str | None, url: str | None, http: tuple[int, float, int, str | None], home: Path
 ) -> Embedder | None:
     if provider == "none":
         return None
     if provider == "local":
-        return load_local(model)
+        return load_local(model, home)  # unpacked once under ANIMA_HOME/models (embed/weights_cache.py)
     if provider == "http":
         if not url:
             raise EmbedderError("ANIMA_EMBEDDER=http needs ANIMA_EMBEDDER_URL (an OpenAI-compatible server)")

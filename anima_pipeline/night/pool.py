@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anima_pipeline.config import Settings
+from anima_pipeline.embed.local import share_cores
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import Engine
 from anima_pipeline.llm.factory import engine_class, make_engine
@@ -116,7 +117,7 @@ class AnimaPool:
                 self.workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(self.db.url, self.settings, os.getpid()),
+                initargs=(self.db.url, self.settings, os.getpid(), self.workers),
             )
         return self._procs
 
@@ -165,8 +166,9 @@ def _night_spec(night: Night) -> dict[str, Any]:
     }
 
 
-def _init_worker(url: str, settings: Settings, parent: int) -> None:
+def _init_worker(url: str, settings: Settings, parent: int, workers: int) -> None:
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
+    share_cores(workers)  # the encoder's threads: this worker's share of the cores (embed/local.py)
     _worker["db"] = Database(url, max_size=2)
     _worker["engine"] = make_engine(settings, Budget.from_settings(settings))
     _worker["settings"] = settings
