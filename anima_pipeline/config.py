@@ -262,6 +262,9 @@ class EmbedderSettings(Group):
     url: str | None = None  # http: the server's base URL (…/v1/embeddings is appended)
     api_key: SecretStr | None = None  # http: sent as a bearer token when set
     batch: int = Field(64, ge=1)  # texts per HTTP request / per stored batch
+    # pending messages a night embeds per anima (night/embedding.py); 0: memories only, as
+    # recall measured the same without message vectors (docs/benchmarks.md, "Encoder")
+    night_messages: int = Field(0, ge=0)
     timeout_s: float = Field(30.0, gt=0)
     retries: int = Field(3, ge=0)
 

@@ -1,4 +1,4 @@
-"""Start-up of the `anima` command: --help, recall and status, against `python -c pass`.
+"""Start-up of the `anima` command: --help, recall (lexical and with the encoder) and status, against `python -c pass`.
 
 Run:  ANIMA_DATABASE_URL=... .venv/bin/python -m benchmarks.cli_startup [--runs 10]
           [--baseline DIR] [--query TEXT] [--anima ID]
@@ -9,7 +9,10 @@ the fastest run of each, and the median's ratio to `python -c pass` (the interpr
 The store is ANIMA_DATABASE_URL (else the embedded one under ANIMA_HOME) and must hold an
 anima: `anima demo` makes one. `--baseline DIR` runs the same commands from another checkout
 of the package (e.g. `git worktree add /tmp/before <commit>`) in the same rounds, for a
-before/after in one run. ANIMA_EMBEDDER=none unless set (recall without the encoder).
+before/after in one run. Every command runs with ANIMA_EMBEDDER=none (lexical), and `recall`
+once more with the encoder ("recall, encoder": ANIMA_EMBEDDER as set, else the default, the
+local all-MiniLM-L6-v2; the store must hold vectors, as the demo's does, and its first run, a
+warm-up, unpacks the model into ANIMA_HOME's cache); the ratio of the two recalls is printed.
 The commands run with bytecode caches, as an installed package has them (pip compiles them;
 a checkout writes __pycache__ on its first run): in a temporary PYTHONPYCACHEPREFIX, filled
 by the warm-up, so no checkout is written to. An environment with PYTHONDONTWRITEBYTECODE=1
@@ -39,6 +42,9 @@ runpy.run_module("anima_pipeline.cli", run_name="__main__")
 """
 
 
+_ENCODER = "<encoder>"  # marks a command run with the embedder as configured, not ANIMA_EMBEDDER=none
+
+
 def _anima(src: Path | None) -> list[str]:
     if src is None:
         return [sys.executable, "-m", "anima_pipeline.cli"]
@@ -46,6 +52,11 @@ def _anima(src: Path | None) -> list[str]:
 
 
 def _time(cmd: list[str], env: dict[str, str]) -> float:
+    if cmd and cmd[0] == _ENCODER:  # "recall, encoder": the embedder as configured
+        cmd = cmd[1:]
+        env = {k: v for k, v in env.items() if k != "ANIMA_EMBEDDER"}
+        if os.environ.get("ANIMA_EMBEDDER"):
+            env["ANIMA_EMBEDDER"] = os.environ["ANIMA_EMBEDDER"]
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - started
@@ -66,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the environment's PYTHONDONTWRITEBYTECODE (compile from source when it is set)",
     )
     args = parser.parse_args(argv)
-    env = {**os.environ, "ANIMA_EMBEDDER": os.environ.get("ANIMA_EMBEDDER", "none")}
+    env = {**os.environ, "ANIMA_EMBEDDER": "none"}
     with tempfile.TemporaryDirectory(prefix="cli_startup_pyc_") as pycache:
         if not args.no_bytecode_cache:
             env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -80,6 +91,7 @@ def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
         "--help": ["--help"],
         "recall --help": ["recall", "--help"],
         "recall": recall,
+        "recall, encoder": [_ENCODER, *recall],
         "status": ["status"],
     }
     sources: dict[str, Path | None] = {"now": None}
@@ -88,7 +100,8 @@ def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
     commands: dict[tuple[str, str], list[str]] = {("", "python -c pass"): [sys.executable, "-c", "pass"]}
     for label, src in sources.items():
         for case, cli_args in cases.items():
-            commands[(label, case)] = [*_anima(src), *cli_args]
+            marker = cli_args[:1] if cli_args[:1] == [_ENCODER] else []
+            commands[(label, case)] = [*marker, *_anima(src), *cli_args[len(marker) :]]
     for cmd in commands.values():  # warm-up: the store's caches, the .pyc files, and a failure now
         _time(cmd, env)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in commands}
@@ -105,6 +118,9 @@ def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
         for case in cases:
             before, now = (statistics.median(times[(s, case)]) for s in ("before", "now"))
             print(f"anima {case}: {now / before:.2f} of before")
+    for label in sources:
+        lexical, encoder = (statistics.median(times[(label, c)]) for c in ("recall", "recall, encoder"))
+        print(f"{label} anima recall with the encoder / lexical: {encoder / lexical:.2f}x")
     caches = "none (compiled from source)" if "PYTHONDONTWRITEBYTECODE" in env else "cached"
     print(
         f"{args.runs} runs each; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; bytecode {caches}"

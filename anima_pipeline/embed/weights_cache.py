@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +130,8 @@ def _open(final: Path, source_stamp: list[list]) -> Entry | None:
 
 
 def _write(final: Path, source_stamp: list[list], made: Unpacked) -> Entry:
+    import uuid
+
     import numpy as np
 
     root = final.parent
@@ -183,7 +184,7 @@ def _install(tmp: Path, final: Path, counts: Callable[[], bool]) -> None:
             raise
     if counts():
         return
-    stale = final.parent / f".stale-{final.name}-{uuid.uuid4().hex[:8]}"
+    stale = final.parent / f".stale-{final.name}-{os.urandom(4).hex()}"
     try:
         os.rename(final, stale)  # a process that mapped the old files keeps them until it ends
     except FileNotFoundError:

@@ -1,7 +1,13 @@
 """After an anima's steps: the vectors of what the night wrote (recall by meaning).
 
-The memories the night created get their vectors in the same night, and the anima's pending
-messages up to `NIGHT_MESSAGES`, each batch committed on its own. This runs after the steps
+The memories the night created get their vectors in the same night, each batch committed on
+its own; pending messages only up to ANIMA_EMBEDDER_NIGHT_MESSAGES per anima, by default none.
+Why none: on the evaluation store recall was the same to the last figure with and without
+message vectors (the night has turned the messages into memories by then, and the memories
+carry the vectors recall uses), and embedding every message was most of what the encoder cost
+a night (docs/benchmarks.md, "Encoder"). Messages appended through the facade are still
+embedded as they arrive (store/vectors.py `Backfill`), when they are all recall has of a
+day; `anima embed --kind message` embeds the rest. This runs after the steps
 committed, and any embedder failure is logged and counted, never raised: a night's writes
 never depend on the embedder, and what it missed waits for the next night or `anima embed`.
 The counts go into the night's stats and the last step's metadata (`embed_backlog_*`)."""
@@ -17,8 +23,6 @@ from anima_pipeline.store.db import Database
 
 log = logging.getLogger(__name__)
 
-NIGHT_MESSAGES = 5_000  # messages embedded per anima and night; a bigger backlog is `anima embed`'s
-
 
 def embed_night(db: Database, anima_id: str, settings: Settings) -> dict[str, int]:
     with db.pool.connection() as conn:
@@ -33,10 +37,15 @@ def embed_night(db: Database, anima_id: str, settings: Settings) -> dict[str, in
             memories = vectors.embed_pending(
                 conn, embedder, anima_id=anima_id, kinds=["memory"], commit=conn.commit
             )
-            messages = vectors.embed_pending(
-                conn, embedder, anima_id=anima_id, kinds=["message"], limit=NIGHT_MESSAGES, commit=conn.commit
+            limit = settings.embedder.night_messages
+            messages = (
+                vectors.embed_pending(
+                    conn, embedder, anima_id=anima_id, kinds=["message"], limit=limit, commit=conn.commit
+                )
+                if limit
+                else vectors.EmbedReport({"message": 0}, {})
             )
-            left = vectors.backlog(conn, embedder.model_id, anima_id)
+            left = (messages if limit else memories).left  # the backlog after the last pass
             conn.commit()
         except Exception as exc:  # noqa: BLE001 - the night's writes are committed; vectors can wait
             conn.rollback()

@@ -18,6 +18,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.embed.embedder import WHEEL_MODULE
 from anima_pipeline.embed.provider import make_embedder
 from anima_pipeline.memory.facade import AnimaMemory
+from anima_pipeline.night.embedding import embed_night
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.store import vectors
@@ -124,6 +125,14 @@ def test_a_night_embeds_what_it_wrote_and_survives_a_failing_embedder(vector_db_
         results = run_days(db, local, [second])  # the next night catches up, its own memories too
         stats = results[-1].stats
         assert stats["embed_backlog_memories"] == 0 and stats["embedded_memories"] >= made
+        # messages wait by default (ANIMA_EMBEDDER_NIGHT_MESSAGES=0), counted; with a limit the night takes them
+        assert stats["embedded_messages"] == 0 and stats["embed_backlog_messages"] > 0
+        with_messages = Settings(
+            database_url=vector_db_url, embedder={"kind": "local", "night_messages": 5000}, **home
+        )
+        caught_up = embed_night(db, "aria", with_messages)
+        assert caught_up["embedded_messages"] == stats["embed_backlog_messages"]
+        assert caught_up["embed_backlog_messages"] == 0
         with db.transaction() as conn:
             model = conn.execute("SELECT model_id FROM embedding_model").fetchone()["model_id"]
             assert vectors.backlog(conn, model, "aria") == {"memory": 0, "message": 0}

@@ -25,8 +25,8 @@ needs_wheel = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def minilm() -> LocalEmbedder:
-    return load_local(None)
+def minilm(tmp_path_factory) -> LocalEmbedder:
+    return load_local(None, home=tmp_path_factory.mktemp("home"))
 
 
 @needs_wheel
@@ -110,17 +110,18 @@ def _tiny_bert(folder: Path) -> None:
 def test_local_folder_of_our_own(tmp_path: Path) -> None:
     folder = tmp_path / "tiny"
     _tiny_bert(folder)
-    tiny = load_local(str(folder))
+    home = tmp_path / "home"
+    tiny = load_local(str(folder), home)
     v = tiny.embed(["a first sentence", "another one, longer than the first", ""])
     assert v.shape == (3, 8) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     assert tiny.model_id.startswith("local:tiny@")  # the weights' hash keys its vectors
     with pytest.raises(EmbedderError, match="sha256"):
-        LocalEmbedder(folder, expect_sha256=MINILM_SHA256)
+        LocalEmbedder(folder, expect_sha256=MINILM_SHA256, home=home)  # its cached entry is checked too
     (folder / "config.json").unlink()
     with pytest.raises(EmbedderError, match="config.json is missing"):
-        load_local(str(folder))
+        load_local(str(folder), home)
     with pytest.raises(EmbedderError, match="no sentence-transformers folder"):
-        load_local(str(tmp_path / "nowhere"))
+        load_local(str(tmp_path / "nowhere"), home)
 
 
 def test_http_provider_batches_and_retries() -> None:
