@@ -18,6 +18,7 @@ import os
 import threading
 import zipfile
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from importlib.util import find_spec
@@ -201,8 +202,6 @@ class LocalEmbedder:
             out[rows] = self.bert.encode(ids, widths)
 
         if threads > 1 and len(buckets) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
             # one BLAS thread each, buckets side by side: no thread waits on another's product
             with ThreadPoolExecutor(min(threads, len(buckets)), thread_name_prefix="encoder") as pool:
                 list(pool.map(run, buckets))

@@ -130,14 +130,12 @@ def _open(final: Path, source_stamp: list[list]) -> Entry | None:
 
 
 def _write(final: Path, source_stamp: list[list], made: Unpacked) -> Entry:
-    import uuid
-
     import numpy as np
 
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
     _remove_leftovers(root, final.name)
-    tmp = root / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp = root / f".tmp-{final.name}-{os.getpid()}-{os.urandom(4).hex()}"
     tmp.mkdir()
     try:
         index: dict[str, tuple[int, list[int]]] = {}
@@ -168,9 +166,8 @@ def _write(final: Path, source_stamp: list[list], made: Unpacked) -> Entry:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     opened = _open(final, source_stamp)
-    if opened is None:  # replaced under us by an entry of another stamp: use what was made
-        raise OSError(f"{final} changed while it was written")
-    return opened
+    # replaced under us by an entry of another stamp: use what was made, in memory
+    return opened if opened is not None else Entry(made.meta, made.arrays, None, made.files)
 
 
 def _install(tmp: Path, final: Path, counts: Callable[[], bool]) -> None:
