@@ -90,30 +90,40 @@ def one_night(
 
 
 def report(settings: Settings, memories: int, mode: str, measured, estimated) -> tuple[float, float]:
+    """Per step: the measured night, the same with real output (core/steps.py's STEP_OUTPUT,
+    what the estimate counts) and the estimate; returns (measured, estimate) of the night."""
+    batch = mode == "batch"
     print(f"\n== {memories} memories, {mode} (main {settings.model}, small {settings.small_model_for()})")
     head = f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
-    print(f"{head} {'$ measured':>11} {'$ estimate':>11}")
+    print(f"{head} {'$ measured':>11} {'$ real out':>11} {'$ estimate':>11}")
+    real = 0.0
     for step in STEP_ORDER:
         u, e = measured.get(step), estimated.get(step)
         if u is None and e is None:
             continue
         u = u or Usage()
+        r = realistic(settings, step, u, batch) if u.calls else 0.0
+        real += r
         print(
             f"{step:34} {settings.step_model(step):18} {u.calls:5d} {u.input_tokens:7d} "
             f"{u.cache_write_tokens:8d} {u.cache_read_tokens:8d} {u.output_tokens:6d} "
-            f"{u.cost_usd:11.5f} {(e.cost_usd if e else 0):11.5f}"
+            f"{u.cost_usd:11.5f} {r:11.5f} {(e.cost_usd if e else 0):11.5f}"
         )
     total = sum(measured.values(), Usage())
     est = sum(estimated.values(), Usage())
-    off = (est.cost_usd - total.cost_usd) / total.cost_usd if total.cost_usd else 0.0
+    off = (est.cost_usd - real) / real if real else 0.0
     print(
         f"{'the night':53} {total.calls:5d} {total.input_tokens:7d} {total.cache_write_tokens:8d} "
-        f"{total.cache_read_tokens:8d} {total.output_tokens:6d} {total.cost_usd:11.5f} {est.cost_usd:11.5f}"
+        f"{total.cache_read_tokens:8d} {total.output_tokens:6d} {total.cost_usd:11.5f} {real:11.5f} "
+        f"{est.cost_usd:11.5f}"
     )
     target = TARGETS[mode]
     verdict = "met" if total.cost_usd <= target else "NOT met"
     note = f" (target <= ${target:.2f} at 400 memories: {verdict})" if memories == 400 else ""
-    print(f"measured ${total.cost_usd:.4f}, estimate ${est.cost_usd:.4f} ({off:+.1%}){note}")
+    print(
+        f"measured ${total.cost_usd:.4f}, with real output ${real:.4f}, estimate ${est.cost_usd:.4f} "
+        f"({off:+.1%} of the night with real output){note}"
+    )
     return total.cost_usd, est.cost_usd
 
 
