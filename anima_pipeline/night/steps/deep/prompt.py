@@ -42,7 +42,7 @@ class DeepSleepTooLarge(NightError):
 # ---- the framing and the tasks ------------------------------------------------------------
 
 DEEP_HEAD = """\
-You are the deep sleep of a digital life's memory: four rounds over the whole store of the
+You are the deep sleep of a digital life's memory: four rounds over {store}the
 user's active semantic memories, in this order — 1 contradiction and expiry, 2 split, 3 merge,
 4 pin review — each round sees the store as the earlier rounds left it.
 
@@ -105,7 +105,9 @@ def deep_system(rounds: tuple[str, ...] | list[str], after: bool, candidates: bo
     steps on one model share one cached prefix; docs/cost.md), and the note on the dream and
     the self refresh when they send it too; `candidates`: message 1 holds an incremental
     night's candidates, not the whole store."""
-    head = DEEP_HEAD.format(message_one=MESSAGE_ONE[candidates])
+    head = DEEP_HEAD.format(
+        store="" if candidates else "the whole store of ", message_one=MESSAGE_ONE[candidates]
+    )
     parts = [head, *(DEEP_RULES[r] for r in DEEP_RULES if r in rounds)]
     return "\n\n".join([*parts, *([DEEP_AFTER] if after else []), RESTRAINT_RULE])
 

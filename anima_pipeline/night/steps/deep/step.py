@@ -183,6 +183,10 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             return StepOutcome(stats=stats)
         earlier = [e for e in shared.events if e["step"] != step]
         stats["earlier_changes"] = len(earlier)
+        if not any(batch for _, batch, _ in shared.slices) and not any(e["before"] is None for e in earlier):
+            # an incremental night whose changed memories are all gone again: no candidate
+            stats.update(skipped_rounds=1, message1_memories=0, summary="skipped: no candidate")
+            return StepOutcome(stats=stats)
         usage, calls, msg1_chars = Usage(), [], 0
         totals: dict[str, int] = {}
         full_split = night.mode == "full"
