@@ -58,7 +58,7 @@ PREFILTER_CHARS = 600  # deep sleep's message 2 (pairs, candidates, pins)
 SUMMARY_CHARS = 1_200  # a day / week summary the cascade reads
 # an incremental night's rounds 1 and 3 see what changed and its neighbours: memories per
 # memory that changed that day (benchmarks/deep_candidates.py measures it on the dialogues)
-CANDIDATES_PER_CHANGE = 5  # 4.1 measured on the tuned dialogues
+CANDIDATES_PER_CHANGE = 4  # 3.2 measured on the tuned dialogues
 
 
 class StepEstimate(BaseModel):

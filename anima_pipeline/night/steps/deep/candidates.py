@@ -3,10 +3,10 @@ night: the memories that changed since the last deep sleep and their nearest nei
 store, not the whole store (docs/cost.md, "Deep sleep sends what changed"). The weekly full
 night keeps the whole-store pass, which catches what a neighbourhood missed.
 
-A neighbour is a memory the program's own pre-filter would pair with a changed one: the same
-subject and attribute (what round 1's contradictions are made of), similar content (the
-trigram and rare-term pairs of message 2), or the most rare words in common (what round 3's
-duplicates and paraphrases share). `benchmarks/deep_candidates.py` measures how many of the
+A neighbour is a memory the program's own pre-filter would pair with a changed one: a fact
+that clashes with one of its facts (what round 1's contradictions and expiries are made of),
+similar content (the trigram and rare-term pairs of message 2), or the most rare words in
+common (what round 3's duplicates and paraphrases share). `benchmarks/deep_candidates.py` measures how many of the
 whole-store pass's contradictions and merges the neighbourhood keeps.
 """
 
@@ -17,8 +17,8 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 from anima_pipeline.night.steps.deep.merges import memory_terms
-from anima_pipeline.night.steps.deep.plan import attribute_pairs
 from anima_pipeline.store.memories import similar_memory_pairs
+from anima_pipeline.text.attributes import Fact, extract_attributes, facts_conflict
 
 if TYPE_CHECKING:
     from anima_pipeline.store.db import Connection
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 EVERY_PAIR_IDS = 250  # past this many memories the trigram pairs come from content-order neighbours
 SORTED_NEIGHBOURS = 8
-WORD_NEIGHBOURS = 8  # per changed memory: the ones sharing the most rare words with it
+WORD_NEIGHBOURS = 4  # per changed memory: the ones sharing the most rare words with it
 RARE_SHARE = 0.05  # a word in more than this share of the store (the speakers' names) pairs nothing
 
 
@@ -69,20 +69,38 @@ def word_neighbours(memories: list[SemanticMemory], focus: set[int], k: int = WO
     return out
 
 
+def clashing(memories: list[SemanticMemory], focus: set[int]) -> set[int]:
+    """The memories with a fact that clashes with a fact of a `focus` memory, either way (same
+    subject and attribute, `facts_conflict`: what round 1's contradictions and expiries are
+    made of). Not every fact on the same attribute: "likes tea" and "likes hiking" coexist,
+    and the speakers' many likes would bring half the store."""
+    by_key: dict[tuple[str, str], list[tuple[int, Fact]]] = defaultdict(list)
+    for m in memories:
+        for fact in extract_attributes(m.content):
+            by_key[(fact.subject, fact.attribute)].append((m.id, fact))
+    out: set[int] = set()
+    for items in by_key.values():
+        for mid, fact in items:
+            if mid not in focus:
+                continue
+            for other, of in items:
+                if other != mid and (facts_conflict(fact, of) or facts_conflict(of, fact)):
+                    out.add(other)
+    return out
+
+
 def candidate_ids(
     conn: Connection, memories: list[SemanticMemory], changed: set[int], threshold: float
 ) -> set[int]:
     """The ids rounds 1 and 3 see on an incremental night: `changed` (those of `memories`) and
-    their neighbours (the same subject and attribute, similar content above `threshold` as
-    message 2 pairs them, the most rare words in common)."""
+    their neighbours (a clashing fact, similar content above `threshold` as message 2 pairs
+    them, the most rare words in common)."""
     ids = [m.id for m in memories]
     focus = changed & set(ids)
     if not focus:
         return set()
     picked = set(focus)
-    for a, b, _ in attribute_pairs(memories):
-        if a in focus or b in focus:
-            picked |= {a, b}
+    picked |= clashing(memories, focus)
     for a, b, _ in similar_pairs(conn, ids, threshold, focus):
         picked |= {a, b}
     return picked | word_neighbours(memories, focus)
