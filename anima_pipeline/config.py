@@ -41,7 +41,7 @@ from pydantic_settings import (
 
 from anima_pipeline.core.errors import ConfigError
 from anima_pipeline.core.prices import price_row, unknown_model
-from anima_pipeline.core.steps import SMALL_MODEL_STEPS, parse_steps
+from anima_pipeline.core.steps import SMALL_MODEL_STEPS, STEP_MAX_TOKENS, parse_steps
 from anima_pipeline.core.validation import (
     MAX_MESSAGE_CHARS,
     TIMESTAMP_MAX_YEAR,
@@ -457,13 +457,15 @@ class Settings(BaseSettings):
         return DEFAULT_SMALL_MODEL if main.startswith("claude-") else main
 
     def step_limits(self, step: str) -> tuple[int, Thinking, Effort | None]:
-        """max_tokens, thinking and effort for one step: its override, else the global."""
+        """max_tokens, thinking and effort for one step: its override, else the global; with
+        thinking off, max_tokens is bounded by what the step needs (core/steps.py's
+        STEP_MAX_TOKENS), never above the global."""
         own = self.llm.step_limits.get(step) or StepLimits()
-        return (
-            own.max_tokens or self.llm.max_tokens,
-            own.thinking or self.llm.thinking,
-            own.effort or self.llm.effort,
-        )
+        thinking = own.thinking or self.llm.thinking
+        limit = self.llm.max_tokens
+        if thinking == "disabled" and step in STEP_MAX_TOKENS:
+            limit = min(limit, STEP_MAX_TOKENS[step])
+        return (own.max_tokens or limit, thinking, own.effort or self.llm.effort)
 
     @property
     def tz(self) -> ZoneInfo:

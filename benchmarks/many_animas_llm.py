@@ -39,7 +39,7 @@ from anima_pipeline.store.db import Database, open_database
 from anima_pipeline.store.events import Audit
 from benchmarks.claude_cache import _clear
 from testkit.data import conversation_lines
-from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, tool_use
+from testkit.fake_messages_api import FakeMessagesAPI, is_stage_one, reply, sleep_autopilot, tool_use
 
 DAY = date(2026, 11, 16)
 
@@ -60,8 +60,7 @@ def archive(animas: list[str]) -> list[str]:
 
 
 def model(body: dict[str, Any]) -> dict[str, Any] | None:
-    tools = {t["name"] for t in body.get("tools") or []}
-    if "update_semantic_memory" in tools and len(body["messages"]) == 1:
+    if is_stage_one(body) and len(body["messages"]) == 1:
         conv = re.search(r"## Conversation (\S+)", json.dumps(body["messages"][0], ensure_ascii=False)).group(
             1
         )

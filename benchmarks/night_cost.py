@@ -32,7 +32,9 @@ from anima_pipeline.llm.anthropic.batches import BatchCollector
 from anima_pipeline.llm.anthropic.engine import AnthropicEngine
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import Usage
+from anima_pipeline.llm.prompt_cost import with_expected_output
 from anima_pipeline.night.estimate import estimate_night
+from anima_pipeline.night.frame import scheduled_mode
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.store.db import Database, open_database
 from benchmarks.claude_cache import _clear
@@ -40,6 +42,7 @@ from testkit.claude_night import DAY, KEY, responder, seed
 from testkit.fake_messages_api import FakeMessagesAPI
 
 TARGETS = {"sync": 0.04, "batch": 0.02}  # dollars per active anima-night at 400 memories
+DIALOGUE_TARGETS = {"sync": 0.03, "batch": 0.015}  # a real dialogue day, real output included
 SPLITS: dict[str, dict[str, str]] = {
     "default": {},  # core/steps.py's SMALL_MODEL_STEPS on the small model, the rest on the main one
     "all-main": dict.fromkeys(STEP_ORDER, "main"),
@@ -87,31 +90,202 @@ def one_night(
 
 
 def report(settings: Settings, memories: int, mode: str, measured, estimated) -> tuple[float, float]:
+    """Per step: the measured night, the same with real output (core/steps.py's STEP_OUTPUT,
+    what the estimate counts) and the estimate; returns (measured, estimate) of the night."""
+    batch = mode == "batch"
     print(f"\n== {memories} memories, {mode} (main {settings.model}, small {settings.small_model_for()})")
     head = f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
-    print(f"{head} {'$ measured':>11} {'$ estimate':>11}")
+    print(f"{head} {'$ measured':>11} {'$ real out':>11} {'$ estimate':>11}")
+    real = 0.0
     for step in STEP_ORDER:
         u, e = measured.get(step), estimated.get(step)
         if u is None and e is None:
             continue
         u = u or Usage()
+        r = realistic(settings, step, u, batch) if u.calls else 0.0
+        real += r
         print(
             f"{step:34} {settings.step_model(step):18} {u.calls:5d} {u.input_tokens:7d} "
             f"{u.cache_write_tokens:8d} {u.cache_read_tokens:8d} {u.output_tokens:6d} "
-            f"{u.cost_usd:11.5f} {(e.cost_usd if e else 0):11.5f}"
+            f"{u.cost_usd:11.5f} {r:11.5f} {(e.cost_usd if e else 0):11.5f}"
         )
     total = sum(measured.values(), Usage())
     est = sum(estimated.values(), Usage())
-    off = (est.cost_usd - total.cost_usd) / total.cost_usd if total.cost_usd else 0.0
+    off = (est.cost_usd - real) / real if real else 0.0
     print(
         f"{'the night':53} {total.calls:5d} {total.input_tokens:7d} {total.cache_write_tokens:8d} "
-        f"{total.cache_read_tokens:8d} {total.output_tokens:6d} {total.cost_usd:11.5f} {est.cost_usd:11.5f}"
+        f"{total.cache_read_tokens:8d} {total.output_tokens:6d} {total.cost_usd:11.5f} {real:11.5f} "
+        f"{est.cost_usd:11.5f}"
     )
     target = TARGETS[mode]
     verdict = "met" if total.cost_usd <= target else "NOT met"
     note = f" (target <= ${target:.2f} at 400 memories: {verdict})" if memories == 400 else ""
-    print(f"measured ${total.cost_usd:.4f}, estimate ${est.cost_usd:.4f} ({off:+.1%}){note}")
+    print(
+        f"measured ${total.cost_usd:.4f}, with real output ${real:.4f}, estimate ${est.cost_usd:.4f} "
+        f"({off:+.1%} of the night with real output){note}"
+    )
     return total.cost_usd, est.cost_usd
+
+
+# ---- a real dialogue day (--dialogue) ---------------------------------------------------------
+
+
+def _admin(server: str):
+    import psycopg
+
+    return psycopg.connect(f"{server.rstrip('/')}/postgres", autocommit=True)
+
+
+def _fresh(server: str, name: str, template: str | None = None) -> str:
+    with _admin(server) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+    return f"{server.rstrip('/')}/{name}"
+
+
+def dialogue_days(anima: str) -> tuple[list[dict], list]:
+    """The archive rows of one LoCoMo dialogue and its talking days (local), in order."""
+    from testkit.data import group_days, locomo_dir, read_jsonl
+
+    rows = [r for r in read_jsonl(locomo_dir() / "dev.archive.jsonl") if r["anima_id"] == anima]
+    return rows, sorted(group_days(rows)[anima])
+
+
+def day_responder(facts: list[dict]):
+    """A scripted model: light sleep's stage 1 records `facts` in its first turn (one tool call
+    each, as a model answers); every other step answers as the fake's autopilot does."""
+    from testkit.fake_messages_api import reply, sleep_autopilot, tool_use
+
+    def answer(body: dict) -> dict | None:
+        tools = {t["name"] for t in body.get("tools") or []}
+        task = body["messages"][0]["content"][-1]["text"]
+        if "create_semantic_memory" in tools and "Record the durable facts" in task:
+            if len(body["messages"]) == 1 and facts:
+                return reply(*(tool_use("create_semantic_memory", f) for f in facts))
+            return None
+        return sleep_autopilot(body)
+
+    return answer
+
+
+def realistic(settings: Settings, step: str, u: Usage, batch: bool) -> float:
+    """The step's measured usage priced with what a real model answers instead of the fake's
+    terse text (core/steps.py's STEP_OUTPUT, when more than measured)."""
+    return with_expected_output(settings.step_model(step), step, u, batch=batch)
+
+
+def dialogue(args) -> None:
+    """One held-out LoCoMo dialogue slept offline to its second-to-last talking day, then its
+    last day on the Claude path, sync and batch, each on a copy of the same store."""
+    from anima_pipeline.core.steps import DEEP_SLEEP, StepKey
+    from anima_pipeline.store.events import semantic_writes
+    from benchmarks.many_animas import import_rows
+
+    rows, days = dialogue_days(args.dialogue)
+    base_name = f"nightcost_{args.dialogue.replace('-', '_')}_base"
+    url = _fresh(args.server, base_name)
+    home = Path(tempfile.mkdtemp(prefix="nightcost-"))
+    offline = Settings(home=home, database_url=url, engine="offline")
+    db = open_database(offline)
+    try:
+        import_rows(db, rows)
+        run_days(db, offline, days[:-1], run_id="bench-offline")
+        with db.transaction() as conn:
+            active = conn.execute(
+                "SELECT count(*) AS n FROM semantic_memory WHERE anima_id = %s AND status = 'active'",
+                (args.dialogue,),
+            ).fetchone()["n"]
+    finally:
+        db.close()
+    last = days[-1]
+    # what light sleep records that day, offline: the scripted model records the same facts
+    url = _fresh(args.server, f"nightcost_{args.dialogue.replace('-', '_')}_offline", template=base_name)
+    db = open_database(offline.model_copy(update={"database_url": url}))
+    try:
+        run_days(db, offline.model_copy(update={"database_url": url}), [last], run_id="bench-offline-last")
+        with db.transaction() as conn:
+            facts = [
+                {k: e["after"][k] for k in ("type", "content", "source_sessions")}
+                for e in semantic_writes(conn, args.dialogue, last, [StepKey.SEMANTIC_EXTRACTED])
+                if e["before"] is None
+            ]
+            offline_deep = [
+                (e["step"], e["op"]) for e in semantic_writes(conn, args.dialogue, last, list(DEEP_SLEEP))
+            ]
+    finally:
+        db.close()
+    print(
+        f"{args.dialogue}: {len(rows)} messages over {len(days)} days; slept offline to {days[-2]} "
+        f"({active} active memories); the last day {last} ({last:%A}) on the Claude path: light "
+        f"sleep records the {len(facts)} facts the offline night records that day (offline deep sleep "
+        f"then writes {len(offline_deep)} events)"
+    )
+    totals = {}
+    for mode in ("sync", "batch"):
+        url = _fresh(args.server, f"nightcost_{args.dialogue.replace('-', '_')}_{mode}", template=base_name)
+        settings = Settings(home=home, database_url=url, engine="anthropic")
+        settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"mode": mode})})
+        db = open_database(settings)
+        try:
+            estimate = estimate_night(db, settings, last, scheduled_mode(last))
+            collector = BatchCollector(window_s=0.05, poll_s=0.01) if mode == "batch" else None
+            with FakeMessagesAPI(min_cache_tokens=None, responder=day_responder(facts)) as fake:
+                engine = AnthropicEngine(
+                    settings.model,
+                    SecretStr(KEY),
+                    base_url=fake.url,
+                    budget=Budget(),
+                    settings=settings,
+                    timeout=30,
+                    collector=collector,
+                )
+                try:
+                    results = run_days(db, settings, [last], engine=engine, run_id=f"bench-{mode}")
+                finally:
+                    engine.close()
+                requests = len(fake.messages) if mode == "sync" else None
+        finally:
+            db.close()
+        measured: dict[str, Usage] = {}
+        for r in results:
+            if r.usage.calls:
+                measured[r.step] = measured.get(r.step, Usage()) + r.usage
+        est = {s.step: s.usage for s in estimate.steps}
+        print(f"\n== {mode} (main {settings.model}, small {settings.small_model_for()})")
+        head = (
+            f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
+        )
+        print(f"{head} {'$ measured':>11} {'$ real out':>11} {'$ estimate':>11}")
+        tot, real, by_model = Usage(), 0.0, {}
+        for step in STEP_ORDER:
+            u, e = measured.get(step), est.get(step)
+            if u is None and e is None:
+                continue
+            u = u or Usage()
+            r = realistic(settings, step, u, mode == "batch") if u.calls else 0.0
+            model = settings.step_model(step)
+            by_model[model] = by_model.get(model, 0.0) + u.cost_usd
+            tot, real = tot + u, real + r
+            print(
+                f"{step:34} {model:18} {u.calls:5d} {u.input_tokens:7d} {u.cache_write_tokens:8d} "
+                f"{u.cache_read_tokens:8d} {u.output_tokens:6d} {u.cost_usd:11.5f} {r:11.5f} "
+                f"{(e.cost_usd if e else 0):11.5f}"
+            )
+        e_tot = sum(est.values(), Usage())
+        print(
+            f"{'the night':53} {tot.calls:5d} {tot.input_tokens:7d} {tot.cache_write_tokens:8d} "
+            f"{tot.cache_read_tokens:8d} {tot.output_tokens:6d} {tot.cost_usd:11.5f} {real:11.5f} "
+            f"{e_tot.cost_usd:11.5f}"
+        )
+        print("per model: " + ", ".join(f"{m} ${c:.4f}" for m, c in by_model.items()))
+        if requests is not None:
+            print(f"requests sent: {requests}")
+        totals[mode] = (tot.cost_usd, real, e_tot.cost_usd)
+    print("\nmode   measured $  with real output $  estimate $  target (real output)")
+    for mode, (cost, real, est_cost) in totals.items():
+        target = DIALOGUE_TARGETS[mode]
+        verdict = "met" if real <= target else "NOT met"
+        print(f"{mode:6} {cost:10.4f} {real:18.4f} {est_cost:11.4f}  <= ${target:.3f}: {verdict}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,8 +298,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--turnaround", type=float, default=600.0, help="seconds a batch takes, for the slow-batch row"
     )
+    parser.add_argument(
+        "--dialogue",
+        default=None,
+        help="a LoCoMo dialogue (conv-41): its last day instead of synthetic stores",
+    )
+    parser.add_argument(
+        "--server",
+        default="postgresql://postgres@127.0.0.1:5432",
+        help="with --dialogue: a PostgreSQL server where it may create nightcost_* databases",
+    )
     args = parser.parse_args(argv)
     logging.getLogger("anima_pipeline").setLevel(logging.ERROR)  # the quiet steps' "declined" notes
+    if args.dialogue:
+        dialogue(args)
+        return
     rows, split_rows = [], []
     with tempfile.TemporaryDirectory() as home:
         base = Settings(home=Path(home), database_url=args.database_url, engine="anthropic")

@@ -136,6 +136,13 @@ def _all_text(body: dict[str, Any]) -> str:
     return "\n".join(p for p in parts if isinstance(p, str))
 
 
+def is_stage_one(body: dict[str, Any]) -> bool:
+    """Whether `body` is light sleep's stage 1 (the facts of the day), by its task: its tools
+    alone do not say it (with no existing memory shown it offers only create_semantic_memory)."""
+    tools = {t.get("name") for t in body.get("tools") or []}
+    return "create_semantic_memory" in tools and "Record the durable facts" in _all_text(body)
+
+
 def sleep_autopilot(body: dict[str, Any]) -> Action | None:
     """What a model would do in the steps of a night that must write, so a scripted test
     can leave them out: the first turn of a temporal summary, the dream or the autobiography

@@ -319,3 +319,11 @@ def crash_log(exc: BaseException, command: str) -> Path | None:
         log.removeHandler(handler)
         handler.close()
     return Path(handler.baseFilename)
+
+
+def per_anima_night(cost_usd: float, llm_calls: int, animas: int) -> str:
+    """The dollars of one anima-night in a nights table: "—" when no model was called (the
+    offline engine) or no anima talked (docs/cost.md)."""
+    if not llm_calls or not animas:
+        return "—"
+    return f"{cost_usd / animas:.4f}"

@@ -21,6 +21,7 @@ from anima_pipeline.cli.common import (
     fail,
     open_store,
     parse_day,
+    per_anima_night,
     progress_bar,
     progress_line,
     require_animas,
@@ -360,7 +361,7 @@ def sleep_table(rows: list[dict]) -> Table:
         title="nights (new/upd/depr/merg/split = semantic memories; anch = anchors; narr = narratives; "
         "summ = summaries)"
     )
-    for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$", "declined"):
+    for col in ("day", "status", "animas", *_TOTALS_SHORT, "llm", "$", "$/anima-night", "declined"):
         table.add_column(col, justify="left" if col in ("day", "status") else "right", no_wrap=True)
     for r in rows:
         idle = not r["animas"] and not r.get("declined")
@@ -372,7 +373,8 @@ def sleep_table(rows: list[dict]) -> Table:
             str(r["animas"]),
             *(str(r[k]) for k in _TOTALS),
             str(r["llm_calls"]),
-            f"{r['cost_usd']:.2f}",
+            f"{r['cost_usd']:.4f}",
+            per_anima_night(r["cost_usd"], r["llm_calls"], r["animas"]),
             str(len(r.get("declined") or ())),
         )
     before = sum(1 for r in rows if r["status"] == "already done")

@@ -20,6 +20,7 @@ from anima_pipeline.cli.common import (
     fail,
     only_anima,
     open_store,
+    per_anima_night,
     progress_bar,
     settings,
 )
@@ -226,18 +227,21 @@ def status_data(conn) -> dict:
     latest declined steps, and what is not counted (cleaned by a night, hidden by a forget)."""
     from anima_pipeline.recall.dense import recall_status
     from anima_pipeline.store.sleep_state import latest_declined
-    from anima_pipeline.store.status import cleaned_by_night, hidden_by_forget, status
+    from anima_pipeline.store.status import cleaned_by_night, hidden_by_forget, night_costs, status
 
     data = status(conn)
     data["recall"] = recall_status(conn, settings())
     data["cleaned_by_night"] = cleaned_by_night(conn)
     data["hidden_by_forget"] = hidden_by_forget(conn)
     data["declined"] = [{**r, "day": r["day"].isoformat()} for r in latest_declined(conn)]
+    data["nights"] = [{**r, "day": r["day"].isoformat()} for r in night_costs(conn)]
     return data
 
 
 def print_status(data: dict) -> None:
     console.print(status_table(data))
+    if data.get("nights"):
+        console.print(nights_cost_table(data["nights"]))
     console.print(recall_line(data["recall"]), soft_wrap=True)  # a command to copy, unwrapped
     for d in data["declined"]:  # the latest nights' steps whose model wrote nothing, and why
         console.print(
@@ -255,6 +259,22 @@ def print_status(data: dict) -> None:
             "and the nights; `anima revert --run RUN` of the forget shows them again, `--purge` erases "
             "them): " + ", ".join(f"{a} {n}" for a, n in sorted(hidden.items()))
         )
+
+
+def nights_cost_table(nights: list[dict]) -> Table:
+    """The latest nights: animas that talked, model calls, dollars, dollars per anima-night."""
+    table = Table(title="latest nights")
+    for col in ("day", "animas", "llm", "$", "$/anima-night"):
+        table.add_column(col, justify="left" if col == "day" else "right", no_wrap=True)
+    for n in nights:
+        table.add_row(
+            n["day"],
+            str(n["animas"]),
+            str(n["llm_calls"]),
+            f"{n['cost_usd']:.4f}",
+            per_anima_night(n["cost_usd"], n["llm_calls"], n["animas"]),
+        )
+    return table
 
 
 def recall_line(r: dict) -> str:

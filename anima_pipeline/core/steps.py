@@ -65,6 +65,34 @@ SMALL_MODEL_STEPS: tuple[StepKey, ...] = (
     StepKey.SELF_REFRESHED,
 )
 
+# What a real model writes in a step, in output tokens (its words and its tool calls: a fact is
+# about 65 tokens in benchmarks/night_cost.py --dialogue, a summary up to 400 for its 1,500
+# characters, a "nothing to do" a sentence), spread over the step's tool turns; each later turn
+# that only ends the conversation writes END_OUTPUT. The estimate and the budget guard price
+# these (llm/prompt_cost.py; about 2,600 tokens an active night). STEP_MAX_TOKENS bounds each
+# call by need, about eight times its share, when thinking is off (a thinking model needs the
+# global room, ANIMA_LLM_MAX_TOKENS; a cut answer is asked again with twice the limit,
+# llm/tool_loop.py). Kept here, beside the keys: the settings read them.
+STEP_OUTPUT: dict[str, int] = {
+    StepKey.SEMANTIC_EXTRACTED: 500,
+    StepKey.ANCHORS_MARKED: 150,
+    StepKey.AUTOBIOGRAPHY_NARRATED: 250,
+    StepKey.AUTOBIOGRAPHY_SUMMARY: 300,
+    StepKey.DECONFLICTED: 120,
+    StepKey.SPLIT: 120,
+    StepKey.MERGED: 120,
+    StepKey.PINS_REVIEWED: 80,
+    StepKey.DAY_SUMMARY: 400,
+    StepKey.CASCADE: 500,
+    StepKey.DREAM: 250,
+    StepKey.SELF_REFRESHED: 250,
+}
+DEFAULT_STEP_OUTPUT = 200
+END_OUTPUT = 20
+STEP_MAX_TOKENS: dict[str, int] = {
+    step: max(2_048, -(-8 * tokens // 1_024) * 1_024) for step, tokens in STEP_OUTPUT.items()
+}
+
 
 class UnknownStepError(InputError):
     """Step names that are not steps; the message lists the steps."""

@@ -5,8 +5,8 @@ are per model; a later request reads the longest prefix already written; the eng
 breakpoints make each turn read the previous one). `anima sleep --estimate` and the budget guard price the
 night with it (night/estimate.py); benchmarks/night_cost.py prints it beside the measured cost.
 
-Output is assumed, not known: a tool turn answers about OUT_TOOL tokens, a last turn OUT_END
-(a model that thinks aloud writes more; docs/cost.md).
+Output is assumed, not known: each call of a step answers what STEP_OUTPUT says a real model
+writes there (its words and its tool calls; docs/cost.md).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from anima_pipeline.core.steps import DEFAULT_STEP_OUTPUT, END_OUTPUT, STEP_OUTPUT
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.llm.pricing import cost_usd, min_cache_tokens
 
 CHARS_PER_TOKEN = 4  # the fake's count and about what English text costs; Chinese costs more
-OUT_TOOL = 50  # tokens a turn with tool calls answers
-OUT_END = 8  # tokens the turn that ends the conversation answers
 RESULT = 20  # tokens of the tool results sent back after a tool turn
 
 
@@ -39,6 +38,7 @@ class Conversation:
     prefix: int
     tail: int
     turns: int = 1
+    cached: bool = True  # False: no breakpoint on the prefix (no later request reads it)
 
 
 def price(
@@ -54,10 +54,10 @@ def price(
         seen: list[int] = []  # this conversation's own cached prefixes (its turn breakpoints)
         total, grown, turns = Usage(), 0, max(c.turns, 1)
         for turn in range(1, turns + 1):
-            out_tokens = OUT_TOOL if turn < turns else OUT_END
+            out_tokens = turn_output(c.step, turn, turns)
             last = c.prefix if turn == 1 else c.prefix + c.tail + grown  # the last breakpoint
             prompt = c.prefix + c.tail + grown
-            if last < floor:
+            if last < floor or (turn == 1 and not c.cached):
                 inp, read, write = prompt, 0, 0
             else:
                 shared = c.prefix if key in written and c.prefix >= floor else 0
@@ -67,7 +67,7 @@ def price(
                     written.add(key)
                 seen.append(last)
             if turn < turns:
-                grown += OUT_TOOL + RESULT
+                grown += out_tokens + RESULT
             total = total + Usage(
                 calls=1,
                 input_tokens=inp,
@@ -79,3 +79,35 @@ def price(
             )
         out[c.step] = out.get(c.step, Usage()) + total
     return out
+
+
+def expected_output(step: str, calls: int = 1) -> int:
+    """Output tokens a real model writes in `step` over `calls` API calls (core/steps.py's
+    STEP_OUTPUT, and END_OUTPUT for each call after the first)."""
+    return STEP_OUTPUT.get(step, DEFAULT_STEP_OUTPUT) + END_OUTPUT * max(calls - 1, 0)
+
+
+def turn_output(step: str, turn: int, turns: int) -> int:
+    """What call `turn` of `turns` writes: the step's answer spread over its tool turns, the
+    last of several turns only ends the conversation."""
+    if turns > 1 and turn == turns:
+        return END_OUTPUT
+    return STEP_OUTPUT.get(step, DEFAULT_STEP_OUTPUT) // max(turns - 1, 1)
+
+
+def with_expected_output(
+    model: str, step: str, used: Usage, *, batch: bool = False, unpriced: Sequence[str] = ()
+) -> float:
+    """The dollars of `used` (a step's measured usage on `model`) had its calls written what a
+    real model writes there (`expected_output`) when they wrote less: what a fake's terse
+    answers cost with realistic output (benchmarks/night_cost.py, the estimate's test)."""
+    out = max(used.output_tokens, expected_output(step, used.calls))
+    return cost_usd(
+        model,
+        used.input_tokens,
+        out,
+        used.cache_read_tokens,
+        used.cache_write_tokens,
+        batch=batch,
+        unpriced=unpriced,
+    )

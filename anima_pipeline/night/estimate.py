@@ -7,8 +7,10 @@ becomes one planned conversation: its cached prefix (tools, framing, identity, m
 its uncached tail, in tokens from the characters the store holds (store/sizes.py) and the
 real prompt texts, on the model the step runs on, sharing a prefix with the steps that send
 the same one (night/prefix.py). llm/prompt_cost.py prices the plan with the price table and the
-cache rules. What is assumed, not read: how many turns a step takes (TURNS), what a model
-answers (llm/prompt_cost.py's OUT_*), and how large the pre-filter and the day's changes are.
+cache rules. What is assumed, not read: how many turns a step takes (night/prefix.py's
+PLANNED_TURNS), what a model answers (llm/prompt_cost.py's STEP_OUTPUT), how large the
+pre-filter and the day's changes are, and how many memories an incremental night's candidates
+hold (CANDIDATES_PER_CHANGE).
 """
 
 from __future__ import annotations
@@ -45,15 +47,6 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.sizes import NightSizes, night_sizes
 from anima_pipeline.tools.schemas import tool_specs
 
-# API calls per conversation: light sleep stage 1 records over two tool turns then ends; a
-# step that must write writes then ends; the others answer once (most nights change little).
-TURNS: dict[str, int] = {
-    StepKey.SEMANTIC_EXTRACTED: 3,
-    StepKey.AUTOBIOGRAPHY_SUMMARY: 2,
-    StepKey.DAY_SUMMARY: 2,
-    StepKey.CASCADE: 2,
-    StepKey.DREAM: 2,
-}
 BLOCK_CHARS = 40  # what the request's JSON adds around each text block
 LINE_CHARS = 28  # message 1 per memory beside its content: id, type, date, spaces, newline
 MESSAGE_CHARS = 24  # the transcript per message beside its text: time, role, speaker marks
@@ -63,6 +56,9 @@ MEMORY_LINE_CHARS = 150  # a rendered memory with its id, type, confidence, sour
 CHANGES_CHARS = 400  # the day's changes to memory as the day summary and self refresh read them
 PREFILTER_CHARS = 600  # deep sleep's message 2 (pairs, candidates, pins)
 SUMMARY_CHARS = 1_200  # a day / week summary the cascade reads
+# an incremental night's rounds 1 and 3 see what changed and its neighbours: memories per
+# memory that changed that day (benchmarks/deep_candidates.py measures it on the dialogues)
+CANDIDATES_PER_CHANGE = 4  # 3.2 measured on the tuned dialogues
 
 
 class StepEstimate(BaseModel):
@@ -112,9 +108,12 @@ def _transcript_chars(s: NightSizes) -> int:
     )
 
 
-def _message_one_chars(s: NightSizes) -> int:
+def _message_one_chars(s: NightSizes, shown: int | None = None) -> int:
+    """Message 1 over the whole store, or over `shown` of its memories (of average length)."""
     memories = s.memories + NEW_MEMORIES
     chars = s.memory_chars + NEW_MEMORIES * 60 + memories * LINE_CHARS
+    if shown is not None and shown < memories:
+        chars = chars * shown // memories
     return chars + 100 + BLOCK_CHARS
 
 
@@ -131,7 +130,9 @@ def conversations(
     transcript = _transcript_chars(s)
     out: list[Conversation] = []
 
-    def add(step: str, key: str | None, prefix_chars: int, tail_chars: int) -> None:
+    def add(
+        step: str, key: str | None, prefix_chars: int, tail_chars: int, members: tuple[str, ...] = ()
+    ) -> None:
         out.append(
             Conversation(
                 step=step,
@@ -139,7 +140,8 @@ def conversations(
                 key=f"{anima_id}/{key}" if key else None,
                 prefix=tokens(prefix_chars),
                 tail=tokens(tail_chars),
-                turns=TURNS.get(step, 1),
+                turns=prefix.PLANNED_TURNS.get(step, 1),
+                cached=prefix.read_follows(members or (step,), step),
             )
         )
 
@@ -158,10 +160,13 @@ def conversations(
         head = (
             _tools_chars(prefix.tools_of(members, prefix.DAY_FAMILY_TOOLS)) + framing + identity + transcript
         )
-        add(step, f"day/{members}", head, tail)
+        add(step, f"day/{members}", head, tail, members)
 
-    deep_members = {step: prefix.sharing(model_of, step, prefix.DEEP_FAMILY) for step in prefix.DEEP_FAMILY}
+    deep_members = {step: prefix.deep_members(model_of, step, night.mode) for step in prefix.DEEP_FAMILY}
     msg1 = _message_one_chars(s)
+    # what changed that day: light sleep's new memories, the agent's own writes
+    changes = NEW_MEMORIES
+    candidates_msg1 = _message_one_chars(s, changes * CANDIDATES_PER_CHANGE)
     for step in (d.key for d in STEPS if d.key in steps):
         if step == StepKey.SEMANTIC_EXTRACTED and s.conversations:
             day(step, _block(100) + _block(LIGHT_PROMPTS[step][1]))
@@ -176,9 +181,13 @@ def conversations(
             members = deep_members[step]
             rounds = tuple(name for key, name in ROUNDS if key in members)
             after = StepKey.DREAM in members or StepKey.SELF_REFRESHED in members
-            framing = _framing_chars(deep_system(rounds, after), night)
+            candidates = night.mode == "incremental" and step in prefix.CANDIDATE_ROUNDS
+            framing = _framing_chars(deep_system(rounds, after, candidates), night)
             head = (
-                _tools_chars(prefix.tools_of(members, prefix.DEEP_FAMILY_TOOLS)) + framing + identity + msg1
+                _tools_chars(prefix.tools_of(members, prefix.DEEP_FAMILY_TOOLS))
+                + framing
+                + identity
+                + (candidates_msg1 if candidates else msg1)
             )
             if step == StepKey.DREAM:
                 tail = _block(200) + _block(NEW_MEMORIES * MEMORY_LINE_CHARS) + _block(DREAM)
@@ -186,7 +195,7 @@ def conversations(
                 tail = _block(200) + _block(CHANGES_CHARS) + _block(SELF_REFRESH)
             else:
                 tail = _block(200) + _block(PREFILTER_CHARS) + _block(120)
-            add(step, f"deep/{members}", head, tail)
+            add(step, f"deep/{members}", head, tail, members)
         elif step == StepKey.DAY_SUMMARY and s.conversations:
             day(step, _block(CHANGES_CHARS) + _block(70) + _block(TEMPORAL_DAY))
         elif step == StepKey.CASCADE:

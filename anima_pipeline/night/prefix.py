@@ -8,7 +8,14 @@ Two families:
   found it and the day's transcript as message 1;
 - the store: deep sleep's four rounds with the dream and the self refresh send the identity
   over the self-block snapshot and the store as deep sleep found it as message 1 (in slices
-  under the size limit), then message 1.5, the rounds' changes so far.
+  under the size limit), then message 1.5, the rounds' changes so far. On an incremental
+  night rounds 1 and 3 send only the candidates (what changed and its neighbours,
+  night/steps/deep/candidates.py): they form their own family, and the others keep the store.
+
+A prefix is marked for the cache only where a later request of the night reads it: another
+member of its family on its model, or the step's own next turn when it is planned to take
+more than one (`PLANNED_TURNS`); a cache write costs 1.25 times the input price, and a prefix
+nobody reads is cheaper sent as plain input (docs/cost.md).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from anima_pipeline.core.steps import DEEP_SLEEP, LIGHT_SLEEP, STEP_ORDER, StepKey
 from anima_pipeline.llm.contract import Engine, StepRequest, TextBlock, ToolSpec
+from anima_pipeline.night.steps.deep.candidates import candidate_ids
 from anima_pipeline.night.steps.deep.prompt import (
     REFUSE_CHARS,
     ROUNDS,
@@ -69,6 +77,24 @@ def sharing(model_of: ModelOf, step: str, family: Sequence[str]) -> tuple[str, .
     return tuple(s for s in family if model_of(s) == model)
 
 
+# API calls a step's conversation is planned to take: light sleep stage 1 records over two tool
+# turns then ends; a step that must write writes then ends; the others answer once (most nights
+# change little). The estimate prices these turns (night/estimate.py).
+PLANNED_TURNS: dict[str, int] = {
+    StepKey.SEMANTIC_EXTRACTED: 3,
+    StepKey.AUTOBIOGRAPHY_SUMMARY: 2,
+    StepKey.DAY_SUMMARY: 2,
+    StepKey.CASCADE: 2,
+    StepKey.DREAM: 2,
+}
+
+
+def read_follows(members: Sequence[str], step: str) -> bool:
+    """Whether a later request of the night reads the prefix `step` sends with `members` (the
+    family members on its model): another member does, or the step's own next turn."""
+    return len(members) > 1 or PLANNED_TURNS.get(step, 1) > 1
+
+
 def tools_of(members: Sequence[str], tools: Mapping[Any, Sequence[str]]) -> tuple[str, ...]:
     """The tool list the members send: every member's tools, once, in family order."""
     return tuple(dict.fromkeys(t for m in members for t in tools[m]))
@@ -89,11 +115,16 @@ DAY_FRAMING = {
 }
 
 
-def day_prefix(engine: Engine, step: str) -> tuple[tuple[str, ...], str]:
-    """(tools, framing) that `step` of the day family sends: those of the members on `engine`'s
-    model for it."""
+def day_prefix(
+    engine: Engine, step: str, own: Sequence[str] | None = None
+) -> tuple[tuple[str, ...], str, bool]:
+    """(tools, framing, cached) that `step` of the day family sends: those of the members on
+    `engine`'s model for it, and whether a later request reads that prefix (`read_follows`). A
+    member alone on its model sends only `own` when given (the tools its scope allows tonight)."""
     members = sharing(engine_models(engine), step, DAY_FAMILY)
-    return tools_of(members, DAY_FAMILY_TOOLS), "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
+    framing = "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
+    tools = tuple(own) if own is not None and members == (step,) else tools_of(members, DAY_FAMILY_TOOLS)
+    return tools, framing, read_follows(members, step)
 
 
 def day_transcript(convs: list[DayConversation], night: Night) -> str:
@@ -122,6 +153,25 @@ def identity_as_found(conn: Connection, anima_id: str, night: Night) -> str:
 # ---- the store: deep sleep's rounds with the dream and the self refresh ---------------------
 
 DEEP_FAMILY: tuple[str, ...] = (*DEEP_SLEEP, StepKey.DREAM, StepKey.SELF_REFRESHED)
+# The rounds that see only the candidates on an incremental night (contradiction, merge).
+CANDIDATE_ROUNDS: tuple[str, ...] = (StepKey.DECONFLICTED, StepKey.MERGED)
+
+
+def deep_family(step: str, mode: str) -> tuple[str, ...]:
+    """The members of the store family `step` belongs to on a night of `mode`: on an
+    incremental night the candidate rounds are a family of their own (another message 1)."""
+    if mode != "incremental":
+        return DEEP_FAMILY
+    if step in CANDIDATE_ROUNDS:
+        return CANDIDATE_ROUNDS
+    return tuple(s for s in DEEP_FAMILY if s not in CANDIDATE_ROUNDS)
+
+
+def deep_members(model_of: ModelOf, step: str, mode: str) -> tuple[str, ...]:
+    """The steps that send the prefix `step` sends on a night of `mode`."""
+    return sharing(model_of, step, deep_family(step, mode))
+
+
 DEEP_FAMILY_TOOLS: dict[str, tuple[str, ...]] = {
     **{step: ROUND_TOOLS[name] for step, name in ROUNDS},
     StepKey.DREAM: DREAM_TOOLS,
@@ -184,21 +234,36 @@ class Prefix:
     refused: str | None = None  # why deep sleep is skipped tonight (a slice that cannot be cut)
 
 
+TITLE = {False: "active semantic memories", True: "changed active memories and their neighbours"}
+
+
+def deep_candidates(conn: Connection, anima_id: str, night: Night, base: list[SemanticMemory]) -> set[int]:
+    """The ids of `base` (the store as deep sleep found it) an incremental night's rounds 1 and
+    3 see: what changed in the 24 h before the night (`changed_today`) and its neighbours."""
+    return candidate_ids(conn, base, changed_today(conn, anima_id, night), night.deep.trgm_threshold)
+
+
 def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Prefix:
     """The prefix `step` sends (shared with the family members on its model), message 1 in
     slices each under the limit (`slices`); `refused` says why deep sleep is skipped tonight
     when one slice cannot be cut."""
-    members = sharing(engine_models(night.engine), step, DEEP_FAMILY)
+    members = deep_members(engine_models(night.engine), step, night.mode)
     rounds = tuple(name for s, name in ROUNDS if s in members)
     base = active_before(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
     system = identity_context(
         conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
     )
+    candidates = night.mode == "incremental" and step in CANDIDATE_ROUNDS
+    shown = base
+    if candidates:
+        keep = deep_candidates(conn, anima_id, night, base)
+        shown = [m for m in base if m.id in keep]
+    cached = read_follows(members, step)
     try:
-        cut, refused = slices(base, night.tz), None
+        cut, refused = slices(shown, night.tz), None
     except DeepSleepTooLarge as exc:  # the rounds skip; the dream and the self refresh read what fits
         cut, refused = (
-            slices([m for m in base if len(compact(m, night.tz)) <= REFUSE_CHARS], night.tz),
+            slices([m for m in shown if len(compact(m, night.tz)) <= REFUSE_CHARS], night.tz),
             str(exc),
         )
     sliced = [
@@ -208,16 +273,17 @@ def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Pre
             TextBlock(
                 text=tagged(
                     "memories",
-                    f"# Message 1: active semantic memories ({label})\n{message_one(batch, night.tz)}",
+                    f"# Message 1: {TITLE[candidates]} ({label})\n{message_one(batch, night.tz)}",
                 ),
-                cache=True,
+                cache=cached,
             ),
         )
         for label, batch in cut
     ]
-    framing = deep_system(rounds, after=StepKey.DREAM in members or StepKey.SELF_REFRESHED in members)
+    after = StepKey.DREAM in members or StepKey.SELF_REFRESHED in members
+    framing = deep_system(rounds, after=after, candidates=candidates)
     return Prefix(
-        system=system_blocks(framing, night.day, night.tz, system),
+        system=system_blocks(framing, night.day, night.tz, system, cache=cached),
         tools=tool_specs(tools_of(members, DEEP_FAMILY_TOOLS)),
         slices=sliced,
         refused=refused,

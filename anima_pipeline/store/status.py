@@ -112,3 +112,17 @@ def recent_nights(conn: Connection, anima_id: str, limit: int = 7) -> list[dict]
            FROM sleep_state WHERE anima_id = %s GROUP BY day ORDER BY day DESC LIMIT %s""",
         (anima_id, limit),
     ).fetchall()
+
+
+def night_costs(conn: Connection, limit: int = 7) -> list[dict]:
+    """The latest `limit` nights with steps, newest first: day, animas that talked that day
+    (light sleep ran for them: an anima-night), the model calls and dollars the steps
+    recorded (`anima status`'s nights table; docs/cost.md)."""
+    return conn.execute(
+        """SELECT day,
+                  count(DISTINCT anima_id) FILTER (WHERE step = 'semantic_memory/extracted') AS animas,
+                  coalesce(sum((stats->>'llm_calls')::numeric), 0)::int AS llm_calls,
+                  coalesce(sum((stats->>'cost_usd')::numeric), 0)::float AS cost_usd
+           FROM sleep_state GROUP BY day ORDER BY day DESC LIMIT %s""",
+        (limit,),
+    ).fetchall()

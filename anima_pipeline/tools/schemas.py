@@ -250,8 +250,23 @@ TOOLS: dict[str, type[_Tool]] = {
 
 
 def tool_specs(names: list[str] | tuple[str, ...]):
-    """The Messages API `tools` entries for a step's whitelist."""
-    return [_spec(name).model_copy(deep=True) for name in names]
+    """The Messages API `tools` entries for a step's whitelist. A field described by an earlier
+    tool of the list the same way (update's `type`, `confidence` and dates are create's) says
+    only where to read it: the tools precede every prompt of a night (docs/cost.md)."""
+    specs = [_spec(name).model_copy(deep=True) for name in names]
+    seen: dict[tuple[str, str], str] = {}
+    for spec in specs:
+        for field, prop in (spec.input_schema.get("properties") or {}).items():
+            said = prop.get("description") if isinstance(prop, dict) else None
+            if not isinstance(said, str) or len(said) <= SAME_AS_MIN:
+                continue
+            first = seen.setdefault((field, said), spec.name)
+            if first != spec.name:
+                prop["description"] = f"as in {first}"
+    return specs
+
+
+SAME_AS_MIN = 40  # a description shorter than this is kept: "as in <tool>" saves nothing
 
 
 @cache

@@ -59,8 +59,14 @@ def test_sleep_with_anthropic_engine_against_fake_api(db_url: str, tmp_path: Pat
         if isinstance(block, dict) and block.get("type") == "tool_result"
     ]
     by_id = {b["tool_use_id"]: b for b in results}
-    assert by_id["t2"]["is_error"] is True and "f-999999" in str(by_id["t2"]["content"])
+    # no memory of the day's conversations is shown, so stage 1 may only create: the call is refused
+    assert by_id["t2"]["is_error"] is True and "deprecate_semantic_memory" in str(by_id["t2"]["content"])
     assert not by_id["t1"].get("is_error")
+    # the nights table: the night's dollars, and per anima-night
+    assert "$/anima-night" in result.stdout
+    (row,) = [line for line in result.stdout.splitlines() if line.strip("│ ").startswith(DAY)]
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert float(cells[-3]) > 0 and cells[-2] == cells[-3]  # one anima: its night is the night
 
     with psycopg.connect(db_url) as conn:
         rows = conn.execute(

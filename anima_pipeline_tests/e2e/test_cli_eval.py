@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from anima_pipeline_tests.conftest import cli_env, invoke_cli
-from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
+from testkit.fake_messages_api import FakeMessagesAPI, is_stage_one, reply, sleep_autopilot, text, tool_use
 
 FIXTURE = Path(__file__).parents[1] / "data" / "locomo_tiny.json"
 KEY = "sk-ant-test-EVAL-5150"
@@ -48,8 +48,7 @@ def model(body: dict[str, Any]) -> dict[str, Any] | None:
     if (scripted := answer_or_judge(body, "Nora", ANSWERS)) is not None:
         return scripted
     prompt = json.dumps(body["messages"], ensure_ascii=False)
-    tools = {t["name"] for t in body.get("tools") or []}
-    if "update_semantic_memory" in tools and len(body["messages"]) == 1:
+    if is_stage_one(body) and len(body["messages"]) == 1:
         conv = re.search(r"## Conversation (\S+)", prompt).group(1)
         fact = {"type": "experience", "content": FACTS[conv.split(":")[1]], "source_sessions": [conv]}
         return reply(tool_use("create_semantic_memory", fact))

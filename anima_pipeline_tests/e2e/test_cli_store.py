@@ -17,7 +17,7 @@ from anima_pipeline.config import get_settings
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.migrations import load_migrations
-from anima_pipeline.store.status import STATUS_KEYS, cleaned_by_night, status
+from anima_pipeline.store.status import STATUS_KEYS, cleaned_by_night, night_costs, status
 
 ALL_NAMES = [m.name for m in load_migrations()]
 
@@ -90,9 +90,10 @@ def test_status_json_matches_the_store(cli_env, db_url: str, db: Database, tmp_p
     cleaned = data.pop("cleaned_by_night")  # what the nights' cleanup deleted: nothing ran here
     declined = data.pop("declined")  # the declined steps of the latest nights: none ran here
     hidden = data.pop("hidden_by_forget")  # messages a soft forget hid: none here
+    nights = data.pop("nights")  # the latest nights' cost: none ran here
     with db.transaction() as conn:
         assert data == status(conn) and cleaned == cleaned_by_night(conn) == {} and declined == []
-        assert hidden == {}
+        assert hidden == {} and nights == [] == night_costs(conn)
         if not vectors.available(conn):
             assert recall["mode"] == "lexical" and recall["lexical_reason"]
     assert data["totals"]["messages"] == 9 and data["totals"]["conversations"] == 3
@@ -237,6 +238,29 @@ def test_identity_is_the_owners_to_set_and_says_so_while_empty(cli_env, db_url: 
     )
     assert cli_env(db_url, "revert", "--run", run).exit_code == 0  # audited: the old (empty) text is back
     assert "not set" in cli_env(db_url, "identity", "--anima", "ana").stdout
+
+
+def test_status_shows_the_latest_nights_cost_per_anima_night(cli_env, db_url: str, db: Database) -> None:
+    with db.transaction() as conn:  # two animas slept on Claude one night, one offline the next
+        for anima, day, step, calls, cost in (
+            ("ana", "2026-11-16", "semantic_memory/extracted", 2, 0.012),
+            ("ana", "2026-11-16", "semantic_memory/deconflicted", 1, 0.008),
+            ("bob", "2026-11-16", "semantic_memory/extracted", 2, 0.010),
+            ("ana", "2026-11-17", "semantic_memory/extracted", 0, 0.0),
+        ):
+            conn.execute(
+                "INSERT INTO sleep_state (anima_id, day, step, status, stats) VALUES (%s, %s, %s, 'done', %s)",
+                (anima, day, step, json.dumps({"llm_calls": calls, "cost_usd": cost})),
+            )
+    result = cli_env(db_url, "status")
+    assert result.exit_code == 0, result.output
+    rows = {
+        cells[0]: cells[1:]
+        for line in result.stdout.splitlines()
+        if (cells := [c.strip() for c in line.strip("│ ").split("│")])[0].startswith("2026-")
+    }
+    assert rows["2026-11-16"] == ["2", "5", "0.0300", "0.0150"]  # $0.030 over two anima-nights
+    assert rows["2026-11-17"] == ["1", "0", "0.0000", "—"]  # offline: no model, no price
 
 
 def test_db_stop_with_a_database_url_stops_nothing(cli_env, db_url: str, tmp_path: Path) -> None:

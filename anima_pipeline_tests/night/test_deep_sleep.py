@@ -614,17 +614,27 @@ def test_incremental_skips_rounds_1_and_3_when_the_partition_day_is_quiet(
     assert skipped["stats"]["skipped_rounds"] == 1
 
 
-def test_incremental_runs_rounds_1_and_3_when_a_step_changed_a_memory_that_day(
+def test_incremental_runs_rounds_1_and_3_on_what_changed_that_day_and_its_neighbours(
     db: Database, tmp_path: Path
 ) -> None:
-    tiger, bob1, bob2 = plant(db, QUIET_STORE[0], QUIET_STORE[2], QUIET_STORE[3], now=at(2, 1))
-    (goat,) = plant(db, QUIET_STORE[1], day=DAY)  # today's light sleep learnt the newer fact
+    old_twins = (
+        mem("Ann keeps bees in Porto.", sources=["s-7"]),
+        mem("Ann keeps bees in Porto.", sources=["s-8"]),
+    )
+    tiger, bob1, ann1, ann2 = plant(db, QUIET_STORE[0], QUIET_STORE[2], *old_twins, now=at(2, 1))
+    # today's light sleep learnt the newer fact and Bob's job again
+    goat, bob2 = plant(db, QUIET_STORE[1], QUIET_STORE[3], day=DAY)
     n = night(tmp_path, mode="incremental")
     results = [r(db, n, A) for r in ROUNDS]
 
     assert [r.stats["skipped_rounds"] for r in results] == [0, 0, 0, 0]
-    assert get(db, tiger).superseded_by == goat
+    assert get(db, tiger).superseded_by == goat  # the older fact is the new one's neighbour
     assert {get(db, bob1).status, get(db, bob2).status} == {"deprecated"}
+    # twins that were both there before are no neighbour of what changed: the weekly full night's
+    assert {get(db, ann1).status, get(db, ann2).status} == {"active"}
+    assert results[0].stats["message1_memories"] == 4  # tiger, goat, both Bobs: not Ann's twins
+    merge(db, night(tmp_path, day=DAY + timedelta(days=1), mode="full"), A)
+    assert {get(db, ann1).status, get(db, ann2).status} == {"deprecated"}
 
 
 def test_incremental_counts_a_backfilled_days_events_not_the_wall_clock(db: Database, tmp_path: Path) -> None:

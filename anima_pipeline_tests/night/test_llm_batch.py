@@ -30,6 +30,7 @@ from testkit.data import conversation_lines
 from testkit.fake_messages_api import (
     FakeMessagesAPI,
     error,
+    is_stage_one,
     reply,
     sleep_autopilot,
     text,
@@ -166,8 +167,7 @@ def archive() -> list[str]:
 
 def model(body: dict[str, Any]) -> dict[str, Any] | None:
     """A deterministic model: stage 1 records where the user moved, once per conversation."""
-    tools = {t["name"] for t in body.get("tools") or []}
-    if "create_semantic_memory" in tools and "update_semantic_memory" in tools and len(body["messages"]) == 1:
+    if is_stage_one(body) and len(body["messages"]) == 1:
         conv = re.search(r"## Conversation (\S+)", json.dumps(body["messages"][0], ensure_ascii=False)).group(
             1
         )

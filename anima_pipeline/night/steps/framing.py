@@ -64,11 +64,14 @@ def today_line(day: date, tz: ZoneInfo) -> str:
     )
 
 
-def system_blocks(framing: str, day: date, tz: ZoneInfo, identity: str) -> list[TextBlock]:
+def system_blocks(
+    framing: str, day: date, tz: ZoneInfo, identity: str, *, cache: bool = True
+) -> list[TextBlock]:
     """The system prompt of a step: its framing with the shared rules, then the identity
-    context; one cache breakpoint after both (they are the stable prefix of the step)."""
+    context; one cache breakpoint after both (they are the stable prefix of the step), unless
+    no later request reads it (`cache=False`: night/prefix.py's `read_follows`)."""
     head = "\n\n".join([framing.strip(), today_line(day, tz), DATA_RULE, LANGUAGE_RULE])
-    return [TextBlock(text=head), TextBlock(text=identity, cache=True)]
+    return [TextBlock(text=head), TextBlock(text=identity, cache=cache)]
 
 
 def tagged(tag: str, body: str, **attrs: str) -> str:

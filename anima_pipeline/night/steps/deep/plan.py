@@ -66,9 +66,11 @@ def round_plan(
     merge_threshold: float,
     stale_pin_days: int,
     full_split: bool,
+    groups: list[MergeGroup] | None = None,
 ) -> Generator[ToolCall, ToolResult, None]:
     """The tool calls of one deep-sleep round over the active memories: `candidates` are the
-    pre-filter's ids (contradiction pairs, split candidates), `full_split` ignores them."""
+    pre-filter's ids (contradiction pairs, split candidates), `full_split` ignores them;
+    `groups`: round 3's merge groups when the pre-filter computed them already."""
     views = [memory_view(m) for m in current]
     if round_name == "contradiction":
         active = {m.id for m in current}
@@ -97,7 +99,7 @@ def round_plan(
                         },
                     )
     elif round_name == "merge":
-        for g in merge_candidates(current, merge_threshold):
+        for g in merge_candidates(current, merge_threshold) if groups is None else groups:
             yield ToolCall(
                 name="merge_semantic_memories",
                 input={

@@ -42,11 +42,11 @@ class DeepSleepTooLarge(NightError):
 # ---- the framing and the tasks ------------------------------------------------------------
 
 DEEP_HEAD = """\
-You are the deep sleep of a digital life's memory: four rounds over the whole store of the
+You are the deep sleep of a digital life's memory: four rounds over {store}the
 user's active semantic memories, in this order — 1 contradiction and expiry, 2 split, 3 merge,
 4 pin review — each round sees the store as the earlier rounds left it.
 
-Message 1 is the full list of active memories, identical in every round: one memory a line —
+{message_one}: one memory a line —
 id, type, observed date, "[pinned]", "[settled]" and "c=<confidence>" when it is not 0.8, then the content.
 Message 1.5 lists the changes of earlier rounds: it overrides message 1. Message 2 is a
 program pre-filter: candidates to look at first (not a verdict). Message 3 names this round.
@@ -54,6 +54,13 @@ Act only in the current round, with its tool. When in doubt, do nothing: a wrong
 costs more than a missed one. A memory marked "[settled]" was corrected by the user: leave
 it as it is (no merge, split, rewrite or pin change); only a memory learned after it may
 supersede it."""
+
+MESSAGE_ONE = {
+    False: "Message 1 is the full list of active memories, identical in every round",
+    # an incremental night's rounds 1 and 3 (night/steps/deep/candidates.py)
+    True: "Message 1 lists the memories that changed since the last deep sleep and their nearest\n"
+    "neighbours in the store (the rest was checked on earlier nights)",
+}
 
 DEEP_RULES = {
     "contradiction": """\
@@ -93,11 +100,15 @@ After the rounds, two more passes read the same store: the dream and the self-la
 their task is in their message 3."""
 
 
-def deep_system(rounds: tuple[str, ...] | list[str], after: bool) -> str:
+def deep_system(rounds: tuple[str, ...] | list[str], after: bool, candidates: bool = False) -> str:
     """The framing of deep sleep's shared prefix: the rules of the rounds that send it (the
     steps on one model share one cached prefix; docs/cost.md), and the note on the dream and
-    the self refresh when they send it too."""
-    parts = [DEEP_HEAD, *(DEEP_RULES[r] for r in DEEP_RULES if r in rounds)]
+    the self refresh when they send it too; `candidates`: message 1 holds an incremental
+    night's candidates, not the whole store."""
+    head = DEEP_HEAD.format(
+        store="" if candidates else "the whole store of ", message_one=MESSAGE_ONE[candidates]
+    )
+    parts = [head, *(DEEP_RULES[r] for r in DEEP_RULES if r in rounds)]
     return "\n\n".join([*parts, *([DEEP_AFTER] if after else []), RESTRAINT_RULE])
 
 

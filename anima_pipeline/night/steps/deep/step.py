@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ from anima_pipeline.night import guards
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
 from anima_pipeline.night.prefix import changed_today, deep_prefix, deep_request, deep_writes
 from anima_pipeline.night.steps.declaration import StepDef
+from anima_pipeline.night.steps.deep.candidates import similar_pairs
+from anima_pipeline.night.steps.deep.merges import MergeGroup
 from anima_pipeline.night.steps.deep.pins import RESIDENT_CAP
 from anima_pipeline.night.steps.deep.plan import attribute_pairs, merge_candidates, round_plan
 from anima_pipeline.night.steps.deep.preview import ROUND_CHANGES, round_preview
@@ -46,7 +48,7 @@ from anima_pipeline.night.steps.deep.splits import is_split_candidate
 from anima_pipeline.night.steps.deep.tools import ROUND_TOOLS
 from anima_pipeline.store.db import Connection, Database
 from anima_pipeline.store.events import Audit, deprecations_since, event_watermark
-from anima_pipeline.store.memories import MemoryRepo, SemanticMemory, similar_memory_pairs
+from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 
@@ -54,28 +56,9 @@ log = logging.getLogger(__name__)
 
 MAX_PREFILTER_LINES = 30  # message 2 stays small beside message 1 (the cached prefix)
 MAX_PREFILTER_IDS = 40
-EVERY_PAIR_IDS = 250  # past this many memories the trigram pairs come from content-order neighbours
-SORTED_NEIGHBOURS = 8
 
 
 # ---- message 2: the program pre-filter ---------------------------------------------------
-
-
-def similar_pairs(
-    conn: Connection, ids: list[int], threshold: float, focus: set[int] | None = None
-) -> list[tuple[int, int, float]]:
-    """Pairs of memories with similar content: pg_trgm similarity (the % operator, served by
-    the trigram index) or at least two shared rare full-text terms (a term is rare when it
-    occurs in at most 5 % of these memories, so names that are everywhere do not pair all).
-    With `focus` (incremental mode: the memories that changed that day) only pairs touching
-    them are compared: an unchanged pair was already looked at on an earlier night. Trigram
-    similarity of every pair is quadratic (84 s for the 1,822 memories of one 300k slice on
-    the 2-core CI machine), so over EVERY_PAIR_IDS memories each is compared with its
-    SORTED_NEIGHBOURS next ones in content order (near-duplicates mostly start alike; the
-    rare-term pairs catch the rest): linear after the sort."""
-    return similar_memory_pairs(
-        conn, ids, threshold, focus, every_pair_ids=EVERY_PAIR_IDS, neighbours=SORTED_NEIGHBOURS
-    )
 
 
 @dataclass
@@ -83,6 +66,9 @@ class Prefilter:
     text: str
     ids: set[int]
     count: int
+    # round 3's groups, computed once: message 2 shows them and the offline plan merges them
+    # (the containment rules look at every pair: seconds on a large slice)
+    groups: list[MergeGroup] = field(default_factory=list)
 
 
 def prefilter(
@@ -113,7 +99,8 @@ def prefilter(
         head = "# Pre-filter: long or multi-sentence entries (split candidates), by id"
     elif round_name == "merge":
         sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
-        groups = merge_candidates(memories, cfg.merge_threshold)
+        # a settled memory is no merge candidate (only a newer fact may retire it)
+        groups = merge_candidates([m for m in memories if m.settled_at is None], cfg.merge_threshold)
         lines = [f"- {' + '.join(f'f-{i}' for i in g.ids)}: {g.reason}" for g in groups]
         lines += [f"- f-{a} ~ f-{b}: {s}" for a, b, s in sim]
         picked = {x for a, b, _ in sim for x in (a, b)} | {i for g in groups for i in g.ids}
@@ -138,7 +125,12 @@ def prefilter(
         # anyway, so the first lines point the way and the count says how much more there is.
         more = len(lines) - MAX_PREFILTER_LINES
         lines = [*lines[:MAX_PREFILTER_LINES], f"(and {more} more candidates of the same kinds)"]
-    return Prefilter(text="\n".join([head, *(lines or ["(no candidates)"])]), ids=picked, count=len(picked))
+    return Prefilter(
+        text="\n".join([head, *(lines or ["(no candidates)"])]),
+        ids=picked,
+        count=len(picked),
+        groups=groups if round_name == "merge" else [],
+    )
 
 
 # ---- one round ---------------------------------------------------------------------------------
@@ -191,6 +183,10 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             return StepOutcome(stats=stats)
         earlier = [e for e in shared.events if e["step"] != step]
         stats["earlier_changes"] = len(earlier)
+        if not any(batch for _, batch, _ in shared.slices) and not any(e["before"] is None for e in earlier):
+            # an incremental night whose changed memories are all gone again: no candidate
+            stats.update(skipped_rounds=1, message1_memories=0, summary="skipped: no candidate")
+            return StepOutcome(stats=stats)
         usage, calls, msg1_chars = Usage(), [], 0
         totals: dict[str, int] = {}
         full_split = night.mode == "full"
@@ -235,12 +231,14 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                     cfg.merge_threshold,
                     cfg.stale_pin_days,
                     full_split,
+                    pre.groups,
                 ),
             )
             calls += executor.log
             for k, v in executor.stats.items():
                 totals[k] = totals.get(k, 0) + v
             stats["candidates"] = stats.get("candidates", 0) + pre.count
+            stats["message1_memories"] = stats.get("message1_memories", 0) + len(batch)
         # deprecations by this execution of the round only: a forced re-run (or a retry) in the
         # same run must not count what the earlier execution already committed
         lost = deprecations_since(conn, audit, step, watermark)

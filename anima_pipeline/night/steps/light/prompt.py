@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import StepRequest, TextBlock
 from anima_pipeline.night.steps.framing import MEMORY_TYPES_GUIDE, RESTRAINT_RULE, system_blocks, tagged
+from anima_pipeline.night.steps.light.tools import CREATE_ONLY, SEMANTIC_TOOLS
 from anima_pipeline.tools.schemas import tool_specs
 
 MEMORY_EXAMPLES = """\
@@ -38,7 +39,7 @@ conversation and you answer no one.
 
 {MEMORY_EXAMPLES}"""
 
-LIGHT_SEMANTIC_TASK = f"""\
+_SEMANTIC_TASK = """\
 Message 1 holds today's conversations (user and assistant; tool output removed), one section
 per conversation with its id and times. Message 2 lists the existing active memories that came
 from these conversations, with their ids.
@@ -51,13 +52,24 @@ events with absolute dates, preferences, opinions, experiences, imprints.
 - One fact per memory, self-contained: name the person instead of "I"/"he"; resolve relative
   dates against the conversation's date ("yesterday" said on 2026-11-17 -> "on 2026-11-16").
 - source_sessions: the id(s) of the conversation(s) the fact was said in, from message 1.
+{compare}- Small talk and greetings are not memories.
+{restraint}
+Tools: {tools}."""
+LIGHT_SEMANTIC_TASK = _SEMANTIC_TASK.format(
+    compare="""\
 - Compare with message 2 first: already there -> do nothing; a refinement or correction ->
   update_semantic_memory on that id (only the fields you pass change; the sources you pass
   are added to its sources; source_sessions: [] clears them); no longer true ->
   deprecate_semantic_memory with a reason. You may update or deprecate only ids in message 2.
-- Small talk and greetings are not memories.
-{RESTRAINT_RULE}
-Tools: create_semantic_memory, update_semantic_memory, deprecate_semantic_memory."""
+""",
+    restraint=RESTRAINT_RULE,
+    tools=", ".join(SEMANTIC_TOOLS),
+)
+# With no existing memory shown (message 2 empty) stage 1 can only create: it gets that tool
+# alone and a task without the rules of the others (docs/cost.md).
+LIGHT_SEMANTIC_NEW_TASK = _SEMANTIC_TASK.format(
+    compare="", restraint=RESTRAINT_RULE, tools=", ".join(CREATE_ONLY)
+)
 
 LIGHT_LIMBIC_SYSTEM = """\
 You are the limbic stage of light sleep: you record the emotional colour of the user's day as
@@ -117,19 +129,22 @@ def stage_request(
     tz: ZoneInfo,
     identity: str,
     inputs: list[str],
-    shared: tuple[tuple[str, ...], str],
+    shared: tuple[tuple[str, ...], str, bool],
     *,
     must_write: bool,
 ) -> StepRequest:
-    """The stage's request: `shared` (tools, framing) and the identity as the system prompt, its
-    inputs then its task as the user messages; message 1 (the day, or the stage's main input)
-    carries a cache breakpoint, so every later tool turn of the stage reads it from the cache
-    instead of paying for it again."""
-    tools, framing = shared
+    """The stage's request: `shared` (tools, framing, cached) and the identity as the system
+    prompt, its inputs then its task as the user messages; message 1 (the day, or the stage's
+    main input) carries a cache breakpoint when a later request reads it (`cached`: another step
+    of its family, or its own next tool turn, night/prefix.py's `read_follows`)."""
+    tools, framing, cached = shared
+    task = PROMPTS[step][1]
+    if step == StepKey.SEMANTIC_EXTRACTED and tuple(tools) == CREATE_ONLY:
+        task = LIGHT_SEMANTIC_NEW_TASK
     return StepRequest(
         step=step,
-        system=system_blocks(framing, day, tz, identity),
-        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate([*inputs, PROMPTS[step][1]])],
+        system=system_blocks(framing, day, tz, identity, cache=cached),
+        user=[TextBlock(text=t, cache=cached and i == 0) for i, t in enumerate([*inputs, task])],
         tools=tool_specs(tools),
         must_write=must_write,
     )

@@ -11,7 +11,7 @@ from datetime import date
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.llm.contract import Engine, OfflinePlan, StepRequest, Usage
-from anima_pipeline.night.prefix import DAY_FAMILY, day_prefix
+from anima_pipeline.night.prefix import DAY_FAMILY, day_prefix, read_follows
 from anima_pipeline.night.steps.light.prompt import PROMPTS, stage_request
 from anima_pipeline.tools.executor import ToolExecutor
 
@@ -32,6 +32,10 @@ def run_stage(
     chooses the tool calls; the offline engine makes those of `plan`). The stages whose message
     1 is the day's transcript send the day family's prefix (night/prefix.py): on one model, the
     union of their tools and framings, so the later ones read it from the cache."""
-    shared = day_prefix(engine, step) if step in DAY_FAMILY else (executor.scope.tools, PROMPTS[step][0])
+    shared = (
+        day_prefix(engine, step, executor.scope.tools)
+        if step in DAY_FAMILY
+        else (executor.scope.tools, PROMPTS[step][0], read_follows((step,), step))
+    )
     request = stage_request(step, day, tz, identity, inputs, shared, must_write=must_write)
     return request, engine.run(request, executor, plan)

@@ -33,6 +33,7 @@ from anima_pipeline.night.steps.light.prompt import listing
 from anima_pipeline.night.steps.light.request import run_stage
 from anima_pipeline.night.steps.light.tools import (
     ANCHOR_TOOLS,
+    CREATE_ONLY,
     NARRATIVE_TOOLS,
     SEMANTIC_TOOLS,
     SUMMARY_TOOLS,
@@ -115,7 +116,9 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                 )
                 scope = Scope(
                     anima_id=anima_id,
-                    tools=SEMANTIC_TOOLS,
+                    # update and deprecate act only on the ids message 2 shows: with none shown
+                    # their schemas are tokens for nothing (docs/cost.md)
+                    tools=SEMANTIC_TOOLS if existing else CREATE_ONLY,
                     memory_ids=frozenset(m.id for m in existing),
                     conversation_ids=frozenset(ids),
                     default_sources=tuple(ids),

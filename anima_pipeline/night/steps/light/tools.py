@@ -7,6 +7,7 @@ door, so the offline plan's calls and the model's pass the same checks.
 from __future__ import annotations
 
 SEMANTIC_TOOLS = ("create_semantic_memory", "update_semantic_memory", "deprecate_semantic_memory")
+CREATE_ONLY = SEMANTIC_TOOLS[:1]  # stage 1 when no existing memory is shown (nothing to update)
 ANCHOR_TOOLS = ("create_emotional_anchor",)
 NARRATIVE_TOOLS = ("create_autobiographical_memory", "deprecate_autobiographical_memory")
 SUMMARY_TOOLS = ("write_self_block",)

@@ -30,17 +30,17 @@ characters). Call write_temporal_summary once with the level and period given ab
 
 
 def summary_request(
-    step: str, night: Night, identity: str, user: list[str], shared: tuple[tuple[str, ...], str]
+    step: str, night: Night, identity: str, user: list[str], shared: tuple[tuple[str, ...], str, bool]
 ) -> StepRequest:
-    """One summary's request: `shared` (the tools and framing of the prefix it sends; the day
+    """One summary's request: `shared` (the tools, framing and whether a later request reads it, of the prefix it sends; the day
     summary's is the day family's, night/prefix.py) and the identity as the system prompt, the
     user messages after it, message 1 with a cache breakpoint. It must write: the summary is a
     row the product needs (recall, the cascade)."""
-    tools, framing = shared
+    tools, framing, cached = shared
     return StepRequest(
         step=step,
-        system=system_blocks(framing, night.day, night.tz, identity),
-        user=[TextBlock(text=t, cache=i == 0) for i, t in enumerate(user)],
+        system=system_blocks(framing, night.day, night.tz, identity, cache=cached),
+        user=[TextBlock(text=t, cache=cached and i == 0) for i, t in enumerate(user)],
         tools=tool_specs(tools),
         must_write=True,
     )
