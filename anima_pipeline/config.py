@@ -190,8 +190,10 @@ class RecallSettings(Group):
     # of budget_chars, kept for the nearest items (by meaning) the fused lists did not place
     dense_chars: int = 300
     # a line that repeats one already placed (a memory and the message it came from) is left
-    # out and its room goes to the next (recall/rerank.py, Placed)
-    drop_repeats: bool = True
+    # out and its room goes to the next (recall/rerank.py, Placed); off by default: on the
+    # unseen dialogues it placed as many answer words and 2 fewer whole answers of 351
+    # (docs/benchmarks.md, 2026-12-02)
+    drop_repeats: bool = False
     # the reserve and what the lexical lists leave go to the best candidates of every list by
     # the learned score (recall/rerank.py); off by default: on the unseen dialogues it placed
     # less of the answers than the nearest items do (docs/benchmarks.md, 2026-12-02)

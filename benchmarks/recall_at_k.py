@@ -169,13 +169,13 @@ def _pack(name, ranked, words: list[str], budget: int, item_max: int):
     return packer.section.items
 
 
-# the sections packed by their shares, repeats kept (as before the second stage); "no-repeats":
-# the defaults (repeats left out) and, "second+dense", the second stage on (recall/rerank.py)
-LEXICAL = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False})
-DENSE = Settings(recall={"drop_repeats": False})
+# the sections packed by their shares (the defaults); "no-repeats": a line repeating a placed
+# one left out; "second+dense": the second stage on (recall/rerank.py)
+LEXICAL = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
+DENSE = Settings(recall={"drop_repeats": False, "second_stage": False})
 RANKED = {
-    "no-repeats": Settings(embedder={"kind": "none"}),
-    "no-repeats+dense": Settings(),
+    "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
+    "no-repeats+dense": Settings(recall={"drop_repeats": True}),
     "second+dense": Settings(recall={"second_stage": True}),
 }
 

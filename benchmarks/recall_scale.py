@@ -20,7 +20,10 @@ same: they are drawn before the memories):
 * Questions: the LoCoMo dev questions and MemoryBank probing questions, names replaced the
   same way, ``--queries`` of them drawn once (seeded) and asked at every size.
 * One ``assemble_context`` call per question and mode (resident, summaries, memories, episodic
-  messages, the default budgets), on one connection, after 20 warm-up calls; with ``--vectors``
+  messages, the default budgets), on one connection, after 20 warm-up calls. The lexical modes:
+  ``lexical`` (each list packed in its share, the defaults), ``no-repeats`` (a line
+  repeating a placed one left out) and ``second`` (the second stage on, recall/rerank.py),
+  taking turns question by question, each line with its p95 against the first's; with ``--vectors``
   the lexical and the hybrid call of each question run back to back (which goes first
   alternates), so that the machine's load weighs on both alike. Printed: p50 / p95 / max per
   size and mode (hybrid: the question's embedding on its own, and the call without it) and
@@ -514,12 +517,12 @@ def main(argv: list[str] | None = None) -> int:
     lines = Lines(rng)
     ensure_database(args.url)
     reuse = args.reuse and reusable(args.url, args.sizes, args.vectors)
-    # "lexical": packed by shares, repeats kept (as before the second stage); "no-repeats": the
-    # defaults; "second": the second stage on (recall/rerank.py); "hybrid": with vectors
-    lexical = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False})
+    # "lexical": packed by shares (the defaults); "no-repeats": a line repeating a placed one
+    # left out; "second": the second stage on (recall/rerank.py); "hybrid": with vectors
+    lexical = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
     lexical_modes = {
         "lexical": lexical,
-        "no-repeats": Settings(embedder={"kind": "none"}),
+        "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
         "second": Settings(embedder={"kind": "none"}, recall={"second_stage": True}),
     }
     dense = Settings(embedder={"kind": os.environ.get("ANIMA_EMBEDDER", "local")})

@@ -371,9 +371,11 @@ class Placed:
 
 
 def said(item: ContextItem) -> frozenset[str]:
-    """The words a line says, its date and a message's speaker included (who said it is part
-    of what it says), stop words and single letters left out (not single digits)."""
-    text = f"{item.text} {item.date or ''} {item.speaker or ''}".lower()
+    """The words a line says, its date included, stop words and single letters left out (not
+    single digits). Not a message's speaker: with it, a message whose words a memory naming its
+    speaker holds counted as a repeat, and leaving those out lowered the answers placed
+    (docs/benchmarks.md, 2026-12-02)."""
+    text = f"{item.text} {item.date or ''}".lower()
     return frozenset(
         t for t in _SAID.findall(text) if (len(t) > 1 or t.isdigit()) and t not in STOPWORDS
     ) | frozenset(text[i : i + 2] for run in _CJK_RUN.findall(text) for i in range(len(run) - 1))

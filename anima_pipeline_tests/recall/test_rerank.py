@@ -100,7 +100,7 @@ def test_a_line_repeating_a_placed_one_is_left_out_and_another_fact_is_not() -> 
 def test_a_context_says_nothing_twice_and_the_second_stage_places_the_best_candidate(
     db: Database, second_stage: bool
 ) -> None:
-    settings = Settings(recall={"second_stage": second_stage})
+    settings = Settings(recall={"second_stage": second_stage, "drop_repeats": True})
     with db.transaction() as conn:
         said = _say(conn, "I adopted a greyhound named Pepper from the shelter on Friday.", conv="aria:c7")
         kept = _add(
