@@ -206,11 +206,13 @@ def _stem(term: str) -> str:
     return term if len(term) < 5 else term[: max(4, len(term) - 3)]
 
 
-def _holds(term: str, text: str, tokens: set[str]) -> bool:
+@functools.lru_cache(maxsize=4096)
+def _finder(term: str) -> re.Pattern[str]:
+    """How a term is found in a lowercased text: a CJK term anywhere, a word by its stem at the
+    start of a word (one compiled search per term, not one test per word of the text)."""
     if _CJK.search(term):
-        return term in text
-    stem = _stem(term)
-    return any(t.startswith(stem) for t in tokens)
+        return re.compile(re.escape(term))
+    return re.compile(r"(?<![a-z0-9])" + re.escape(_stem(term)))
 
 
 def features(
@@ -223,7 +225,7 @@ def features(
     """The values of `FEATURES` for one candidate."""
     text = item.text.lower()
     tokens = set(_TOKEN.findall(text))
-    held = [t for t in q.terms if _holds(t, text, tokens)]
+    held = [t for t in q.terms if _finder(t).search(text)]
     w_sum = sum(q.weights.values()) or 1.0
     idf_cov = sum(q.weights[t] for t in held) / w_sum if q.terms else 0.0
     word_cov = len(held) / len(q.terms) if q.terms else 0.0

@@ -29,8 +29,8 @@ way in FOLD_ORDER, each as far as needed before the next is touched: first the b
 the self blocks from the autobiography summary up to values, each down to its
 head (ANIMA_WORKING_BLOCK_HEAD_CHARS, cut on a line or sentence) and never further; then the
 temporal segment (month, week, then yesterday); then the recall sections (episodic,
-memories, summaries: last items first; with the second stage the lowest-scored item of the
-three first) but only down to RECALL_SHARE
+memories, summaries together: the lowest-scored item of the three first) but only down to
+RECALL_SHARE
 of the system's characters; the resident set last (resident memories come before passive
 recall: what every turn carries goes last). When that is not enough a second round goes the
 same way with no share kept and the background blocks below their heads. So the segments
@@ -315,7 +315,7 @@ def system_segments(
             if name.startswith("recall."):
                 if name == FIRST_RECALL:  # the three together
                     to = max(keep, sum(len(s.text) for s in recall) - over)
-                    _shrink_recall(recall, to, by_score=settings.recall.second_stage)
+                    _shrink_recall(recall, to)
                 continue
             seg = by_name[name]
             # first pass: a background block down to its head; second: below it, before recall
@@ -323,16 +323,13 @@ def system_segments(
     return segs, cap_chars
 
 
-def _shrink_recall(recall: list[_Seg], to: int, by_score: bool) -> None:
-    """The recall sections together within `to` characters: in FOLD_ORDER, last items first
-    (episodic, memories, summaries), or `by_score` the lowest-scored item of any of them
-    first (the second stage's scores compare across sections, recall.rerank)."""
-    if not by_score:
-        for seg in sorted(recall, key=lambda s: FOLD_ORDER.index(s.name)):
-            over = sum(len(s.text) for s in recall) - to
-            if over > 0:
-                seg.shrink(max(0, len(seg.text) - over), 0)
-        return
+def _shrink_recall(recall: list[_Seg], to: int) -> None:
+    """The recall sections together within `to` characters, the lowest-scored item of any of
+    them first. A section's scores are the IDF-weighted share of the question's terms an item
+    holds (recall.ranking), with vectors its fused rank (`fuse`: 1 for first in both lists),
+    or the second stage's: comparable enough across sections that at 500 and 1,000 tokens
+    this kept more of the answers than cutting one section after the other
+    (docs/benchmarks.md, "Recall that ranks what it found")."""
     while sum(len(s.text) for s in recall) > to:
         holding = [s for s in recall if s.items]
         if not holding:
