@@ -189,6 +189,15 @@ class RecallSettings(Group):
     item_max_chars: int = 400  # a longer item is cut around the words asked about
     # of budget_chars, kept for the nearest items (by meaning) the fused lists did not place
     dense_chars: int = 300
+    # a line that repeats one already placed (a memory and the message it came from) is left
+    # out and its room goes to the next (recall/rerank.py, Placed); off by default: on the
+    # unseen dialogues it placed as many answer words and 2 fewer whole answers of 351
+    # (docs/benchmarks.md, 2026-12-02)
+    drop_repeats: bool = False
+    # the reserve and what the lexical lists leave go to the best candidates of every list by
+    # the learned score (recall/rerank.py); off by default: on the unseen dialogues it placed
+    # less of the answers than the nearest items do (docs/benchmarks.md, 2026-12-02)
+    second_stage: bool = False
     resident_top_n: int = 20
     pinned_max: int = 40
     # A memory's reference_count (night/steps/references/): a citation inside decay_days

@@ -169,8 +169,15 @@ def _pack(name, ranked, words: list[str], budget: int, item_max: int):
     return packer.section.items
 
 
-LEXICAL = Settings(embedder={"kind": "none"})
-DENSE = Settings()
+# the sections packed by their shares (the defaults); "no-repeats": a line repeating a placed
+# one left out; "second+dense": the second stage on (recall/rerank.py)
+LEXICAL = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
+DENSE = Settings(recall={"drop_repeats": False, "second_stage": False})
+RANKED = {
+    "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
+    "no-repeats+dense": Settings(recall={"drop_repeats": True}),
+    "second+dense": Settings(recall={"second_stage": True}),
+}
 
 
 def _mode(share: float, weights: tuple[float, ...] | None) -> str:
@@ -207,10 +214,11 @@ def _recalled(ctx) -> str:
     return "\n\n".join(s.render() for s in ctx.sections if s.name != "resident" and s.items)
 
 
-def locomo(conn, questions, names, budget: int, shares: list[float], dense_weights) -> dict:
+def locomo(conn, questions, names, budget: int, shares: list[float], dense_weights, ranked_modes) -> dict:
     judge = Judge(names)
     out: dict = defaultdict(lambda: defaultdict(int))
     seconds: list[float] = []
+    seconds_ranked: list[float] = []
     item_max = Budgets().item_max
     by_anima: dict[str, list[dict]] = defaultdict(list)
     for q in questions:
@@ -250,13 +258,21 @@ def locomo(conn, questions, names, budget: int, shares: list[float], dense_weigh
                     if weights is None and share == shares[0]:  # what the summaries section carries
                         contexts["summaries"] = _text(ctx.section("summaries").items)
                     assert len(text) <= budget, (q["qa_id"], len(text))  # headers and newlines counted
+            for mode in ranked_modes:
+                started = time.perf_counter()
+                ctx = _context(
+                    conn, anima, q["question"], _budgets(budget, shares[0]), now, RANKED[mode], mode
+                )
+                seconds_ranked.append(time.perf_counter() - started)
+                contexts[mode] = text = _recalled(ctx)
+                assert len(text) <= budget, (q["qa_id"], len(text))
             tokens_of = {mode: memory_tokens(text) for mode, text in contexts.items()}
             for mode, text in contexts.items():
                 found = answer & tokens_of[mode]
                 out[key][mode] += found == answer
                 out[key][f"{mode}:share"] += len(found) / len(answer)
                 out[key][f"{mode}:chars"] += len(text)
-    return {"counts": out, "seconds": seconds}
+    return {"counts": out, "seconds": seconds, "seconds_ranked": seconds_ranked}
 
 
 def _evidence_text(conn, anima: str) -> dict[str, str]:
@@ -295,8 +311,19 @@ def memorybank(
                     counts["dated"] += 1
                     now = datetime(2023, 5, 7, 21, tzinfo=TZ)
                     conv = f"{anima}:{day.isoformat()}"
-                    for mode, weights in (("assembled", None), ("hybrid", dense)):
-                        ctx = _assemble(conn, anima, question, _budgets(budget, share), now, weights)
+                    runs = [("assembled", None), ("hybrid", dense), ("no-repeats", "no-repeats")]
+                    runs += (
+                        [("no-repeats+dense", "no-repeats+dense"), ("second+dense", "second+dense")]
+                        if dense
+                        else []
+                    )
+                    for mode, weights in runs:
+                        if isinstance(weights, str):
+                            ctx = _context(
+                                conn, anima, question, _budgets(budget, share), now, RANKED[weights], mode
+                            )
+                        else:
+                            ctx = _assemble(conn, anima, question, _budgets(budget, share), now, weights)
                         items = [
                             i for s in ctx.sections if s.name in ("memories", "episodic") for i in s.items
                         ]
@@ -315,6 +342,17 @@ def memorybank(
                 "bm25: holds that day": _pct(counts["bm25"], counts["dated"]),
                 "assembled: holds that day": _pct(counts["assembled"], counts["dated"]),
                 **({"hybrid: holds that day": _pct(counts["hybrid"], counts["dated"])} if dense else {}),
+                "no-repeats: holds that day": _pct(counts["no-repeats"], counts["dated"]),
+                **(
+                    {"no-repeats+dense: holds that day": _pct(counts["no-repeats+dense"], counts["dated"])}
+                    if dense
+                    else {}
+                ),
+                **(
+                    {"second+dense: holds that day": _pct(counts["second+dense"], counts["dated"])}
+                    if dense
+                    else {}
+                ),
                 "answer hit": "not measurable (no gold answers)",
             }
         )
@@ -392,13 +430,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with psycopg.connect(args.from_store, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
-        result = locomo(conn, questions, names, args.budget, shares, dense_weights)
+        ranked_modes = [
+            "no-repeats",
+            *(["no-repeats+dense", "second+dense"] if args.dense is not None else []),
+        ]
+        result = locomo(conn, questions, names, args.budget, shares, dense_weights, ranked_modes)
         modes = [
             "bm25",
             "memories",
             "episodic",
             "summaries",
             *(_mode(s, w) for s in shares for w in dense_weights),
+            *ranked_modes,
         ]
         pd.set_option("display.width", 200)
         pd.set_option("display.max_columns", 30)
@@ -428,11 +471,20 @@ def main(argv: list[str] | None = None) -> int:
                     for split in ("tuned", "unseen")
                 ]
                 print(f"answer-word share, {_mode(share, weights)} - lexical: {', '.join(diffs)}")
-        secs = sorted(result["seconds"])
-        print(
-            f"assemble_context latency: median {statistics.median(secs) * 1e3:.1f} ms,"
-            f" p95 {secs[int(0.95 * (len(secs) - 1))] * 1e3:.1f} ms over {len(secs)} calls"
-        )
+        for mode in ranked_modes:
+            before = _mode(shares[0], dense_weights[-1] if mode != "no-repeats" else None)
+            diffs = [
+                f"{split} share {shares_table.loc['all', (split, mode + ':share')] - shares_table.loc['all', (split, before + ':share')]:+.3f}"
+                f" hit {table.loc['all', (split, mode)] - table.loc['all', (split, before)]:+.3f}"
+                for split in ("tuned", "unseen")
+            ]
+            print(f"{mode} - {before}: {', '.join(diffs)}")
+        for label, key in (("first stage, packed by shares", "seconds"), ("second stage", "seconds_ranked")):
+            secs = sorted(result[key])
+            print(
+                f"assemble_context latency ({label}): median {statistics.median(secs) * 1e3:.1f} ms,"
+                f" p95 {secs[int(0.95 * (len(secs) - 1))] * 1e3:.1f} ms over {len(secs)} calls"
+            )
         print()
         print("MemoryBank probing questions (unseen; no gold answers)")
         print(memorybank(conn, args.data, args.budget, shares[-1], dense_weights[-1]).to_string())

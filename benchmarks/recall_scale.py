@@ -20,7 +20,10 @@ same: they are drawn before the memories):
 * Questions: the LoCoMo dev questions and MemoryBank probing questions, names replaced the
   same way, ``--queries`` of them drawn once (seeded) and asked at every size.
 * One ``assemble_context`` call per question and mode (resident, summaries, memories, episodic
-  messages, the default budgets), on one connection, after 20 warm-up calls; with ``--vectors``
+  messages, the default budgets), on one connection, after 20 warm-up calls. The lexical modes:
+  ``lexical`` (each list packed in its share, the defaults), ``no-repeats`` (a line
+  repeating a placed one left out) and ``second`` (the second stage on, recall/rerank.py),
+  taking turns question by question, each line with its p95 against the first's; with ``--vectors``
   the lexical and the hybrid call of each question run back to back (which goes first
   alternates), so that the machine's load weighs on both alike. Printed: p50 / p95 / max per
   size and mode (hybrid: the question's embedding on its own, and the call without it) and
@@ -366,11 +369,12 @@ def measure(
 
 
 def report(label: str, measured: dict[str, tuple[list[float], list[float], list[float]]]) -> list[float]:
-    """Print one line per mode; returns the seconds of the last mode."""
-    secs: list[float] = []
+    """Print one line per mode (and each mode's p95 against the first's); returns the seconds
+    of the first mode."""
+    first = next(iter(measured.values()))[0]
     for name, (secs, embedding, rest) in measured.items():
         line = (
-            f"  {label}, {name:7}: p50 {_p(secs, 0.5):6.1f} ms"
+            f"  {label}, {name:10}: p50 {_p(secs, 0.5):6.1f} ms"
             f"   p95 {_p(secs, 0.95):6.1f} ms   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms"
         )
         if name == "hybrid":
@@ -380,10 +384,11 @@ def report(label: str, measured: dict[str, tuple[list[float], list[float], list[
             )
         print(
             line
+            + f"   p95 / {next(iter(measured))} {_p(secs, 0.95) / _p(first, 0.95):.2f}"
             + f"  ({len(secs)} questions, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
             flush=True,
         )
-    return secs
+    return first
 
 
 # --- --beside: other animas in the same store ------------------------------------------
@@ -512,7 +517,14 @@ def main(argv: list[str] | None = None) -> int:
     lines = Lines(rng)
     ensure_database(args.url)
     reuse = args.reuse and reusable(args.url, args.sizes, args.vectors)
-    lexical = Settings(embedder={"kind": "none"})
+    # "lexical": packed by shares (the defaults); "no-repeats": a line repeating a placed one
+    # left out; "second": the second stage on (recall/rerank.py); "hybrid": with vectors
+    lexical = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
+    lexical_modes = {
+        "lexical": lexical,
+        "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
+        "second": Settings(embedder={"kind": "none"}, recall={"second_stage": True}),
+    }
     dense = Settings(embedder={"kind": os.environ.get("ANIMA_EMBEDDER", "local")})
     embedder = base = None
     if args.vectors and not reuse:
@@ -561,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         loaded = size
-        modes = {"lexical": lexical, **({"hybrid": dense} if args.vectors else {})}
+        modes = {**lexical_modes, **({"hybrid": dense} if args.vectors else {})}
         results[size] = report(f"{size:>7,} memories, {MESSAGES:,} messages", measure(args.url, asked, modes))
     if args.beside:
         if args.vectors and base is None:

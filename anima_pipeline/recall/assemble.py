@@ -27,18 +27,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
-from anima_pipeline.recall.dense import query_vector
+from anima_pipeline.recall import rerank
+from anima_pipeline.recall.dense import QueryVector, query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
-from anima_pipeline.recall.query import plan_query
+from anima_pipeline.recall.query import QueryPlan, plan_query
 from anima_pipeline.recall.ranking import run
-from anima_pipeline.recall.render import cut, memory_item
+from anima_pipeline.recall.render import MIN_CUT, cut, memory_item
 from anima_pipeline.recall.resident import send_resident_rows_cut
 from anima_pipeline.recall.sections import (
     SECTION_TITLES,
@@ -63,6 +65,7 @@ MAX_PAGE = 500  # one page of active search
 DENSE_SEARCH_FLOOR = 0.25
 _SIMILAR_ONLY = re.compile(r"similar (-?\d+\.\d+)")  # recall.ranking.fuse's why of a dense-only item
 RANKED = 60  # candidates ranked per section: more than a 2,000-character budget ever holds
+LEX_IN = rerank.FEATURES.index("lex_in")
 
 
 def budgets_from(settings: Settings) -> Budgets:
@@ -79,9 +82,17 @@ def budgets_from(settings: Settings) -> Budgets:
 class Packer:
     """Fills one section best first within a budget that may grow (what another section left)."""
 
-    def __init__(self, name: SectionName, ranked: list[ContextItem], words: list[str], item_max: int) -> None:
+    def __init__(
+        self,
+        name: SectionName,
+        ranked: list[ContextItem],
+        words: list[str],
+        item_max: int,
+        placed: rerank.Placed | None = None,
+    ) -> None:
         self.section = ContextSection(name=name, title=SECTION_TITLES[name])
         self.queue, self.words, self.item_max = list(ranked), words, item_max
+        self.placed = placed  # the lines of every section so far: one that repeats them is left out
 
     def fill_from(self, items: list[ContextItem], room: int) -> int:
         """Take the `items` not placed yet, best first, into `room` more characters."""
@@ -103,6 +114,10 @@ class Packer:
             if fitted is None:
                 rest.append(item)
                 continue
+            if self.placed is not None:
+                if self.placed.repeats(fitted):
+                    continue
+                self.placed.add(fitted)
             self.section.items.append(fitted)
             taken += fitted.chars + extra
         self.queue = rest
@@ -111,28 +126,38 @@ class Packer:
         return taken
 
 
-def assemble_context(
+@dataclass
+class FirstStage:
+    """What the first stage found for one question: the resident set, each source's ranked
+    list (its `Search` keeps the lexical and nearest lists behind it) and the summaries."""
+
+    plan: QueryPlan
+    dense: QueryVector | None
+    lexical_why: str | None
+    memory_search: MemorySearch
+    message_search: MessageSearch
+    resident: list[dict[str, Any]]
+    overflow: int
+    memories: list[ContextItem]
+    messages: list[ContextItem]
+    summaries: list[ContextItem]
+
+
+def first_stage(
     conn: Connection,
     anima_id: str,
     query: str,
     *,
     settings: Settings,
-    session_id: str | None = None,
-    budgets: Budgets | None = None,
-    now: datetime | None = None,
-) -> AssembledContext:
-    """The context an agent gets for `query`, in sections; `session_id` is the current
-    conversation (its messages, and memories sourced only from it, are already in the window).
-    The question is embedded once (when vectors are available) for both sections.
-    `settings` gives the time zone, the resident limits and (unless `budgets`) the budgets."""
-    budgets = budgets or budgets_from(settings)
+    session_id: str | None,
+    now: datetime,
+) -> FirstStage:
+    """The searches of a context (recall.ranking.run): resident set, memories, messages,
+    summaries, with the question embedded once for both sections."""
     tz: ZoneInfo = settings.tz
-    now = now or datetime.now(tz)
     plan = plan_query(query, now.astimezone(tz).date())
-    words = plan.terms
     sessions = [session_id] if session_id else []
     dense, lexical_why = query_vector(conn, settings, query)
-
     memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense)
     message_search = MessageSearch(
         anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense
@@ -157,26 +182,52 @@ def assemble_context(
         ),
         prepare=prepare,
     )
-    resident_items = [memory_item(m, score=0.0, why="resident", tz=tz) for m in resident]
+    return FirstStage(
+        plan,
+        dense,
+        lexical_why,
+        memory_search,
+        message_search,
+        resident,
+        overflow,
+        memories_ranked,
+        messages_ranked,
+        summaries_ranked,
+    )
+
+
+def assemble_context(
+    conn: Connection,
+    anima_id: str,
+    query: str,
+    *,
+    settings: Settings,
+    session_id: str | None = None,
+    budgets: Budgets | None = None,
+    now: datetime | None = None,
+) -> AssembledContext:
+    """The context an agent gets for `query`, in sections; `session_id` is the current
+    conversation (its messages, and memories sourced only from it, are already in the window).
+    The question is embedded once (when vectors are available) for both sections.
+    `settings` gives the time zone, the resident limits and (unless `budgets`) the budgets;
+    `settings.recall.drop_repeats` whether a line repeating a placed one is left out, and
+    `settings.recall.second_stage` whether the reserve goes to the best candidates of every
+    list by the learned score (recall.rerank) instead of the nearest items."""
+    budgets = budgets or budgets_from(settings)
+    tz: ZoneInfo = settings.tz
+    now = now or datetime.now(tz)
+    found = first_stage(conn, anima_id, query, settings=settings, session_id=session_id, now=now)
+    resident_items = [memory_item(m, score=0.0, why="resident", tz=tz) for m in found.resident]
     resident_pack = Packer("resident", resident_items, [], budgets.item_max)
     resident_pack.fill(budgets.resident)
-
-    summaries = Packer("summaries", summaries_ranked, words, budgets.item_max)
-    reserve = min(budgets.dense, budgets.recall) if dense else 0
-    left = budgets.recall - reserve - summaries.fill(min(budgets.summaries, budgets.recall - reserve))
-    memories = Packer("memories", memories_ranked, words, budgets.item_max)
-    episodic = Packer("episodic", messages_ranked, words, budgets.item_max)
-    left -= memories.fill(round(left * budgets.memory_share))
-    left -= episodic.fill(left)
-    left -= memories.fill(left)
-    if dense:  # the nearest items not placed yet get the reserve, memories first, in their sections
-        left += reserve
-        left -= memories.fill_from(memory_search.nearest, left)
-        left -= episodic.fill_from(message_search.nearest, left)
-        memories.fill(left)
-
-    sections = [resident_pack.section, summaries.section, memories.section, episodic.section]
+    placed = resident_pack.section.items
+    if settings.recall.second_stage:
+        recalled = place_ranked(found, query, now.astimezone(tz).date(), budgets, placed)
+    else:
+        recalled = place_by_shares(found, budgets, placed if settings.recall.drop_repeats else None)
+    sections = [resident_pack.section, *recalled]
     rendered = "\n\n".join(s.render() for s in sections if s.items)
+    dense = found.dense
     return AssembledContext(
         anima_id=anima_id,
         query=query,
@@ -184,14 +235,121 @@ def assemble_context(
         sections=sections,
         rendered=rendered,
         chars=len(rendered),
-        resident_overflow=overflow,
-        asks_time=plan.about_time,
-        periods=[p.iso for p in plan.periods],
+        resident_overflow=found.overflow,
+        asks_time=found.plan.about_time,
+        periods=[p.iso for p in found.plan.periods],
         recall_mode="hybrid" if dense else "lexical",
-        lexical_reason=lexical_why,
+        lexical_reason=found.lexical_why,
         dense_model=dense.model_id if dense else None,
         embed_ms=round(dense.seconds * 1000, 1) if dense else None,
     )
+
+
+def place_by_shares(
+    found: FirstStage, budgets: Budgets, resident: list[ContextItem] | None = None
+) -> list[ContextSection]:
+    """Each section its own list in its own share: summaries first (at most `summaries`),
+    memories up to `memory_share` of what is left, messages the rest, memories what messages
+    left; with vectors the reserve goes to the nearest items not placed yet. With `resident`
+    (the lines already in the context) a line that repeats a placed one is left out
+    (`rerank.Placed`: a memory and the message it came from) and its room goes to the next."""
+    words = found.plan.terms
+    placed = rerank.Placed(resident) if resident is not None else None
+    summaries = Packer("summaries", found.summaries, words, budgets.item_max, placed)
+    reserve = min(budgets.dense, budgets.recall) if found.dense else 0
+    left = budgets.recall - reserve - summaries.fill(min(budgets.summaries, budgets.recall - reserve))
+    memories = Packer("memories", found.memories, words, budgets.item_max, placed)
+    episodic = Packer("episodic", found.messages, words, budgets.item_max, placed)
+    left -= memories.fill(round(left * budgets.memory_share))
+    left -= episodic.fill(left)
+    left -= memories.fill(left)
+    if found.dense:  # the nearest items not placed yet get the reserve, memories first, in their sections
+        left += reserve
+        left -= memories.fill_from(found.memory_search.nearest, left)
+        left -= episodic.fill_from(found.message_search.nearest, left)
+        memories.fill(left)
+    return [summaries.section, memories.section, episodic.section]
+
+
+def place_ranked(
+    found: FirstStage,
+    query: str,
+    today: date,
+    budgets: Budgets,
+    resident: list[ContextItem],
+    *,
+    weights: rerank.Weights | None = None,
+    cands: list[rerank.Candidate] | None = None,
+) -> list[ContextSection]:
+    """The sections packed with the second stage (recall.rerank): each lexical list first takes
+    its share in the first stage's order (summaries at most `Budgets.summaries`, memories
+    `memory_share`, messages the rest, memories what messages left), then the reserve
+    (`Budgets.dense`, lexical or hybrid alike) and whatever is left (a line that repeats one
+    already placed, the resident set's included, is left out and frees its room) go to the
+    best candidates of every list by the second stage's score, each in its own section (a long
+    item cut around the words asked about). `weights` (default: the
+    packaged ones) and `cands` (default: the candidates of `found`) are for the fit
+    (benchmarks/fit_ranker.py)."""
+    words = found.plan.terms
+    if cands is None:
+        cands = rerank.candidates(
+            found.plan,
+            query,
+            today,
+            found.memory_search,
+            found.memories,
+            found.message_search,
+            found.messages,
+            found.summaries,
+        )
+    ranked = rerank.rank(cands, weights)
+    sections = {
+        name: ContextSection(name=name, title=SECTION_TITLES[name])
+        for name in ("summaries", "memories", "episodic")
+    }
+    placed = rerank.Placed(resident)
+    refs: set[str] = set()
+    left = budgets.recall
+    caps = {"summaries": min(budgets.summaries, budgets.recall)}
+
+    def fill(queue: list[rerank.Candidate], room: int) -> int:
+        """Place the candidates of `queue` in order within `room` more characters; the taken."""
+        nonlocal left
+        taken = 0
+        for cand in queue:
+            if min(left, room - taken) < MIN_CUT:
+                break
+            section = sections[cand.section]
+            extra = 1 + (0 if section.items else len(section.title) + 4)  # "# " + title, "\n\n" before it
+            space = min(left, room - taken) - extra
+            if cand.section in caps:
+                space = min(space, caps[cand.section] - section.chars_used - extra)
+            if space < MIN_CUT or cand.item.ref in refs:
+                continue
+            fitted = cut(cand.item, min(budgets.item_max, space), words)
+            if fitted is None or placed.repeats(fitted):
+                continue
+            fitted.score = round(cand.score, 4)
+            section.items.append(fitted)
+            section.chars_used += fitted.chars + extra
+            taken += fitted.chars + extra
+            left -= fitted.chars + extra
+            placed.add(fitted)
+            refs.add(fitted.ref)
+        return taken
+
+    # the first stage's lists in their shares, as `place_by_shares` packs them (a repeat left out)
+    lexical = [c for c in cands if c.x[LEX_IN]]
+    reserve = min(budgets.dense, budgets.recall)
+    fill([c for c in lexical if c.section == "summaries"], min(budgets.summaries, budgets.recall - reserve))
+    room = left - reserve
+    room -= fill([c for c in lexical if c.section == "memories"], round(room * budgets.memory_share))
+    room -= fill([c for c in lexical if c.section == "episodic"], room)
+    fill([c for c in lexical if c.section == "memories"], room)
+    fill(ranked, left)  # the reserve, and what the lists left or a repeat freed: the best of any list
+    for section in sections.values():
+        section.budget = section.chars_used
+    return list(sections.values())
 
 
 def search_memories(

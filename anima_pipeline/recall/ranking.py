@@ -82,6 +82,15 @@ class Term:
         return math.log(1 + IDF_REF / (df + 0.5)) if self.live else 0.0
 
 
+@dataclass(frozen=True)
+class Signal:
+    """A candidate's place in one first-stage list: its rank (0 first) and its score there."""
+
+    rank: int
+    score: float
+    in_period: bool = False  # the row is of a period the question names
+
+
 @dataclass
 class Probe:
     terms: list[Term] = field(default_factory=list)
@@ -148,6 +157,9 @@ class Search:
         self.plan, self.tz, self.limit, self.offset = plan, tz, limit, offset
         self.dense = dense
         self.nearest: list[ContextItem] = []  # the dense list alone, best first
+        # what the second stage reads of each list (recall/rerank.py): per ref its rank and score
+        self.lexical: dict[str, Signal] = {}
+        self.dense_hits: dict[str, Signal] = {}
         if dense_weight is not None:
             self.dense_weight = dense_weight
         self.params: dict[str, Any] = {"anima": anima_id, **self.filter_params(**filters)}
@@ -230,15 +242,25 @@ class Search:
         scored = queries.send_score(conn, self.table, self.score_args()) if self.probe.candidates else None
         near = self._send_dense(conn)
         if near is None:
-            return (lambda: self.items(scored())) if scored is not None else None
+            return (lambda: self._lexical(scored())) if scored is not None else None
 
         def fused() -> list[ContextItem]:
-            lexical = self.items(scored()) if scored is not None else []
+            lexical = self._lexical(scored()) if scored is not None else []
             nearest = near()
             self.nearest = [item for item, _ in nearest]  # for the dense reserve (recall.assemble)
+            self.dense_hits = {item.ref: Signal(rank, sim) for rank, (item, sim) in enumerate(nearest)}
             return fuse(lexical, nearest, self.dense_weight, self.offset, self.limit)
 
         return fused
+
+    def _lexical(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
+        """The scored rows as items, their ranks and scores kept for the second stage."""
+        items = self.items(rows)
+        self.lexical = {
+            item.ref: Signal(rank, item.score, bool(r.get("in_period")))
+            for rank, (item, r) in enumerate(zip(items, rows, strict=True))
+        }
+        return items
 
     def _send_dense(self, conn: Connection) -> Callable[[], list[tuple[ContextItem, float]]] | None:
         if self.dense is None:

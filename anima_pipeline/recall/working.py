@@ -9,7 +9,8 @@ rows add up to the characters and tokens returned.
 
 System segments, in prompt order, each with its budget (settings, characters):
 
-    self.identity, self.persona           never cut (the core of the anima)
+    self.identity, self.persona           identity never cut; persona whole up to CORE_SHARE
+                                          of the system's characters, then cut to its head
     self.values, self.relationships,
     self.current_state                    ANIMA_WORKING_BLOCK_CHARS each
     self.autobiography_summary            ANIMA_WORKING_AUTOBIOGRAPHY_CHARS
@@ -28,9 +29,13 @@ way in FOLD_ORDER, each as far as needed before the next is touched: first the b
 the self blocks from the autobiography summary up to values, each down to its
 head (ANIMA_WORKING_BLOCK_HEAD_CHARS, cut on a line or sentence) and never further; then the
 temporal segment (month, week, then yesterday); then the recall sections (episodic,
-memories, summaries: last items first); the resident set last (resident
-memories come before passive recall: what every turn carries goes last). Identity and persona are never cut, even past the budget
-(the report shows it).
+memories, summaries together: the lowest-scored item of the three first) but only down to
+RECALL_SHARE
+of the system's characters; the resident set last (resident memories come before passive
+recall: what every turn carries goes last). When that is not enough a second round goes the
+same way with no share kept and the background blocks below their heads. So the segments
+scale with a small budget instead of the core keeping its room and recall getting what is
+left. Identity is never cut, even past the budget (the report shows it).
 
 The messages get what the system leaves of the budget, less the user's message itself.
 
@@ -71,9 +76,17 @@ from anima_pipeline.store.db import Connection
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 
-CORE = ("identity", "persona")  # never cut
+CORE = ("identity", "persona")  # identity never cut; persona whole up to CORE_SHARE
 CORE_SEGMENTS = tuple(f"self.{name}" for name in CORE)
+# Shares of the system's characters that scale the segments with a small budget: identity and
+# persona stay whole up to CORE_SHARE of it (then the persona is cut to its head, identity
+# never), and the recall sections give way only down to RECALL_SHARE of it while another
+# segment can still give way (docs/benchmarks.md, "The working context": at 500 tokens the
+# persona kept its room and recall got 114 characters).
+CORE_SHARE = 0.35
+RECALL_SHARE = 0.4
 RECALL_SECTIONS = ("summaries", "memories", "episodic")
+RECALL_ORDER = {f"recall.{name}": k for k, name in enumerate(RECALL_SECTIONS)}
 FOLD_ORDER = (
     "self.autobiography_summary",  # background first, down to its head
     "self.current_state",
@@ -92,6 +105,7 @@ TITLES = {
     "recall.memories": "Recalled memories",
     "recall.episodic": "Past messages",
 }
+FIRST_RECALL = next(name for name in FOLD_ORDER if name.startswith("recall."))
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n")
 HEAD_MIN_CHARS = 20  # a self block cut shorter than this is left out: a stub says nothing
 
@@ -287,13 +301,43 @@ def system_segments(
         if s.budget is not None:
             s.shrink(s.budget, head)
     by_name = {s.name: s for s in segs}
-    for name in FOLD_ORDER:
-        over = sum(len(s.text) for s in segs) - cap_chars
-        if over <= 0:
-            break
-        seg = by_name[name]
-        seg.shrink(max(0, len(seg.text) - over), head)
+    identity, persona = by_name["self.identity"], by_name["self.persona"]
+    persona_room = int(CORE_SHARE * cap_chars) - len(identity.text)
+    if len(persona.text) > persona_room:  # persona: whole up to its share, then its head
+        persona.shrink(max(persona_room, 0), head)
+    recall = [by_name[f"recall.{name}"] for name in RECALL_SECTIONS]
+    floor = int(RECALL_SHARE * cap_chars)
+    for keep in (floor, 0):  # first the recall sections keep their share, then nothing is kept
+        for name in FOLD_ORDER:
+            over = sum(len(s.text) for s in segs) - cap_chars
+            if over <= 0:
+                return segs, cap_chars
+            if name.startswith("recall."):
+                if name == FIRST_RECALL:  # the three together
+                    to = max(keep, sum(len(s.text) for s in recall) - over)
+                    _shrink_recall(recall, to)
+                continue
+            seg = by_name[name]
+            # first pass: a background block down to its head; second: below it, before recall
+            seg.shrink(max(0, len(seg.text) - over), head if keep else 0)
     return segs, cap_chars
+
+
+def _shrink_recall(recall: list[_Seg], to: int) -> None:
+    """The recall sections together within `to` characters, the lowest-scored item of any of
+    them first. A section's scores are the IDF-weighted share of the question's terms an item
+    holds (recall.ranking), with vectors its fused rank (`fuse`: 1 for first in both lists),
+    or the second stage's: comparable enough across sections that at 500 and 1,000 tokens
+    this kept more of the answers than cutting one section after the other
+    (docs/benchmarks.md, "Recall that ranks what it found")."""
+    while sum(len(s.text) for s in recall) > to:
+        holding = [s for s in recall if s.items]
+        if not holding:
+            return
+        seg = min(holding, key=lambda s: (min(i.score for i in s.items), -RECALL_ORDER[s.name]))
+        worst = min(range(len(seg.items)), key=lambda k: (seg.items[k].score, -k))
+        seg.items.pop(worst)
+        seg.cut = True
 
 
 # --- the whole turn ---------------------------------------------------------------------

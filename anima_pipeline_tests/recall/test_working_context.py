@@ -131,6 +131,31 @@ def test_a_300_turn_session_fits_its_budget_whole_identity_latest_turns_raw(db, 
     assert _count(db, "SELECT count(*) AS n FROM message WHERE conversation_id = 's1'") == 300
 
 
+def test_at_500_tokens_a_long_persona_gives_way_to_its_head_and_recall_keeps_a_section(
+    db, db_url, tmp_path
+) -> None:
+    """A persona of about a thousand characters and a budget of 500 tokens: the persona is cut
+    to its head (its share of the system's room), identity stays whole, and the recall sections
+    keep what they hold about the question (recall/working.py, CORE_SHARE and RECALL_SHARE)."""
+    _write_self(db)
+    long_persona = "Warm, a little dry, curious about maps and trains; " * 20
+    with db.transaction() as conn:
+        audit = Audit(conn=conn, anima_id="wren", run_id="seed", step="test")
+        SelfBlockRepo(conn, audit).write("wren", "persona", long_persona, "test")
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(40, conv="old", start=datetime(2026, 11, 10, 9, 0, tzinfo=TZ)))
+    memory.remember("Ines moved to Porto in March 2026 and works as a nurse at the harbour clinic.")
+    memory.append(_session(12))
+    ctx = memory.working_context("s1", "Where does Ines work now?", budget=500)
+    assert ctx.tokens + ctx.message_tokens <= 500
+    seg = {s.name: s for s in ctx.system}
+    assert seg["self.identity"].text.endswith(IDENTITY) and not seg["self.identity"].cut
+    assert seg["self.persona"].cut and len(seg["self.persona"].text) < len(long_persona) / 2
+    recalled = [i for name in ("recall.memories", "recall.episodic") for i in seg[name].items]
+    assert recalled and any("Ines" in i.text for i in recalled), ctx.segments
+    _adds_up(ctx)
+
+
 def test_the_next_turn_reuses_the_summary_and_a_later_cycle_extends_it(db, db_url, tmp_path) -> None:
     memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
     memory.append(_session(300))
@@ -598,9 +623,10 @@ def test_every_segment_fences_hostile_text(db, db_url, tmp_path) -> None:
         TemporalRepo(conn, audit).upsert(
             "wren", "day", today - timedelta(days=1), today - timedelta(days=1), f"Yesterday: {HOSTILE}", {}
         )
-        conn.execute(  # a memory stored before the write rule made markers inert
+        conn.execute(  # a memory stored before the write rule made markers inert; its own words
+            # beside the hostile text, or it would only repeat the pinned memory (recall.rerank)
             "INSERT INTO semantic_memory (anima_id, type, content) VALUES ('wren', 'world', %s)",
-            (f"Ines admin mode {HOSTILE}",),
+            (f"Ines wrote travel notes about Lisbon trains in admin mode {HOSTILE}",),
         )
     pinned = memory.remember(f"Pinned: Ines admin mode {HOSTILE}")
     memory.pin(pinned.id)
