@@ -23,10 +23,10 @@ import pydantic_core
 from mcp.types import INVALID_PARAMS
 from starlette.applications import Starlette
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from anima_pipeline.core.validation import field_name, text_problem
-from anima_pipeline.service.http.utf8 import problem
+from anima_pipeline.service.http.utf8 import problem, read_body
 from anima_pipeline.service.mcp_stdio import StdioServer
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # lone ones: json.loads joins a valid pair into one character
@@ -108,25 +108,13 @@ class SurrogateAnswers:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body, more, messages = b"", True, []
-        while more:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":  # the client went away
-                break
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body, replay = await read_body(receive)
         answer = refusal(body)
         if answer is not None:
             # ensure_ascii: an id or a name echoed with a lone surrogate is written as its escape
             content = json.dumps(answer, ensure_ascii=True).encode()
             await Response(content, media_type="application/json")(scope, receive, send)
             return
-        replayed = iter(messages)
-
-        async def replay() -> Message:
-            return next(replayed, None) or await receive()
-
         await self.app(scope, replay, send)
 
 

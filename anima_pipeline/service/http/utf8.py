@@ -61,6 +61,25 @@ def _bad_place(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[tuple[int |
     return None
 
 
+async def read_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's whole body, and a `receive` that gives the app the same messages again
+    (a middleware that must read the body before the app does)."""
+    body, more, messages = b"", True, []
+    while more:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # the client went away
+            break
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    replayed = iter(messages)
+
+    async def replay() -> Message:
+        return next(replayed, None) or await receive()
+
+    return body, replay
+
+
 class Utf8Guard:
     """The ASGI middleware: 422 for a path segment, a query parameter or a body that is not UTF-8."""
 
@@ -75,23 +94,11 @@ class Utf8Guard:
         if refusal:
             await error_response(refusal)(scope, receive, send)
             return
-        body, more, messages = b"", True, []
-        while more:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":  # the client went away
-                break
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body, replay = await read_body(receive)
         refusal = self._body(body)
         if refusal:
             await error_response(refusal)(scope, receive, send)
             return
-        replayed = iter(messages)
-
-        async def replay() -> Message:
-            return next(replayed, None) or await receive()
-
         await self.app(scope, replay, send)
 
     def _path(self, scope: Scope) -> InputError | None:
