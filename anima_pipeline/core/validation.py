@@ -70,7 +70,8 @@ OFFSET_LIMIT = timedelta(hours=16)
 _ANIMA_ID = re.compile(r"[^\W_][\w.:@+-]*")
 _MEMORY_REF = re.compile(r"f-(\d+)")
 _EXTERNAL_ID = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]+")
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# a lone surrogate: not Unicode text (json.loads joins a valid pair into one character)
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def text_problem(value: str) -> PydanticCustomError | None:
     """Why `value` cannot be stored as text (NUL, lone surrogate), or None."""
     if "\x00" in value:
         return _refuse("nul_character", "contains a NUL character (\\u0000), which PostgreSQL cannot store")
-    bad = _SURROGATE.search(value)
+    bad = LONE_SURROGATE.search(value)
     if bad:
         return _refuse(
             "lone_surrogate",

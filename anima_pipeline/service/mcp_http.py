@@ -16,7 +16,6 @@ answers it as before.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pydantic_core
@@ -25,26 +24,9 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from anima_pipeline.core.validation import field_name, text_problem
-from anima_pipeline.service.http.utf8 import problem, read_body
+from anima_pipeline.core.validation import LONE_SURROGATE, field_name, text_problem
+from anima_pipeline.service.http.utf8 import first_string_matching, problem, read_body
 from anima_pipeline.service.mcp_stdio import StdioServer
-
-_SURROGATE = re.compile("[\ud800-\udfff]")  # lone ones: json.loads joins a valid pair into one character
-
-
-def _first_surrogate(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[tuple[int | str, ...], str] | None:
-    """The first string (key or value) of a JSON document holding a lone surrogate: its place
-    and the string."""
-    if isinstance(value, str):
-        return (loc, value) if _SURROGATE.search(value) else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        if isinstance(key, str) and _SURROGATE.search(key):
-            return (*loc, key), key
-        found = _first_surrogate(item, (*loc, key))
-        if found:
-            return found
-    return None
 
 
 def refusal(body: bytes) -> dict[str, Any] | None:
@@ -59,7 +41,7 @@ def refusal(body: bytes) -> dict[str, Any] | None:
         document = json.loads(body.decode("utf-8", "surrogateescape"))
     except ValueError:
         return None  # not JSON at all: the SDK's parse error says so
-    found = _first_surrogate(document)
+    found = first_string_matching(document, LONE_SURROGATE)
     if not isinstance(document, dict) or found is None:
         return None
     loc, text = found

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from io import TextIOWrapper
 from typing import Any
@@ -35,9 +34,9 @@ from mcp.shared.message import SessionMessage
 from mcp.types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
-log = logging.getLogger(__name__)
+from anima_pipeline.core.validation import LONE_SURROGATE
 
-_SURROGATE = re.compile("[\ud800-\udfff]")  # lone ones: json.loads joins a valid pair into one character
+log = logging.getLogger(__name__)
 
 
 def reread(item: SessionMessage | Exception) -> SessionMessage | Exception:
@@ -64,7 +63,7 @@ def reread(item: SessionMessage | Exception) -> SessionMessage | Exception:
 
 def _escaped(value: Any) -> Any:
     if isinstance(value, str):
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+        return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
     if isinstance(value, dict):
         return {_escaped(k): _escaped(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -46,19 +46,30 @@ def problem(raw: bytes) -> str | None:
     return None
 
 
-def _bad_place(value: Any, loc: tuple[int | str, ...] = ()) -> tuple[tuple[int | str, ...], str] | None:
-    """The first string (key or value) of a JSON document read with surrogateescape that holds
-    a byte that is not UTF-8: its place and the string."""
+def first_string_matching(
+    value: Any, pattern: re.Pattern[str] = _ESCAPED, loc: tuple[int | str, ...] = ()
+) -> tuple[tuple[int | str, ...], str] | None:
+    """The first string (key or value) of a JSON document that `pattern` finds something in (by
+    default a byte that is not UTF-8, as surrogateescape reads it): its place and the string."""
     if isinstance(value, str):
-        return (loc, value) if _ESCAPED.search(value) else None
+        return (loc, value) if pattern.search(value) else None
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        if isinstance(key, str) and _ESCAPED.search(key):
-            return (*loc, key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")), key
-        found = _bad_place(item, (*loc, key))
+        if isinstance(key, str) and pattern.search(key):
+            return (*loc, _shown(key)), key
+        found = first_string_matching(item, pattern, (*loc, key))
         if found:
             return found
     return None
+
+
+def _shown(key: str) -> str:
+    """A key as an error names it: a byte that is not UTF-8 as U+FFFD; a lone surrogate escape
+    stays (the answer is written with it escaped)."""
+    try:
+        return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return key
 
 
 async def read_body(receive: Receive) -> tuple[bytes, Receive]:
@@ -145,7 +156,7 @@ class Utf8Guard:
             document = json.loads(body.decode("utf-8", "surrogateescape"))
         except ValueError:
             return InputError(why, field="body")
-        found = _bad_place(document)
+        found = first_string_matching(document)
         if not found or not found[0]:
             return InputError(why, field="body")
         loc, text = found
