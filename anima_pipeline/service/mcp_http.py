@@ -16,6 +16,7 @@ answers it as before.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pydantic_core
@@ -28,10 +29,23 @@ from anima_pipeline.core.validation import LONE_SURROGATE, field_name, text_prob
 from anima_pipeline.service.http.utf8 import first_string_matching, problem, read_body
 from anima_pipeline.service.mcp_stdio import StdioServer
 
+# a JSON escape of a surrogate, lone or half of a pair (\ud83d\ude00): only such a body is parsed here too
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
 
 def refusal(body: bytes) -> dict[str, Any] | None:
     """The JSON-RPC answer to a body the SDK's parser would refuse for a lone surrogate or a
     byte that is not UTF-8, or None when the SDK reads it (or nobody can)."""
+    if _is_utf8(body) and not _SURROGATE_ESCAPE.search(body):
+        return None  # every ordinary request: the SDK parses it, once
     try:
         pydantic_core.from_json(body)
         return None
@@ -67,9 +81,7 @@ def refusal(body: bytes) -> dict[str, Any] | None:
 def _words(text: str, body: bytes) -> str:
     """Why `text` is refused: a byte that is not UTF-8 in the HTTP service's words
     (service/http/utf8.py), a lone surrogate escape in every door's."""
-    try:
-        body.decode("utf-8")
-    except UnicodeDecodeError:
+    if not _is_utf8(body):
         try:
             why = problem(text.encode("utf-8", "surrogateescape"))
         except UnicodeEncodeError:  # an escaped lone surrogate beside the bad bytes
