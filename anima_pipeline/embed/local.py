@@ -47,13 +47,12 @@ THREADS = os.cpu_count() or 1
 
 
 class _Folder:
-    """Reads the files of a folder or of a zip (the wheel ships its folder zipped)."""
+    """Reads the files of a folder or of a zip (the wheel ships its folder zipped); `_sources`
+    has refused a path that is neither."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.zip = zipfile.ZipFile(path) if path.is_file() else None
-        if self.zip is None and not path.is_dir():
-            raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
 
     def read(self, name: str) -> bytes | None:
         if self.zip is not None:
@@ -83,15 +82,6 @@ def wheel_model_path() -> Path:
     return found / "model.zip"
 
 
-def _sources(path: Path) -> list[Path]:
-    """The files an encoder is read from: the zip, or the folder's files (their stamp keys the cache)."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
-    return [path / name for name in FILES]
-
-
 FILES = (
     "model.safetensors",
     "config.json",
@@ -99,6 +89,15 @@ FILES = (
     "sentence_bert_config.json",
     "1_Pooling/config.json",
 )
+
+
+def _sources(path: Path) -> list[Path]:
+    """The files an encoder is read from: the zip, or the folder's files (their stamp keys the cache)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
+    return [path / name for name in FILES]
 
 
 def _unpack(path: Path, expect_sha256: str | None, name: str) -> Unpacked:
