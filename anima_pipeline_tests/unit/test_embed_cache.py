@@ -209,7 +209,7 @@ def test_the_fast_pass_gives_the_vectors_of_the_plain_computation(tmp_path: Path
     texts = _mixed_texts()
     assert len(texts) >= 240 and any("，" in t for t in texts)
     fast = embedder.embed(texts)  # bucketed, one thread per core
-    monkeypatch.setattr(local, "_threads", [1])
+    monkeypatch.setattr(local, "_threads", 1)
     some = texts[::4]
     assert np.allclose(embedder.embed(some[::-1])[::-1], fast[::4], atol=1e-6)  # one thread, other buckets
     import zipfile
