@@ -42,9 +42,6 @@ runpy.run_module("anima_pipeline.cli", run_name="__main__")
 """
 
 
-_ENCODER = "<encoder>"  # marks a command run with the embedder as configured, not ANIMA_EMBEDDER=none
-
-
 def _anima(src: Path | None) -> list[str]:
     if src is None:
         return [sys.executable, "-m", "anima_pipeline.cli"]
@@ -52,11 +49,6 @@ def _anima(src: Path | None) -> list[str]:
 
 
 def _time(cmd: list[str], env: dict[str, str]) -> float:
-    if cmd and cmd[0] == _ENCODER:  # "recall, encoder": the embedder as configured
-        cmd = cmd[1:]
-        env = {k: v for k, v in env.items() if k != "ANIMA_EMBEDDER"}
-        if os.environ.get("ANIMA_EMBEDDER"):
-            env["ANIMA_EMBEDDER"] = os.environ["ANIMA_EMBEDDER"]
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - started
@@ -87,27 +79,32 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
     recall = ["recall", args.query, *(["--anima", args.anima] if args.anima else [])]
+    # "recall, encoder": the embedder as configured (ANIMA_EMBEDDER as set, else the default)
+    encoder = {k: v for k, v in env.items() if k != "ANIMA_EMBEDDER"}
+    if os.environ.get("ANIMA_EMBEDDER"):
+        encoder["ANIMA_EMBEDDER"] = os.environ["ANIMA_EMBEDDER"]
     cases = {
-        "--help": ["--help"],
-        "recall --help": ["recall", "--help"],
-        "recall": recall,
-        "recall, encoder": [_ENCODER, *recall],
-        "status": ["status"],
+        "--help": (["--help"], env),
+        "recall --help": (["recall", "--help"], env),
+        "recall": (recall, env),
+        "recall, encoder": (recall, encoder),
+        "status": (["status"], env),
     }
     sources: dict[str, Path | None] = {"now": None}
     if args.baseline is not None:
         sources = {"before": args.baseline.resolve(), **sources}
-    commands: dict[tuple[str, str], list[str]] = {("", "python -c pass"): [sys.executable, "-c", "pass"]}
+    commands: dict[tuple[str, str], tuple[list[str], dict[str, str]]] = {
+        ("", "python -c pass"): ([sys.executable, "-c", "pass"], env)
+    }
     for label, src in sources.items():
-        for case, cli_args in cases.items():
-            marker = cli_args[:1] if cli_args[:1] == [_ENCODER] else []
-            commands[(label, case)] = [*marker, *_anima(src), *cli_args[len(marker) :]]
-    for cmd in commands.values():  # warm-up: the store's caches, the .pyc files, and a failure now
-        _time(cmd, env)
+        for case, (cli_args, case_env) in cases.items():
+            commands[(label, case)] = ([*_anima(src), *cli_args], case_env)
+    for cmd, cmd_env in commands.values():  # warm-up: the store's caches, the .pyc files, and a failure now
+        _time(cmd, cmd_env)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in commands}
     for _ in range(args.runs):
-        for key, cmd in commands.items():
-            times[key].append(_time(cmd, env))
+        for key, (cmd, cmd_env) in commands.items():
+            times[key].append(_time(cmd, cmd_env))
     bare = statistics.median(times[("", "python -c pass")])
     print(f"{'command':28} {'median':>9} {'fastest':>9} {'x pass':>7}")
     for (label, case), values in times.items():

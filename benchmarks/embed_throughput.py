@@ -10,8 +10,9 @@ later one), and the peak resident memory (ru_maxrss) before loading, after loadi
 embedding. Every measurement runs in a new process under a temporary ANIMA_HOME.
 `--baseline DIR` runs the same in another checkout of the package (e.g. `git worktree add
 /tmp/enc_before <commit>`) in the same rounds, taking turns, and prints now / before per
-figure: a before/after in one run. `--threads N` gives this checkout's forward passes N BLAS
-threads (`embed.local.share_cores`; the default is `embed.local.THREADS`).
+figure: a before/after in one run. `--threads N` runs this checkout's buckets N side by side, each
+product on one BLAS thread, as a pool worker's share of the cores does (`embed.local.share_cores`,
+which gives N when N divides the cores; the default is `embed.local.THREADS`, one per core).
 One run, no assertion: the figures depend on the machine's load (printed)."""
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--texts", type=int, default=512, help="texts per length")
     parser.add_argument("--baseline", type=Path, help="another checkout's root, measured in the same rounds")
     parser.add_argument("--rounds", type=int, default=1, help="measurements of each checkout (median)")
-    parser.add_argument("--threads", type=int, default=0, help="BLAS threads of this checkout's encoder")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="encoder threads of this checkout (buckets side by side)"
+    )
     args = parser.parse_args(argv)
     sources: dict[str, Path | None] = {"now": None}
     if args.baseline is not None:

@@ -67,15 +67,6 @@ def gelu_(x: np.ndarray, a: np.ndarray, t: np.ndarray, s: np.ndarray) -> None:
     x -= s
 
 
-def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU(x), a new array (the reference form; `gelu_` is the one the encoder runs)."""
-    import numpy as np
-
-    out = np.array(x, dtype=np.float32)
-    gelu_(out, np.empty_like(out), np.empty_like(out), np.empty_like(out))
-    return out
-
-
 def layer_norm_(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> None:
     """x <- LayerNorm(x) over its last axis, in place (x is 2-D: rows of one width)."""
     import numpy as np

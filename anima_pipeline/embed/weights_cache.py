@@ -16,10 +16,11 @@ An entry, `models/<name>-<key of the source's path>/`:
 - the other files the unpacker hands over (the tokenizer).
 
 An entry counts when its manifest parses, names this format and the source's current stamp,
-and every file has its recorded size; anything else is rebuilt. It is written into a
+and every file has its recorded size; anything else is rebuilt, and the log says why. It is written into a
 temporary directory and renamed into place whole, so a crash mid-unpack leaves no partial
 entry, only a temporary directory that a later build of the same model removes.
-A home that cannot be written to gets the unpacked model in memory (logged): slower, not broken.
+A home that cannot be written to gets the unpacked model in memory (logged): slower, not broken;
+so does a process whose entry another replaced while it wrote its own (logged too).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ FORMAT = 1  # bumped when the layout of an entry or of `bert.pack` changes: olde
 ALIGN = 16  # floats: each array starts on a 64-byte boundary
 WEIGHTS, MANIFEST = "weights.f32", "manifest.json"
 LEFTOVER_S = 600  # a temporary directory this old is a crashed unpack's, not one under way
+_MISSING = "no entry"  # what `_open` says of a first use: nothing to log
 
 
 @dataclass
@@ -95,8 +97,10 @@ def cached(
     made by `unpack()` and written first."""
     final = entry_dir(root, name, source)
     found = _open(final, source_stamp)
-    if found is not None:
+    if isinstance(found, Entry):
         return found
+    if found != _MISSING:
+        log.warning("the encoder's cache %s is rebuilt: %s", final, found)
     made = unpack()
     try:
         return _write(final, source_stamp, made)
@@ -105,18 +109,27 @@ def cached(
         return Entry(made.meta, made.arrays, None, made.files)
 
 
-def _open(final: Path, source_stamp: list[list]) -> Entry | None:
+def _open(final: Path, source_stamp: list[list]) -> Entry | str:
+    """The entry at `final` when it counts, else why not (`_MISSING` when there is none)."""
     try:
         manifest = json.loads((final / MANIFEST).read_text(encoding="utf-8"))
-        if manifest.get("format") != FORMAT or manifest.get("stamp") != source_stamp:
-            return None
+    except (FileNotFoundError, NotADirectoryError):
+        return f"{MANIFEST} is missing" if final.exists() else _MISSING
+    except (OSError, ValueError) as exc:
+        return f"{MANIFEST} does not read ({type(exc).__name__}: {exc})"
+    try:
+        if manifest.get("format") != FORMAT:
+            return f"it has format {manifest.get('format')!r}, this version writes {FORMAT}"
+        if manifest.get("stamp") != source_stamp:
+            return "it was made from another copy of the model (path, size or mtime)"
         for name, size in manifest["sizes"].items():
-            if (final / name).stat().st_size != size:
-                return None
+            found = (final / name).stat().st_size
+            if found != size:
+                return f"{name} has {found} bytes, not {size}"
         index = manifest["index"]
         meta = manifest["meta"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # missing, partial or not ours: rebuilt
+    except (OSError, KeyError, TypeError, AttributeError) as exc:  # a file gone, a manifest not ours
+        return f"{MANIFEST} does not describe it ({type(exc).__name__}: {exc})"
     import numpy as np
 
     buf = np.asarray(np.memmap(final / WEIGHTS, dtype=np.float32, mode="r"))  # a plain read-only view
@@ -124,7 +137,7 @@ def _open(final: Path, source_stamp: list[list]) -> Entry | None:
     for name, (offset, shape) in index.items():
         count = int(np.prod(shape)) if shape else 1
         if offset + count > buf.shape[0]:
-            return None
+            return f"{name} lies past the end of {WEIGHTS}"
         arrays[name] = buf[offset : offset + count].reshape(shape)
     return Entry(meta, arrays, final, {})
 
@@ -162,12 +175,19 @@ def _write(final: Path, source_stamp: list[list], made: Unpacked) -> Entry:
             "sizes": sizes,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        _install(tmp, final, lambda: _open(final, source_stamp) is not None)
+        _install(tmp, final, lambda: isinstance(_open(final, source_stamp), Entry))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     opened = _open(final, source_stamp)
-    # replaced under us by an entry of another stamp: use what was made, in memory
-    return opened if opened is not None else Entry(made.meta, made.arrays, None, made.files)
+    if isinstance(opened, Entry):
+        return opened
+    # another process replaced it meanwhile (a model of another stamp): what was made serves
+    log.warning(
+        "the encoder's cache %s was replaced while it was written (%s): the model is held in memory",
+        final,
+        opened,
+    )
+    return Entry(made.meta, made.arrays, None, made.files)
 
 
 def _install(tmp: Path, final: Path, counts: Callable[[], bool]) -> None:

@@ -34,13 +34,20 @@ def embed_night(db: Database, anima_id: str, settings: Settings) -> dict[str, in
             if embedder is None:
                 conn.rollback()
                 return {}
+            batch = settings.embedder.batch  # as `anima embed` and the facade's Backfill
             memories = vectors.embed_pending(
-                conn, embedder, anima_id=anima_id, kinds=["memory"], commit=conn.commit
+                conn, embedder, anima_id=anima_id, kinds=["memory"], batch=batch, commit=conn.commit
             )
             limit = settings.embedder.night_messages
             messages = (
                 vectors.embed_pending(
-                    conn, embedder, anima_id=anima_id, kinds=["message"], limit=limit, commit=conn.commit
+                    conn,
+                    embedder,
+                    anima_id=anima_id,
+                    kinds=["message"],
+                    batch=batch,
+                    limit=limit,
+                    commit=conn.commit,
                 )
                 if limit
                 else vectors.EmbedReport({"message": 0}, {})

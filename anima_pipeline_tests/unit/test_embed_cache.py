@@ -6,6 +6,7 @@ per-text computation (the vectors stored in existing stores must not move)."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -62,7 +63,7 @@ def test_the_model_is_unpacked_once_then_mapped(tmp_path: Path, monkeypatch) -> 
 
 
 @pytest.mark.parametrize("damage", ["truncated weights", "no manifest", "garbled manifest", "older format"])
-def test_a_partial_or_corrupted_entry_is_rebuilt(tmp_path: Path, damage: str) -> None:
+def test_a_partial_or_corrupted_entry_is_rebuilt(tmp_path: Path, damage: str, caplog) -> None:
     text = ["我的狗叫豆豆，它很可爱。", "I adopted a greyhound, Pepper."]
     expected = load_local(None, home=tmp_path).embed(text)
     entry = _entry(tmp_path)
@@ -77,7 +78,17 @@ def test_a_partial_or_corrupted_entry_is_rebuilt(tmp_path: Path, damage: str) ->
     else:
         data = json.loads(manifest.read_text())
         manifest.write_text(json.dumps({**data, "format": weights_cache.FORMAT - 1}))
-    rebuilt = load_local(None, home=tmp_path)
+    why = {
+        "truncated weights": "weights.f32 has 1000000 bytes",
+        "no manifest": "manifest.json is missing",
+        "garbled manifest": "manifest.json does not read",
+        "older format": f"format {weights_cache.FORMAT - 1}",
+    }[damage]
+    with caplog.at_level(logging.WARNING, logger=weights_cache.__name__):
+        rebuilt = load_local(None, home=tmp_path)
+    assert [
+        r.getMessage() for r in caplog.records if "is rebuilt" in r.getMessage() and why in r.getMessage()
+    ]
     assert np.allclose(rebuilt.embed(text), expected, atol=1e-6)
     assert json.loads(manifest.read_text())["format"] == weights_cache.FORMAT
     assert (entry / "weights.f32").stat().st_size == json.loads(manifest.read_text())["sizes"]["weights.f32"]
@@ -106,12 +117,33 @@ def test_a_crashed_unpack_leaves_only_a_temporary_directory_which_the_next_build
     assert [p.name for p in models.iterdir()] == [_entry(tmp_path).name]
 
 
-def test_a_home_that_cannot_be_written_gets_the_model_in_memory(tmp_path: Path) -> None:
+def test_a_home_that_cannot_be_written_gets_the_model_in_memory(tmp_path: Path, caplog) -> None:
     home = tmp_path / "a-file"
     home.write_text("not a directory")
-    embedder = load_local(None, home=home)
+    with caplog.at_level(logging.WARNING, logger=weights_cache.__name__):
+        embedder = load_local(None, home=home)
     assert embedder.entry.directory is None
     assert embedder.embed(["hello"]).shape == (1, 384)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "cannot be written" in said[0] and "held in memory" in said[0], said
+
+
+def test_an_entry_replaced_while_it_is_written_leaves_the_model_in_memory(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
+    install = weights_cache._install
+
+    def then_replaced(tmp: Path, final: Path, counts) -> None:  # another process's entry, another stamp
+        install(tmp, final, counts)
+        manifest = final / "manifest.json"
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "stamp": [["elsewhere", 1, 1]]}))
+
+    monkeypatch.setattr(weights_cache, "_install", then_replaced)
+    with caplog.at_level(logging.WARNING, logger=weights_cache.__name__):
+        embedder = load_local(None, home=tmp_path)
+    assert embedder.entry.directory is None and embedder.embed(["hello"]).shape == (1, 384)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "was replaced" in said[0] and "another copy of the model" in said[0], said
 
 
 # ---- the vectors: the fast pass against the plain per-text computation ----------------------
@@ -177,7 +209,7 @@ def test_the_fast_pass_gives_the_vectors_of_the_plain_computation(tmp_path: Path
     texts = _mixed_texts()
     assert len(texts) >= 240 and any("，" in t for t in texts)
     fast = embedder.embed(texts)  # bucketed, one thread per core
-    monkeypatch.setattr(local, "_threads", [1])
+    monkeypatch.setattr(local, "_threads", 1)
     some = texts[::4]
     assert np.allclose(embedder.embed(some[::-1])[::-1], fast[::4], atol=1e-6)  # one thread, other buckets
     import zipfile
