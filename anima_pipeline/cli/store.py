@@ -77,6 +77,7 @@ def import_(
     """Import conversation archives (JSONL, one message a line). All files in one transaction:
     a bad line aborts everything and names file and line. Re-importing changes nothing; a line
     that contradicts what is stored is a conflict (see --update)."""
+    from anima_pipeline.embed.provider import provider_name
     from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
     from anima_pipeline.store.events import Audit
     from anima_pipeline.store.planner_stats import keep_fresh
@@ -112,6 +113,13 @@ def import_(
             else ""
         )
     )
+    if stats.messages_added and limits.embedder.night_messages == 0 and provider_name(limits) != "none":
+        # a night embeds memories only (docs/benchmarks.md, "Encoder"): searching these messages
+        # by meaning (search_messages) waits for their vectors
+        console.print(
+            f"{stats.messages_added} new message(s) have no vectors yet: `anima embed --kind message` "
+            "makes them (searching messages by meaning needs them; nights embed memories only)"
+        )
 
 
 def _archive_lines(name: str) -> tuple[list[str], str]:

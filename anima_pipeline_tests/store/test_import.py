@@ -354,6 +354,31 @@ def test_cli_imports_several_files_in_one_call(run_cli, db: Database, tmp_path: 
     assert counts(db)["message"] == 7
 
 
+def test_cli_import_says_new_messages_wait_for_vectors(
+    run_cli, db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A night embeds memories only, so an import names the command that gives its messages
+    vectors; with no embedder there is nothing to say."""
+    path = write_jsonl(tmp_path / "a.jsonl", good_rows())
+    monkeypatch.setenv("ANIMA_EMBEDDER", "local")
+    get_settings.cache_clear()
+    first = run_cli("import", str(path))
+    assert first.exit_code == 0, first.output
+    assert "7 new message(s) have no vectors yet: `anima embed --kind message`" in " ".join(
+        first.stdout.split()
+    )
+    again = run_cli("import", str(path))  # nothing new: no line
+    assert "no vectors yet" not in again.stdout
+    monkeypatch.setenv("ANIMA_EMBEDDER", "none")
+    get_settings.cache_clear()
+    other = write_jsonl(
+        tmp_path / "b.jsonl", [{**r, "message_id": f"x{i}"} for i, r in enumerate(good_rows())]
+    )
+    lexical = run_cli("import", str(other))
+    assert lexical.exit_code == 0, lexical.output
+    assert "new message(s)" in lexical.stdout and "no vectors yet" not in lexical.stdout
+
+
 def test_cli_reads_standard_input(run_cli, db: Database) -> None:
     text = "\n".join(json.dumps(r) for r in good_rows()) + "\n"
     result = run_cli("import", "-", input=text)
