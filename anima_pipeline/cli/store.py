@@ -215,12 +215,6 @@ def identity_(
     )
 
 
-# what a reader of an empty identity block is told (the MCP self resource, `anima identity`)
-IDENTITY_UNSET = (
-    'the nights never write who the anima is: its owner sets it with `anima identity --anima A "I am …"`'
-)
-
-
 def _read_text(file: Path) -> str:
     if str(file) == "-":
         return sys.stdin.read()
