@@ -63,14 +63,13 @@ def round_plan(
     current: list[SemanticMemory],
     candidates: set[int],
     now: datetime,
-    merge_threshold: float,
     stale_pin_days: int,
     full_split: bool,
-    groups: list[MergeGroup] | None = None,
+    groups: list[MergeGroup],
 ) -> Generator[ToolCall, ToolResult, None]:
     """The tool calls of one deep-sleep round over the active memories: `candidates` are the
     pre-filter's ids (contradiction pairs, split candidates), `full_split` ignores them;
-    `groups`: round 3's merge groups when the pre-filter computed them already."""
+    `groups`: round 3's merge groups, as the pre-filter computed them (step.py's Prefilter)."""
     views = [memory_view(m) for m in current]
     if round_name == "contradiction":
         active = {m.id for m in current}
@@ -99,7 +98,7 @@ def round_plan(
                         },
                     )
     elif round_name == "merge":
-        for g in merge_candidates(current, merge_threshold) if groups is None else groups:
+        for g in groups:
             yield ToolCall(
                 name="merge_semantic_memories",
                 input={

@@ -228,7 +228,6 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
                     live if round_name == "contradiction" else [m for m in live if m.settled_at is None],
                     pre.ids,
                     night.end,
-                    cfg.merge_threshold,
                     cfg.stale_pin_days,
                     full_split,
                     pre.groups,
