@@ -63,16 +63,40 @@ def passes(conn, night: Night, memories: list[SemanticMemory], changed: set[int]
     return losers, pairs
 
 
-def measure(server: str, anima: str) -> dict[str, int]:
-    rows, days = dialogue_days(anima)
-    url = _fresh(server, f"deep_candidates_{anima.replace('-', '_')}")
+KEYS = ("nights", "changed", "whole", "shown", "contradictions", "found_c", "merges", "found_m")
+
+
+def count_night(totals: dict[str, int], changed: set, base: list, shown: list, whole, cand) -> None:
+    """Add one incremental night to `totals`: its sizes and how much of the whole pass's
+    (contradictions, merged pairs) `whole` the candidates' pass `cand` found."""
+    (whole_c, whole_m), (cand_c, cand_m) = whole, cand
+    night = {
+        "nights": 1,
+        "changed": len(changed),
+        "whole": len(base),
+        "shown": len(shown),
+        "contradictions": len(whole_c),
+        "found_c": len(whole_c & cand_c),
+        "merges": len(whole_m),
+        "found_m": len(whole_m & cand_m),
+    }
+    for key in KEYS:
+        totals[key] += night[key]
+
+
+def offline_store(server: str, name: str):
+    """A fresh database `name` on `server` with the offline engine's settings, opened."""
+    url = _fresh(server, name)
     settings = Settings(
         home=Path(tempfile.mkdtemp(prefix="deep-candidates-")), database_url=url, engine="offline"
     )
-    db = open_database(settings)
-    totals = dict.fromkeys(
-        ("nights", "changed", "whole", "shown", "contradictions", "found_c", "merges", "found_m"), 0
-    )
+    return settings, open_database(settings)
+
+
+def measure(server: str, anima: str) -> dict[str, int]:
+    rows, days = dialogue_days(anima)
+    settings, db = offline_store(server, f"deep_candidates_{anima.replace('-', '_')}")
+    totals = dict.fromkeys(KEYS, 0)
 
     def on_night(night: Night, _results: list[StepResult]) -> None:
         if night.mode != "incremental":
@@ -84,19 +108,14 @@ def measure(server: str, anima: str) -> dict[str, int]:
                 return  # rounds 1 and 3 are skipped either way
             keep = candidate_ids(conn, base, changed, night.deep.trgm_threshold)
             shown = [m for m in base if m.id in keep]
-            whole_c, whole_m = passes(conn, night, base, changed)
-            cand_c, cand_m = passes(conn, night, shown, changed)
-        for key, n in (
-            ("nights", 1),
-            ("changed", len(changed)),
-            ("whole", len(base)),
-            ("shown", len(shown)),
-            ("contradictions", len(whole_c)),
-            ("found_c", len(whole_c & cand_c)),
-            ("merges", len(whole_m)),
-            ("found_m", len(whole_m & cand_m)),
-        ):
-            totals[key] += n
+            count_night(
+                totals,
+                changed,
+                base,
+                shown,
+                passes(conn, night, base, changed),
+                passes(conn, night, shown, changed),
+            )
 
     try:
         import_rows(db, rows)
@@ -139,14 +158,8 @@ def measure_raw(server: str, anima: str) -> dict[str, int]:
     days = group_days(rows)[anima]
     speakers = sorted({r["speaker"] for r in rows if r.get("speaker")})
     rng = random.Random(7)
-    url = _fresh(server, f"deep_candidates_{anima.replace('-', '_')}_raw")
-    settings = Settings(
-        home=Path(tempfile.mkdtemp(prefix="deep-candidates-")), database_url=url, engine="offline"
-    )
-    db = open_database(settings)
-    totals = dict.fromkeys(
-        ("nights", "changed", "whole", "shown", "contradictions", "found_c", "merges", "found_m"), 0
-    )
+    settings, db = offline_store(server, f"deep_candidates_{anima.replace('-', '_')}_raw")
+    totals = dict.fromkeys(KEYS, 0)
     retired: set[int] = set()
     try:
         for day, utterances in sorted(days.items()):
@@ -185,17 +198,7 @@ def measure_raw(server: str, anima: str) -> dict[str, int]:
                 shown = [m for m in base if m.id in keep]
                 cand_c, cand_m = passes(conn, night, shown, changed)
                 retired |= cand_c | {i for p in cand_m for i in sorted(p)[1:]}
-            for key, n in (
-                ("nights", 1),
-                ("changed", len(changed)),
-                ("whole", len(base)),
-                ("shown", len(shown)),
-                ("contradictions", len(whole_c)),
-                ("found_c", len(whole_c & cand_c)),
-                ("merges", len(whole_m)),
-                ("found_m", len(whole_m & cand_m)),
-            ):
-                totals[key] += n
+            count_night(totals, changed, base, shown, (whole_c, whole_m), (cand_c, cand_m))
     finally:
         db.close()
     return totals
