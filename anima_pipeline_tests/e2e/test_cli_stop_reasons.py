@@ -5,7 +5,7 @@ cacheable prefix, the prompt cache of the day's transcript across tool turns).""
 from __future__ import annotations
 
 import subprocess
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from anima_pipeline.defs.night.checks import CheckScope, model_declined
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
+from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline_tests.conftest import cli_env, run_cli
 from testkit.fake_messages_api import (
     FakeMessagesAPI,
@@ -332,3 +333,55 @@ def test_a_declined_night_does_not_hold_the_next_day(db_url: str, env: dict[str,
         "SELECT day::text, status FROM sleep_state WHERE anima_id = 'aria' AND step = 'night' ORDER BY day",
     )
     assert nights == [(DAY, "done"), (following, "done")]
+
+
+def test_a_declined_incremental_night_with_candidate_rounds_does_not_hold_the_next_day(
+    db_url: str, env: dict[str, str]
+) -> None:
+    """The same on incremental nights (Tuesday, Wednesday) whose rounds 1 and 3 have candidates
+    (a memory written that day, night/steps/deep/candidates.py): they ask the model over the
+    candidates alone, it answers text only, and both nights are done."""
+    following = date.fromisoformat(DAY) + timedelta(days=1)
+    db = Database(db_url, max_size=2)
+    try:
+        with db.transaction() as conn:
+            older = Audit(conn=conn, anima_id="aria", run_id="plant", step=SEMANTIC, day=date(2026, 11, 10))
+            MemoryRepo(conn, older).create(
+                "aria", {"type": "world", "content": "Aria's cat is called Mochi."}
+            )
+            for day, content in (
+                (date.fromisoformat(DAY), FACT["content"]),
+                (following, "Lin Wei plays go."),
+            ):
+                audit = Audit(conn=conn, anima_id="aria", run_id="plant", step=SEMANTIC, day=day)
+                MemoryRepo(conn, audit).create("aria", {"type": "world", "content": content})
+    finally:
+        db.close()
+    with FakeMessagesAPI([], min_cache_tokens=None) as fake:  # text only, every turn, both days
+        first = sleep(env, fake)
+        second = run_cli(
+            ["sleep", "--day", following.isoformat(), "--anima", "aria"],
+            {**env, "ANTHROPIC_BASE_URL": fake.url},
+            timeout=300,
+        )
+        bodies = fake.messages
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert second.returncode == 0, second.stdout + second.stderr
+    rounds = [
+        b
+        for b in bodies
+        if any(f"this is round {n}:" in b["messages"][0]["content"][-1]["text"] for n in (1, 3))
+    ]
+    assert len(rounds) == 4  # rounds 1 and 3, each night, asked the model
+    for body in rounds:
+        assert "changed active memories and their neighbours" in body["messages"][0]["content"][0]["text"]
+        assert "Mochi" not in body["messages"][0]["content"][0]["text"]  # no neighbour of what changed
+    for step in ("semantic_memory/deconflicted", "semantic_memory/merged"):
+        status, _, stats = state(db_url, step)
+        # what changed and its neighbour (Lin Wei's other memory), not the whole store of three
+        assert status == "done" and stats["skipped_rounds"] == 0 and stats["message1_memories"] == 2, stats
+    nights = rows(
+        db_url,
+        "SELECT day::text, status FROM sleep_state WHERE anima_id = 'aria' AND step = 'night' ORDER BY day",
+    )
+    assert nights == [(DAY, "done"), (following.isoformat(), "done")]
