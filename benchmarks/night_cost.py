@@ -64,10 +64,22 @@ def one_night(
     _clear(db)
     seed(db, memories)
     estimate = estimate_night(db, settings, DAY, "full")
+    measured, _ = fake_night(
+        db, settings, DAY, responder(False), mode="full", force=True, turnaround_s=turnaround_s
+    )
+    estimated = {s.step: s.usage for s in estimate.steps}
+    return measured, sum(estimated.values(), Usage()), estimated
+
+
+def fake_night(
+    db: Database, settings: Settings, day, answer, *, turnaround_s: float = 0.0, **run
+) -> tuple[dict[str, Usage], int]:
+    """The night of `day` on the Claude path (the real engine and SDK) against the fake Messages
+    API answering with `answer`, in settings.llm.mode (a batch ages the fake's cache by
+    `turnaround_s`); `run`: run_days' own options. (usage per step that called the model,
+    requests sent to /v1/messages)."""
     collector = BatchCollector(window_s=0.05, poll_s=0.01) if settings.llm.mode == "batch" else None
-    with FakeMessagesAPI(
-        min_cache_tokens=None, responder=responder(False), batch_turnaround_s=turnaround_s
-    ) as fake:
+    with FakeMessagesAPI(min_cache_tokens=None, responder=answer, batch_turnaround_s=turnaround_s) as fake:
         engine = AnthropicEngine(
             settings.model,
             SecretStr(KEY),
@@ -78,45 +90,55 @@ def one_night(
             collector=collector,
         )
         try:
-            results = run_days(db, settings, [DAY], mode="full", force=True, engine=engine)
+            results = run_days(db, settings, [day], engine=engine, **run)
         finally:
             engine.close()
+        requests = len(fake.messages)
     measured: dict[str, Usage] = {}
     for r in results:
         if r.usage.calls:
             measured[r.step] = measured.get(r.step, Usage()) + r.usage
-    estimated = {s.step: s.usage for s in estimate.steps}
-    return measured, sum(estimated.values(), Usage()), estimated
+    return measured, requests
 
 
-def report(settings: Settings, memories: int, mode: str, measured, estimated) -> tuple[float, float]:
-    """Per step: the measured night, the same with real output (core/steps.py's STEP_OUTPUT,
-    what the estimate counts) and the estimate; returns (measured, estimate) of the night."""
-    batch = mode == "batch"
-    print(f"\n== {memories} memories, {mode} (main {settings.model}, small {settings.small_model_for()})")
+def step_table(settings: Settings, title: str, measured, estimated) -> tuple[Usage, float, Usage, dict]:
+    """Prints, per step: the measured night, the same with real output (core/steps.py's
+    STEP_OUTPUT, what the estimate counts) and the estimate, then the night's line; returns
+    (measured, $ with real output, estimate, measured $ per model) of the night."""
+    batch = settings.llm.mode == "batch"
+    print(f"\n== {title} (main {settings.model}, small {settings.small_model_for()})")
     head = f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
     print(f"{head} {'$ measured':>11} {'$ real out':>11} {'$ estimate':>11}")
-    real = 0.0
+    real, by_model = 0.0, {}
     for step in STEP_ORDER:
         u, e = measured.get(step), estimated.get(step)
         if u is None and e is None:
             continue
         u = u or Usage()
         r = realistic(settings, step, u, batch) if u.calls else 0.0
+        model = settings.step_model(step)
+        by_model[model] = by_model.get(model, 0.0) + u.cost_usd
         real += r
         print(
-            f"{step:34} {settings.step_model(step):18} {u.calls:5d} {u.input_tokens:7d} "
+            f"{step:34} {model:18} {u.calls:5d} {u.input_tokens:7d} "
             f"{u.cache_write_tokens:8d} {u.cache_read_tokens:8d} {u.output_tokens:6d} "
             f"{u.cost_usd:11.5f} {r:11.5f} {(e.cost_usd if e else 0):11.5f}"
         )
     total = sum(measured.values(), Usage())
     est = sum(estimated.values(), Usage())
-    off = (est.cost_usd - real) / real if real else 0.0
     print(
         f"{'the night':53} {total.calls:5d} {total.input_tokens:7d} {total.cache_write_tokens:8d} "
         f"{total.cache_read_tokens:8d} {total.output_tokens:6d} {total.cost_usd:11.5f} {real:11.5f} "
         f"{est.cost_usd:11.5f}"
     )
+    return total, real, est, by_model
+
+
+def report(settings: Settings, memories: int, mode: str, measured, estimated) -> tuple[float, float]:
+    """The night's step table and its line against the target; returns (measured, estimate)
+    of the night."""
+    total, real, est, _ = step_table(settings, f"{memories} memories, {mode}", measured, estimated)
+    off = (est.cost_usd - real) / real if real else 0.0
     target = TARGETS[mode]
     verdict = "met" if total.cost_usd <= target else "NOT met"
     note = f" (target <= ${target:.2f} at 400 memories: {verdict})" if memories == 400 else ""
@@ -154,12 +176,10 @@ def dialogue_days(anima: str) -> tuple[list[dict], list]:
 def day_responder(facts: list[dict]):
     """A scripted model: light sleep's stage 1 records `facts` in its first turn (one tool call
     each, as a model answers); every other step answers as the fake's autopilot does."""
-    from testkit.fake_messages_api import reply, sleep_autopilot, tool_use
+    from testkit.fake_messages_api import is_stage_one, reply, sleep_autopilot, tool_use
 
     def answer(body: dict) -> dict | None:
-        tools = {t["name"] for t in body.get("tools") or []}
-        task = body["messages"][0]["content"][-1]["text"]
-        if "create_semantic_memory" in tools and "Record the durable facts" in task:
+        if is_stage_one(body):
             if len(body["messages"]) == 1 and facts:
                 return reply(*(tool_use("create_semantic_memory", f) for f in facts))
             return None
@@ -228,57 +248,13 @@ def dialogue(args) -> None:
         db = open_database(settings)
         try:
             estimate = estimate_night(db, settings, last, scheduled_mode(last))
-            collector = BatchCollector(window_s=0.05, poll_s=0.01) if mode == "batch" else None
-            with FakeMessagesAPI(min_cache_tokens=None, responder=day_responder(facts)) as fake:
-                engine = AnthropicEngine(
-                    settings.model,
-                    SecretStr(KEY),
-                    base_url=fake.url,
-                    budget=Budget(),
-                    settings=settings,
-                    timeout=30,
-                    collector=collector,
-                )
-                try:
-                    results = run_days(db, settings, [last], engine=engine, run_id=f"bench-{mode}")
-                finally:
-                    engine.close()
-                requests = len(fake.messages) if mode == "sync" else None
+            measured, requests = fake_night(db, settings, last, day_responder(facts), run_id=f"bench-{mode}")
         finally:
             db.close()
-        measured: dict[str, Usage] = {}
-        for r in results:
-            if r.usage.calls:
-                measured[r.step] = measured.get(r.step, Usage()) + r.usage
         est = {s.step: s.usage for s in estimate.steps}
-        print(f"\n== {mode} (main {settings.model}, small {settings.small_model_for()})")
-        head = (
-            f"{'step':34} {'model':18} {'calls':>5} {'input':>7} {'c-write':>8} {'c-read':>8} {'output':>6}"
-        )
-        print(f"{head} {'$ measured':>11} {'$ real out':>11} {'$ estimate':>11}")
-        tot, real, by_model = Usage(), 0.0, {}
-        for step in STEP_ORDER:
-            u, e = measured.get(step), est.get(step)
-            if u is None and e is None:
-                continue
-            u = u or Usage()
-            r = realistic(settings, step, u, mode == "batch") if u.calls else 0.0
-            model = settings.step_model(step)
-            by_model[model] = by_model.get(model, 0.0) + u.cost_usd
-            tot, real = tot + u, real + r
-            print(
-                f"{step:34} {model:18} {u.calls:5d} {u.input_tokens:7d} {u.cache_write_tokens:8d} "
-                f"{u.cache_read_tokens:8d} {u.output_tokens:6d} {u.cost_usd:11.5f} {r:11.5f} "
-                f"{(e.cost_usd if e else 0):11.5f}"
-            )
-        e_tot = sum(est.values(), Usage())
-        print(
-            f"{'the night':53} {tot.calls:5d} {tot.input_tokens:7d} {tot.cache_write_tokens:8d} "
-            f"{tot.cache_read_tokens:8d} {tot.output_tokens:6d} {tot.cost_usd:11.5f} {real:11.5f} "
-            f"{e_tot.cost_usd:11.5f}"
-        )
+        tot, real, e_tot, by_model = step_table(settings, mode, measured, est)
         print("per model: " + ", ".join(f"{m} ${c:.4f}" for m, c in by_model.items()))
-        if requests is not None:
+        if mode == "sync":
             print(f"requests sent: {requests}")
         totals[mode] = (tot.cost_usd, real, e_tot.cost_usd)
     print("\nmode   measured $  with real output $  estimate $  target (real output)")
