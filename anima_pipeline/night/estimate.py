@@ -181,7 +181,7 @@ def conversations(
             members = deep_members[step]
             rounds = tuple(name for key, name in ROUNDS if key in members)
             after = StepKey.DREAM in members or StepKey.SELF_REFRESHED in members
-            candidates = night.mode == "incremental" and step in prefix.CANDIDATE_ROUNDS
+            candidates = prefix.sees_candidates(step, night.mode)
             framing = _framing_chars(deep_system(rounds, after, candidates), night)
             head = (
                 _tools_chars(prefix.tools_of(members, prefix.DEEP_FAMILY_TOOLS))

@@ -157,6 +157,12 @@ DEEP_FAMILY: tuple[str, ...] = (*DEEP_SLEEP, StepKey.DREAM, StepKey.SELF_REFRESH
 CANDIDATE_ROUNDS: tuple[str, ...] = (StepKey.DECONFLICTED, StepKey.MERGED)
 
 
+def sees_candidates(step: str, mode: str) -> bool:
+    """Whether `step` sees only the candidates tonight (an incremental night's rounds 1 and 3):
+    its message 1, its framing, and its skip when nothing changed that day (deep/step.py)."""
+    return mode == "incremental" and step in CANDIDATE_ROUNDS
+
+
 def deep_family(step: str, mode: str) -> tuple[str, ...]:
     """The members of the store family `step` belongs to on a night of `mode`: on an
     incremental night the candidate rounds are a family of their own (another message 1)."""
@@ -253,7 +259,7 @@ def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Pre
     system = identity_context(
         conn, anima_id, memories=base, blocks=self_blocks_snapshot(conn, anima_id, night)
     )
-    candidates = night.mode == "incremental" and step in CANDIDATE_ROUNDS
+    candidates = sees_candidates(step, night.mode)
     shown = base
     if candidates:
         keep = deep_candidates(conn, anima_id, night, base)

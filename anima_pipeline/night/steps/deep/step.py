@@ -30,7 +30,7 @@ from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.night import guards
 from anima_pipeline.night.frame import Night, StepOutcome, StepResult, run_step
-from anima_pipeline.night.prefix import changed_today, deep_prefix, deep_request, deep_writes
+from anima_pipeline.night.prefix import changed_today, deep_prefix, deep_request, deep_writes, sees_candidates
 from anima_pipeline.night.steps.declaration import StepDef
 from anima_pipeline.night.steps.deep.candidates import similar_pairs
 from anima_pipeline.night.steps.deep.merges import MergeGroup
@@ -151,7 +151,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             "active_count": len(current),
             "skipped_rounds": 0,
         }
-        if night.mode == "incremental" and round_name in ("contradiction", "merge") and not changed:
+        if sees_candidates(step, night.mode) and not changed:
             earlier = [e for e in deep_writes(conn, anima_id, night) if e["step"] != step]
             stats["earlier_changes"] = len(earlier)
             stats["skipped_rounds"] = 1
