@@ -42,11 +42,15 @@ class _Known:
         self.key = self.key or normalize_key(self.content)
 
 
-def _prefix(tokens: frozenset[str], rarity: Counter[str]) -> list[str]:
-    """The rarest `len - ceil(NEAR_SHARE * len) + 1` tokens: two sets sharing at least
-    NEAR_SHARE of the smaller share one of these (module `dedup_against`)."""
-    ordered = sorted(tokens, key=lambda t: (rarity[t], t))
-    return ordered[: len(ordered) - math.ceil(NEAR_SHARE * len(ordered)) + 1]
+def _ordered(tokens: frozenset[str], rarity: Counter[str]) -> list[str]:
+    """The tokens rarest first: the one order of every set (module `dedup_against`)."""
+    return sorted(tokens, key=lambda t: (rarity[t], t))
+
+
+def _reach(size: int, smaller: int) -> int:
+    """How many of a set's rarest tokens must hold a token it shares with a set of `smaller`
+    tokens (no larger) for the two to share NEAR_SHARE of that one."""
+    return size - math.ceil(NEAR_SHARE * smaller) + 1
 
 
 def _relation(key: str, tokens: frozenset[str], known: _Known) -> tuple[int, str]:
@@ -82,8 +86,10 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     # as a full scan would. They are found by prefix filtering: with every token set in one
     # order (rarest first), two sets sharing `a` tokens share one among the first `len - a + 1`
     # of each. `prefixed` indexes each entry by its own prefix (finds the entries no larger
-    # than the candidate, probed with all its tokens), `by_token` by every token (finds the
-    # larger ones, probed with the candidate's prefix). Indexing every token alone made common
+    # than the candidate, probed with all its tokens), `by_token` by every token with its
+    # position in that order (finds the larger ones, probed with the candidate's prefix: a
+    # larger entry's shared token must also lie within its first `len - a + 1`, which leaves
+    # out most entries that only share a common word). Indexing every token alone made common
     # words ("march", a name said every day) relate most entries to most others: the flush of
     # a 2,000-turn session compared 2.4 million pairs (docs/benchmarks.md).
     rarity = Counter(
@@ -92,15 +98,17 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
         for t in tokens
     )
     by_key: dict[str, list[int]] = {}
-    by_token: dict[str, list[int]] = {}
+    # token -> how many of the entry's tokens, rarest first, start at it -> entries
+    by_token: dict[str, dict[int, list[int]]] = {}
     prefixed: dict[str, list[int]] = {}
 
     def index(i: int) -> None:
         entry = known[i]
         by_key.setdefault(entry.key, []).append(i)
-        for t in entry.tokens:
-            by_token.setdefault(t, []).append(i)
-        for t in _prefix(entry.tokens, rarity):
+        ordered, size = _ordered(entry.tokens, rarity), len(entry.tokens)
+        for position, t in enumerate(ordered):
+            by_token.setdefault(t, {}).setdefault(size - position, []).append(i)
+        for t in ordered[: _reach(size, size)]:
             prefixed.setdefault(t, []).append(i)
 
     for mid, content in existing:
@@ -109,13 +117,16 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     decisions: list[Decision] = []
     for cand in candidates:
         tokens = _key_tokens(cand.key)  # the candidate's key is normalize_key(content) (light/facts.py)
+        size = len(tokens)
         related = set(by_key.get(cand.key, ()))
         for t in tokens:
             related.update(prefixed.get(t, ()))
-        for t in _prefix(tokens, rarity):
-            related.update(by_token.get(t, ()))
+        least = math.ceil(NEAR_SHARE * size)  # position < _reach(entry size, size)
+        for t in _ordered(tokens, rarity)[: _reach(size, size)]:
+            for remaining, entries in by_token.get(t, {}).items():
+                if remaining >= least:
+                    related.update(entries)
         best, rank, kind = None, 0, ""
-        size = len(tokens)
         for i in sorted(related):
             entry = known[i]
             # Every relation but a twin by key needs 3/4 of the smaller token set shared
