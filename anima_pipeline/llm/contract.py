@@ -77,8 +77,30 @@ class ToolResult(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class ToolBatch(BaseModel):
+    """Calls that do not read each other's results, in order: a runner may apply them together
+    (one round trip for a run of creations, `ToolExecutor.call_many`) with the same outcome,
+    call by call, as applying them one at a time."""
+
+    calls: list[ToolCall]
+
+
 class ToolRunner(Protocol):
     def call(self, name: str, input: dict[str, Any]) -> ToolResult: ...
+
+
+@runtime_checkable
+class BatchRunner(Protocol):
+    """A runner that applies a `ToolBatch` at once."""
+
+    def call_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]: ...
+
+
+def call_all(runner: ToolRunner, calls: Sequence[ToolCall]) -> list[ToolResult]:
+    """Each call's result, in order: together where the runner can, else one at a time."""
+    if isinstance(runner, BatchRunner):
+        return runner.call_many(calls)
+    return [runner.call(c.name, c.input) for c in calls]
 
 
 @runtime_checkable
@@ -90,8 +112,9 @@ class DeclineRecorder(Protocol):
 
 
 # An offline plan is a generator: it yields tool calls and receives each call's result,
-# so a later call can use an id created by an earlier one.
-OfflinePlan = Callable[[], Generator[ToolCall, ToolResult, None]]
+# so a later call can use an id created by an earlier one; or it yields a `ToolBatch` of
+# calls that need no result of each other and receives their results, a list in order.
+OfflinePlan = Callable[[], Generator[ToolCall | ToolBatch, Any, None]]
 
 
 class Usage(BaseModel):

@@ -3,7 +3,8 @@
 This is an honest heuristic baseline (each step's plan lives in its folder under
 night/steps/), not a simulation of an LLM: it makes exactly the calls the step's
 `offline_plan` yields, feeding each result back so a later call can use an id created by an
-earlier one. It is deterministic, needs no network or key, and costs nothing, which makes it
+earlier one (or a batch of calls that need no result of each other, which the runner may
+apply together). It is deterministic, needs no network or key, and costs nothing, which makes it
 the default engine and the reference the LLM engine is compared against. Calls still go
 through the same `ToolRunner`, so validation and audit apply.
 """
@@ -17,7 +18,16 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo
 
-from anima_pipeline.llm.contract import OfflinePlan, StepRequest, TextBlock, TokenCounter, ToolRunner, Usage
+from anima_pipeline.llm.contract import (
+    OfflinePlan,
+    StepRequest,
+    TextBlock,
+    TokenCounter,
+    ToolBatch,
+    ToolRunner,
+    Usage,
+    call_all,
+)
 from anima_pipeline.llm.failures import EngineConfigError
 from anima_pipeline.llm.offline_summary import ExtractiveSummarizer
 
@@ -48,8 +58,10 @@ class OfflineEngine:
         try:
             call = next(gen)
             while True:
-                result = runner.call(call.name, call.input)
-                call = gen.send(result)
+                if isinstance(call, ToolBatch):
+                    call = gen.send(call_all(runner, call.calls))
+                else:
+                    call = gen.send(runner.call(call.name, call.input))
         except StopIteration:
             pass
         finally:

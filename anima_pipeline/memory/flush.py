@@ -18,7 +18,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.steps import StepKey
-from anima_pipeline.llm.contract import Engine, ToolResult
+from anima_pipeline.llm.contract import Engine, ToolCall, ToolResult
 from anima_pipeline.night.steps.light.day_input import render_day, render_memories, strip_tool_blocks
 from anima_pipeline.night.steps.light.plan import semantic_plan
 from anima_pipeline.night.steps.light.request import run_stage
@@ -44,7 +44,13 @@ class _Written:
         self.executor, self.ids = executor, []  # type: ignore[var-annotated]
 
     def call(self, name: str, input: dict[str, Any]) -> ToolResult:
-        result = self.executor.call(name, input)
+        return self._noted(name, self.executor.call(name, input))
+
+    def call_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        results = self.executor.call_many(calls)
+        return [self._noted(c.name, r) for c, r in zip(calls, results, strict=True)]
+
+    def _noted(self, name: str, result: ToolResult) -> ToolResult:
         ref = result.data.get("id")
         if (
             not result.is_error

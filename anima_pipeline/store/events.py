@@ -6,6 +6,7 @@ skip the log. It is also what `anima revert --run` would replay backwards.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -38,6 +39,10 @@ class ToolTally:
     retryable: bool = False  # one of them was the store failing, which a re-run may not meet
 
 
+_RECORD = """INSERT INTO memory_event (anima_id, table_name, memory_id, op, before, after, run_id, day, step)
+   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"""
+
+
 class Audit(BaseModel):
     """Who is writing: the run, the partition day and the step. One per step execution."""
 
@@ -61,20 +66,24 @@ class Audit(BaseModel):
     tools: ToolTally = Field(default_factory=ToolTally)
 
     def record(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> None:
-        self.conn.execute(
-            """INSERT INTO memory_event (anima_id, table_name, memory_id, op, before, after, run_id, day, step)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            (
-                self.anima_id,
-                table,
-                None if memory_id is None else str(memory_id),
-                op,
-                None if before is None else Jsonb(_jsonable(before)),
-                None if after is None else Jsonb(_jsonable(after)),
-                self.run_id,
-                self.day,
-                self.step,
-            ),
+        self.conn.execute(_RECORD, self._event(table, memory_id, op, before, after))
+
+    def record_many(self, table: str, events: Sequence[tuple[Any, str, dict | None, dict | None]]) -> None:
+        """`record` of each (memory_id, op, before, after), in order, pipelined."""
+        with self.conn.cursor() as cur:
+            cur.executemany(_RECORD, [self._event(table, *e) for e in events])
+
+    def _event(self, table: str, memory_id: Any, op: str, before: dict | None, after: dict | None) -> tuple:
+        return (
+            self.anima_id,
+            table,
+            None if memory_id is None else str(memory_id),
+            op,
+            None if before is None else Jsonb(_jsonable(before)),
+            None if after is None else Jsonb(_jsonable(after)),
+            self.run_id,
+            self.day,
+            self.step,
         )
 
     def for_anima(self, anima_id: str) -> Audit:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -118,6 +118,29 @@ class MemoryRepo:
         mem = SemanticMemory.model_validate(row)
         self._audit().record("semantic_memory", mem.id, "create", None, mem.model_dump())
         return mem
+
+    def create_many(self, anima_id: str, rows: Sequence[dict[str, Any]]) -> list[SemanticMemory]:
+        """`create` of each row, in order, with the same statement and audit: pipelined, so a
+        run of creations costs a few round trips rather than two each (rows share their keys)."""
+        if not rows:
+            return []
+        keys = list(rows[0])
+        if any(list(r) != keys for r in rows):
+            raise InternalError("create_many: every row must name the same columns, in the same order")
+        cols = ["anima_id", *keys]
+        sql = (
+            f"INSERT INTO semantic_memory ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))}) "
+            f"RETURNING {_COLUMNS}"
+        )
+        mems = []
+        with self.conn.cursor() as cur:
+            cur.executemany(sql, [[anima_id, *r.values()] for r in rows], returning=True)
+            while True:
+                mems.append(SemanticMemory.model_validate(cur.fetchone()))
+                if not cur.nextset():
+                    break
+        self._audit().record_many("semantic_memory", [(m.id, "create", None, m.model_dump()) for m in mems])
+        return mems
 
     def update(
         self, memory_id: int, changes: dict[str, Any], op: str = "update", now: datetime | None = None

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from anima_pipeline.core.citations import inert
 from anima_pipeline.core.errors import AnimaError
-from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolResult
+from anima_pipeline.llm.contract import OfflinePlan, StepRequest, ToolCall, ToolResult
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.store import proposals as review
 from anima_pipeline.store.db import Connection, db_now
@@ -101,19 +101,76 @@ class ToolExecutor:
 
     # the ToolRunner protocol
     def call(self, name: str, input: dict[str, Any]) -> ToolResult:
-        self.stats["calls"] += 1
-        self.audit.tools.calls += 1
+        self._counted()
         try:
             result = self._call(name, input)
         except ToolError as exc:
-            self.stats["errors"] += 1
-            self.audit.tools.refused.append(str(exc))
-            self.audit.tools.retryable |= exc.retryable
-            result = ToolResult(content=str(exc), is_error=True)
+            result = self._refused(exc)
+        return self._noted(name, input, result)
+
+    def _counted(self) -> None:
+        self.stats["calls"] += 1
+        self.audit.tools.calls += 1
+
+    def _refused(self, exc: ToolError) -> ToolResult:
+        self.stats["errors"] += 1
+        self.audit.tools.refused.append(str(exc))
+        self.audit.tools.retryable |= exc.retryable
+        return ToolResult(content=str(exc), is_error=True)
+
+    def _noted(self, name: str, input: dict[str, Any], result: ToolResult) -> ToolResult:
         self.log.append({"tool": name, "input": input, "is_error": result.is_error, "result": result.content})
         return result
 
-    def _call(self, name: str, input: dict[str, Any]) -> ToolResult:
+    # the BatchRunner protocol
+    def call_many(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        """Each call's result, as `call` one at a time would give it; a run of creations is
+        written together (`MemoryRepo.create_many`: one savepoint, pipelined)."""
+        results: list[ToolResult] = []
+        start = 0
+        while start < len(calls):
+            end = start
+            while end < len(calls) and calls[end].name == "create_semantic_memory":
+                end += 1
+            if end - start > 1:
+                results += self._create_run(calls[start:end])
+                start = end
+            else:
+                results.append(self.call(calls[start].name, calls[start].input))
+                start += 1
+        return results
+
+    def _create_run(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        checked: list[ToolError | dict[str, Any]] = []
+        for c in calls:
+            try:
+                checked.append(self._create_values(self._checked(c.name, c.input)))
+            except ToolError as exc:
+                checked.append(exc)
+        try:
+            with self.conn.transaction():
+                made = iter(
+                    self.memories.create_many(
+                        self.scope.anima_id, [v for v in checked if isinstance(v, dict)]
+                    )
+                )
+        except psycopg.Error:
+            # the store refused one of them: one at a time, each savepoint names and undoes it alone
+            return [self.call(c.name, c.input) for c in calls]
+        results = []
+        for c, v in zip(calls, checked, strict=True):
+            self._counted()
+            results.append(
+                self._noted(
+                    c.name,
+                    c.input,
+                    self._refused(v) if isinstance(v, ToolError) else self._created(next(made)),
+                )
+            )
+        return results
+
+    def _checked(self, name: str, input: dict[str, Any]) -> Any:
+        """The call's validated arguments, or the ToolError that refuses it before any write."""
         if name not in s.TOOLS:
             raise ToolError(f"unknown tool {name!r}; this step may use: {', '.join(self.scope.tools)}")
         if name not in self.scope.tools:
@@ -123,9 +180,12 @@ class ToolExecutor:
         if not isinstance(input, dict):
             raise ToolError(f"{name}: the input must be a JSON object")
         try:  # content is data: no text a tool writes may carry a citation marker
-            args = s.TOOLS[name].model_validate(_inert(input))
+            return s.TOOLS[name].model_validate(_inert(input))
         except ValidationError as exc:
             raise ToolError(_validation_message(name, exc)) from None
+
+    def _call(self, name: str, input: dict[str, Any]) -> ToolResult:
+        args = self._checked(name, input)
         try:
             with self.conn.transaction():
                 if self.audit.review and name in REVIEWED_TOOLS:
@@ -219,6 +279,15 @@ class ToolExecutor:
 
     # semantic memory
     def _create(self, a: s.CreateSemanticMemory) -> ToolResult:
+        return self._created(self.memories.create(self.scope.anima_id, self._create_values(a)))
+
+    def _created(self, mem: SemanticMemory) -> ToolResult:
+        self.created_ids.append(mem.id)
+        self.stats["created"] += 1
+        return ToolResult(content=f"created {mem.ref}", data={"id": mem.ref})
+
+    def _create_values(self, a: s.CreateSemanticMemory) -> dict[str, Any]:
+        """The new memory's columns, or the ToolError that refuses it (no database)."""
         if a.source_sessions is not None:
             sources = self._check_sources(a.source_sessions)
         elif len(self.scope.default_sources) > 1:
@@ -230,21 +299,15 @@ class ToolExecutor:
             )
         else:
             sources = list(self.scope.default_sources)
-        mem = self.memories.create(
-            self.scope.anima_id,
-            {
-                "type": a.type,
-                "content": self._content(a.content),
-                "confidence": a.confidence,
-                "source_sessions": sources,
-                "observed_at": a.observed_at or self.scope.default_observed_at,
-                "valid_from": a.valid_from,
-                "valid_until": a.valid_until,
-            },
-        )
-        self.created_ids.append(mem.id)
-        self.stats["created"] += 1
-        return ToolResult(content=f"created {mem.ref}", data={"id": mem.ref})
+        return {
+            "type": a.type,
+            "content": self._content(a.content),
+            "confidence": a.confidence,
+            "source_sessions": sources,
+            "observed_at": a.observed_at or self.scope.default_observed_at,
+            "valid_from": a.valid_from,
+            "valid_until": a.valid_until,
+        }
 
     def _update(self, a: s.UpdateSemanticMemory) -> ToolResult:
         mem = self._changeable(a.id)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from anima_pipeline.core.types import MEMORY_TYPES
+from anima_pipeline.llm.contract import ToolCall
 from anima_pipeline.llm.offline import OfflineEngine
 from anima_pipeline.night.frame import Night, StepFailed, StepOutcome, run_step
 from anima_pipeline.store import sleep_state
@@ -1001,6 +1002,77 @@ def test_a_refusal_by_the_database_undoes_only_that_call(db: Database):
     with db.transaction() as conn:
         assert [e["op"] for e in _events(conn)] == ["create", "create"]
         assert _count(conn, "semantic_memory") == 2
+
+
+def _batch_outcome(conn: Connection, calls: list[ToolCall], together: bool) -> tuple:
+    """What a step sees and what it leaves, refs numbered in order of creation."""
+    ex = _executor(conn, tools=("create_semantic_memory", "update_semantic_memory"), conversation_ids=TODAY)
+    results = ex.call_many(calls) if together else [ex.call(c.name, c.input) for c in calls]
+    numbered = {ref: f"#{k}" for k, ref in enumerate(f"f-{i}" for i in ex.created_ids)}
+
+    def plain(text: str) -> str:
+        return re.sub(r"f-\d+", lambda m: numbered.get(m.group(), m.group()), text)
+
+    rows = [
+        (m.content, m.source_sessions, m.confidence, m.observed_at)
+        for m in MemoryRepo(conn).get_many(ex.created_ids)
+    ]
+    events = [(e["op"], e["after"]["content"]) for e in _events(conn)]
+    return (
+        [(plain(r.content), r.is_error, plain(str(r.data))) for r in results],
+        dict(ex.stats),
+        [(e["tool"], e["is_error"], plain(e["result"])) for e in ex.log],
+        (ex.audit.tools.calls, ex.audit.tools.refused, ex.audit.tools.retryable),
+        rows,
+        events,
+    )
+
+
+def test_a_batch_of_creations_ends_as_one_call_at_a_time_would(db: Database):
+    """`call_many` writes a run of creations together; what each call gets back, the stats,
+    the log, the refusals and the rows and events left are those of calling them one by one,
+    with refusals before the write (schema, sources), by the store (NUL) and another tool
+    (an update, which ends the run) among them."""
+    seeded = {}
+    with db.transaction() as conn:
+        seeded["id"] = _seed(conn).ref
+    calls = [
+        ToolCall(name="create_semantic_memory", input={"type": "world", "content": f"Mia keeps {n} hives."})
+        for n in range(5)
+    ]
+    calls[1] = ToolCall(name="create_semantic_memory", input={"type": "nonsense", "content": "x"})
+    calls[3] = ToolCall(
+        name="create_semantic_memory",
+        input={"type": "world", "content": "Bo rows.", "source_sessions": ["elsewhere"]},
+    )
+    calls += [
+        ToolCall(name="update_semantic_memory", input={"id": seeded["id"], "confidence": 0.5}),
+        ToolCall(
+            name="create_semantic_memory",
+            input={"type": "world", "content": "Bo sails.", "source_sessions": [TODAY[1]]},
+        ),
+        ToolCall(name="create_semantic_memory", input={"type": "world", "content": "Mia\x00 bakes."}),
+        ToolCall(
+            name="create_semantic_memory",
+            input={"type": "preference", "content": "Bo likes rowing.", "confidence": 0.6},
+        ),
+    ]
+    outcomes = []
+    for together in (False, True):
+        with db.transaction() as conn, conn.transaction(force_rollback=True):
+            outcomes.append(_batch_outcome(conn, calls, together))
+    one_by_one, batched = outcomes
+    assert batched == one_by_one
+    results, stats = batched[0], batched[1]
+    assert [error for _, error, _ in results] == [False, True, False, True, False, False, False, True, False]
+    assert stats["created"] == 5 and stats["errors"] == 3 and stats["calls"] == len(calls)
+    # no refusal at all: the whole run in one write, the same rows and events
+    clean = [c for c, (_, error, _) in zip(calls, results, strict=True) if not error]
+    outcomes = []
+    for together in (False, True):
+        with db.transaction() as conn, conn.transaction(force_rollback=True):
+            outcomes.append(_batch_outcome(conn, clean, together))
+    assert outcomes[0] == outcomes[1] and len(outcomes[1][5]) == 6
 
 
 # ---- JSON schemas ------------------------------------------------------------------------

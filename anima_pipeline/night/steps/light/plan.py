@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.types import SIGNIFICANCE
-from anima_pipeline.llm.contract import ToolCall, ToolResult
+from anima_pipeline.llm.contract import ToolBatch, ToolCall, ToolResult
 from anima_pipeline.night.steps.light.anchors import detect_anchors
 from anima_pipeline.night.steps.light.dedup import dedup_against
 from anima_pipeline.night.steps.light.facts import extract_facts
@@ -45,7 +45,7 @@ def semantic_plan(
     existing: list[SemanticMemory],
     tz: ZoneInfo,
     retired: Sequence[SemanticMemory] = (),
-) -> Generator[ToolCall, ToolResult, None]:
+) -> Generator[ToolBatch, list[ToolResult], None]:
     utterances = day_utterances(chunk, tz)
     if is_small_talk(utterances):
         return
@@ -60,26 +60,34 @@ def semantic_plan(
         }
         candidates = [c for c in candidates if c not in known]
     current = {m.id: m for m in existing}
+    calls: list[ToolCall] = []
     for d in dedup_against(candidates, [(m.id, m.content) for m in existing]):
         if d.action == "create":
             c = d.candidate
-            yield ToolCall(
-                name="create_semantic_memory",
-                input={
-                    "type": c.type,
-                    "content": c.content,
-                    "confidence": round(c.confidence, 2),
-                    "source_sessions": [c.conversation_id],
-                    "observed_at": c.observed_at.isoformat(),
-                },
+            calls.append(
+                ToolCall(
+                    name="create_semantic_memory",
+                    input={
+                        "type": c.type,
+                        "content": c.content,
+                        "confidence": round(c.confidence, 2),
+                        "source_sessions": [c.conversation_id],
+                        "observed_at": c.observed_at.isoformat(),
+                    },
+                )
             )
         elif d.action == "update" and d.memory_id in current:
             old = current[d.memory_id]
             sources = sorted(set(old.source_sessions) | {d.candidate.conversation_id})
-            yield ToolCall(
-                name="update_semantic_memory",
-                input={"id": old.ref, "content": d.content, "source_sessions": sources},
+            calls.append(
+                ToolCall(
+                    name="update_semantic_memory",
+                    input={"id": old.ref, "content": d.content, "source_sessions": sources},
+                )
             )
+    if calls:
+        # each decision was made against the store as it was: no call reads another's result
+        yield ToolBatch(calls=calls)
 
 
 def anchor_plan(
