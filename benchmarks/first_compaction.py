@@ -2,7 +2,7 @@
 after it: how long the compaction cycle (flush, then the rolling summary) takes.
 
 Run:  .venv/bin/python -m benchmarks.first_compaction [--url URL] [--turns 2000] [--budget 30000]
-      [--kind dense|chatter] [--later 5]
+      [--kind dense|chatter] [--later 5] [--warm]
 
 A scratch database (default ``anima_compaction_bench`` on the local server, dropped and made
 anew each run) holds one anima with six self blocks and one session of ``--turns`` turns,
@@ -103,6 +103,12 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=30_000)
     ap.add_argument("--kind", choices=["dense", "chatter"], default="dense")
     ap.add_argument("--later", type=int, default=5)
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="compact a short session of another conversation first, as a service that has served one"
+        " before (the light-sleep rules compiled once per process, the statements prepared)",
+    )
     args = ap.parse_args()
     admin, name = args.url.rsplit("/", 1)
     with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
@@ -116,22 +122,26 @@ def main() -> None:
         for block in ("identity", "persona", "values", "relationships"):
             repo.write("wren", block, f"The {block} of Wren, a patient companion. " * 12, "bench")
     start = datetime(2026, 11, 20, 9, 0, tzinfo=ZoneInfo("UTC"))
-    messages = []
-    for i in range(args.turns):
-        role, content = turn(i, args.kind)
-        when = (start + timedelta(seconds=30 * i)).isoformat()
-        messages.append(
+
+    def session(conversation: str, turns: int, kind: str) -> list[dict]:
+        return [
             {
-                "conversation_id": "s1",
-                "message_id": f"m{i}",
-                "role": role,
-                "content": content,
-                "created_at": when,
+                "conversation_id": conversation,
+                "message_id": f"{conversation}-m{i}",
+                "role": turn(i, kind)[0],
+                "content": turn(i, kind)[1],
+                "created_at": (start + timedelta(seconds=30 * i)).isoformat(),
             }
-        )
+            for i in range(turns)
+        ]
+
     memory = AnimaMemory(db, "wren", settings=settings)
-    memory.append(messages)
+    memory.append(session("s1", args.turns, args.kind))
     memory.working_context("s0", "warm-up", budget=args.budget)  # pool connections, imports
+    if args.warm:
+        memory.append(session("s0", 200, "dense"))
+        warm = memory.working_context("s0", "warm-up", budget=2_000)
+        print(f"warm: a 200-turn session compacted first (flush wrote {len(warm.flushed)} memories)")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     with Clock(f"{admin}/postgres", name) as clock:
         first = memory.working_context("s1", "Where does Ines live now?", budget=args.budget)

@@ -85,8 +85,9 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     # near 0.75 of the union), so each candidate is compared with those alone, in list order,
     # as a full scan would. They are found by prefix filtering: with every token set in one
     # order (rarest first), two sets sharing `a` tokens share one among the first `len - a + 1`
-    # of each. `prefixed` indexes each entry by its own prefix (finds the entries no larger
-    # than the candidate, probed with all its tokens), `by_token` by every token with its
+    # of each. `prefixed` indexes each entry by its own prefix and size (finds the entries no
+    # larger than the candidate, probed with its tokens within reach of that size), `by_token`
+    # by every token with its
     # position in that order (finds the larger ones, probed with the candidate's prefix: a
     # larger entry's shared token must also lie within its first `len - a + 1`, which leaves
     # out most entries that only share a common word). Indexing every token alone made common
@@ -100,7 +101,7 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     by_key: dict[str, list[int]] = {}
     # token -> how many of the entry's tokens, rarest first, start at it -> entries
     by_token: dict[str, dict[int, list[int]]] = {}
-    prefixed: dict[str, list[int]] = {}
+    prefixed: dict[str, dict[int, list[int]]] = {}  # prefix token -> entry size -> entries
 
     def index(i: int) -> None:
         entry = known[i]
@@ -109,7 +110,7 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
         for position, t in enumerate(ordered):
             by_token.setdefault(t, {}).setdefault(size - position, []).append(i)
         for t in ordered[: _reach(size, size)]:
-            prefixed.setdefault(t, []).append(i)
+            prefixed.setdefault(t, {}).setdefault(size, []).append(i)
 
     for mid, content in existing:
         known.append(_Known(mid, content, _tokens(content), None, position=len(known)))
@@ -119,10 +120,13 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
         tokens = _key_tokens(cand.key)  # the candidate's key is normalize_key(content) (light/facts.py)
         size = len(tokens)
         related = set(by_key.get(cand.key, ()))
-        for t in tokens:
-            related.update(prefixed.get(t, ()))
+        ordered = _ordered(tokens, rarity)
+        for position, t in enumerate(ordered):
+            for n, entries in prefixed.get(t, {}).items():
+                if position < _reach(size, min(n, size)):
+                    related.update(entries)
         least = math.ceil(NEAR_SHARE * size)  # position < _reach(entry size, size)
-        for t in _ordered(tokens, rarity)[: _reach(size, size)]:
+        for t in ordered[: _reach(size, size)]:
             for remaining, entries in by_token.get(t, {}).items():
                 if remaining >= least:
                     related.update(entries)
