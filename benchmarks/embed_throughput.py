@@ -4,7 +4,8 @@ Run:  .venv/bin/python -m benchmarks.embed_throughput [--texts 512] [--baseline 
           [--threads N]
 
 Synthetic sentences of three lengths (short chat lines, a memory, a long message), each set
-embedded once after a warm-up; prints texts/s per length, their token count, the model's load
+embedded once after a warm-up; prints texts/s per length, their token count, the arithmetic
+rate against a matrix product of the encoder's shape timed beside it, the model's load
 time (the first load of a fresh ANIMA_HOME, which unpacks the model into its cache, and a
 later one), and the peak resident memory (ru_maxrss) before loading, after loading and after
 embedding. Every measurement runs in a new process under a temporary ANIMA_HOME.
@@ -59,8 +60,22 @@ for label, n_words in sets if texts_n else ():
     started = time.perf_counter()
     embedder.embed(texts)
     seconds = time.perf_counter() - started
-    tokens = sum(len(e.ids) for e in embedder.tokenizer.encode_batch(texts)) / len(texts)
-    out["sets"][label] = {"rate": len(texts) / seconds, "seconds": seconds, "tokens": tokens}
+    counts = [len(e.ids) for e in embedder.tokenizer.encode_batch(texts)]
+    tokens = sum(counts) / len(texts)
+    # the encoder's multiply-adds for these texts at their own lengths (6 layers of width 384,
+    # feed-forward 1536): QKV, scores and mix, output, feed-forward; 2 FLOPs each
+    flops = sum(6 * 2 * (n * 384 * 384 * 4 + 2 * n * n * 384 + 2 * n * 384 * 1536) for n in counts)
+    a, b = numpy.ones((256, 384), numpy.float32), numpy.ones((384, 1536), numpy.float32)
+    a @ b
+    reps, started = 0, time.perf_counter()
+    while time.perf_counter() - started < 0.5:
+        a @ b
+        reps += 1
+    peak_gflops = reps * 2 * 256 * 384 * 1536 / (time.perf_counter() - started) / 1e9
+    out["sets"][label] = {
+        "rate": len(texts) / seconds, "seconds": seconds, "tokens": tokens,
+        "gflops": flops / seconds / 1e9, "peak_gflops": peak_gflops,
+    }
 started = time.perf_counter()
 local.load_local(None)
 out["again_s"] = time.perf_counter() - started
@@ -130,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     for label, _ in SETS:
         tokens = med(cols[-1], "sets", label, "tokens")
         row(f"{label} ({tokens:.0f} tok)", [med(c, "sets", label, "rate") for c in cols], ".1f")
+    for label, _ in SETS:
+        row(f"  GFLOP/s, {label[: label.index(',')]}", [med(c, "sets", label, "gflops") for c in cols], ".1f")
+        share = [med(c, "sets", label, "gflops") / med(c, "sets", label, "peak_gflops") for c in cols]
+        row("    of the matmul beside it", share, ".0%")
     row("first load, s", [first[c] for c in cols], ".3f")
     row("load, s", [med(c, "load_s") for c in cols], ".3f")
     row("again, s", [med(c, "again_s") for c in cols], ".3f")
@@ -139,7 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"texts/s per length ({args.texts} texts each, after a warm-up), medians of {args.rounds} round(s);"
         " first load: before = from the wheel's zip, now = the unpack into a fresh cache; load: a new"
-        " process's (now: from the cache); again: a second load in the same process"
+        " process's (now: from the cache); again: a second load in the same process; GFLOP/s: the"
+        " encoder's arithmetic at the texts' own lengths over the seconds, against a (256 x 384) @"
+        " (384 x 1536) float32 product timed in the same process (the machine's ceiling for the"
+        " encoder's largest products: a share near 100 % leaves nothing for a faster encoder)"
     )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return 0

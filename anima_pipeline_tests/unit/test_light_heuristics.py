@@ -210,7 +210,7 @@ def _full_scan_dedup(candidates: list[FactCandidate], existing: list[tuple[int, 
 def test_dedup_decides_as_a_full_scan_would(seed: int) -> None:
     """The prefix index and the quick share check only skip pairs that cannot be related:
     random batches over a small vocabulary (many near twins, fuller and contained versions)
-    get the decisions of the plain scan; every other seed draws from a larger vocabulary with
+    get the decisions of the plain scan; every other batch draws from a larger vocabulary with
     a few common words, where the positions of shared words decide which pairs are compared."""
     import random
 
