@@ -7,8 +7,10 @@ the repository; nothing of them is copied): anima i gets conversation i of those
 is held on the benchmark day. Two identical sets are imported into one store (a fresh
 embedded server under a temporary ANIMA_HOME, or ANIMA_DATABASE_URL): `s-NNNN` slept by
 `runner.run_days` with one worker, then `p-NNNN` with the default pool (ANIMA_WORKERS, else
-the number of cores). Prints anima-nights per second of both, their ratio, peak memory,
-and whether both sets ended with the same memories.
+the number of cores). Prints anima-nights per second of both, their ratio, the CPU seconds
+of each set (here, in the worker processes and in the embedded server: on a shared machine
+the figure that follows the work rather than the load), peak memory, and whether both sets
+ended with the same memories.
 
     python -m benchmarks.many_animas [--animas 1000] [--day 2025-06-02] [--threads]
 """
@@ -79,15 +81,50 @@ def import_rows(db, rows: list[dict]) -> None:
         import_records(conn, parse_lines(lines, "many_animas"), audit, ImportStats())
 
 
-def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -> float:
+def _ticks(pid: int, children: bool) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    used = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if children else 0)
+    return used / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(settings) -> float | None:
+    """CPU seconds the embedded server has used so far: the postmaster with its ended children,
+    and its live backends; None for a server that is not a process of this machine's home."""
+    from anima_pipeline.store.embedded import pgdata_dir
+
+    try:
+        master = int((pgdata_dir(settings.home) / "postmaster.pid").read_text().splitlines()[0])
+        total = _ticks(master, children=True)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == master:
+                    total += _ticks(int(stat.parent.name), children=False)
+            except (OSError, ValueError):
+                continue  # ended meanwhile
+        return total
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -> tuple[float, str]:
+    """Wall seconds of the set, and its CPU seconds: this process and its ended worker
+    processes, and the embedded server (on a shared machine the wall time follows the load,
+    the CPU much less)."""
     from anima_pipeline.night import runner
 
-    t0 = time.monotonic()
+    def cpu() -> tuple[float, float | None]:
+        own, ended = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime, server_cpu(settings)
+
+    (here, server), t0 = cpu(), time.monotonic()
     runner.run_days(db, settings, [day], animas=animas, workers=workers, run_id=f"bench-{workers or 'pool'}")
-    return time.monotonic() - t0
+    wall = time.monotonic() - t0
+    here_after, server_after = cpu()
+    spent = "n/a" if server is None or server_after is None else f"{server_after - server:.1f}"
+    return wall, f"cpu {here_after - here:.1f} s here + {spent} s server"
 
 
-def sleep_set_in_threads(db, settings, day: date, animas: list[str]) -> float:
+def sleep_set_in_threads(db, settings, day: date, animas: list[str]) -> tuple[float, str]:
     """The default pool forced to threads (what the anthropic engine uses), to show what the
     GIL leaves of the offline engine's parallelism."""
     from anima_pipeline.night.pool import AnimaPool
@@ -144,8 +181,8 @@ def main() -> None:
             if args.threads:
                 import_rows(db, relabel(convs, args.animas, "t", day))
             imported = time.monotonic() - t0
-            serial = sleep_set(db, settings, day, serial_ids, workers=1)
-            pooled = sleep_set(db, settings, day, pool_ids, workers=None)
+            serial, serial_cpu = sleep_set(db, settings, day, serial_ids, workers=1)
+            pooled, pooled_cpu = sleep_set(db, settings, day, pool_ids, workers=None)
             threaded = (
                 sleep_set_in_threads(db, settings, day, [f"t-{i:04d}" for i in range(args.animas)])
                 if args.threads
@@ -165,13 +202,17 @@ def main() -> None:
         f"{len(rows)} messages per set), night of {day}, offline engine, {os.cpu_count()} cores"
     )
     print(f"import of the sets: {imported:.1f} s; load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"1 worker:           {serial:7.1f} s  {args.animas / serial:6.2f} anima-nights/s  {s_out}")
-    print(f"pool of {workers} workers:  {pooled:7.1f} s  {args.animas / pooled:6.2f} anima-nights/s  {p_out}")
+    print(
+        f"1 worker:           {serial:7.1f} s  {args.animas / serial:6.2f} anima-nights/s  {s_out}  {serial_cpu}"
+    )
+    print(
+        f"pool of {workers} workers:  {pooled:7.1f} s  {args.animas / pooled:6.2f} anima-nights/s  {p_out}  {pooled_cpu}"
+    )
     print(f"ratio pool / 1 worker: {serial / pooled:.2f}")
     if threaded is not None:
         print(
-            f"pool forced to {workers} threads: {threaded:7.1f} s  {args.animas / threaded:6.2f} anima-nights/s  "
-            f"ratio {serial / threaded:.2f}  {outcome_t}"
+            f"pool forced to {workers} threads: {threaded[0]:7.1f} s  {args.animas / threaded[0]:6.2f} anima-nights/s  "
+            f"ratio {serial / threaded[0]:.2f}  {outcome_t}  {threaded[1]}"
         )
     print(f"peak memory: this process {peak_self:.0f} MiB, largest worker process {peak_child:.0f} MiB")
     print("same results in both sets:", "yes" if s_out == p_out else f"NO: {s_out} vs {p_out}")
