@@ -35,9 +35,12 @@ language the user speaks in the source (Chinese stays Chinese, English stays Eng
 conversation uses the language of the sentence the fact comes from). Names, places and
 quoted titles stay as written."""
 
+# The second half is the night's tool protocol (StepRequest.one_answer, llm/tool_loop.py): a
+# tool turn whose calls all succeed ends the step (docs/cost.md, "One answer a step").
 RESTRAINT_RULE = """\
 Restraint: recording nothing is a normal, successful result. If nothing qualifies, call no
-tool and answer with one short sentence saying so."""
+tool and answer with one short sentence saying so. Otherwise make all your calls in this one
+answer: they run together and end the step; you hear back only about a call that failed."""
 
 MEMORY_TYPES_GUIDE = """\
 Memory types:

@@ -147,6 +147,7 @@ def stage_request(
         user=[TextBlock(text=t, cache=cached and i == 0) for i, t in enumerate([*inputs, task])],
         tools=tool_specs(tools),
         must_write=must_write,
+        one_answer=True,  # every call in one answer (framing.py's RESTRAINT_RULE)
     )
 
 
