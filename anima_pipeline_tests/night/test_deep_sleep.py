@@ -843,6 +843,18 @@ def test_prefilter_lists_each_rounds_candidates(db: Database, tmp_path: Path) ->
         assert "capped at 40" in pins.text
 
 
+def test_the_contradiction_prefilter_lists_a_pair_once(db: Database) -> None:
+    """Two facts of one memory about the same attribute pair it with another memory twice (and
+    with itself): message 2 shows the pair once and no memory against itself."""
+    both, one = plant(db, mem("Bob loves tea, but Bob also enjoys coffee."), mem("Bob loves juice."))
+    with db.transaction() as conn:
+        contra = prefilter(conn, "contradiction", MemoryRepo(conn).active(A), config.DeepSettings(), None)
+    lines = contra.text.splitlines()[1:]
+    assert lines.count(f"- f-{both} vs f-{one}: same subject and attribute (bob: likes)") == 1
+    assert not [x for x in lines if f"f-{both} vs f-{both}:" in x] and len(lines) == len(set(lines))
+    assert contra.ids == {both, one}
+
+
 def varied_store(db: Database, chars: int) -> None:
     """About `chars` characters of distinct memories (no two alike: nothing to merge), 60 %
     world, 25 % experience, 15 % preference, one a minute from 2024-01-01: cheaply in SQL."""
