@@ -12,7 +12,7 @@ then the night's total against the targets (at most $0.04 sync, $0.02 batch, at 
 memories), and the batch night again with each batch taking `--turnaround` seconds for the
 fake's cache (entries live 5 minutes from their last use), where the turns lose their cache. `--splits` also prices other model splits (docs/cost.md: which steps on which
 model), synchronous, at each size. The anima is the one of benchmarks/claude_cache.py: a day
-of four short conversations, light sleep records two facts over two turns, every other step
+of four short conversations, light sleep records two facts in one answer, every other step
 answers at once (the steps that must write write once). Without --database-url the store is
 an embedded PostgreSQL under a temporary ANIMA_HOME (a URL must name an empty scratch database).
 """

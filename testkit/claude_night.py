@@ -81,8 +81,9 @@ def seed(db: Database, memories: int) -> None:
 
 
 def responder(change_in_round_1: bool):
-    """A scripted model: light sleep records two facts over two turns; deep sleep's round 1
-    optionally deprecates one memory; the steps that must write get the autopilot's write."""
+    """A scripted model: light sleep records two facts in its one answer (as its task asks);
+    deep sleep's round 1 optionally deprecates one memory; the steps that must write get the
+    autopilot's write."""
     state = {"deprecated": False}
 
     def answer(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -91,15 +92,18 @@ def responder(change_in_round_1: bool):
         prompt = json.dumps(body["messages"][0]["content"], ensure_ascii=False)
         task = body["messages"][0]["content"][-1]["text"]  # the step's instruction (message 3)
         if "create_semantic_memory" in tools and "Record the durable facts" in task:  # stage 1
-            if turns in (1, 3):
+            if turns == 1:
                 return reply(
-                    tool_use(
-                        "create_semantic_memory",
-                        {
-                            "type": "experience",
-                            "content": f"Sam had lunch with a friend ({turns}).",
-                            "source_sessions": [f"{ANIMA}:{DAY}-0"],
-                        },
+                    *(
+                        tool_use(
+                            "create_semantic_memory",
+                            {
+                                "type": "experience",
+                                "content": f"Sam had lunch with a friend ({n}).",
+                                "source_sessions": [f"{ANIMA}:{DAY}-0"],
+                            },
+                        )
+                        for n in (1, 2)
                     )
                 )
             return None

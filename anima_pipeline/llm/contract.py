@@ -60,6 +60,19 @@ class StepRequest(BaseModel):
     # Cache breakpoints on the growing tool conversation (the last two user turns), so each
     # turn reads the previous one from the cache.
     cache_turns: bool = True
+    # The model makes all its calls in one answer (the night's steps: each call writes on ids
+    # its input shows, and what comes back is only a confirmation): a tool turn whose calls all
+    # succeed ends the conversation, with no request more that would re-send the whole prompt
+    # for a "done"; a failed call gets its results back and another turn (llm/tool_loop.py,
+    # docs/cost.md). Such a conversation leaves off the turn breakpoints: the turn after a
+    # failed call is most often its last, and a cache write no request reads costs 1.25 times
+    # the input.
+    one_answer: bool = False
+
+    @property
+    def turn_breakpoints(self) -> bool:
+        """Whether the engine puts cache breakpoints on the tool conversation's turns."""
+        return self.cache_turns and not self.one_answer
 
 
 class ToolCall(BaseModel):

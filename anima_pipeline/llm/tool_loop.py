@@ -6,7 +6,10 @@ offline engine uses, and the results go back until the model ends its turn. What
 between APIs (the request's shape, how a call and a result are written, what a stop reason is
 called) is a `Chat`; what a stop means is decided here, once:
 
-- `TOOLS`: execute the calls, send the results, next turn.
+- `TOOLS`: execute the calls, send the results, next turn; a step that answers once
+  (`StepRequest.one_answer`, the night's steps) is done when every call succeeded: the next
+  turn would re-send the whole prompt for a "done" (docs/cost.md), and only a failed call's
+  result tells the model something it must act on.
 - `END`: done; a step that must write (`StepRequest.must_write`) and has not written gets one
   reminder. A conversation that ends without a successful write is the model's restraint
   ("nothing worth recording"): the runner records it as declined with the model's words
@@ -213,6 +216,8 @@ def converse(
             results = [(c, _execute(step, c, runner)) for c in calls]
             done += [c.name for c in calls]
             written += sum(1 for _, r in results if not r.is_error)
+            if request.one_answer and not any(r.is_error for _, r in results):
+                return
             chat.results(answer, results)
             continue
         if calls:

@@ -7,10 +7,10 @@ becomes one planned conversation: its cached prefix (tools, framing, identity, m
 its uncached tail, in tokens from the characters the store holds (store/sizes.py) and the
 real prompt texts, on the model the step runs on, sharing a prefix with the steps that send
 the same one (night/prefix.py). llm/prompt_cost.py prices the plan with the price table and the
-cache rules. What is assumed, not read: how many turns a step takes (night/prefix.py's
-PLANNED_TURNS), what a model answers (llm/prompt_cost.py's STEP_OUTPUT), how large the
-pre-filter and the day's changes are, and how many memories an incremental night's candidates
-hold (CANDIDATES_PER_CHANGE).
+cache rules. What is assumed, not read: that every step answers once, its calls in one
+answer (`StepRequest.one_answer`), what a model answers (llm/prompt_cost.py's STEP_OUTPUT),
+how large the pre-filter and the day's changes are, and how many memories an incremental
+night's candidates hold (CANDIDATES_PER_CHANGE).
 """
 
 from __future__ import annotations
@@ -140,8 +140,7 @@ def conversations(
                 key=f"{anima_id}/{key}" if key else None,
                 prefix=tokens(prefix_chars),
                 tail=tokens(tail_chars),
-                turns=prefix.PLANNED_TURNS.get(step, 1),
-                cached=prefix.read_follows(members or (step,), step),
+                cached=prefix.read_follows(members or (step,)),
             )
         )
 

@@ -13,9 +13,10 @@ Two families:
   night/steps/deep/candidates.py): they form their own family, and the others keep the store.
 
 A prefix is marked for the cache only where a later request of the night reads it: another
-member of its family on its model, or the step's own next turn when it is planned to take
-more than one (`PLANNED_TURNS`); a cache write costs 1.25 times the input price, and a prefix
-nobody reads is cheaper sent as plain input (docs/cost.md).
+member of its family on its model. Every step answers once (its calls in one answer,
+`StepRequest.one_answer`), so its own conversation has no later turn to read it; a cache
+write costs 1.25 times the input price, and a prefix nobody reads is cheaper sent as plain
+input (docs/cost.md).
 """
 
 from __future__ import annotations
@@ -77,22 +78,11 @@ def sharing(model_of: ModelOf, step: str, family: Sequence[str]) -> tuple[str, .
     return tuple(s for s in family if model_of(s) == model)
 
 
-# API calls a step's conversation is planned to take: light sleep stage 1 records over two tool
-# turns then ends; a step that must write writes then ends; the others answer once (most nights
-# change little). The estimate prices these turns (night/estimate.py).
-PLANNED_TURNS: dict[str, int] = {
-    StepKey.SEMANTIC_EXTRACTED: 3,
-    StepKey.AUTOBIOGRAPHY_SUMMARY: 2,
-    StepKey.DAY_SUMMARY: 2,
-    StepKey.CASCADE: 2,
-    StepKey.DREAM: 2,
-}
-
-
-def read_follows(members: Sequence[str], step: str) -> bool:
-    """Whether a later request of the night reads the prefix `step` sends with `members` (the
-    family members on its model): another member does, or the step's own next turn."""
-    return len(members) > 1 or PLANNED_TURNS.get(step, 1) > 1
+def read_follows(members: Sequence[str]) -> bool:
+    """Whether a later request of the night reads the prefix a step sends with `members` (the
+    family members on its model): another member does. The step's own conversation ends with
+    its one answer (`StepRequest.one_answer`); a turn after a failed call is the exception."""
+    return len(members) > 1
 
 
 def tools_of(members: Sequence[str], tools: Mapping[Any, Sequence[str]]) -> tuple[str, ...]:
@@ -124,7 +114,7 @@ def day_prefix(
     members = sharing(engine_models(engine), step, DAY_FAMILY)
     framing = "\n\n".join(DAY_FRAMING[StepKey(m)] for m in members)
     tools = tuple(own) if own is not None and members == (step,) else tools_of(members, DAY_FAMILY_TOOLS)
-    return tools, framing, read_follows(members, step)
+    return tools, framing, read_follows(members)
 
 
 def day_transcript(convs: list[DayConversation], night: Night) -> str:
@@ -264,7 +254,7 @@ def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Pre
     if candidates:
         keep = deep_candidates(conn, anima_id, night, base)
         shown = [m for m in base if m.id in keep]
-    cached = read_follows(members, step)
+    cached = read_follows(members)
     try:
         cut, refused = slices(shown, night.tz), None
     except DeepSleepTooLarge as exc:  # the rounds skip; the dream and the self refresh read what fits
@@ -330,4 +320,5 @@ def deep_request(
         ],
         tools=shared.tools,
         must_write=must_write,
+        one_answer=True,  # every call in one answer (framing.py's RESTRAINT_RULE)
     )

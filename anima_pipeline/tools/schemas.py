@@ -54,11 +54,14 @@ class _Tool(BaseModel):
         return v
 
 
+# The guide to the memory types, the confidence scale and the dates is said here, once, beside
+# the fields it describes: stage 1's framing used to say it again (docs/cost.md, "Said once").
 TYPE_HELP = (
-    "world: a fact about the user's world (people, places, jobs, things) | experience: something that "
-    "happened, with its date | preference: a like, dislike, habit or want of the user | opinion: a belief "
-    "or judgement the user holds, which may change | imprint: a moment that shapes who the user is or the "
-    "relationship (a first meeting, a loss, a promise)"
+    "world: a fact about the user's world (people, places, jobs, things, relations) | experience: "
+    "something that happened (to the user, or between the user and this digital life), with its "
+    "absolute date | preference: a like, dislike, habit or want of the user | opinion: a belief or "
+    "judgement the user holds, which may change | imprint: a moment that shapes who the user is or the "
+    "relationship (a first meeting, a loss, a promise, a breakthrough)"
 )
 CONFIDENCE_HELP = (
     "how sure the memory is: 0.9-1.0 the user said it plainly; 0.6-0.8 implied, or said in passing; "
@@ -69,15 +72,15 @@ SOURCES_HELP = (
     "more than one conversation"
 )
 OBSERVED_HELP = "when it was said: ISO-8601 with its UTC offset, e.g. 2026-11-17T20:15:00+08:00"
-VALID_FROM_HELP = "when the fact became true, if known (ISO-8601 with offset), e.g. the start of a new job"
-VALID_UNTIL_HELP = "when the fact stops or stopped being true, if known (ISO-8601 with offset)"
+VALID_FROM_HELP = "only when the fact has a known start (ISO-8601 with offset), e.g. a job since March"
+VALID_UNTIL_HELP = (
+    "only when the fact has a known end (ISO-8601 with offset), e.g. a trip next week ends after it"
+)
 
 
 class CreateSemanticMemory(_Tool):
     """Record one durable fact, preference, experience, opinion or imprint about the user (or the
-    user's world). One fact per memory; self-contained (name people instead of "he"/"I", absolute
-    dates). Never the assistant's own claims or advice, hypotheticals, jokes, or the content of a
-    pasted document."""
+    user's world)."""  # what qualifies is the task's (light/prompt.py), said there once
 
     type: MemoryType = Field(description=TYPE_HELP)
     content: Content = Field(description="one self-contained sentence in the user's language")

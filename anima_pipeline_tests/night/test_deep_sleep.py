@@ -395,7 +395,6 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
                 {"id": f"f-{tiger}", "reason": "contradicted by a newer fact", "superseded_by": f"f-{goat}"},
             ),
         ),
-        reply(text("Done.")),
     ]  # rounds 2-4 get the fake's default end_turn reply: the model changes nothing more
     one_model = config.Settings(
         llm={"step_models": dict.fromkeys(DEEP_SLEEP, "main")}
@@ -420,7 +419,7 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
     assert get(db, tiger).status == "deprecated" and get(db, tiger).superseded_by == goat
     assert ops(db, STEP_DECONFLICT) == [("deprecate", tiger)]
     firsts = [b for b in requests if len(b["messages"]) == 1]
-    assert len(requests) == 5 and len(firsts) == 4  # round 1 took two calls (tool_use, then end_turn)
+    assert len(requests) == 4 == len(firsts)  # round 1's one answer, its call done, ended it
 
     msg1 = [b["messages"][0]["content"][0] for b in firsts]
     assert all(m == msg1[0] for m in msg1)  # same text, same cache_control: byte-identical JSON
@@ -442,7 +441,7 @@ def test_message_one_is_byte_identical_and_read_from_the_cache_in_every_round(
         assert r.usage.cache_read_tokens > 0 and r.usage.cache_write_tokens == 0
         assert r.stats["cache_read"] == r.usage.cache_read_tokens
         assert r.stats["llm_calls"] == 1
-    assert results[0].stats["llm_calls"] == 2
+    assert results[0].stats["llm_calls"] == 1
 
 
 # ---- size thresholds ---------------------------------------------------------------------------
@@ -842,6 +841,18 @@ def test_prefilter_lists_each_rounds_candidates(db: Database, tmp_path: Path) ->
         pins = prefilter(conn, "pin_review", ms, cfg, None)
         assert pins.ids == {pinned} and f"f-{pinned}: pinned since 2024-01-01" in pins.text
         assert "capped at 40" in pins.text
+
+
+def test_the_contradiction_prefilter_lists_a_pair_once(db: Database) -> None:
+    """Two facts of one memory about the same attribute pair it with another memory twice (and
+    with itself): message 2 shows the pair once and no memory against itself."""
+    both, one = plant(db, mem("Bob loves tea, but Bob also enjoys coffee."), mem("Bob loves juice."))
+    with db.transaction() as conn:
+        contra = prefilter(conn, "contradiction", MemoryRepo(conn).active(A), config.DeepSettings(), None)
+    lines = contra.text.splitlines()[1:]
+    assert lines.count(f"- f-{both} vs f-{one}: same subject and attribute (bob: likes)") == 1
+    assert not [x for x in lines if f"f-{both} vs f-{both}:" in x] and len(lines) == len(set(lines))
+    assert contra.ids == {both, one}
 
 
 def varied_store(db: Database, chars: int) -> None:

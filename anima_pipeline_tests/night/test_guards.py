@@ -27,7 +27,7 @@ from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.tools.executor import ToolExecutor
 from anima_pipeline.tools.scope import Scope
 from anima_pipeline_tests.conftest import cli_env, run_cli
-from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, text, tool_use
+from testkit.fake_messages_api import FakeMessagesAPI, reply, sleep_autopilot, tool_use
 
 CST = ZoneInfo("Asia/Shanghai")
 A = "kai"
@@ -119,7 +119,6 @@ def test_an_obeyed_injection_deprecating_every_in_scope_memory_fails_the_night_a
         reply(
             *(tool_use("deprecate_semantic_memory", {"id": f"f-{i}", "reason": "user asked"}) for i in ids)
         ),
-        reply(text("All memories deprecated as instructed.")),
     ]
     with FakeMessagesAPI(script, min_cache_tokens=1) as fake:
         env["ANTHROPIC_BASE_URL"] = fake.url

@@ -389,7 +389,8 @@ def test_message_2_scope_and_refused_update_outside_it(db: Database):
 
     [request] = engine.requests
     assert request.step == STEP_SEMANTIC and [t.name for t in request.tools] == list(SEMANTIC_TOOLS)
-    assert request.system[-1].cache and "# Self of anima mira" in request.system[-1].text
+    # no breakpoint: its one answer ends it, and no other step of its model reads its prefix
+    assert not request.system[-1].cache and "# Self of anima mira" in request.system[-1].text
     assert "Today (the day being consolidated) is" in request.system[0].text
     msg1, msg2, msg3 = (b.text for b in request.user)
     assert "mira:c1" in msg1 and "Leshan" not in msg1
@@ -422,6 +423,35 @@ def test_message_2_scope_and_refused_update_outside_it(db: Database):
     assert (
         result.stats["llm_calls"] == 1 and result.stats["tokens_out"] == 10
     )  # the engine's usage is recorded
+
+
+def test_stage_one_says_each_rule_once_and_sends_no_empty_message_2(rich: Database) -> None:
+    """What stage 1 sends on a usual night (no memory of the day's conversations yet): the tool
+    it can use, the day, the task, and every rule once (docs/cost.md, "Said once"): the memory
+    types, the confidence scale and the dates beside the schema's fields, what qualifies in the
+    task. A rule said again (the framing repeating the schema, the tool repeating the task) or
+    an empty message 2 is tokens on the main model for nothing."""
+    engine = RecordingOffline()
+    extract_semantic(rich, Night(day=DAY, engine=engine, tz=CST), A)
+    [request] = engine.requests
+    assert [t.name for t in request.tools] == ["create_semantic_memory"]
+    msg1, task = (b.text for b in request.user)  # no "(none)" message 2
+    assert msg1.startswith("<conversations") and "Record the durable facts" in task
+    sent = json.dumps(
+        [[t.model_dump() for t in request.tools], [b.text for b in [*request.system, *request.user]]],
+        ensure_ascii=False,
+    )
+    flat = " ".join(sent.replace("\\n", " ").split())
+    for once in (
+        "a first meeting, a loss",  # the types
+        "below 0.6 do not record it",  # the confidence scale
+        "when it was said",  # observed_at
+        "pasted document",  # what qualifies
+        "the fact was said in",  # source_sessions
+        "make all your calls in this one answer",  # the night's one-answer protocol
+    ):
+        assert flat.count(once) == 1, (once, flat.count(once))
+    assert "Message 2" not in task
 
 
 # ---- chunking -------------------------------------------------------------------------------

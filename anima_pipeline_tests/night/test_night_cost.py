@@ -99,7 +99,7 @@ def test_each_step_runs_on_its_model_and_is_billed_at_its_price(db: Database, se
     assert all(models[s] == {SMALL} for s in (*DEEP_SLEEP[1:], "dreams/journal", "self_blocks/refreshed"))
     by_step = {r.step: r for r in results}
     extracted = by_step["semantic_memory/extracted"].usage
-    assert extracted.calls == 3 and {
+    assert extracted.calls == 1 and {  # its two facts in one answer, which ends the step
         b["model"] for b in bodies if "create_semantic_memory" in json.dumps(b["tools"])
     } == {MAIN}
     # the cost of a step is its own model's price, not the main model's
@@ -258,7 +258,7 @@ def test_the_estimate_is_within_20_percent_of_the_measured_night(
 ) -> None:
     seed(db, memories)
     estimate = estimate_night(db, settings, DAY, "full")
-    results, _, _ = night(db, settings, responder(True), seeded=False)  # round 1 deprecates one: a turn more
+    results, _, _ = night(db, settings, responder(True), seeded=False)  # round 1 deprecates one
     # the fake answers tersely; the estimate counts what a real model writes (core/steps.py)
     measured = sum(with_expected_output(settings.step_model(r.step), r.step, r.usage) for r in results)
     assert estimate.animas == 1 and measured > 0

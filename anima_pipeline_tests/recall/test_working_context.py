@@ -357,8 +357,7 @@ def test_the_claude_path_counts_tokens_and_a_reused_summary_calls_no_engine(db, 
     _write_self(db)
     fact = {"type": "world", "content": "Dana's friend Ines moved to Porto in March 2026.", "confidence": 0.9}
     script = [
-        reply(tool_use("create_semantic_memory", fact)),  # the flush: light sleep stage 1's tools
-        reply(text("Recorded."), stop_reason="end_turn"),
+        reply(tool_use("create_semantic_memory", fact)),  # the flush: light sleep stage 1, one answer
         reply(text("- [11-20 09:00] Dana: Ines moved to Porto in March 2026.")),  # the summary
     ]
     with FakeMessagesAPI(script, min_cache_tokens=1) as fake:

@@ -16,7 +16,8 @@ are llm/retry.py's (`ApiCalls`), shared with every engine; `max_turns` per step;
 
 Prompt caching: the step marks its stable blocks (`TextBlock.cache`: the system prompt,
 message 1); the engine adds breakpoints at the end of the last two user turns of the tool
-conversation so each turn reads the previous one from the cache (at most 4 in all).
+conversation so each turn reads the previous one from the cache (at most 4 in all), unless the
+step answers once (`StepRequest.one_answer`: no later turn is expected to read them).
 
 The API key stays a `SecretStr` on the engine and is never logged, put in an error
 message or shown in a repr; request headers are never logged.
@@ -84,7 +85,7 @@ def _prompt(request: StepRequest) -> tuple[list[dict[str, Any]], list[dict[str, 
     """System and user blocks with cache breakpoints where the step asked for them, leaving
     room for the tool conversation's own breakpoints."""
     flagged = [i for i, b in enumerate([*request.system, *request.user]) if b.cache]
-    room = MAX_CACHE_BREAKPOINTS - (TURN_BREAKPOINTS if request.cache_turns else 0)
+    room = MAX_CACHE_BREAKPOINTS - (TURN_BREAKPOINTS if request.turn_breakpoints else 0)
     if len(flagged) > room:
         # The last breakpoint fixes the longest cached prefix; earlier ones only add
         # shorter fallbacks, so dropping the first ones costs least.
@@ -373,7 +374,7 @@ class MessagesChat:
         self.max_tokens = engine.limits(request)[0]
         self.params = engine._params(request, system, self.max_tokens)
         self.model: str = self.params["model"]
-        self.cache_turns = request.cache_turns
+        self.cache_turns = request.turn_breakpoints
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
 
     def send(self, first: bool) -> Answer:

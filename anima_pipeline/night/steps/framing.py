@@ -1,5 +1,5 @@
-"""The framing every step's request carries (the data, language and restraint rules, the guide
-to memory types, the date line) and the helpers every prompt is built with.
+"""The framing every step's request carries (the data, language and restraint rules, the date
+line) and the helpers every prompt is built with.
 
 Every request has the same shape:
 
@@ -35,23 +35,12 @@ language the user speaks in the source (Chinese stays Chinese, English stays Eng
 conversation uses the language of the sentence the fact comes from). Names, places and
 quoted titles stay as written."""
 
+# The second half is the night's tool protocol (StepRequest.one_answer, llm/tool_loop.py): a
+# tool turn whose calls all succeed ends the step (docs/cost.md, "One answer a step").
 RESTRAINT_RULE = """\
 Restraint: recording nothing is a normal, successful result. If nothing qualifies, call no
-tool and answer with one short sentence saying so."""
-
-MEMORY_TYPES_GUIDE = """\
-Memory types:
-- world: a fact about the user's world — people, places, jobs, things, relations.
-- experience: something that happened (to the user, or between the user and this digital
-  life), with its absolute date.
-- preference: a like, dislike, habit or want of the user.
-- opinion: a belief or judgement the user holds; it may change later.
-- imprint: a moment that shapes who the user is or the relationship (a first meeting, a loss,
-  a promise, a breakthrough).
-Confidence: 0.9–1.0 the user said it plainly; 0.6–0.8 implied or said in passing; below 0.6
-do not record it. observed_at is when it was said (ISO-8601 with the UTC offset);
-valid_from / valid_until only when the fact has a known start or end (a job since March; a
-plan for a trip next week ends after the trip). Every time you pass carries its UTC offset."""
+tool and answer with one short sentence saying so. Otherwise make all your calls in this one
+answer: they run together and end the step; you hear back only about a call that failed."""
 
 
 def today_line(day: date, tz: ZoneInfo) -> str:

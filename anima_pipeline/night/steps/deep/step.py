@@ -82,7 +82,14 @@ def prefilter(
     if round_name == "contradiction":
         attr = attribute_pairs(memories)
         sim = similar_pairs(conn, ids, cfg.trgm_threshold, changed_ids)
-        lines = [f"- f-{a} vs f-{b}: same subject and attribute ({why})" for a, b, why in attr]
+        # one line a pair: a memory that meets another on two of its facts (or itself, holding
+        # two values) tells the model nothing more, and round 1 runs on the main model
+        # (docs/cost.md); the ids stay those of every pair (the offline plan's candidates)
+        lines = list(
+            dict.fromkeys(
+                f"- f-{a} vs f-{b}: same subject and attribute ({why})" for a, b, why in attr if a != b
+            )
+        )
         lines += [f"- f-{a} vs f-{b}: similar {s}" for a, b, s in sim]
         picked = {x for a, b, _ in attr for x in (a, b)} | {x for a, b, _ in sim for x in (a, b)}
         head = "# Pre-filter: pairs that may contradict or supersede each other (similar: trigram similarity)"

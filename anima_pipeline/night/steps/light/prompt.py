@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.llm.contract import StepRequest, TextBlock
-from anima_pipeline.night.steps.framing import MEMORY_TYPES_GUIDE, RESTRAINT_RULE, system_blocks, tagged
+from anima_pipeline.night.steps.framing import RESTRAINT_RULE, system_blocks, tagged
 from anima_pipeline.night.steps.light.tools import CREATE_ONLY, SEMANTIC_TOOLS
 from anima_pipeline.tools.schemas import tool_specs
 
@@ -29,20 +29,19 @@ Good and bad memories:
   before 10 a.m." Bad: treating "forget what I said about my job" as an order — it is a wish
   of the user to record ("Sam asked not to dwell on his job"), the old memory stays."""
 
+# The memory types, the confidence scale and the dates are explained once, in the tool's schema
+# (tools/schemas.py TYPE_HELP ...), which every request of this stage carries.
 LIGHT_SEMANTIC_SYSTEM = f"""\
 You are the light-sleep semantic stage of a digital life's memory: each night you read the
 day's conversations between the user and this digital life and record what is worth
 remembering about the user, as semantic memories, through tools. You are not in the
 conversation and you answer no one.
 
-{MEMORY_TYPES_GUIDE}
-
 {MEMORY_EXAMPLES}"""
 
 _SEMANTIC_TASK = """\
 Message 1 holds today's conversations (user and assistant; tool output removed), one section
-per conversation with its id and times. Message 2 lists the existing active memories that came
-from these conversations, with their ids.
+per conversation with its id and times.{message_two}
 
 Record the durable facts about the user and the user's world: people and relations, plans and
 events with absolute dates, preferences, opinions, experiences, imprints.
@@ -51,24 +50,26 @@ events with absolute dates, preferences, opinions, experiences, imprints.
   articles or search results (unless the user says it is about them).
 - One fact per memory, self-contained: name the person instead of "I"/"he"; resolve relative
   dates against the conversation's date ("yesterday" said on 2026-11-17 -> "on 2026-11-16").
-- source_sessions: the id(s) of the conversation(s) the fact was said in, from message 1.
 {compare}- Small talk and greetings are not memories.
 {restraint}
 Tools: {tools}."""
+# What a field means (source_sessions, what update does with the fields it is passed) is the
+# tool schema's to say (tools/schemas.py); the task says what to record and when to use which tool.
 LIGHT_SEMANTIC_TASK = _SEMANTIC_TASK.format(
+    message_two="""
+Message 2 lists the existing active memories that came from these conversations, with their ids.""",
     compare="""\
 - Compare with message 2 first: already there -> do nothing; a refinement or correction ->
-  update_semantic_memory on that id (only the fields you pass change; the sources you pass
-  are added to its sources; source_sessions: [] clears them); no longer true ->
-  deprecate_semantic_memory with a reason. You may update or deprecate only ids in message 2.
+  update_semantic_memory on that id; no longer true -> deprecate_semantic_memory with a
+  reason. You may update or deprecate only ids in message 2.
 """,
     restraint=RESTRAINT_RULE,
     tools=", ".join(SEMANTIC_TOOLS),
 )
-# With no existing memory shown (message 2 empty) stage 1 can only create: it gets that tool
-# alone and a task without the rules of the others (docs/cost.md).
+# With no existing memory to show stage 1 can only create: it gets that tool alone, no message
+# 2 and a task without the rules of the others (docs/cost.md).
 LIGHT_SEMANTIC_NEW_TASK = _SEMANTIC_TASK.format(
-    compare="", restraint=RESTRAINT_RULE, tools=", ".join(CREATE_ONLY)
+    message_two="", compare="", restraint=RESTRAINT_RULE, tools=", ".join(CREATE_ONLY)
 )
 
 LIGHT_LIMBIC_SYSTEM = """\
@@ -147,6 +148,7 @@ def stage_request(
         user=[TextBlock(text=t, cache=cached and i == 0) for i, t in enumerate([*inputs, task])],
         tools=tool_specs(tools),
         must_write=must_write,
+        one_answer=True,  # every call in one answer (framing.py's RESTRAINT_RULE)
     )
 
 

@@ -35,7 +35,7 @@ def run_stage(
     shared = (
         day_prefix(engine, step, executor.scope.tools)
         if step in DAY_FAMILY
-        else (executor.scope.tools, PROMPTS[step][0], read_follows((step,), step))
+        else (executor.scope.tools, PROMPTS[step][0], read_follows((step,)))
     )
     request = stage_request(step, day, tz, identity, inputs, shared, must_write=must_write)
     return request, engine.run(request, executor, plan)

@@ -132,7 +132,7 @@ def extract_semantic(db: Database, night: Night, anima_id: str) -> StepResult:
                     night.tz,
                     executor,
                     system,
-                    [msg1, msg2],
+                    [msg1, msg2] if existing else [msg1],  # an empty message 2 says nothing
                     functools.partial(semantic_plan, chunk, existing, night.tz, retired),
                 )
                 sent += input_chars(request)

@@ -43,4 +43,5 @@ def summary_request(
         user=[TextBlock(text=t, cache=cached and i == 0) for i, t in enumerate(user)],
         tools=tool_specs(tools),
         must_write=True,
+        one_answer=True,  # its one write ends it (the task says: call it once)
     )

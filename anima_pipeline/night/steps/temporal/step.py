@@ -113,11 +113,12 @@ def _write(
     user: list[str],
     period: tuple[str, date, date],
     call: ToolCall,
-    shared: tuple[tuple[str, ...], str, bool] = (TOOLS, TEMPORAL_SYSTEM, True),
+    shared: tuple[tuple[str, ...], str, bool] = (TOOLS, TEMPORAL_SYSTEM, False),
 ) -> tuple[Usage, dict[str, int]]:
     """One write_temporal_summary for one period, through the engine (offline: `call`);
     `shared`: the (tools, framing, cached) of the prefix the request shares (the day summary's;
-    the cascade's own is read by its second, writing turn: night/prefix.py's PLANNED_TURNS)."""
+    the cascade's own is not cached: its one write ends it and no other step sends it,
+    night/prefix.py's `read_follows`)."""
     scope = Scope(anima_id=anima_id, tools=TOOLS, summary_levels=frozenset({period[0]}))
     executor = ToolExecutor(conn, scope, audit)
     request = summary_request(step, night, system, user, shared)
