@@ -198,6 +198,9 @@ class RecallSettings(Group):
     # the learned score (recall/rerank.py); off by default: on the unseen dialogues it placed
     # less of the answers than the nearest items do (docs/benchmarks.md, 2026-12-02)
     second_stage: bool = False
+    # the rows naming what the first hits name join the memories and messages sections
+    # (recall/neighbours.py: one more round trip)
+    neighbours: bool = False
     resident_top_n: int = 20
     pinned_max: int = 40
     # A memory's reference_count (night/steps/references/): a citation inside decay_days

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -37,6 +37,7 @@ from anima_pipeline.core.errors import InputError
 from anima_pipeline.recall import rerank
 from anima_pipeline.recall.dense import QueryVector, query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
+from anima_pipeline.recall.neighbours import Neighbours, find_neighbours, join_neighbours
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import QueryPlan, plan_query
 from anima_pipeline.recall.ranking import run
@@ -141,6 +142,8 @@ class FirstStage:
     memories: list[ContextItem]
     messages: list[ContextItem]
     summaries: list[ContextItem]
+    # the rows the hits' names lead to (recall.neighbours), when `recall.neighbours` is on
+    neighbours: Neighbours = field(default_factory=Neighbours)
 
 
 def first_stage(
@@ -182,7 +185,7 @@ def first_stage(
         ),
         prepare=prepare,
     )
-    return FirstStage(
+    found = FirstStage(
         plan,
         dense,
         lexical_why,
@@ -194,6 +197,11 @@ def first_stage(
         messages_ranked,
         summaries_ranked,
     )
+    if settings.recall.neighbours:  # one more round trip: the rows the hits' names lead to
+        found.neighbours = find_neighbours(
+            conn, query, (memory_search, memories_ranked), (message_search, messages_ranked)
+        )
+    return found
 
 
 def assemble_context(
@@ -258,8 +266,21 @@ def place_by_shares(
     summaries = Packer("summaries", found.summaries, words, budgets.item_max, placed)
     reserve = min(budgets.dense, budgets.recall) if found.dense else 0
     left = budgets.recall - reserve - summaries.fill(min(budgets.summaries, budgets.recall - reserve))
-    memories = Packer("memories", found.memories, words, budgets.item_max, placed)
-    episodic = Packer("episodic", found.messages, words, budgets.item_max, placed)
+    # entity neighbours join each section's list (recall.neighbours); none unless switched on
+    memories = Packer(
+        "memories",
+        join_neighbours(found.memories, found.neighbours.memories),
+        words,
+        budgets.item_max,
+        placed,
+    )
+    episodic = Packer(
+        "episodic",
+        join_neighbours(found.messages, found.neighbours.messages),
+        words,
+        budgets.item_max,
+        placed,
+    )
     left -= memories.fill(round(left * budgets.memory_share))
     left -= episodic.fill(left)
     left -= memories.fill(left)
