@@ -196,7 +196,7 @@ def _mode(share: float, weights: tuple[float, ...] | None, spec: tuple[float, ..
     )
 
 
-NEIGHBOUR_LIMITS = ("HITS", "NAMES", "ROWS", "WEIGHT", "LINK_CAP")  # a --neighbours spec's order
+NEIGHBOUR_LIMITS = ("HITS", "NAMES", "ROWS", "LINK_CAP", "CHARS")  # a --neighbours spec's order
 
 
 def _neighbours_spec(text: str) -> tuple[float, ...]:
@@ -209,7 +209,7 @@ def _neighbours_spec(text: str) -> tuple[float, ...]:
 def _set_neighbours(spec: tuple[float, ...]) -> None:
     """recall/neighbours.py's limits for the next contexts (as --dense sets the RRF weights)."""
     for name, value in zip(NEIGHBOUR_LIMITS, spec, strict=False):
-        setattr(neighbours, name, value if name == "WEIGHT" else int(value))
+        setattr(neighbours, name, int(value))
 
 
 # --contexts FILE: one line per assemble_context call (anima, mode, budgets, question, the

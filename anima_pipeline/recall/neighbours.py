@@ -1,8 +1,10 @@
-"""Entity neighbours: the multi-hop path of a context (docs/benchmarks.md, "Entity neighbours").
+"""Entity neighbours: the multi-hop path of a context, off by default (`recall.neighbours`;
+docs/benchmarks.md, "Entity neighbours": on the unseen dialogues it placed no more of the
+answers).
 
-An answer spread over several conversations is often reached in two hops: the question's words
+An answer spread over several conversations may be reached in two hops: the question's words
 find one part, and that part names a person, place or thing that the other parts name too.
-After the first stage (recall.ranking) this finds those rows and joins them to the sections:
+After the first stage (recall.ranking) this finds those rows:
 
 1. *Names*: the names (`text.entities.names_in`: capitalised runs, "叫X" names; one at a
    sentence start only when the hits also hold it mid-sentence) that the first `HITS` items
@@ -12,35 +14,40 @@ After the first stage (recall.ranking) this finds those rows and joins them to t
 2. *Rows*: one statement per source, both in one round trip (`store.recall_queries.send_named`):
    the rows naming them, read through the GIN index as a probe reads a word; a name found in
    more than `LINK_CAP` rows links nothing (the anima's own name, a word written capitalised),
-   the hits themselves are left out, at most `ROWS` per source, best by the names each holds,
-   then by the question's words (ts_rank_cd).
-3. *Join*: each source's rows join its section's list by weighted reciprocal rank fusion
-   (`recall.ranking.fuse`, the rows' list at `WEIGHT`): a row the list already holds moves up,
-   a new one comes in at the rank its weight gives it. The sections, their shares and the
-   dense reserve stay as they are (recall.assemble).
+   nor does one whose stem ANALYZE's statistics show as common (it is not read at all,
+   `ranking.common_lexemes`); the rows must write the name as it is written, the hits
+   themselves are left out; at most `ROWS` per source, best by the names each holds, then by
+   the question's words (ts_rank_cd).
+3. *Room*: `CHARS` of the recall budget is kept for them, as the nearest items' reserve is
+   (recall.assemble): after the lexical lists took their shares, the rows not placed yet go
+   into their own sections, memories first; what they leave goes back to the lists. The
+   sections and their shares stay as they are.
 
 Bounded whatever the store's size: at most `NAMES` index reads of `LINK_CAP` + 1 ids per
-source, and `ROWS` rows fetched by primary key.
+source and `ROWS` rows fetched by primary key, in one more round trip.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from anima_pipeline.recall.query import CJK
-from anima_pipeline.recall.ranking import RANK_CD_WEIGHT, Search, fuse, pipelined
+from anima_pipeline.recall.ranking import RANK_CD_WEIGHT, Search, common_lexemes, pipelined
 from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store import recall_queries as queries
 from anima_pipeline.store.db import Connection
 from anima_pipeline.text.entities import names_in
 
+# Tuned on conv-26 and conv-30 only (docs/benchmarks.md, "Entity neighbours")
 HITS = 3  # first items of each section's list whose names are followed
 NAMES = 8  # names looked up per question (those in too many rows link nothing)
 LINK_CAP = 20  # a name in more rows than this (per source) links nothing
-ROWS = 5  # rows naming them kept per source
-WEIGHT = 0.3  # RRF weight of those rows' list in the section's list (which has 1 - it)
+ROWS = 3  # rows naming them kept per source
+CHARS = 150  # of the recall budget, kept for those rows
 
 _WORD = re.compile(rf"[a-z0-9]+|[{CJK}]+")
 _CJK_NAME = re.compile(f"^[{CJK}]+$")
@@ -51,17 +58,18 @@ class Neighbours:
     """What the first stage's hits led to: the names followed and the rows naming them."""
 
     names: list[str] = field(default_factory=list)
-    memories: list[tuple[ContextItem, float]] = field(default_factory=list)
-    messages: list[tuple[ContextItem, float]] = field(default_factory=list)
+    memories: list[ContextItem] = field(default_factory=list)
+    messages: list[ContextItem] = field(default_factory=list)
 
 
 def hit_names(query: str, hits: list[ContextItem], limit: int = NAMES) -> list[str]:
     """The names the `hits` hold that share no word with `query`, in the hits' order, at most `limit`."""
     asked = set(_WORD.findall(query.lower()))
-    out = []
-    for name in names_in([item.text for item in hits]):
-        if asked.isdisjoint(_WORD.findall(name.lower())):
-            out.append(name)
+    out = [
+        name
+        for name in names_in([item.text for item in hits])
+        if asked.isdisjoint(_WORD.findall(name.lower()))
+    ]
     return out[:limit]
 
 
@@ -73,6 +81,33 @@ def name_query(name: str) -> tuple[str, str, bool]:
         grams = [name[i : i + 2] for i in range(max(len(name) - 1, 1))]
         return name, " & ".join(f"'{g}'" for g in grams), False
     return name, name, True
+
+
+@functools.lru_cache(maxsize=16)
+def _by_head(common: frozenset[str]) -> dict[str, list[tuple[str, str]]]:
+    """The common stems' tsquery texts by their first two letters, with the stem."""
+    heads: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for text in common:
+        stem = text[1:-1]
+        heads[stem[:2]].append((stem, text))
+    return dict(heads)
+
+
+def _common_for(conn: Connection, table: str, names: list[str]) -> list[str]:
+    """The common stems (`ranking.common_lexemes`) that may be a name's: a word of it, or one it
+    begins with its last letter aside ("happy" gives 'happi'). A cost guard only (a common name
+    would be in more than `LINK_CAP` rows anyway): the few that may match are sent, not the
+    store's whole list (about 1,000 stems)."""
+    heads = _by_head(common_lexemes(conn, table))
+    words = {w for name in names for w in _WORD.findall(name.lower())}
+    return sorted(
+        {
+            text
+            for w in words
+            for stem, text in heads.get(w[:2], ())
+            if w == stem or (len(stem) >= 3 and w.startswith(stem[:-1]))
+        }
+    )
 
 
 def find_neighbours(
@@ -100,11 +135,12 @@ def find_neighbours(
         return found
     named = [name_query(name) for name in followed]
 
-    def send(search: Search, ranked: list[ContextItem]) -> Callable[[], list[tuple[ContextItem, float]]]:
+    def send(search: Search, ranked: list[ContextItem]) -> Callable[[], list[ContextItem]]:
         params = dict(
             search.params,
             link_cap=link_cap,
             rows=rows,
+            common=_common_for(conn, search.table, followed),
             not_ids=[item.id for item in ranked[:hits]],  # they hold the names: no hop
             or_q=search.probe.arrays()["or_q"],
             rank_w=RANK_CD_WEIGHT,
@@ -112,25 +148,14 @@ def find_neighbours(
         params.setdefault("exclude_ids", [])
         take = queries.send_named(conn, search.table, params, named)
 
-        def items() -> list[tuple[ContextItem, float]]:
+        def items() -> list[ContextItem]:
             found_rows = take()
             out = search.items(found_rows)
             for item, r in zip(out, found_rows, strict=True):
                 item.why = "names " + ", ".join(r["matched"])
-            return [(item, float(r["score"])) for item, r in zip(out, found_rows, strict=True)]
+            return out
 
         return items
 
     found.memories, found.messages = pipelined(conn, lambda: send(*memories), lambda: send(*messages))
     return found
-
-
-def join_neighbours(
-    ranked: list[ContextItem], rows: list[tuple[ContextItem, float]], weight: float | None = None
-) -> list[ContextItem]:
-    """A section's list with its neighbour rows fused in (`ranking.fuse`, the rows at `weight`,
-    unset this module's `WEIGHT`)."""
-    weight = WEIGHT if weight is None else weight
-    if not rows or weight <= 0:
-        return ranked
-    return fuse(ranked, rows, weight, reason=lambda item, _score: item.why)

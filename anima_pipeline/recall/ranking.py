@@ -295,25 +295,18 @@ class Search:
         raise NotImplementedError
 
 
-def _similar(_item: ContextItem, sim: float) -> str:
-    return f"similar {sim:.2f}"
-
-
 def fuse(
     lexical: list[ContextItem],
     near: list[tuple[ContextItem, float]],
     w_dense: float,
     offset: int = 0,
     limit: int | None = None,
-    reason: Callable[[ContextItem, float], str] = _similar,
 ) -> list[ContextItem]:
     """One source's lexical and dense lists as one: weighted reciprocal rank fusion, scaled so
-    that first in both lists scores 1. An item in both keeps its lexical reasons, and the
-    second list's `reason` is added to them. Only the `limit` items from `offset` are
-    returned. The lexical items are the caller's own, made for this call: they are updated in
-    place (score, reasons); the dense ones are copied (the caller keeps them as they are, for
-    the section's reserve). The second list may be another one than the nearest items (entity
-    neighbours, recall.neighbours): `reason` says why an item is in it."""
+    that first in both lists scores 1. An item in both keeps its lexical reasons. Only the
+    `limit` items from `offset` are returned. The lexical items are the caller's own, made for
+    this call: they are updated in place (score, reasons); the dense ones are copied (the
+    caller keeps them as they are, for the section's reserve)."""
     score: dict[str, float] = {}
     items: dict[str, ContextItem] = {}
     whys: dict[str, str] = {}
@@ -324,7 +317,7 @@ def fuse(
     for rank, (item, sim) in enumerate(near):
         score[item.ref] = score.get(item.ref, 0.0) + w_dense / (RRF_K + rank + 1)
         known = items.get(item.ref)
-        why = reason(item, sim)
+        why = f"similar {sim:.2f}"
         whys[item.ref] = f"{known.why}; {why}" if known and known.why else why
         if known is None:
             items[item.ref] = item

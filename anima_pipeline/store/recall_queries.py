@@ -268,11 +268,12 @@ def send_named(
     """Entity neighbours (recall/neighbours.py), one statement: per name (label, query, phrase)
     at most `link_cap` + 1 ids of the rows naming it through the GIN index, as a probe reads a
     word (the query a phrase for `phraseto_tsquery('english', …)`, else a tsquery text: CJK
-    bigrams); a name found in more than `link_cap` rows, or in none, links nothing. Then at most
+    bigrams); a name found in more than `link_cap` rows, or in none, links nothing, nor does one
+    whose query is in `common` (the stems ANALYZE shows in many rows: not read at all). Then at most
     `rows` of the rows these names find that write one of them as it is written (the index finds
     a stem in any case), `not_ids` left out, best first by how many of the names each holds plus `rank_w` times ts_rank_cd of the question's `or_q`, with the columns
     of the source's scoring statement (`matched`: the names held) and `score`. `params` holds
-    the source's filters, `link_cap`, `rows`, `not_ids`, `or_q` and `rank_w`."""
+    the source's filters, `link_cap`, `common`, `rows`, `not_ids`, `or_q` and `rank_w`."""
     if not names:
         raise ValueError("send_named needs at least one name")
     source = SOURCES[table]
@@ -281,9 +282,10 @@ def send_named(
     for i, (_, query, phrase) in enumerate(names):
         args[f"n{i}"] = query
         q = f"phraseto_tsquery('english'::regconfig, %(n{i})s)" if phrase else f"%(n{i})s::tsquery"
+        # a common stem is not read at all (a one-time filter before the scan, as in send_probe)
         branches.append(
             f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {table} x WHERE {source.where}"
-            f" AND x.fts @@ {q} LIMIT %(link_cap)s + 1) AS ids"
+            f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(link_cap)s + 1) AS ids"
         )
     sql = f"""
 WITH named AS ({" UNION ALL ".join(branches)}),

@@ -1,7 +1,8 @@
 """Entity neighbours (recall/neighbours.py, docs/benchmarks.md "Entity neighbours"): the names
-the first hits hold, the rows naming them read through the index (a name in too many rows links
-nothing, the name as written, the hits and the resident set left out), and those rows joined to
-the sections when `recall.neighbours` is on, on a real store."""
+the first hits hold, the rows naming them read through the index (a name in too many rows or
+common by the statistics links nothing, the name as written, the hits and the resident set left
+out), and those rows placed in their part of the budget when `recall.neighbours` is on, on a
+real store."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import pytest
 from anima_pipeline.config import Settings
 from anima_pipeline.recall import neighbours
 from anima_pipeline.recall.assemble import assemble_context, first_stage
-from anima_pipeline.recall.neighbours import hit_names, join_neighbours, name_query
-from anima_pipeline.recall.ranking import fuse
+from anima_pipeline.recall.neighbours import hit_names, name_query
 from anima_pipeline.recall.render import memory_item
 from anima_pipeline.store import recall_queries as queries
 from anima_pipeline.store.db import Database
@@ -73,14 +73,12 @@ def test_name_queries_a_phrase_or_cjk_bigrams() -> None:
     assert name_query("小白兔") == ("小白兔", "'小白' & '白兔'", False)
 
 
-def test_fuse_says_why_an_item_of_the_second_list_is_there() -> None:
-    first = [_item(1, "one"), _item(2, "two")]
-    named = _item(3, "three").model_copy(update={"why": "names Malmo"})
-    both = _item(2, "two").model_copy(update={"why": "names Malmo"})
-    fused = fuse(first, [(named, 1.0), (both, 1.0)], 0.5, reason=lambda item, _s: item.why)
-    assert [i.id for i in fused] == [2, 1, 3]  # in both lists first
-    assert fused[0].why == "matched x; names Malmo" and fused[2].why == "names Malmo"
-    assert join_neighbours(first, [], 0.5) is first and join_neighbours(first, [(named, 1.0)], 0) is first
+def test_only_the_common_stems_a_name_may_have_are_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    common = frozenset({"'thank'", "'happi'", "'day'", "'i'", "'go'", "'malm'", "'river'"})
+    monkeypatch.setattr(neighbours, "common_lexemes", lambda _conn, _table: common)
+    sent = neighbours._common_for(None, "message", ["Thanks", "Happy Days", "Malmo"])
+    assert sent == ["'day'", "'happi'", "'malm'", "'thank'"]
+    assert neighbours._common_for(None, "message", ["Oresund"]) == []
 
 
 # --- the statement ---------------------------------------------------------------------------
@@ -97,6 +95,7 @@ def _named(conn, table: str, names: list[str], **params):
         "conversation": None,
         "speaker": None,
         "link_cap": 3,
+        "common": [],
         "rows": 5,
         "not_ids": [],
         "or_q": None,
@@ -125,6 +124,7 @@ def test_named_rows_by_names_held_within_the_link_cap(db: Database) -> None:
             exclude_ids=[resident],
         )
         capped = _named(conn, "semantic_memory", ["Malmo"], link_cap=3)
+        common = _named(conn, "semantic_memory", ["Malmo"], link_cap=6, common=["'malmo'"])
         msg = _say(conn, "We crossed the Oresund Bridge by train.")
         _say(conn, "The Oresund Bridge again, in a debug chat.", conv="aria:dbg", debug=True)
         messages = _named(conn, "message", ["Oresund Bridge"], link_cap=6)
@@ -132,6 +132,7 @@ def test_named_rows_by_names_held_within_the_link_cap(db: Database) -> None:
     assert rows[0]["matched"] == ["Malmo", "Oresund Bridge"] and rows[1]["matched"] == ["Malmo"]
     assert rows[0]["score"] > rows[1]["score"] and lower not in [r["id"] for r in rows]
     assert capped == []  # the index finds Malmo in 5 rows of this anima: more than a cap of 3
+    assert common == []  # a stem the statistics show as common is not read at all
     assert [r["id"] for r in messages] == [msg] and messages[0]["title"] == "chat"
 
 
@@ -154,6 +155,7 @@ def test_named_statement_reads_the_index_not_the_table(db: Database) -> None:
             "since": None,
             "until": None,
             "link_cap": 20,
+            "common": [],
             "rows": 5,
             "not_ids": [],
             "or_q": None,
@@ -183,7 +185,7 @@ def _store(conn) -> dict[str, int]:
     ids = {
         "hit": _add(conn, "Noor grew up near Malmo, by the sea."),
         # the answer shares no word with the question: only the name leads to it
-        "answer": _add(conn, "Malmo is in Sweden, on the southern coast."),
+        "answer": _add(conn, "Malmo lies on the southern coast, by a long bridge."),
         "msg_answer": _say(conn, "I spent every winter holiday in Malmo with my grandmother."),
     }
     for i in range(12):
@@ -206,7 +208,7 @@ def test_neighbours_bring_in_what_the_hits_name(db: Database) -> None:
     placed = next(i for i in on.section("memories").items if i.id == ids["answer"])
     assert placed.why == "names Malmo"
     assert found.neighbours.names == ["Malmo"]
-    assert [i.id for i, _ in found.neighbours.messages] == [ids["msg_answer"]]
+    assert [i.id for i in found.neighbours.messages] == [ids["msg_answer"]]
     # the sections keep their budgets
     assert sum(s.chars_used for s in on.sections if s.name != "resident") <= 2000
 
