@@ -4,6 +4,7 @@ hold the answer, within the same 2,000 characters?
 Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR]
       (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
       [--budget 2000] [--share 0.3 0.5 0.7] [--dense MEM:MSG[:CHARS] ...] [--contexts FILE]
+      [--neighbours [HITS:NAMES:ROWS:LINK_CAP:CHARS ...]] [--only tuned|unseen]
 
 The store is one where the dev dialogues were imported and slept through every night offline
 (``anima import`` of ``locomo/dev.archive.jsonl`` and ``memorybank/*.archive.jsonl``, then
@@ -23,7 +24,9 @@ dialogues the ranking was tuned on (conv-26, conv-30) and for the unseen ones (c
   - ``summaries``: the summaries section of the lexical assembled context, alone;
   - ``assembled``: ``assemble_context`` (summaries, memories, messages in their sections),
     lexical (``ANIMA_EMBEDDER=none``); with ``--dense MEM:MSG[:CHARS]`` also with vectors
-    (the RRF weights of each section's dense list and the characters kept for the nearest).
+    (the RRF weights of each section's dense list and the characters kept for the nearest);
+    with ``--neighbours`` each assembled mode also with entity neighbours (recall/neighbours.py)
+    at these limits, a prefix of them (the rest the module's; bare: the module's).
   Every context is the recall sections as rendered, headers and newlines counted. Besides the
   hit, the answer-word share: the part of the answer's key words the context holds.
   Messages are rendered as the agent sees them (``- [date speaker] text``, a long one cut

@@ -20,8 +20,8 @@ After the first stage (recall.ranking) this finds those rows:
    the question's words (ts_rank_cd).
 3. *Room*: `CHARS` of the recall budget is kept for them, as the nearest items' reserve is
    (recall.assemble): after the lexical lists took their shares, the rows not placed yet go
-   into their own sections, memories first; what they leave goes back to the lists. The
-   sections and their shares stay as they are.
+   into their own sections, memories first; what they leave goes to the memories' list (with
+   vectors, to the nearest items' reserve). The sections and their shares stay as they are.
 
 Bounded whatever the store's size: at most `NAMES` index reads of `LINK_CAP` + 1 ids per
 source and `ROWS` rows fetched by primary key, in one more round trip.

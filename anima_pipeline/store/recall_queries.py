@@ -1,8 +1,9 @@
 """The statements of recall's ranking by indexes (recall/ranking.py holds the scoring and the
 stages, docs/benchmarks.md the figures): per source (memories, messages) the probe of the
 GIN full-text index, the lookup of respelt words, the scoring of the candidates, the nearest
-neighbours by pgvector; the rows naming the entities the first hits name (entity neighbours); the anima's vocabulary
-for misspelt words, the `fts` statistics, and the temporal summaries of a question about a time.
+neighbours by pgvector, the rows naming what the first hits name (entity neighbours); the
+anima's vocabulary for misspelt words, the `fts` statistics, and the temporal summaries of a
+question about a time.
 
 Each `send_*` queues its statement on the connection and returns how to take its rows, so that
 recall sends the statements of one stage together (psycopg pipeline mode, `ranking.pipelined`).
@@ -268,12 +269,13 @@ def send_named(
     """Entity neighbours (recall/neighbours.py), one statement: per name (label, query, phrase)
     at most `link_cap` + 1 ids of the rows naming it through the GIN index, as a probe reads a
     word (the query a phrase for `phraseto_tsquery('english', …)`, else a tsquery text: CJK
-    bigrams); a name found in more than `link_cap` rows, or in none, links nothing, nor does one
-    whose query is in `common` (the stems ANALYZE shows in many rows: not read at all). Then at most
-    `rows` of the rows these names find that write one of them as it is written (the index finds
-    a stem in any case), `not_ids` left out, best first by how many of the names each holds plus `rank_w` times ts_rank_cd of the question's `or_q`, with the columns
-    of the source's scoring statement (`matched`: the names held) and `score`. `params` holds
-    the source's filters, `link_cap`, `common`, `rows`, `not_ids`, `or_q` and `rank_w`."""
+    bigrams); a name found in more than `link_cap` rows, or in none, links nothing, nor does
+    one whose query is in `common` (stems ANALYZE shows in many rows: not read at all). Then
+    at most `rows` of the rows these names find that write one of them as it is written (the
+    index finds a stem in any case), `not_ids` left out, best first by how many of the names
+    each holds plus `rank_w` times ts_rank_cd of the question's `or_q`, with the columns of
+    the source's scoring statement (`matched`: the names held) and `score`. `params` holds the
+    source's filters, `link_cap`, `common`, `rows`, `not_ids`, `or_q` and `rank_w`."""
     if not names:
         raise ValueError("send_named needs at least one name")
     source = SOURCES[table]
