@@ -198,6 +198,11 @@ class RecallSettings(Group):
     # the learned score (recall/rerank.py); off by default: on the unseen dialogues it placed
     # less of the answers than the nearest items do (docs/benchmarks.md, 2026-12-02)
     second_stage: bool = False
+    # entity neighbours: the rows naming what the first hits name get 150 characters of the
+    # budget (recall/neighbours.py, one more round trip); off by default: on the unseen
+    # dialogues they placed fewer answer words (0.691 -> 0.690) and one whole answer fewer of
+    # 351 (docs/benchmarks.md, "Entity neighbours")
+    neighbours: bool = False
     resident_top_n: int = 20
     pinned_max: int = 40
     # A memory's reference_count (night/steps/references/): a citation inside decay_days

@@ -4,6 +4,7 @@ hold the answer, within the same 2,000 characters?
 Run:  .venv/bin/python -m benchmarks.recall_at_k --from-store DATABASE_URL [--data DIR]
       (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
       [--budget 2000] [--share 0.3 0.5 0.7] [--dense MEM:MSG[:CHARS] ...] [--contexts FILE]
+      [--neighbours [HITS:NAMES:ROWS:LINK_CAP:CHARS ...]] [--only tuned|unseen]
 
 The store is one where the dev dialogues were imported and slept through every night offline
 (``anima import`` of ``locomo/dev.archive.jsonl`` and ``memorybank/*.archive.jsonl``, then
@@ -23,7 +24,9 @@ dialogues the ranking was tuned on (conv-26, conv-30) and for the unseen ones (c
   - ``summaries``: the summaries section of the lexical assembled context, alone;
   - ``assembled``: ``assemble_context`` (summaries, memories, messages in their sections),
     lexical (``ANIMA_EMBEDDER=none``); with ``--dense MEM:MSG[:CHARS]`` also with vectors
-    (the RRF weights of each section's dense list and the characters kept for the nearest).
+    (the RRF weights of each section's dense list and the characters kept for the nearest);
+    with ``--neighbours`` each assembled mode also with entity neighbours (recall/neighbours.py)
+    at these limits, a prefix of them (the rest the module's; bare: the module's).
   Every context is the recall sections as rendered, headers and newlines counted. Besides the
   hit, the answer-word share: the part of the answer's key words the context holds.
   Messages are rendered as the agent sees them (``- [date speaker] text``, a long one cut
@@ -60,6 +63,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from anima_pipeline.config import Settings, get_settings
+from anima_pipeline.recall import neighbours
 from anima_pipeline.recall.assemble import Packer, assemble_context, budgets_from
 from anima_pipeline.recall.episodic import MessageSearch
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
@@ -171,8 +175,15 @@ def _pack(name, ranked, words: list[str], budget: int, item_max: int):
 
 # the sections packed by their shares (the defaults); "no-repeats": a line repeating a placed
 # one left out; "second+dense": the second stage on (recall/rerank.py)
-LEXICAL = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
-DENSE = Settings(recall={"drop_repeats": False, "second_stage": False})
+LEXICAL = Settings(
+    embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False, "neighbours": False}
+)
+DENSE = Settings(recall={"drop_repeats": False, "second_stage": False, "neighbours": False})
+# --neighbours: the same with entity neighbours (recall/neighbours.py) at the limits of a spec
+LEXICAL_NB, DENSE_NB = (
+    s.model_copy(update={"recall": s.recall.model_copy(update={"neighbours": True})})
+    for s in (LEXICAL, DENSE)
+)
 RANKED = {
     "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
     "no-repeats+dense": Settings(recall={"drop_repeats": True}),
@@ -180,8 +191,28 @@ RANKED = {
 }
 
 
-def _mode(share: float, weights: tuple[float, ...] | None) -> str:
-    return f"assembled@{share}" + ("+dense" + "/".join(f"{w:g}" for w in weights) if weights else "")
+def _mode(share: float, weights: tuple[float, ...] | None, spec: tuple[float, ...] | None = None) -> str:
+    return (
+        f"assembled@{share}"
+        + ("+dense" + "/".join(f"{w:g}" for w in weights) if weights else "")
+        + ("+nb" + "/".join(f"{v:g}" for v in spec) if spec else "")
+    )
+
+
+NEIGHBOUR_LIMITS = ("HITS", "NAMES", "ROWS", "LINK_CAP", "CHARS")  # a --neighbours spec's order
+
+
+def _neighbours_spec(text: str) -> tuple[float, ...]:
+    values = tuple(float(x) for x in text.split(":"))
+    if not 1 <= len(values) <= len(NEIGHBOUR_LIMITS):
+        raise SystemExit(f"--neighbours {text!r}: expected {':'.join(NEIGHBOUR_LIMITS)} (a prefix of it)")
+    return values
+
+
+def _set_neighbours(spec: tuple[float, ...]) -> None:
+    """recall/neighbours.py's limits for the next contexts (as --dense sets the RRF weights)."""
+    for name, value in zip(NEIGHBOUR_LIMITS, spec, strict=False):
+        setattr(neighbours, name, int(value))
 
 
 # --contexts FILE: one line per assemble_context call (anima, mode, budgets, question, the
@@ -198,15 +229,30 @@ def _context(conn, anima, question, budgets, now, settings: Settings, mode: str)
     return ctx
 
 
-def _assemble(conn, anima, question, budgets, now, weights: tuple[float, ...] | None):
+def _assemble(
+    conn,
+    anima,
+    question,
+    budgets,
+    now,
+    weights: tuple[float, ...] | None,
+    spec: tuple[float, ...] | None = None,
+):
     """assemble_context lexical-only (weights None), or fusing each section's nearest items
-    with these (memories, messages[, reserved characters]) dense weights."""
+    with these (memories, messages[, reserved characters]) dense weights; with `spec` (a
+    --neighbours one) the entity neighbours joined too."""
+    suffix = "+nb" + ":".join(f"{v:g}" for v in spec) if spec else ""
+    if spec:
+        _set_neighbours(spec)
     if weights is None:
-        return _context(conn, anima, question, budgets, now, LEXICAL, "lexical")
+        settings = LEXICAL_NB if spec else LEXICAL
+        return _context(conn, anima, question, budgets, now, settings, "lexical" + suffix)
     MemorySearch.dense_weight, MessageSearch.dense_weight = weights[:2]
     if len(weights) > 2:
         budgets = budgets.model_copy(update={"dense": int(weights[2])})
-    return _context(conn, anima, question, budgets, now, DENSE, "dense" + ":".join(f"{w:g}" for w in weights))
+    settings = DENSE_NB if spec else DENSE
+    mode = "dense" + ":".join(f"{w:g}" for w in weights) + suffix
+    return _context(conn, anima, question, budgets, now, settings, mode)
 
 
 def _recalled(ctx) -> str:
@@ -214,11 +260,14 @@ def _recalled(ctx) -> str:
     return "\n\n".join(s.render() for s in ctx.sections if s.name != "resident" and s.items)
 
 
-def locomo(conn, questions, names, budget: int, shares: list[float], dense_weights, ranked_modes) -> dict:
+def locomo(
+    conn, questions, names, budget: int, shares: list[float], dense_weights, ranked_modes, specs=()
+) -> dict:
     judge = Judge(names)
     out: dict = defaultdict(lambda: defaultdict(int))
     seconds: list[float] = []
     seconds_ranked: list[float] = []
+    seconds_nb: list[float] = []
     item_max = Budgets().item_max
     by_anima: dict[str, list[dict]] = defaultdict(list)
     for q in questions:
@@ -251,13 +300,16 @@ def locomo(conn, questions, names, budget: int, shares: list[float], dense_weigh
             contexts["episodic"] = _text(ctx.section("episodic").items)
             for share in shares:
                 for weights in dense_weights:
-                    started = time.perf_counter()
-                    ctx = _assemble(conn, anima, q["question"], _budgets(budget, share), now, weights)
-                    seconds.append(time.perf_counter() - started)
-                    contexts[_mode(share, weights)] = text = _recalled(ctx)
-                    if weights is None and share == shares[0]:  # what the summaries section carries
-                        contexts["summaries"] = _text(ctx.section("summaries").items)
-                    assert len(text) <= budget, (q["qa_id"], len(text))  # headers and newlines counted
+                    for spec in (None, *specs):
+                        started = time.perf_counter()
+                        ctx = _assemble(
+                            conn, anima, q["question"], _budgets(budget, share), now, weights, spec
+                        )
+                        (seconds_nb if spec else seconds).append(time.perf_counter() - started)
+                        contexts[_mode(share, weights, spec)] = text = _recalled(ctx)
+                        if weights is None and spec is None and share == shares[0]:  # the summaries section
+                            contexts["summaries"] = _text(ctx.section("summaries").items)
+                        assert len(text) <= budget, (q["qa_id"], len(text))  # headers and newlines counted
             for mode in ranked_modes:
                 started = time.perf_counter()
                 ctx = _context(
@@ -272,7 +324,7 @@ def locomo(conn, questions, names, budget: int, shares: list[float], dense_weigh
                 out[key][mode] += found == answer
                 out[key][f"{mode}:share"] += len(found) / len(answer)
                 out[key][f"{mode}:chars"] += len(text)
-    return {"counts": out, "seconds": seconds, "seconds_ranked": seconds_ranked}
+    return {"counts": out, "seconds": seconds, "seconds_ranked": seconds_ranked, "seconds_nb": seconds_nb}
 
 
 def _evidence_text(conn, anima: str) -> dict[str, str]:
@@ -293,7 +345,12 @@ _MON = "jan feb mar apr may jun jul aug sep oct nov dec".split()
 
 
 def memorybank(
-    conn, data: Path, budget: int, share: float, dense: tuple[float, float] | None
+    conn,
+    data: Path,
+    budget: int,
+    share: float,
+    dense: tuple[float, float] | None,
+    spec: tuple[float, ...] | None = None,
 ) -> pd.DataFrame:
     rows = []
     for lang in ("en", "cn"):
@@ -311,7 +368,12 @@ def memorybank(
                     counts["dated"] += 1
                     now = datetime(2023, 5, 7, 21, tzinfo=TZ)
                     conv = f"{anima}:{day.isoformat()}"
-                    runs = [("assembled", None), ("hybrid", dense), ("no-repeats", "no-repeats")]
+                    runs: list = [("assembled", None), ("hybrid", dense), ("no-repeats", "no-repeats")]
+                    if spec:
+                        runs += [
+                            ("assembled+nb", (None, spec)),
+                            *([("hybrid+nb", (dense, spec))] if dense else []),
+                        ]
                     runs += (
                         [("no-repeats+dense", "no-repeats+dense"), ("second+dense", "second+dense")]
                         if dense
@@ -322,6 +384,8 @@ def memorybank(
                             ctx = _context(
                                 conn, anima, question, _budgets(budget, share), now, RANKED[weights], mode
                             )
+                        elif mode.endswith("+nb"):
+                            ctx = _assemble(conn, anima, question, _budgets(budget, share), now, *weights)
                         else:
                             ctx = _assemble(conn, anima, question, _budgets(budget, share), now, weights)
                         items = [
@@ -342,6 +406,14 @@ def memorybank(
                 "bm25: holds that day": _pct(counts["bm25"], counts["dated"]),
                 "assembled: holds that day": _pct(counts["assembled"], counts["dated"]),
                 **({"hybrid: holds that day": _pct(counts["hybrid"], counts["dated"])} if dense else {}),
+                **(
+                    {
+                        f"{mode}: holds that day": _pct(counts[mode], counts["dated"])
+                        for mode in ("assembled+nb", *(["hybrid+nb"] if dense else []))
+                    }
+                    if spec
+                    else {}
+                ),
                 "no-repeats: holds that day": _pct(counts["no-repeats"], counts["dated"]),
                 **(
                     {"no-repeats+dense: holds that day": _pct(counts["no-repeats+dense"], counts["dated"])}
@@ -400,6 +472,14 @@ def main(argv: list[str] | None = None) -> int:
         help="dense weights (memories:messages, and the reserve in characters) to try beside"
         " lexical-only; bare --dense: the defaults",
     )
+    parser.add_argument(
+        "--neighbours",
+        nargs="*",
+        default=None,
+        metavar=":".join(NEIGHBOUR_LIMITS),
+        help="entity neighbours (recall/neighbours.py) at these limits (a prefix of them; the rest"
+        " the module's) beside every assembled mode without them; bare --neighbours: the module's",
+    )
     parser.add_argument("--only", choices=("tuned", "unseen"), help="one split only (tuning runs)")
     parser.add_argument(
         "--contexts",
@@ -424,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{MemorySearch.dense_weight}:{MessageSearch.dense_weight}"
         ]  # reserve: settings
         dense_weights += [tuple(float(x) for x in p.split(":")) for p in pairs]
+    specs: list[tuple[float, ...]] = []
+    if args.neighbours is not None:
+        defaults = tuple(float(getattr(neighbours, name)) for name in NEIGHBOUR_LIMITS)
+        for text in args.neighbours or [":".join(f"{v:g}" for v in defaults)]:
+            given = _neighbours_spec(text)
+            specs.append(given + defaults[len(given) :])
     names = speaker_names(read_jsonl(archive))
     global CONTEXTS
     CONTEXTS = args.contexts.open("w", encoding="utf-8") if args.contexts else None
@@ -434,13 +520,13 @@ def main(argv: list[str] | None = None) -> int:
             "no-repeats",
             *(["no-repeats+dense", "second+dense"] if args.dense is not None else []),
         ]
-        result = locomo(conn, questions, names, args.budget, shares, dense_weights, ranked_modes)
+        result = locomo(conn, questions, names, args.budget, shares, dense_weights, ranked_modes, specs)
         modes = [
             "bm25",
             "memories",
             "episodic",
             "summaries",
-            *(_mode(s, w) for s in shares for w in dense_weights),
+            *(_mode(s, w, spec) for s in shares for w in dense_weights for spec in (None, *specs)),
             *ranked_modes,
         ]
         pd.set_option("display.width", 200)
@@ -471,6 +557,18 @@ def main(argv: list[str] | None = None) -> int:
                     for split in ("tuned", "unseen")
                 ]
                 print(f"answer-word share, {_mode(share, weights)} - lexical: {', '.join(diffs)}")
+        for share in shares:
+            for weights in dense_weights:
+                for spec in specs:
+                    before, after = _mode(share, weights), _mode(share, weights, spec)
+                    diffs = [
+                        f"{split} share {shares_table.loc['all', (split, after + ':share')] - shares_table.loc['all', (split, before + ':share')]:+.3f}"
+                        f" hit {table.loc['all', (split, after)] - table.loc['all', (split, before)]:+.3f}"
+                        f" multi-hop hit {table.loc['multi-hop', (split, after)] - table.loc['multi-hop', (split, before)]:+.3f}"
+                        for split in ("tuned", "unseen")
+                        if (split, before) in table.columns
+                    ]
+                    print(f"{after} - {before}: {', '.join(diffs)}")
         for mode in ranked_modes:
             before = _mode(shares[0], dense_weights[-1] if mode != "no-repeats" else None)
             diffs = [
@@ -479,15 +577,25 @@ def main(argv: list[str] | None = None) -> int:
                 for split in ("tuned", "unseen")
             ]
             print(f"{mode} - {before}: {', '.join(diffs)}")
-        for label, key in (("first stage, packed by shares", "seconds"), ("second stage", "seconds_ranked")):
+        for label, key in (
+            ("first stage, packed by shares", "seconds"),
+            ("second stage", "seconds_ranked"),
+            ("with entity neighbours", "seconds_nb"),
+        ):
             secs = sorted(result[key])
+            if not secs:
+                continue
             print(
                 f"assemble_context latency ({label}): median {statistics.median(secs) * 1e3:.1f} ms,"
                 f" p95 {secs[int(0.95 * (len(secs) - 1))] * 1e3:.1f} ms over {len(secs)} calls"
             )
         print()
-        print("MemoryBank probing questions (unseen; no gold answers)")
-        print(memorybank(conn, args.data, args.budget, shares[-1], dense_weights[-1]).to_string())
+        if args.only == "tuned":  # a tuning run: the unseen MemoryBank stays unseen
+            print("MemoryBank: left out (--only tuned)")
+        else:
+            print("MemoryBank probing questions (unseen; no gold answers)")
+            spec = specs[-1] if specs else None
+            print(memorybank(conn, args.data, args.budget, shares[-1], dense_weights[-1], spec).to_string())
     if CONTEXTS is not None:
         CONTEXTS.close()
     print(f"elapsed {time.perf_counter() - started:.1f} s")

@@ -2,7 +2,7 @@
 1,000,000 messages throughout.
 
 Run:  .venv/bin/python -m benchmarks.recall_scale [--url URL] [--queries 200] [--drop]
-        [--vectors] [--sizes N ...] [--reuse] [--beside K]
+        [--vectors] [--sizes N ...] [--reuse] [--beside K] [--neighbours]
       (data: $ANIMA_DATA_DIR, by default ../shared/data next to the repository)
 
 The store is a scratch database (default ``postgresql://postgres@127.0.0.1:5432/anima_recall_scale``,
@@ -22,7 +22,8 @@ same: they are drawn before the memories):
 * One ``assemble_context`` call per question and mode (resident, summaries, memories, episodic
   messages, the default budgets), on one connection, after 20 warm-up calls. The lexical modes:
   ``lexical`` (each list packed in its share, the defaults), ``no-repeats`` (a line
-  repeating a placed one left out) and ``second`` (the second stage on, recall/rerank.py),
+  repeating a placed one left out), ``second`` (the second stage on, recall/rerank.py) and, with
+  ``--neighbours``, ``neighbours`` (the entity neighbours joined, recall/neighbours.py),
   taking turns question by question, each line with its p95 against the first's; with ``--vectors``
   the lexical and the hybrid call of each question run back to back (which goes first
   alternates), so that the machine's load weighs on both alike. Printed: p50 / p95 / max per
@@ -504,6 +505,11 @@ def main(argv: list[str] | None = None) -> int:
         help="keep the memories (and vectors) of a previous run of the same single --sizes: no reload",
     )
     parser.add_argument(
+        "--neighbours",
+        action="store_true",
+        help="also the lexical mode with entity neighbours (recall/neighbours.py), taking turns with it",
+    )
+    parser.add_argument(
         "--beside",
         type=int,
         default=0,
@@ -525,6 +531,11 @@ def main(argv: list[str] | None = None) -> int:
         "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
         "second": Settings(embedder={"kind": "none"}, recall={"second_stage": True}),
     }
+    if args.neighbours:  # "neighbours": lexical with the entity neighbours joined (one more round trip)
+        lexical_modes["neighbours"] = Settings(
+            embedder={"kind": "none"},
+            recall={"drop_repeats": False, "second_stage": False, "neighbours": True},
+        )
     dense = Settings(embedder={"kind": os.environ.get("ANIMA_EMBEDDER", "local")})
     embedder = base = None
     if args.vectors and not reuse:

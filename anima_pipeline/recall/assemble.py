@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
-from anima_pipeline.recall import rerank
+from anima_pipeline.recall import neighbours, rerank
 from anima_pipeline.recall.dense import QueryVector, query_vector
 from anima_pipeline.recall.episodic import MessageSearch, rank_messages
+from anima_pipeline.recall.neighbours import Neighbours, find_neighbours
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import QueryPlan, plan_query
 from anima_pipeline.recall.ranking import run
@@ -141,6 +142,8 @@ class FirstStage:
     memories: list[ContextItem]
     messages: list[ContextItem]
     summaries: list[ContextItem]
+    # the rows the hits' names lead to (recall.neighbours), when `recall.neighbours` is on
+    neighbours: Neighbours = field(default_factory=Neighbours)
 
 
 def first_stage(
@@ -182,7 +185,7 @@ def first_stage(
         ),
         prepare=prepare,
     )
-    return FirstStage(
+    found = FirstStage(
         plan,
         dense,
         lexical_why,
@@ -194,6 +197,11 @@ def first_stage(
         messages_ranked,
         summaries_ranked,
     )
+    if settings.recall.neighbours:  # one more round trip: the rows the hits' names lead to
+        found.neighbours = find_neighbours(
+            conn, query, (memory_search, memories_ranked), (message_search, messages_ranked)
+        )
+    return found
 
 
 def assemble_context(
@@ -250,19 +258,31 @@ def place_by_shares(
 ) -> list[ContextSection]:
     """Each section its own list in its own share: summaries first (at most `summaries`),
     memories up to `memory_share` of what is left, messages the rest, memories what messages
-    left; with vectors the reserve goes to the nearest items not placed yet. With `resident`
+    left; with entity neighbours (recall.neighbours) their part of the budget goes to the rows
+    the hits' names lead to, not placed yet; with vectors the reserve goes to the nearest items
+    not placed yet. With `resident`
     (the lines already in the context) a line that repeats a placed one is left out
     (`rerank.Placed`: a memory and the message it came from) and its room goes to the next."""
     words = found.plan.terms
     placed = rerank.Placed(resident) if resident is not None else None
     summaries = Packer("summaries", found.summaries, words, budgets.item_max, placed)
     reserve = min(budgets.dense, budgets.recall) if found.dense else 0
-    left = budgets.recall - reserve - summaries.fill(min(budgets.summaries, budgets.recall - reserve))
+    # entity neighbours (recall.neighbours) keep their own part of the budget, as the nearest do
+    near = found.neighbours
+    kept = min(neighbours.CHARS, budgets.recall - reserve) if near.memories or near.messages else 0
+    room = budgets.recall - reserve - kept
+    left = room - summaries.fill(min(budgets.summaries, room))
     memories = Packer("memories", found.memories, words, budgets.item_max, placed)
     episodic = Packer("episodic", found.messages, words, budgets.item_max, placed)
     left -= memories.fill(round(left * budgets.memory_share))
     left -= episodic.fill(left)
     left -= memories.fill(left)
+    if kept:  # the rows the hits' names lead to, not placed yet, in their sections, memories first
+        left += kept
+        left -= memories.fill_from(near.memories, left)
+        left -= episodic.fill_from(near.messages, left)
+        if not found.dense:  # what they left goes to the memories' list, as the lexical packing ends
+            left -= memories.fill_from(found.memories, left)
     if found.dense:  # the nearest items not placed yet get the reserve, memories first, in their sections
         left += reserve
         left -= memories.fill_from(found.memory_search.nearest, left)

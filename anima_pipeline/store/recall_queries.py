@@ -1,8 +1,9 @@
 """The statements of recall's ranking by indexes (recall/ranking.py holds the scoring and the
 stages, docs/benchmarks.md the figures): per source (memories, messages) the probe of the
 GIN full-text index, the lookup of respelt words, the scoring of the candidates, the nearest
-neighbours by pgvector; the anima's vocabulary for misspelt words, the `fts` statistics, and
-the temporal summaries of a question about a time.
+neighbours by pgvector, the rows naming what the first hits name (entity neighbours); the
+anima's vocabulary for misspelt words, the `fts` statistics, and the temporal summaries of a
+question about a time.
 
 Each `send_*` queues its statement on the connection and returns how to take its rows, so that
 recall sends the statements of one stage together (psycopg pipeline mode, `ranking.pipelined`).
@@ -172,19 +173,40 @@ LIMIT %(limit)s
 @dataclass(frozen=True)
 class Source:
     """One searched table's statements: the filter on `x` every statement shares, the scoring of
-    candidates, the nearest neighbours ({d}: the vectors' dimension) and, for a table whose rows
-    are dated, the column the periods a question names are read by."""
+    candidates, the nearest neighbours ({d}: the vectors' dimension), what the rows naming an
+    entity (`send_named`) select beyond the filter (`columns` of the scoring statement, the
+    `joins` and the `keep` condition they need) and, for a table whose rows are dated, the column
+    the periods a question names are read by."""
 
     where: str
     score: str
     dense: str
+    columns: str
+    joins: str
+    keep: str
     time_column: str | None = None
 
 
 SOURCES = {
-    "semantic_memory": Source(MEMORY_WHERE, MEMORY_SCORE_SQL, MEMORY_DENSE_SQL),
+    "semantic_memory": Source(
+        MEMORY_WHERE,
+        MEMORY_SCORE_SQL,
+        MEMORY_DENSE_SQL,
+        columns="x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned,"
+        " false AS dated, false AS in_period",
+        joins="",
+        keep="NOT (x.id = ANY(%(exclude_ids)s::bigint[]))",  # the resident set, as in MEMORY_DENSE_SQL
+    ),
     # indexed with anima_id: the rows of a period the question names
-    "message": Source(MESSAGE_WHERE, MESSAGE_SCORE_SQL, MESSAGE_DENSE_SQL, time_column="created_at"),
+    "message": Source(
+        MESSAGE_WHERE,
+        MESSAGE_SCORE_SQL,
+        MESSAGE_DENSE_SQL,
+        columns="x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title, false AS in_period",
+        joins="JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id",
+        keep="c.platform <> 'cron' AND NOT c.debug",
+        time_column="created_at",
+    ),
 }
 
 
@@ -236,6 +258,56 @@ def send_probe(
     if not branches:
         return None
     return conn.execute(" UNION ALL ".join(branches), args).fetchall
+
+
+def send_named(
+    conn: Connection,
+    table: str,
+    params: dict[str, Any],
+    names: Sequence[tuple[str, str, bool]],
+) -> Rows:
+    """Entity neighbours (recall/neighbours.py), one statement: per name (label, query, phrase)
+    at most `link_cap` + 1 ids of the rows naming it through the GIN index, as a probe reads a
+    word (the query a phrase for `phraseto_tsquery('english', …)`, else a tsquery text: CJK
+    bigrams); a name found in more than `link_cap` rows, or in none, links nothing, nor does
+    one whose query is in `common` (stems ANALYZE shows in many rows: not read at all). Then
+    at most `rows` of the rows these names find that write one of them as it is written (the
+    index finds a stem in any case), `not_ids` left out, best first by how many of the names
+    each holds plus `rank_w` times ts_rank_cd of the question's `or_q`, with the columns of
+    the source's scoring statement (`matched`: the names held) and `score`. `params` holds the
+    source's filters, `link_cap`, `common`, `rows`, `not_ids`, `or_q` and `rank_w`."""
+    if not names:
+        raise ValueError("send_named needs at least one name")
+    source = SOURCES[table]
+    args = dict(params, n_label=[label for label, _, _ in names])
+    branches = []
+    for i, (_, query, phrase) in enumerate(names):
+        args[f"n{i}"] = query
+        q = f"phraseto_tsquery('english'::regconfig, %(n{i})s)" if phrase else f"%(n{i})s::tsquery"
+        # a common stem is not read at all (a one-time filter before the scan, as in send_probe)
+        branches.append(
+            f"SELECT {i} AS i, ARRAY(SELECT x.id FROM {table} x WHERE {source.where}"
+            f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(link_cap)s + 1) AS ids"
+        )
+    sql = f"""
+WITH named AS ({" UNION ALL ".join(branches)}),
+linked AS (SELECT (%(n_label)s::text[])[i + 1] AS label, i, ids FROM named
+           WHERE cardinality(ids) BETWEEN 1 AND %(link_cap)s)
+SELECT r.*, cardinality(r.matched) + %(rank_w)s * r.rank_cd AS score FROM (
+    SELECT {source.columns},
+           -- the name as written: the index finds its stem in any case ("Connected", "connect")
+           ARRAY(SELECT l.label FROM linked l WHERE x.id = ANY(l.ids) AND strpos(x.content, l.label) > 0
+                 ORDER BY l.i) AS matched,
+           coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd
+    FROM {table} x {source.joins}
+    WHERE x.id IN (SELECT unnest(l.ids) FROM linked l)
+      AND NOT (x.id = ANY(%(not_ids)s::bigint[])) AND {source.keep}
+    OFFSET 0  -- each row's names once (no flattening into the outer WHERE and ORDER BY)
+) r
+WHERE cardinality(r.matched) > 0
+ORDER BY score DESC, length(r.content), r.id
+LIMIT %(rows)s"""
+    return conn.execute(sql, args).fetchall
 
 
 def send_lookup(

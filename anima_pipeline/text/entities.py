@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from anima_pipeline.text.lexicon import ADVERBS
 from anima_pipeline.text.vocab import MONTHS, STOPWORDS, WEEKDAYS
@@ -18,6 +19,7 @@ from anima_pipeline.text.vocab import MONTHS, STOPWORDS, WEEKDAYS
 if TYPE_CHECKING:
     from anima_pipeline.store.memories import SemanticMemory
 
+K = TypeVar("K")
 _NOT_NAMES = (
     frozenset(
         """the a an i he she they we it his her their my our its this that these those there here
@@ -107,25 +109,39 @@ def entities(text: str) -> list[tuple[str, bool]]:
     return out
 
 
-def entity_index(mems: list[SemanticMemory], exclude: frozenset[str] = frozenset()) -> dict[str, set[int]]:
-    """Entity -> ids of the memories naming it; names in `exclude` (lower case: the anima's
-    own name) are left out. A capitalised run at a sentence start is trusted only when it
-    also appears mid-sentence somewhere or has several words; "Because Lin Wei" becomes
-    "Lin Wei" when that is a known name, and a lone "Running" stays out."""
-    raw = [(m.id, name, initial) for m in mems for name, initial in entities(m.content)]
+def _trusted(raw: list[tuple[K, str, bool]]) -> Iterator[tuple[K, str]]:
+    """(key, name) for each (key, name, at_sentence_start) of `raw` that reads as a name across
+    all of them: a capitalised run at a sentence start is trusted only when it also appears
+    mid-sentence somewhere or has several words; "Because Lin Wei" becomes "Lin Wei" when that
+    is a known name, and a lone "Running" stays out."""
     mid = {name for _, name, initial in raw if not initial}
     known = {name for _, name, _ in raw}
-    found: dict[str, set[int]] = defaultdict(set)
-    for mid_id, name, initial in raw:
+    for key, name, initial in raw:
         if initial and name not in mid:
             tail = name.partition(" ")[2]
             if tail in known:
                 name = tail
             elif not tail:
                 continue
+        yield key, name
+
+
+def entity_index(mems: list[SemanticMemory], exclude: frozenset[str] = frozenset()) -> dict[str, set[int]]:
+    """Entity -> ids of the memories naming it (`_trusted`'s rule over all of them); names in
+    `exclude` (lower case: the anima's own name) are left out."""
+    found: dict[str, set[int]] = defaultdict(set)
+    raw = [(m.id, name, initial) for m in mems for name, initial in entities(m.content)]
+    for mid_id, name in _trusted(raw):
         if name.lower() not in exclude:
             found[name].add(mid_id)
     return dict(found)
+
+
+def names_in(texts: Sequence[str]) -> list[str]:
+    """The names the `texts` hold (`_trusted`'s rule over all of them), each once, in the order
+    they first appear (the texts in their order)."""
+    raw = [(i, name, initial) for i, text in enumerate(texts) for name, initial in entities(text)]
+    return list(dict.fromkeys(name for _, name in _trusted(raw)))
 
 
 def _pet_tied(name: str, text: str) -> bool:
