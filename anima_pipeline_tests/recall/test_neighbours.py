@@ -84,8 +84,9 @@ def test_only_the_common_stems_a_name_may_have_are_sent(monkeypatch: pytest.Monk
 # --- the statement ---------------------------------------------------------------------------
 
 
-def _named(conn, table: str, names: list[str], **params):
-    args = {
+def _args(**params) -> dict:
+    """send_named's parameters: nothing excluded, no filter, `params` over them."""
+    return {
         "anima": A,
         "exclude_ids": [],
         "exclude_sessions": [],
@@ -102,7 +103,10 @@ def _named(conn, table: str, names: list[str], **params):
         "rank_w": 0.1,
         **params,
     }
-    return queries.send_named(conn, table, args, [name_query(n) for n in names])()
+
+
+def _named(conn, table: str, names: list[str], **params):
+    return queries.send_named(conn, table, _args(**params), [name_query(n) for n in names])()
 
 
 def test_named_rows_by_names_held_within_the_link_cap(db: Database) -> None:
@@ -147,20 +151,7 @@ def test_named_statement_reads_the_index_not_the_table(db: Database) -> None:
         _add(conn, "Pip the axolotl lives in Malmo.")
         conn.execute("ANALYZE semantic_memory")
     with db.transaction() as conn:
-        args = {
-            "anima": A,
-            "exclude_ids": [],
-            "exclude_sessions": [],
-            "types": None,
-            "since": None,
-            "until": None,
-            "link_cap": 20,
-            "common": [],
-            "rows": 5,
-            "not_ids": [],
-            "or_q": None,
-            "rank_w": 0.1,
-        }
+        args = _args(link_cap=20)
         recorded = []
 
         class Recording:
