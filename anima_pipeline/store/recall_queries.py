@@ -17,6 +17,7 @@ from datetime import date, datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from anima_pipeline.core.errors import InternalError
 from anima_pipeline.store.db import Connection
 
 Rows = Callable[[], list[dict[str, Any]]]
@@ -277,7 +278,7 @@ def send_named(
     the source's scoring statement (`matched`: the names held) and `score`. `params` holds the
     source's filters, `link_cap`, `common`, `rows`, `not_ids`, `or_q` and `rank_w`."""
     if not names:
-        raise ValueError("send_named needs at least one name")
+        raise InternalError("send_named needs at least one name")
     source = SOURCES[table]
     args = dict(params, n_label=[label for label, _, _ in names])
     branches = []
