@@ -38,7 +38,15 @@ from typing import Any, Protocol
 
 from anima_pipeline.config import Settings
 from anima_pipeline.llm.budget import Budget
-from anima_pipeline.llm.contract import DeclineRecorder, StepRequest, ToolResult, ToolRunner, Usage
+from anima_pipeline.llm.contract import (
+    DeclineRecorder,
+    StepRequest,
+    ToolCall,
+    ToolResult,
+    ToolRunner,
+    Usage,
+    call_all,
+)
 from anima_pipeline.llm.failures import (
     ContextTooLarge,
     EngineError,
@@ -213,7 +221,7 @@ def converse(
                 )
             malformed = unusable
             chat.keep(answer)
-            results = [(c, _execute(step, c, runner)) for c in calls]
+            results = _execute(step, calls, runner)
             done += [c.name for c in calls]
             written += sum(1 for _, r in results if not r.is_error)
             if request.one_answer and not any(r.is_error for _, r in results):
@@ -235,19 +243,28 @@ def converse(
         return
 
 
-def _execute(step: str, call: Call, runner: ToolRunner) -> ToolResult:
-    if call.problem is not None:
-        log.warning(
-            "step %s: tool call %s for %s: %s; answered with an error", step, call.id, call.name, call.problem
-        )
-        return ToolResult(
-            content=f"Error: the input for tool {call.name!r} was {call.problem}. "
-            "Call the tool again with a JSON object.",
-            is_error=True,
-        )
-    result = runner.call(call.name, call.input)
-    log.debug("step %s: tool %s -> is_error=%s", step, call.name, result.is_error)
-    return result
+def _execute(step: str, calls: list[Call], runner: ToolRunner) -> list[tuple[Call, ToolResult]]:
+    """Each call of one answer with its result, in order. The model made them without seeing
+    each other's results, so they go to the runner together (`call_all`: a run of creations
+    written at once); a call whose input is unusable is answered with an error instead."""
+    usable = [c for c in calls if c.problem is None]
+    ran = iter(call_all(runner, [ToolCall(name=c.name, input=c.input) for c in usable]))
+    out = []
+    for c in calls:
+        if c.problem is None:
+            result = next(ran)
+            log.debug("step %s: tool %s -> is_error=%s", step, c.name, result.is_error)
+        else:
+            log.warning(
+                "step %s: tool call %s for %s: %s; answered with an error", step, c.id, c.name, c.problem
+            )
+            result = ToolResult(
+                content=f"Error: the input for tool {c.name!r} was {c.problem}. "
+                "Call the tool again with a JSON object.",
+                is_error=True,
+            )
+        out.append((c, result))
+    return out
 
 
 def _summary(names: list[str]) -> str:
