@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from itertools import groupby
 from typing import Any
 
 import psycopg
@@ -38,6 +39,8 @@ class ToolError(AnimaError, ValueError):
     http_status = 422
     retryable = False  # the store failed (a lost connection, a deadlock): not the call's fault
 
+
+CREATE = "create_semantic_memory"  # the one tool whose runs `call_many` writes together
 
 # What review mode (Audit.review, docs/review.md) turns into proposals: the operations that
 # retire or rewrite what the anima knows. Creations, updates of sources and confidence stay.
@@ -72,7 +75,7 @@ class ToolExecutor:
         self.said: list[str] = []  # the model's words each time it wrote nothing (declined)
         self.marks: dict[str, Any] = {}  # added to what this executor writes (written_by offline)
         self._handlers: dict[str, Callable[[Any], ToolResult]] = {
-            "create_semantic_memory": self._create,
+            CREATE: self._create,
             "update_semantic_memory": self._update,
             "deprecate_semantic_memory": self._deprecate,
             "merge_semantic_memories": self._merge,
@@ -127,17 +130,12 @@ class ToolExecutor:
         """Each call's result, as `call` one at a time would give it; a run of creations is
         written together (`MemoryRepo.create_many`: one savepoint, pipelined)."""
         results: list[ToolResult] = []
-        start = 0
-        while start < len(calls):
-            end = start
-            while end < len(calls) and calls[end].name == "create_semantic_memory":
-                end += 1
-            if end - start > 1:
-                results += self._create_run(calls[start:end])
-                start = end
+        for creating, run in groupby(calls, key=lambda c: c.name == CREATE):
+            group = list(run)
+            if creating and len(group) > 1:
+                results += self._create_run(group)
             else:
-                results.append(self.call(calls[start].name, calls[start].input))
-                start += 1
+                results += [self.call(c.name, c.input) for c in group]
         return results
 
     def _create_run(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
