@@ -63,6 +63,11 @@ class SemanticMemory(BaseModel):
         return f"f-{self.id}"
 
 
+def _insert(cols: list[str]) -> str:
+    """The INSERT of one memory naming `cols`, returning the row as the repository reads it."""
+    return f"INSERT INTO semantic_memory ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))}) RETURNING {_COLUMNS}"
+
+
 class MemoryRepo:
     def __init__(self, conn: Connection, audit: Audit | None = None) -> None:
         self.conn = conn
@@ -110,11 +115,7 @@ class MemoryRepo:
         if now is not None:
             cols += ["created_at", "updated_at"]
             params += [now, now]
-        placeholders = ", ".join(["%s"] * len(cols))
-        row = self.conn.execute(
-            f"INSERT INTO semantic_memory ({', '.join(cols)}) VALUES ({placeholders}) RETURNING {_COLUMNS}",
-            params,
-        ).fetchone()
+        row = self.conn.execute(_insert(cols), params).fetchone()
         mem = SemanticMemory.model_validate(row)
         self._audit().record("semantic_memory", mem.id, "create", None, mem.model_dump())
         return mem
@@ -127,14 +128,11 @@ class MemoryRepo:
         keys = list(rows[0])
         if any(list(r) != keys for r in rows):
             raise InternalError("create_many: every row must name the same columns, in the same order")
-        cols = ["anima_id", *keys]
-        sql = (
-            f"INSERT INTO semantic_memory ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))}) "
-            f"RETURNING {_COLUMNS}"
-        )
         mems = []
         with self.conn.cursor() as cur:
-            cur.executemany(sql, [[anima_id, *r.values()] for r in rows], returning=True)
+            cur.executemany(
+                _insert(["anima_id", *keys]), [[anima_id, *r.values()] for r in rows], returning=True
+            )
             while True:
                 mems.append(SemanticMemory.model_validate(cur.fetchone()))
                 if not cur.nextset():
