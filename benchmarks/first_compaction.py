@@ -128,11 +128,11 @@ def main() -> None:
             {
                 "conversation_id": conversation,
                 "message_id": f"{conversation}-m{i}",
-                "role": turn(i, kind)[0],
-                "content": turn(i, kind)[1],
+                "role": role,
+                "content": content,
                 "created_at": (start + timedelta(seconds=30 * i)).isoformat(),
             }
-            for i in range(turns)
+            for i, (role, content) in enumerate(turn(i, kind) for i in range(turns))
         ]
 
     memory = AnimaMemory(db, "wren", settings=settings)

@@ -260,8 +260,7 @@ def place_by_shares(
     memories up to `memory_share` of what is left, messages the rest, memories what messages
     left; with entity neighbours (recall.neighbours) their part of the budget goes to the rows
     the hits' names lead to, not placed yet; with vectors the reserve goes to the nearest items
-    not placed yet. With `resident`
-    (the lines already in the context) a line that repeats a placed one is left out
+    not placed yet. With `resident` (the lines already in the context) a line that repeats a placed one is left out
     (`rerank.Placed`: a memory and the message it came from) and its room goes to the next."""
     words = found.plan.terms
     placed = rerank.Placed(resident) if resident is not None else None

@@ -115,20 +115,12 @@ def find_neighbours(
     query: str,
     memories: tuple[Search, list[ContextItem]],
     messages: tuple[Search, list[ContextItem]],
-    *,
-    hits: int | None = None,
-    names: int | None = None,
-    link_cap: int | None = None,
-    rows: int | None = None,
 ) -> Neighbours:
     """The entity neighbours of the first stage's lists (each source's search with its ranked
-    list): the names of the first `hits` items of each list, then per source the rows naming
-    them, at most `rows`, in one round trip. Nothing is asked when the hits name nothing new.
-    Unset, the limits are this module's (read at call time: benchmarks/recall_at_k.py tries others)."""
-    hits = HITS if hits is None else hits
-    names = NAMES if names is None else names
-    link_cap = LINK_CAP if link_cap is None else link_cap
-    rows = ROWS if rows is None else rows
+    list): the names of the first HITS items of each list, then per source the rows naming
+    them, at most ROWS, in one round trip. Nothing is asked when the hits name nothing new.
+    The limits are read at call time (benchmarks/recall_at_k.py tries others)."""
+    hits, names, link_cap, rows = HITS, NAMES, LINK_CAP, ROWS
     followed = hit_names(query, [item for _, ranked in (memories, messages) for item in ranked[:hits]], names)
     found = Neighbours(names=followed)
     if not followed or rows <= 0:

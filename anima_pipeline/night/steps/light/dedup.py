@@ -87,10 +87,9 @@ def dedup_against(candidates: Sequence[FactCandidate], existing: list[tuple[int,
     # order (rarest first), two sets sharing `a` tokens share one among the first `len - a + 1`
     # of each. `prefixed` indexes each entry by its own prefix and size (finds the entries no
     # larger than the candidate, probed with its tokens within reach of that size), `by_token`
-    # by every token with its
-    # position in that order (finds the larger ones, probed with the candidate's prefix: a
-    # larger entry's shared token must also lie within its first `len - a + 1`, which leaves
-    # out most entries that only share a common word). Indexing every token alone made common
+    # by every token with its position in that order (finds the larger ones, probed with the
+    # candidate's prefix: a larger entry's shared token must also lie within its first
+    # `len - a + 1`, which leaves out most entries that only share a common word). Indexing every token alone made common
     # words ("march", a name said every day) relate most entries to most others: the flush of
     # a 2,000-turn session compared 2.4 million pairs (docs/benchmarks.md).
     rarity = Counter(
