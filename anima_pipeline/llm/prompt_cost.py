@@ -82,9 +82,10 @@ def price(
 
 
 def expected_output(step: str, calls: int = 1) -> int:
-    """Output tokens a real model writes in `step` over `calls` API calls (core/steps.py's
-    STEP_OUTPUT, and END_OUTPUT for each call after the first)."""
-    return STEP_OUTPUT.get(step, DEFAULT_STEP_OUTPUT) + END_OUTPUT * max(calls - 1, 0)
+    """Output tokens a real model writes in `step` over `calls` API calls: the sum of
+    `turn_output` over them, so that the estimate and the measured night count alike."""
+    calls = max(calls, 1)
+    return sum(turn_output(step, turn, calls) for turn in range(1, calls + 1))
 
 
 def turn_output(step: str, turn: int, turns: int) -> int:
