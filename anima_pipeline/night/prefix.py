@@ -233,16 +233,24 @@ class Prefix:
 TITLE = {False: "active semantic memories", True: "changed active memories and their neighbours"}
 
 
-def deep_candidates(conn: Connection, anima_id: str, night: Night, base: list[SemanticMemory]) -> set[int]:
+def deep_candidates(
+    conn: Connection, anima_id: str, night: Night, base: list[SemanticMemory], changed: set[int] | None = None
+) -> set[int]:
     """The ids of `base` (the store as deep sleep found it) an incremental night's rounds 1 and
-    3 see: what changed in the 24 h before the night (`changed_today`) and its neighbours."""
-    return candidate_ids(conn, base, changed_today(conn, anima_id, night), night.deep.trgm_threshold)
+    3 see: what changed in the 24 h before the night (`changed`, `changed_today` unless the
+    caller read it already) and its neighbours."""
+    if changed is None:
+        changed = changed_today(conn, anima_id, night)
+    return candidate_ids(conn, base, changed, night.deep.trgm_threshold)
 
 
-def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Prefix:
+def deep_prefix(
+    conn: Connection, anima_id: str, night: Night, step: str, changed: set[int] | None = None
+) -> Prefix:
     """The prefix `step` sends (shared with the family members on its model), message 1 in
     slices each under the limit (`slices`); `refused` says why deep sleep is skipped tonight
-    when one slice cannot be cut."""
+    when one slice cannot be cut. `changed`: `changed_today`, when the round read it in the
+    same transaction."""
     members = deep_members(engine_models(night.engine), step, night.mode)
     rounds = tuple(name for s, name in ROUNDS if s in members)
     base = active_before(conn, anima_id, _after_light_sleep(conn, anima_id, night, "semantic_memory"))
@@ -252,7 +260,7 @@ def deep_prefix(conn: Connection, anima_id: str, night: Night, step: str) -> Pre
     candidates = sees_candidates(step, night.mode)
     shown = base
     if candidates:
-        keep = deep_candidates(conn, anima_id, night, base)
+        keep = deep_candidates(conn, anima_id, night, base, changed)
         shown = [m for m in base if m.id in keep]
     cached = read_follows(members)
     try:

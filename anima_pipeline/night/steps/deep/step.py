@@ -174,7 +174,7 @@ def run_round(db: Database, night: Night, anima_id: str, round_index: int) -> St
             return StepOutcome(stats=stats)
         if not current:
             return StepOutcome(stats={**stats, "earlier_changes": 0})
-        shared = deep_prefix(conn, anima_id, night, step)
+        shared = deep_prefix(conn, anima_id, night, step, changed)
         if shared.refused:  # a slice that cannot be cut: deep sleep skipped tonight, never a failed night
             log.error(
                 "deep sleep round %d for anima %s on %s: %s", round_index, anima_id, night.day, shared.refused
