@@ -12,7 +12,12 @@ of each set (here, in the worker processes and in the embedded server: on a shar
 the figure that follows the work rather than the load), peak memory, and whether both sets
 ended with the same memories.
 
-    python -m benchmarks.many_animas [--animas 1000] [--day 2025-06-02] [--threads]
+`--encoder both` runs each set twice in the same run, recall by meaning's encoder off
+(ANIMA_EMBEDDER=none) and on (the default), taking turns (off, on, then the pool's off, on),
+and prints on / off by wall and by CPU: the encoder's cost as one run measures it, beside the
+load it ran under.
+
+    python -m benchmarks.many_animas [--animas 1000] [--day 2025-06-02] [--threads] [--encoder both]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import resource
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
@@ -106,7 +112,22 @@ def server_cpu(settings) -> float | None:
         return None
 
 
-def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -> tuple[float, str]:
+@dataclass(frozen=True)
+class SetTime:
+    wall: float  # seconds
+    here: float  # CPU seconds of this process and its ended worker processes
+    server: float | None  # CPU seconds of the embedded server, None for another server
+
+    @property
+    def cpu(self) -> float:
+        return self.here + (self.server or 0.0)
+
+    def __str__(self) -> str:
+        spent = "n/a" if self.server is None else f"{self.server:.1f}"
+        return f"cpu {self.here:.1f} s here + {spent} s server"
+
+
+def sleep_set(db, settings, day: date, animas: list[str], workers: int | None, run_id: str = "") -> SetTime:
     """Wall seconds of the set, and its CPU seconds: this process and its ended worker
     processes, and the embedded server (on a shared machine the wall time follows the load,
     the CPU much less)."""
@@ -117,14 +138,16 @@ def sleep_set(db, settings, day: date, animas: list[str], workers: int | None) -
         return own.ru_utime + own.ru_stime + ended.ru_utime + ended.ru_stime, server_cpu(settings)
 
     (here, server), t0 = cpu(), time.monotonic()
-    runner.run_days(db, settings, [day], animas=animas, workers=workers, run_id=f"bench-{workers or 'pool'}")
+    runner.run_days(
+        db, settings, [day], animas=animas, workers=workers, run_id=run_id or f"bench-{workers or 'pool'}"
+    )
     wall = time.monotonic() - t0
     here_after, server_after = cpu()
-    spent = "n/a" if server is None or server_after is None else f"{server_after - server:.1f}"
-    return wall, f"cpu {here_after - here:.1f} s here + {spent} s server"
+    spent = None if server is None or server_after is None else server_after - server
+    return SetTime(wall, here_after - here, spent)
 
 
-def sleep_set_in_threads(db, settings, day: date, animas: list[str]) -> tuple[float, str]:
+def sleep_set_in_threads(db, settings, day: date, animas: list[str]) -> SetTime:
     """The default pool forced to threads (what the anthropic engine uses), to show what the
     GIL leaves of the offline engine's parallelism."""
     from anima_pipeline.night.pool import AnimaPool
@@ -154,6 +177,12 @@ def main() -> None:
     ap.add_argument("--animas", type=int, default=1000)
     ap.add_argument("--day", default="2025-06-02", help="the night slept (a Monday: full deep sleep)")
     ap.add_argument("--threads", action="store_true", help="also a third set with the pool forced to threads")
+    ap.add_argument(
+        "--encoder",
+        choices=["default", "both"],
+        default="default",
+        help="both: every set slept with the encoder off and on, taking turns, and on / off printed",
+    )
     args = ap.parse_args()
     day = date.fromisoformat(args.day)
 
@@ -163,32 +192,48 @@ def main() -> None:
     from anima_pipeline.store.db import open_database
 
     convs = conversations()
+    # (label, id prefix, workers, embedder kind): each set its own animas, identical data
+    sets: list[tuple[str, str, int | None, str | None]] = [
+        ("1 worker", "s", 1, None),
+        ("pool", "p", None, None),
+    ]
+    if args.encoder == "both":
+        sets = [
+            ("1 worker, encoder off", "so", 1, "none"),
+            ("1 worker, encoder on", "s", 1, None),
+            ("pool, encoder off", "po", None, "none"),
+            ("pool, encoder on", "p", None, None),
+        ]
     with tempfile.TemporaryDirectory(prefix="anima_many_") as tmp:
-        settings = Settings(
-            database_url=os.environ.get("ANIMA_DATABASE_URL") or None,
-            home=Path(tmp) / "home",
-            engine="offline",
-            workers=int(os.environ["ANIMA_WORKERS"]) if os.environ.get("ANIMA_WORKERS") else None,
-        )
+        common = {
+            "database_url": os.environ.get("ANIMA_DATABASE_URL") or None,
+            "home": Path(tmp) / "home",
+            "engine": "offline",
+            "workers": int(os.environ["ANIMA_WORKERS"]) if os.environ.get("ANIMA_WORKERS") else None,
+        }
+        settings = Settings(**common)
         db = open_database(settings)
+        times: dict[str, SetTime] = {}
+        outcomes: dict[str, dict[str, int]] = {}
         try:
-            serial_ids = [f"s-{i:04d}" for i in range(args.animas)]
-            pool_ids = [f"p-{i:04d}" for i in range(args.animas)]
             t0 = time.monotonic()
-            rows = relabel(convs, args.animas, "s", day)
-            import_rows(db, rows)
-            import_rows(db, relabel(convs, args.animas, "p", day))
+            rows: list[dict] = []
+            for _, prefix, _, _ in sets:
+                rows = relabel(convs, args.animas, prefix, day)
+                import_rows(db, rows)
             if args.threads:
                 import_rows(db, relabel(convs, args.animas, "t", day))
             imported = time.monotonic() - t0
-            serial, serial_cpu = sleep_set(db, settings, day, serial_ids, workers=1)
-            pooled, pooled_cpu = sleep_set(db, settings, day, pool_ids, workers=None)
+            for label, prefix, workers, kind in sets:
+                chosen = Settings(**common, embedder={"kind": kind}) if kind else settings
+                ids = [f"{prefix}-{i:04d}" for i in range(args.animas)]
+                times[label] = sleep_set(db, chosen, day, ids, workers=workers, run_id=f"bench-{prefix}")
+                outcomes[label] = outcome(db, prefix)
             threaded = (
                 sleep_set_in_threads(db, settings, day, [f"t-{i:04d}" for i in range(args.animas)])
                 if args.threads
                 else None
             )
-            s_out, p_out = outcome(db, "s"), outcome(db, "p")
             outcome_t = outcome(db, "t") if args.threads else None
         finally:
             db.close()
@@ -199,23 +244,36 @@ def main() -> None:
     workers = default_workers(settings)
     print(
         f"animas: {args.animas} (from {len(convs)} conversations of LoCoMo dev + MemoryBank en/cn, "
-        f"{len(rows)} messages per set), night of {day}, offline engine, {os.cpu_count()} cores"
+        f"{len(rows)} messages per set), night of {day}, offline engine, {os.cpu_count()} cores, "
+        f"pool of {workers} workers"
     )
     print(f"import of the sets: {imported:.1f} s; load average {os.getloadavg()[0]:.1f} at the end")
-    print(
-        f"1 worker:           {serial:7.1f} s  {args.animas / serial:6.2f} anima-nights/s  {s_out}  {serial_cpu}"
-    )
-    print(
-        f"pool of {workers} workers:  {pooled:7.1f} s  {args.animas / pooled:6.2f} anima-nights/s  {p_out}  {pooled_cpu}"
-    )
-    print(f"ratio pool / 1 worker: {serial / pooled:.2f}")
+    for label, spent in times.items():
+        print(
+            f"{label + ':':24s} {spent.wall:7.1f} s  {args.animas / spent.wall:6.2f} anima-nights/s  "
+            f"{outcomes[label]}  {spent}"
+        )
+    serial, pooled = (times[label] for label, _, _, kind in sets if kind is None)
+    print(f"ratio pool / 1 worker: {serial.wall / pooled.wall:.2f}")
+    if args.encoder == "both":
+        for where in ("1 worker", "pool"):
+            on, off = times[f"{where}, encoder on"], times[f"{where}, encoder off"]
+            print(
+                f"{where}: encoder on / off {on.wall / off.wall:.2f}x by wall, {on.cpu / off.cpu:.2f}x by CPU "
+                f"(here and server); pool / 1 worker with the encoder off "
+                f"{times['1 worker, encoder off'].wall / times['pool, encoder off'].wall:.2f}"
+                if where == "pool"
+                else f"{where}: encoder on / off {on.wall / off.wall:.2f}x by wall, {on.cpu / off.cpu:.2f}x by CPU "
+                "(here and server)"
+            )
     if threaded is not None:
         print(
-            f"pool forced to {workers} threads: {threaded[0]:7.1f} s  {args.animas / threaded[0]:6.2f} anima-nights/s  "
-            f"ratio {serial / threaded[0]:.2f}  {outcome_t}  {threaded[1]}"
+            f"pool forced to {workers} threads: {threaded.wall:7.1f} s  {args.animas / threaded.wall:6.2f} "
+            f"anima-nights/s  ratio {serial.wall / threaded.wall:.2f}  {outcome_t}  {threaded}"
         )
     print(f"peak memory: this process {peak_self:.0f} MiB, largest worker process {peak_child:.0f} MiB")
-    print("same results in both sets:", "yes" if s_out == p_out else f"NO: {s_out} vs {p_out}")
+    same = {str(o) for label, o in outcomes.items() if not label.endswith("off")}
+    print("same results in the encoder-on sets:", "yes" if len(same) == 1 else f"NO: {outcomes}")
 
 
 if __name__ == "__main__":
