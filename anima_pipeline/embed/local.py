@@ -229,7 +229,7 @@ def bucket_end(lengths: np.ndarray, start: int, budget: int = BUCKET_TOKENS) -> 
 
 # ---- threads ------------------------------------------------------------------------------------
 
-_threads = THREADS  # a worker process of the night's pool (night/pool.py) sets its share
+_threads = THREADS  # a process running beside other encoders sets its share (share_cores)
 
 
 def share_cores(processes: int) -> None:

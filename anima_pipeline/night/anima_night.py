@@ -18,11 +18,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import NightError
 from anima_pipeline.llm.contract import Usage
 from anima_pipeline.night import failpoints
-from anima_pipeline.night.embedding import embed_night
 from anima_pipeline.night.failure_kinds import AnimaFailure, NightBusy, failure
 from anima_pipeline.night.frame import Night, StepFailed, StepResult
 from anima_pipeline.store import sleep_state
@@ -79,7 +77,6 @@ def run_anima_night(
     *,
     lease_s: float,
     whole_night: Sequence[str] | None = None,
-    settings: Settings,
 ) -> AnimaOutcome:
     """Run `keys` (registry order) for one anima, stopping at its first failing step.
 
@@ -106,10 +103,6 @@ def run_anima_night(
             if prev is not None:
                 _interrupted(db, night, anima_id, key, exc)
             raise
-    if failed is None and results:
-        made = embed_night(db, anima_id, settings)  # never raises: a failing embedder leaves a backlog
-        stats.update(made)
-        results[-1].stats.update(made)
     if failed is None:
         try:
             failpoints.reached("night_end", day=night.day, anima_id=anima_id)

@@ -1,22 +1,30 @@
-"""After an anima's steps: the vectors of what the night wrote (recall by meaning).
+"""After a night's animas: the vectors of what their nights wrote (recall by meaning).
 
-The memories the night created get their vectors in the same night, each batch committed on
-its own; pending messages only up to ANIMA_EMBEDDER_NIGHT_MESSAGES per anima, by default none.
-Why none: on the evaluation store recall was the same to the last figure with and without
-message vectors (the night has turned the messages into memories by then, and the memories
-carry the vectors recall uses), and embedding every message was most of what the encoder cost
-a night (docs/benchmarks.md, "Encoder"). Messages appended through the facade are still
-embedded as they arrive (store/vectors.py `Backfill`), when they are all recall has of a
-day; `anima embed --kind message` embeds the rest. This runs after the steps
-committed, and any embedder failure is logged and counted, never raised: a night's writes
-never depend on the embedder, and what it missed waits for the next night or `anima embed`.
-The counts go into the night's stats and the last step's metadata (`embed_backlog_*`)."""
+One pass for every anima whose night succeeded, after the pool ran them all
+(`night/runner.py::run_night`): the memories they lack vectors for are embedded together, in
+batches across animas, each batch committed on its own. Why one pass and not one call per
+anima: an anima-night writes about ten memories, and the encoder runs well below the
+machine's matrix rate on so few rows (docs/benchmarks.md, "Encoder": calls of one anima's
+memories cost 1.2-1.3x the CPU of the same texts in one call). Pending messages only up to
+ANIMA_EMBEDDER_NIGHT_MESSAGES per anima, by default none. Why none: on the evaluation store
+recall was the same to the last figure with and without message vectors (the night has
+turned the messages into memories by then, and the memories carry the vectors recall uses),
+and embedding every message was most of what the encoder cost a night. Messages appended
+through the facade are still embedded as they arrive (store/vectors.py `Backfill`), when
+they are all recall has of a day; `anima embed --kind message` embeds the rest.
+
+The vectors are an index of what the nights committed: any embedder failure is logged and
+counted, never raised, and what a failure (or a stop in the middle of the pass) missed waits
+for the anima's next night or `anima embed`. The counts go into each night's stats and its
+last step's metadata (`embedded_*`, `embed_backlog_*`, `embed_failed`)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from anima_pipeline.config import Settings
+from anima_pipeline.core.errors import InternalError
 from anima_pipeline.embed.provider import make_embedder
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Database
@@ -24,7 +32,13 @@ from anima_pipeline.store.db import Database
 log = logging.getLogger(__name__)
 
 
-def embed_night(db: Database, anima_id: str, settings: Settings) -> dict[str, int]:
+def embed_night(db: Database, anima_ids: Sequence[str], settings: Settings) -> dict[str, dict[str, int]]:
+    """Embed what the nights of `anima_ids` wrote; each anima's counts (empty without vectors
+    or without an embedder)."""
+    if isinstance(anima_ids, str):  # a str is a sequence of one-letter "animas"
+        raise InternalError("embed_night takes a list of anima ids, not one id")
+    if not anima_ids:
+        return {}
     with db.pool.connection() as conn:
         if not vectors.available(conn):
             conn.rollback()
@@ -35,12 +49,14 @@ def embed_night(db: Database, anima_id: str, settings: Settings) -> dict[str, in
                 conn.rollback()
                 return {}
             batch = settings.embedder.batch  # as `anima embed` and the facade's Backfill
-            memories = vectors.embed_pending(
-                conn, embedder, anima_id=anima_id, kinds=["memory"], batch=batch, commit=conn.commit
+            report = vectors.embed_pending(
+                conn, embedder, anima_id=list(anima_ids), kinds=["memory"], batch=batch, commit=conn.commit
             )
+            errors = [report.error] if report.error else []
+            messages: dict[str, int] = {}
             limit = settings.embedder.night_messages
-            messages = (
-                vectors.embed_pending(
+            for anima_id in anima_ids if limit and not errors else ():
+                more = vectors.embed_pending(
                     conn,
                     embedder,
                     anima_id=anima_id,
@@ -49,22 +65,28 @@ def embed_night(db: Database, anima_id: str, settings: Settings) -> dict[str, in
                     limit=limit,
                     commit=conn.commit,
                 )
-                if limit
-                else vectors.EmbedReport({"message": 0}, {})
-            )
-            left = (messages if limit else memories).left  # the backlog after the last pass
+                messages[anima_id] = more.embedded.get("message", 0)
+                if more.error:
+                    errors.append(more.error)
+                    break
+            left = vectors.backlog_of(conn, embedder.model_id, anima_ids)
             conn.commit()
-        except Exception as exc:  # noqa: BLE001 - the night's writes are committed; vectors can wait
+        except Exception as exc:  # noqa: BLE001 - the nights' writes are committed; vectors can wait
             conn.rollback()
-            log.warning("vectors for %s not made this night: %s: %s", anima_id, type(exc).__name__, exc)
-            return {"embed_failed": 1}
-    error = memories.error or messages.error
-    if error:
-        log.warning("vectors for %s: the embedder stopped: %s", anima_id, error)
+            log.warning(
+                "vectors of %d anima(s) not made this night: %s: %s", len(anima_ids), type(exc).__name__, exc
+            )
+            return {a: {"embed_failed": 1} for a in anima_ids}
+    if errors:
+        log.warning("vectors of this night: the embedder stopped: %s", errors[0])
+    waiting = ("memory", "message") if limit else ("memory",)  # what the night would have embedded
     return {
-        "embedded_memories": memories.embedded.get("memory", 0),
-        "embedded_messages": messages.embedded.get("message", 0),
-        "embed_backlog_memories": left.get("memory", 0),
-        "embed_backlog_messages": left.get("message", 0),
-        "embed_failed": int(bool(error)),
+        a: {
+            "embedded_memories": report.by_anima[a],
+            "embedded_messages": messages.get(a, 0),
+            "embed_backlog_memories": left[a]["memory"],
+            "embed_backlog_messages": left[a]["message"],
+            "embed_failed": int(bool(errors) and any(left[a][k] for k in waiting)),
+        }
+        for a in anima_ids
     }

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from anima_pipeline.config import Settings
-from anima_pipeline.embed.local import share_cores
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import Engine
 from anima_pipeline.llm.factory import engine_class, make_engine
@@ -102,7 +101,6 @@ class AnimaPool:
                 self.fns,
                 lease_s=self.lease_s,
                 whole_night=t.whole_night,
-                settings=self.settings,
             )
 
     def _executor(self, kind: str) -> Executor:
@@ -117,7 +115,7 @@ class AnimaPool:
                 self.workers,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_init_worker,
-                initargs=(self.db.url, self.settings, os.getpid(), self.workers),
+                initargs=(self.db.url, self.settings, os.getpid()),
             )
         return self._procs
 
@@ -166,12 +164,10 @@ def _night_spec(night: Night) -> dict[str, Any]:
     }
 
 
-def _init_worker(url: str, settings: Settings, parent: int, workers: int) -> None:
+def _init_worker(url: str, settings: Settings, parent: int) -> None:
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
-    share_cores(workers)  # the encoder's threads: this worker's share of the cores (embed/local.py)
     _worker["db"] = Database(url, max_size=2)
     _worker["engine"] = make_engine(settings, Budget.from_settings(settings))
-    _worker["settings"] = settings
 
 
 def _exit_with(parent: int) -> None:
@@ -192,5 +188,4 @@ def _work(spec: dict[str, Any], t: Task, lease_s: float) -> AnimaOutcome:
         step_functions(t.keys),
         lease_s=lease_s,
         whole_night=t.whole_night,
-        settings=_worker["settings"],
     )

@@ -129,6 +129,20 @@ def end_night(
     return row is not None
 
 
+def add_night_stats(conn: Connection, day: date, run_id: str, stats: dict[str, dict]) -> None:
+    """Add to the night rows of `day` this run recorded each anima's `stats` ({anima: stats}),
+    in one statement (the night's vectors are counted after its animas ended)."""
+    if not stats:
+        return
+    animas = list(stats)
+    conn.execute(
+        """UPDATE sleep_state s SET stats = s.stats || v.stats
+           FROM unnest(%s::text[], %s::jsonb[]) AS v(anima_id, stats)
+           WHERE s.anima_id = v.anima_id AND s.day = %s AND s.step = %s AND s.run_id = %s""",
+        (animas, [Jsonb(stats[a]) for a in animas], day, NIGHT, run_id),
+    )
+
+
 def restore_night(conn: Connection, anima_id: str, day: date, run_id: str, prev: dict) -> None:
     """Put back the night row a partial run (some steps only) found, if this run still holds
     it: removed when there was none; a RUNNING one (its run was gone) becomes FAILED, so the

@@ -21,8 +21,9 @@ import logging
 import math
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import monotonic
 from typing import TYPE_CHECKING, Literal
 
@@ -187,24 +188,54 @@ def delete_vectors(conn: Connection, anima_id: str, kind: Kind, ids: Sequence[in
     return cur.rowcount
 
 
+Animas = str | Sequence[str] | None  # one anima, several (a night's pass), or all
+
+
+def _of_animas(animas: Animas) -> str:
+    if animas is None:
+        return "true"
+    return "x.anima_id = %(anima)s" if isinstance(animas, str) else "x.anima_id = ANY(%(anima)s::text[])"
+
+
 def pending(
-    conn: Connection, model_id: str, kind: Kind, anima_id: str | None = None, limit: int | None = None
+    conn: Connection, model_id: str, kind: Kind, anima_id: Animas = None, limit: int | None = None
 ) -> list[dict]:
-    """Items of `kind` with no vector under `model_id` (one anima, or all), oldest id first."""
-    anima = "x.anima_id = %(anima)s" if anima_id is not None else "true"
-    sql = _PENDING[kind].format(anima=anima) + " ORDER BY x.id" + (" LIMIT %(limit)s" if limit else "")
-    return conn.execute(sql, {"model": model_id, "anima": anima_id, "limit": limit}).fetchall()
+    """Items of `kind` with no vector under `model_id` (of `anima_id`: one anima, several, or
+    all), oldest id first."""
+    sql = _PENDING[kind].format(anima=_of_animas(anima_id)) + " ORDER BY x.id"
+    sql += " LIMIT %(limit)s" if limit else ""
+    args = {"model": model_id, "anima": _listed(anima_id), "limit": limit}
+    return conn.execute(sql, args).fetchall()
+
+
+def _listed(animas: Animas) -> str | list[str] | None:
+    return animas if animas is None or isinstance(animas, str) else list(animas)
 
 
 def backlog(conn: Connection, model_id: str, anima_id: str | None = None) -> dict[str, int]:
     """{kind: items waiting for a vector under `model_id`}; empty without pgvector."""
     if not available(conn):
         return {}
-    anima = "x.anima_id = %(anima)s" if anima_id is not None else "true"
     out: dict[str, int] = {}
     for kind in KINDS:
-        sql = f"SELECT count(*) AS n FROM ({_PENDING[kind].format(anima=anima)}) p"
+        sql = f"SELECT count(*) AS n FROM ({_PENDING[kind].format(anima=_of_animas(anima_id))}) p"
         out[kind] = int(one(conn.execute(sql, {"model": model_id, "anima": anima_id}))["n"])
+    return out
+
+
+def backlog_of(conn: Connection, model_id: str, animas: Sequence[str]) -> dict[str, dict[str, int]]:
+    """`backlog` of each of `animas` in one statement per kind ({anima: {kind: n}}, every anima
+    and kind present); empty without pgvector."""
+    if not available(conn):
+        return {}
+    out: dict[str, dict[str, int]] = {a: dict.fromkeys(KINDS, 0) for a in animas}
+    for kind in KINDS:
+        sql = (
+            f"SELECT p.anima_id, count(*) AS n FROM ({_PENDING[kind].format(anima=_of_animas(animas))}) p"
+            " GROUP BY p.anima_id"
+        )
+        for row in conn.execute(sql, {"model": model_id, "anima": list(animas)}):
+            out[row["anima_id"]][kind] = int(row["n"])
     return out
 
 
@@ -213,6 +244,7 @@ class EmbedReport:
     embedded: dict[str, int]
     left: dict[str, int]
     error: str | None = None
+    by_anima: Counter[str] = field(default_factory=Counter)  # items embedded per anima, all kinds
 
     @property
     def total(self) -> int:
@@ -223,27 +255,36 @@ def embed_pending(
     conn: Connection,
     embedder,
     *,
-    anima_id: str | None = None,
+    anima_id: Animas = None,
     kinds: Sequence[Kind] = KINDS,
     batch: int = 64,
     limit: int | None = None,
     progress: Callable[[int], None] | None = None,
     commit: Callable[[], None] | None = None,
 ) -> EmbedReport:
-    """Embed what `embedder` (embed.Embedder) lacks, batch by batch, `commit` after each batch
-    when given (a long backfill keeps what it did when stopped). An embedder error stops the
-    work and is reported, never raised: what it missed stays pending for the next pass."""
+    """Embed what `embedder` (embed.Embedder) lacks (of `anima_id`: one anima, several, or all),
+    batch by batch, `commit` after each batch when given (a long backfill keeps what it did
+    when stopped). An embedder error stops the work and is reported, never raised: what it
+    missed stays pending for the next pass. The report's `left` is the backlog of one anima or
+    all (None for several: `backlog_of` counts theirs)."""
     done: dict[str, int] = dict.fromkeys(kinds, 0)
+    by_anima: Counter[str] = Counter()
+    one_or_all = anima_id if anima_id is None or isinstance(anima_id, str) else None
+    several = one_or_all is None and anima_id is not None
+
+    def left() -> dict[str, int]:
+        return {} if several else backlog(conn, embedder.model_id, one_or_all)
+
     if not available(conn):
         return EmbedReport(done, {}, "vectors unavailable")
     try:
         dimension = embedder.dimension  # an HTTP provider asks its server once
     except Exception as exc:  # noqa: BLE001 - as below: reported, the work stays pending
-        return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), f"{type(exc).__name__}: {exc}")
+        return EmbedReport(done, left(), f"{type(exc).__name__}: {exc}")
     stored = model_dimension(conn, embedder.model_id)
     if stored and stored != dimension:  # the server's model changed under the same name
         changed = f"{embedder.model_id} answers {dimension} dimensions, its stored vectors have {stored}"
-        return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), changed)
+        return EmbedReport(done, left(), changed)
     ensure_model(conn, embedder.model_id, dimension)
     error: str | None = None
     for kind in kinds:
@@ -261,16 +302,18 @@ def embed_pending(
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("embedding stopped (%s); %s", embedder.model_id, error)
                 break
+            owners = [r["anima_id"] for r in chunk]
             done[kind] += store_vectors(
-                conn, [r["anima_id"] for r in chunk], kind, [r["id"] for r in chunk], texts, embedder.model_id
+                conn, owners, kind, [r["id"] for r in chunk], texts, embedder.model_id
             )
+            by_anima.update(owners)
             if commit:
                 commit()
             if progress:
                 progress(len(chunk))
         if error:
             break
-    return EmbedReport(done, backlog(conn, embedder.model_id, anima_id), error)
+    return EmbedReport(done, left(), error, by_anima)
 
 
 class Backfill:

