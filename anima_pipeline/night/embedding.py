@@ -1,11 +1,14 @@
-"""After a night's animas: the vectors of what their nights wrote (recall by meaning).
+"""As a night's animas end: the vectors of what their nights wrote (recall by meaning).
 
-One pass for every anima whose night succeeded, after the pool ran them all
-(`night/runner.py::run_night`): the memories they lack vectors for are embedded together, in
-batches across animas, each batch committed on its own. Why one pass and not one call per
-anima: an anima-night writes about ten memories, and the encoder runs well below the
-machine's matrix rate on so few rows (docs/benchmarks.md, "Encoder": calls of one anima's
-memories cost 1.2-1.3x the CPU of the same texts in one call). Pending messages only up to
+`NightVectors` collects the animas whose night succeeded as the pool reports them
+(`night/pool.py::AnimaPool.run`'s `on_done`, in the runner's thread) and every GROUP of them
+embeds the memories they lack vectors for together, in batches across animas, each batch
+committed on its own; `flush` takes the rest once the pool is done. Why across animas and not
+one call per anima: an anima-night writes about ten memories, and the encoder runs well below
+the machine's matrix rate on so few rows (docs/benchmarks.md, "Encoder": calls of one anima's
+memories cost 1.2-1.3x the CPU of the same texts in one call, and each call its own queries).
+Why while the pool runs: worker processes leave this process idle, so the encoder runs beside
+them instead of after them; worker processes never load it. Pending messages only up to
 ANIMA_EMBEDDER_NIGHT_MESSAGES per anima, by default none. Why none: on the evaluation store
 recall was the same to the last figure with and without message vectors (the night has
 turned the messages into memories by then, and the memories carry the vectors recall uses),
@@ -23,13 +26,51 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import psycopg
+
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InternalError
-from anima_pipeline.embed.provider import make_embedder
-from anima_pipeline.store import vectors
+from anima_pipeline.embed.provider import make_embedder, provider_name
+from anima_pipeline.night.anima_night import AnimaOutcome
+from anima_pipeline.night.frame import Night
+from anima_pipeline.store import sleep_state, vectors
 from anima_pipeline.store.db import Database
 
 log = logging.getLogger(__name__)
+
+GROUP = 8  # animas embedded together: about 80 memories, a batch or two (ANIMA_EMBEDDER_BATCH)
+
+
+class NightVectors:
+    """The vectors of a night's succeeded animas, GROUP at a time (`add`, then `flush`), each
+    night's counts added to its last step's stats and to its night row."""
+
+    def __init__(self, db: Database, night: Night, settings: Settings) -> None:
+        self.db, self.night, self.settings = db, night, settings
+        self.waiting: list[AnimaOutcome] = []
+        self.off = provider_name(settings) == "none"  # nothing to make: no query either
+
+    def add(self, outcome: AnimaOutcome) -> None:
+        if self.off or outcome.failure is not None or not outcome.results:
+            return
+        self.waiting.append(outcome)
+        if len(self.waiting) >= GROUP:
+            self.flush()
+
+    def flush(self) -> None:
+        group, self.waiting = self.waiting, []
+        made = embed_night(self.db, [o.anima_id for o in group], self.settings)  # never raises
+        if not made:
+            return
+        for o in group:
+            o.results[-1].stats.update(made[o.anima_id])
+        try:
+            with self.db.transaction() as conn:
+                sleep_state.add_night_stats(conn, self.night.day, self.night.run_id, made)
+        except psycopg.Error as exc:  # the counts are a report: the nights stand without them
+            log.warning(
+                "the vectors' counts of %s were not recorded: %s: %s", self.night.day, type(exc).__name__, exc
+            )
 
 
 def embed_night(db: Database, anima_ids: Sequence[str], settings: Settings) -> dict[str, dict[str, int]]:

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,17 +74,31 @@ class AnimaPool:
             return "processes" if busy >= PROCESS_MIN else "serial"
         return "threads"
 
-    def run(self, night: Night, tasks: Sequence[Task]) -> list[AnimaOutcome]:
+    def run(
+        self, night: Night, tasks: Sequence[Task], on_done: Callable[[AnimaOutcome], None] | None = None
+    ) -> list[AnimaOutcome]:
+        """Each task's outcome, in task order. `on_done` is called in this thread with each
+        outcome as its anima ends (the night's vectors are made meanwhile: night/embedding.py)."""
         kind = self.kind(len(tasks))
+        done = on_done or (lambda _outcome: None)
         if kind == "serial":
-            return [self._one(night, t) for t in tasks]
+            outcomes = []
+            for t in tasks:
+                outcomes.append(self._one(night, t))
+                done(outcomes[-1])
+            return outcomes
         executor = self._executor(kind)
         if kind == "threads":
             futures = [executor.submit(self._one, night, t) for t in tasks]
         else:
             spec = _night_spec(night)
             futures = [executor.submit(_work, spec, t, self.lease_s) for t in tasks]
-        outcomes = [_outcome(f, t) for f, t in zip(futures, tasks, strict=True)]
+        task_of = dict(zip(futures, tasks, strict=True))
+        ended: dict[Future, AnimaOutcome] = {}
+        for f in as_completed(futures):
+            ended[f] = _outcome(f, task_of[f])
+            done(ended[f])
+        outcomes = [ended[f] for f in futures]
         if kind == "processes" and any(o.failure and not o.failure.recorded for o in outcomes):
             self._close_procs()  # a worker died: start fresh ones for the next day
         return outcomes

@@ -22,15 +22,13 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, timedelta
 
-import psycopg
-
 from anima_pipeline.config import Settings
 from anima_pipeline.core.steps import STEP_ORDER
 from anima_pipeline.llm.budget import Budget
 from anima_pipeline.llm.contract import Engine
 from anima_pipeline.llm.factory import make_engine
-from anima_pipeline.night.anima_night import AnimaOutcome, Heartbeat, end_unrecorded
-from anima_pipeline.night.embedding import embed_night
+from anima_pipeline.night.anima_night import Heartbeat, end_unrecorded
+from anima_pipeline.night.embedding import NightVectors
 from anima_pipeline.night.estimate import estimate_run, refuse_over_budget
 from anima_pipeline.night.failure_kinds import AnimaFailure, NightFailed, NightOrderError
 from anima_pipeline.night.frame import Mode, Night, StepResult, scheduled_mode
@@ -109,8 +107,9 @@ def run_night(
         skipped,
         len(blocked),
     )
-    outcomes = pool.run(night, tasks)
-    _embed_after(db, night, outcomes, pool.settings)
+    made = NightVectors(db, night, pool.settings)
+    outcomes = pool.run(night, tasks, on_done=made.add)
+    made.flush()
     if tasks:  # the night's writes: recall's plans need fresh statistics (autovacuum may be off)
         with db.transaction() as conn:
             keep_fresh(conn, dict.fromkeys((*NIGHT_TABLES, *VECTOR_TABLES), 0))
@@ -125,24 +124,6 @@ def run_night(
     if failures:
         raise NightFailed(night.day, failures, results)
     return results
-
-
-def _embed_after(db: Database, night: Night, outcomes: list[AnimaOutcome], settings: Settings) -> None:
-    """The vectors of what the night's succeeded animas wrote, in one pass across them
-    (night/embedding.py), their counts added to each night's stats and its last step's."""
-    done = [o for o in outcomes if o.failure is None and o.results]
-    made = embed_night(db, [o.anima_id for o in done], settings)  # never raises
-    if not made:
-        return
-    for o in done:
-        o.results[-1].stats.update(made[o.anima_id])
-    try:
-        with db.transaction() as conn:
-            sleep_state.add_night_stats(conn, night.day, night.run_id, made)
-    except psycopg.Error as exc:  # the counts are a report: the nights stand without them
-        logger.warning(
-            "the vectors' counts of %s were not recorded: %s: %s", night.day, type(exc).__name__, exc
-        )
 
 
 def _wait_for_previous_nights(db: Database, night: Night, animas: list[str] | None, lease_s: float) -> None:
