@@ -17,8 +17,9 @@ through the facade are still embedded as they arrive (store/vectors.py `Backfill
 they are all recall has of a day; `anima embed --kind message` embeds the rest.
 
 The vectors are an index of what the nights committed: any embedder failure is logged and
-counted, never raised, and what a failure (or a stop in the middle of the pass) missed waits
-for the anima's next night or `anima embed`. The counts go into each night's stats and its
+counted, never raised, and what a failure (or a stop before a group's turn) missed waits for
+a re-run of that day (its done animas still pass through here), the anima's next night or
+`anima embed`. The counts go into each night's stats and its
 last step's metadata (`embedded_*`, `embed_backlog_*`, `embed_failed`)."""
 
 from __future__ import annotations

@@ -203,6 +203,31 @@ def test_a_nights_animas_are_embedded_in_one_pass_each_counted(vector_db_url, tm
         db.close()
 
 
+def test_a_rerun_of_a_done_day_makes_the_vectors_its_night_missed(vector_db_url, tmp_path) -> None:
+    """The same command carries on: a night whose vectors were not made (the embedder down)
+    gets them from a re-run of that day, its steps skipping as done."""
+    sample = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
+    first = date(2026, 11, 16)
+    db = Database(vector_db_url, max_size=4)
+    try:
+        quiet = Settings(database_url=vector_db_url, embedder={"kind": "none"}, home=tmp_path)
+        with AnimaMemory(db, "aria", settings=quiet) as mem:
+            mem.append([m for m in sample if m["created_at"][:10] == first.isoformat()])
+        down = {"kind": "http", "url": "http://127.0.0.1:9", "retries": 0}
+        run_days(db, Settings(database_url=vector_db_url, embedder=down, home=tmp_path), [first])
+        with fake_embeddings() as server:
+            up = {"kind": "http", "url": server.url}
+            again = run_days(db, Settings(database_url=vector_db_url, embedder=up, home=tmp_path), [first])
+        assert {r.status for r in again} == {"skipped"}  # the night was done: nothing redone
+        with db.transaction() as conn:
+            model = conn.execute("SELECT model_id FROM embedding_model").fetchone()["model_id"]
+            assert vectors.backlog(conn, model, "aria")["memory"] == 0
+            made = conn.execute("SELECT count(*) AS n FROM embedding WHERE kind = 'memory'").fetchone()["n"]
+        assert made > 0 and again[-1].stats["embedded_memories"] == made
+    finally:
+        db.close()
+
+
 def test_active_search_ranks_by_meaning_too_when_vectors_exist(vector_db_url, tmp_path) -> None:
     """The agent's search tools rank like a context's sections: the lexical list, then the
     nearest items it lacks, those sharing no word with the question included; paged over that
