@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psycopg
 
 from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InternalError
 from anima_pipeline.embed.provider import make_embedder, provider_name
-from anima_pipeline.night.anima_night import AnimaOutcome
-from anima_pipeline.night.frame import Night
 from anima_pipeline.store import sleep_state, vectors
 from anima_pipeline.store.db import Database
+
+if TYPE_CHECKING:  # types only: the night's orchestration imports this module, not the reverse
+    from anima_pipeline.night.anima_night import AnimaOutcome
+    from anima_pipeline.night.frame import Night
 
 log = logging.getLogger(__name__)
 
