@@ -274,15 +274,17 @@ def invoke_cli(args: list[str], env: dict[str, str], input: str | None = None) -
 
     from anima_pipeline.cli import app
 
-    saved = dict(os.environ)
+    saved, saved_argv = dict(os.environ), sys.argv
     os.environ.clear()
     os.environ.update(env)
+    sys.argv = ["anima", *args]  # what the command reads of its own (the run's anima/command tag)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(app, args, input=input, prog_name="anima")
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        sys.argv = saved_argv
         get_settings.cache_clear()
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
