@@ -4,6 +4,7 @@ into a template database; each test gets its own clone, so tests never see each 
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import subprocess
@@ -264,6 +265,15 @@ def run_cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subpr
     return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _all_loggers() -> dict[str, logging.Logger]:
+    loggers = logging.root.manager.loggerDict.items()
+    return {"": logging.getLogger(), **{n: lg for n, lg in loggers if isinstance(lg, logging.Logger)}}
+
+
+def _logger_levels() -> dict[str, int]:
+    return {name: logger.level for name, logger in _all_loggers().items()}
+
+
 def invoke_cli(args: list[str], env: dict[str, str], input: str | None = None) -> subprocess.CompletedProcess:
     """`anima ARGS` in this process with exactly `env` as its environment: the exit code, stdout
     and stderr `run_cli` gives, without a new interpreter's start-up (2-3 s each on CI). An
@@ -274,16 +284,22 @@ def invoke_cli(args: list[str], env: dict[str, str], input: str | None = None) -
 
     from anima_pipeline.cli import app
 
-    saved = dict(os.environ)
+    saved, saved_argv, saved_levels = dict(os.environ), sys.argv, _logger_levels()
     os.environ.clear()
     os.environ.update(env)
+    sys.argv = ["anima", *args]  # what the command reads of its own (the run's anima/command tag)
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(app, args, input=input, prog_name="anima")
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        sys.argv = saved_argv
         get_settings.cache_clear()
+        # the command's --log-level (anima_pipeline at ERROR) ends with it, as with a process:
+        # left set, a module-scoped fixture's command would hide later tests' warnings
+        for name, logger in _all_loggers().items():
+            logger.setLevel(saved_levels.get(name, logging.NOTSET))
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))

@@ -19,8 +19,8 @@ import dagster as dg
 import psycopg
 import pytest
 
-from anima_pipeline_tests.conftest import AMBIENT, CLI, REPO, cli_env, run_cli
-from testkit.dagster_dev import BACKFILL, LAUNCH, dagster_dev, dev_env, graphql
+from anima_pipeline_tests.conftest import AMBIENT, CLI, REPO, cli_env, invoke_cli
+from testkit.dagster_dev import BACKFILL, LAUNCH, dagster_dev, dev_env, fast_daemon, graphql
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def _instance(env: dict[str, str]) -> dg.DagsterInstance:
 def test_demo_runs_are_nightly_sleep_runs_the_ui_can_reexecute(
     demo_env: dict[str, str], tmp_path: Path
 ) -> None:
-    demo = run_cli(["demo"], demo_env)
+    demo = invoke_cli(["demo"], demo_env)
     assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
     with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:  # the first day is the store's
         [(first,)] = conn.execute("SELECT first_message_at FROM store_calendar").fetchall()
@@ -138,7 +138,7 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
     demo_env: dict[str, str], tmp_path: Path
 ) -> None:
     archive = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
-    assert run_cli(["import", str(archive)], demo_env).returncode == 0
+    assert invoke_cli(["import", str(archive)], demo_env).returncode == 0
     # slow each step down so the signal lands inside the night (the fault is injected by a
     # sitecustomize on the child's path, not by changing the code under test)
     hook = tmp_path / "hook"
@@ -187,7 +187,7 @@ def test_sigterm_stops_anima_sleep_and_the_next_run_carries_on(
         ).fetchone()[0]
     assert interrupted == 1
 
-    again = run_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-23"], demo_env)
+    again = invoke_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-23"], demo_env)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     with psycopg.connect(demo_env["ANIMA_DATABASE_URL"]) as conn:
         nights = conn.execute(
@@ -239,14 +239,15 @@ def test_a_cli_range_and_a_ui_backfill_leave_every_step_of_every_day_materialize
     from anima_pipeline.core.steps import STEP_ORDER
 
     archive = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
-    assert run_cli(["import", str(archive)], demo_env).returncode == 0
-    slept = run_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-20"], demo_env)
+    assert invoke_cli(["import", str(archive)], demo_env).returncode == 0
+    slept = invoke_cli(["sleep", "--from", "2026-11-16", "--to", "2026-11-20"], demo_env)
     assert slept.returncode == 0, slept.stderr[-2000:]
     env = dev_env(
         tmp_path / "webserver-home",  # another host's home: the first day comes from the database
         Path(demo_env["DAGSTER_HOME"]),
         ANIMA_DATABASE_URL=demo_env["ANIMA_DATABASE_URL"],
     )
+    env = fast_daemon(env, tmp_path / "daemon-hook")  # the backfill daemon ticks every second, not 30
     backfill_days = [f"2026-11-{d}" for d in range(19, 24)]  # overlaps the CLI's 19th and 20th
     with dagster_dev(env, tmp_path / "dg-dev.log") as url:
         params = {

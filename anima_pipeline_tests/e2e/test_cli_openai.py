@@ -1,6 +1,6 @@
-"""`anima sleep` end to end with ANIMA_ENGINE=openai: the real openai SDK in a real subprocess,
-pointed through OPENAI_BASE_URL at the fake chat-completions server, recorded by Dagster; and the
-same scripted night through the Anthropic engine beside it, row for row."""
+"""`anima sleep` end to end with ANIMA_ENGINE=openai: the real openai SDK (the CLI in this
+process: `invoke_cli`), pointed through OPENAI_BASE_URL at the fake chat-completions server,
+recorded by Dagster; and the same scripted night through the Anthropic engine beside it, row for row."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from anima_pipeline.defs.night.checks import CheckScope, model_declined
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline_tests.conftest import cli_env, cloned_database, run_cli
+from anima_pipeline_tests.conftest import cli_env, cloned_database, invoke_cli
 from testkit import fake_chat_completions as chat
 from testkit import fake_messages_api as messages
 
@@ -66,7 +66,7 @@ def openai_env(home: Path, db_url: str, fake: chat.FakeChatCompletions, **extra:
 
 
 def sleep(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return run_cli(["sleep", "--day", DAY, "--anima", "aria", *args], env, timeout=300)
+    return invoke_cli(["sleep", "--day", DAY, "--anima", "aria", *args], env)
 
 
 def rows(db_url: str, sql: str, *params: Any) -> list[tuple]:

@@ -15,7 +15,7 @@ import termios
 import time
 from pathlib import Path
 
-from anima_pipeline_tests.conftest import CLI, REPO, cli_env, run_cli
+from anima_pipeline_tests.conftest import CLI, REPO, cli_env, invoke_cli, run_cli
 
 SAMPLE = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
 
@@ -23,7 +23,7 @@ SAMPLE = REPO / "anima_pipeline" / "sample" / "week.archive.jsonl"
 def test_a_30_night_range_moves_the_bar_night_by_night(db_url: str, tmp_path: Path) -> None:
     # 30 nights: three weeks of quiet days before the sample's week, then the week
     env = cli_env(tmp_path, db_url, ANIMA_START_DATE="2026-10-24")
-    assert run_cli(["import", str(SAMPLE)], env).returncode == 0
+    assert invoke_cli(["import", str(SAMPLE)], env).returncode == 0
     master, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
     proc = subprocess.Popen(
@@ -66,7 +66,7 @@ def test_a_30_night_range_moves_the_bar_night_by_night(db_url: str, tmp_path: Pa
 
 def test_without_a_terminal_each_night_prints_a_line(db_url: str, tmp_path: Path) -> None:
     env = cli_env(tmp_path, db_url, ANIMA_START_DATE="2026-11-13")
-    assert run_cli(["import", str(SAMPLE)], env).returncode == 0
+    assert invoke_cli(["import", str(SAMPLE)], env).returncode == 0
     slept = run_cli(["sleep", "--from", "2026-11-13", "--to", "2026-11-17"], env)
     assert slept.returncode == 0, slept.stderr[-2000:]
     lines = re.findall(r"night of (\S+): (\d)/5, \d+ s", slept.stderr)

@@ -1,6 +1,7 @@
 """What the real Messages API does, through `anima sleep` with the Anthropic engine: the
-real SDK in a subprocess against the fake server (stop reasons, thinking, the minimum
-cacheable prefix, the prompt cache of the day's transcript across tool turns)."""
+real SDK (the CLI in this process: `invoke_cli`) against the fake server (stop reasons,
+thinking, the minimum cacheable prefix, the prompt cache of the day's transcript across tool
+turns)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from anima_pipeline.store.archive import ImportStats, import_records, parse_line
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.memories import MemoryRepo
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 from testkit.fake_messages_api import (
     FakeMessagesAPI,
     cut_tool_use,
@@ -66,7 +67,7 @@ def env(db_url: str, tmp_path: Path) -> dict[str, str]:
 
 def sleep(env: dict[str, str], fake: FakeMessagesAPI, *steps: str) -> subprocess.CompletedProcess:
     args = ["sleep", "--day", DAY, "--anima", "aria"] + [a for s in steps for a in ("--step", s)]
-    return run_cli(args, {**env, "ANTHROPIC_BASE_URL": fake.url}, timeout=300)
+    return invoke_cli(args, {**env, "ANTHROPIC_BASE_URL": fake.url})
 
 
 def rows(db_url: str, sql: str, *params: Any) -> list[tuple]:
@@ -110,7 +111,7 @@ def test_max_tokens_mid_tool_call_declines_the_step_with_the_cause_and_executes_
     assert KEY not in out
     # named where people look: under the nights table, and in `anima status`
     assert f"declined: {DAY} aria {SEMANTIC} (OutputTruncated): " in result.stdout, result.stdout
-    said = run_cli(["status"], env, timeout=120)
+    said = invoke_cli(["status"], env)
     assert f"declined: {DAY} aria {SEMANTIC} (OutputTruncated): " in said.stdout, said.stdout
 
 
@@ -156,10 +157,9 @@ def test_refusal_declines_the_step_and_executes_nothing(db_url: str, env: dict[s
     assert f"declined: {DAY} aria {SEMANTIC} (Refused): " in result.stdout, result.stdout
     # a refusal is not transient: nothing retried it; forced again, one request, declined again
     with FakeMessagesAPI([refusal("No.")], min_cache_tokens=None) as fake:
-        result = run_cli(
+        result = invoke_cli(
             ["sleep", "--day", DAY, "--anima", "aria", "--step", SEMANTIC, "--force"],
             {**env, "ANTHROPIC_BASE_URL": fake.url},
-            timeout=300,
         )
         assert len(fake.messages) == 1
     assert result.returncode == 0, result.stdout + result.stderr
@@ -185,10 +185,9 @@ def test_text_only_answer_of_a_step_that_must_write_is_reminded_then_declined(
     period = {"level": "day", "period_start": DAY, "period_end": DAY, "content": "Lin Wei talked about home."}
     script = [reply(text("A calm day.")), reply(tool_use("write_temporal_summary", period))]
     with FakeMessagesAPI(script, min_cache_tokens=None) as fake:
-        result = run_cli(
+        result = invoke_cli(
             ["sleep", "--day", DAY, "--anima", "aria", "--step", step, "--force"],
             {**env, "ANTHROPIC_BASE_URL": fake.url},
-            timeout=300,
         )
     assert result.returncode == 0, result.stdout + result.stderr
     assert rows(
@@ -326,10 +325,9 @@ def test_a_declined_night_does_not_hold_the_next_day(db_url: str, env: dict[str,
     following = "2026-11-18"
     with FakeMessagesAPI([], min_cache_tokens=None) as fake:  # text only, every turn, both days
         first = sleep(env, fake)
-        second = run_cli(
+        second = invoke_cli(
             ["sleep", "--day", following, "--anima", "aria"],
             {**env, "ANTHROPIC_BASE_URL": fake.url},
-            timeout=300,
         )
     assert first.returncode == 0, first.stdout + first.stderr
     assert second.returncode == 0, second.stdout + second.stderr
@@ -365,10 +363,9 @@ def test_a_declined_incremental_night_with_candidate_rounds_does_not_hold_the_ne
         db.close()
     with FakeMessagesAPI([], min_cache_tokens=None) as fake:  # text only, every turn, both days
         first = sleep(env, fake)
-        second = run_cli(
+        second = invoke_cli(
             ["sleep", "--day", following.isoformat(), "--anima", "aria"],
             {**env, "ANTHROPIC_BASE_URL": fake.url},
-            timeout=300,
         )
         bodies = fake.messages
     assert first.returncode == 0, first.stdout + first.stderr

@@ -11,7 +11,8 @@ the ready file, so the kill is deterministic:
 - before_step: between two steps of a later day;
 - night_end: every step of an anima's night committed, the night not yet marked done.
 The lease is short (ANIMA_NIGHT_LEASE_S=2) so the re-run takes the dead run's night over
-after two seconds instead of thirty.
+after two seconds instead of thirty. The killed run is a real process; the uninterrupted run and
+the re-runs are the CLI in this process (`invoke_cli`): what they prove is the store.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from psycopg.rows import dict_row
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
-from anima_pipeline_tests.conftest import CLI, _with_dbname, cli_env, run_cli
+from anima_pipeline_tests.conftest import CLI, _with_dbname, cli_env, invoke_cli, run_cli
 from testkit import faults
 
 SAMPLE = Path(__file__).resolve().parents[2] / "anima_pipeline" / "sample" / "week.archive.jsonl"
@@ -190,7 +191,7 @@ def snapshot(url: str) -> dict[str, list]:
 @pytest.fixture(scope="module")
 def uninterrupted(make_store, tmp_path_factory) -> dict[str, list]:
     url = make_store()
-    done = run_cli(COMMAND, env_for(url, tmp_path_factory.mktemp("clean")))
+    done = invoke_cli(COMMAND, env_for(url, tmp_path_factory.mktemp("clean")))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return snapshot(url)
 
@@ -218,7 +219,7 @@ def test_kill_9_then_the_same_command_gives_the_uninterrupted_store(
             "SELECT count(*) FROM sleep_state WHERE step = 'night' AND status = 'running'"
         ).fetchone()
     assert running[0] >= 1
-    again = run_cli(COMMAND, env_for(url, tmp_path))
+    again = invoke_cli(COMMAND, env_for(url, tmp_path))
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     after = snapshot(url)
     for part, expected in uninterrupted.items():
@@ -275,7 +276,7 @@ def test_kill_9_leaves_no_worker_process_and_the_same_command_carries_on(make_st
     while _alive(worker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(worker), "the worker process outlived the killed night"
-    again = run_cli(command, env_for(url, tmp_path, ANIMA_WORKERS="2"))
+    again = invoke_cli(command, env_for(url, tmp_path, ANIMA_WORKERS="2"))
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     # every anima had the same day: the one killed mid-transaction ends like the others
     per_anima: dict[str, list] = {}

@@ -26,7 +26,7 @@ from anima_pipeline.memory.workspace import export_markdown
 from anima_pipeline.night.runner import run_days
 from anima_pipeline.store import catalog
 from anima_pipeline.store.db import Database
-from anima_pipeline_tests.conftest import cli_env, run_cli
+from anima_pipeline_tests.conftest import cli_env, invoke_cli
 
 WORD, ONCE = "Vextraquil", "Quindlemere"  # said nowhere else; ONCE in one message only
 PARROT = [
@@ -124,7 +124,7 @@ def test_a_purge_reaches_every_later_day_every_place_the_export_and_a_dump(
         "memory": ["--memory", f"f-{learnt_once[0]['id']}"],
         "anima": ["--anima", "aria", "--yes"],
     }[kind]
-    done = run_cli(["forget", *target, "--purge", "--export", str(out), "--json"], env)
+    done = invoke_cli(["forget", *target, "--purge", "--export", str(out), "--json"], env)
     assert done.returncode == 0, done.stderr + done.stdout
     report = json.loads(done.stdout)
     assert report["changed"] and all(r.endswith("done") for r in report["recomputed"])

@@ -30,6 +30,7 @@ import dagster as dg
 # outside a workspace process (execute_job leaves remote_job_origin empty, and the UI and
 # GraphQL re-execution need it), nor to execute an existing run in-process: these are the
 # internals `dagster api execute_run` itself uses. Checked with 1.13.27.
+from dagster._core.definitions.reconstruct import ReconstructableJob
 from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
 from dagster._core.execution.api import execute_run
 from dagster._core.remote_origin import (
@@ -303,6 +304,12 @@ def launch_night(
     if log_level:  # the CLI draws its own progress; the full log stays in the run history
         run_config["loggers"] = {"console": {"config": {"log_level": log_level}}}
     recon = dg.reconstructable(nightly_sleep_job)
+    # Dagster keeps the last definition a ReconstructableJob loaded (an lru_cache on
+    # get_definition, process-wide, checked with 1.13.27), and every launch's recon is equal:
+    # without this, a second launch in one process ran the first one's definitions (its
+    # engine resource's model and base URL, its partitions), not the ones loaded above.
+    ReconstructableJob.get_definition.cache_clear()
+    ReconstructableJob.get_repository_definition.cache_clear()
     with plan_range_as_one_event(first != last):
         run = instance.create_run_for_job(
             job_def=job,
