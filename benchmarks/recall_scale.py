@@ -37,19 +37,24 @@ same: they are drawn before the memories):
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
 from anima_pipeline.config import Settings
+from anima_pipeline.recall import ranking
 from anima_pipeline.recall.assemble import assemble_context
 from anima_pipeline.store.migrations import migrate
 from testkit.data import data_dir, read_jsonl
@@ -339,33 +344,113 @@ def vacuum(url: str, with_vectors: bool = False) -> None:
             conn.execute("VACUUM ANALYZE embedding")
 
 
+DIGESTS: dict[str, str] = {}  # per mode, of the last measure(): the contexts' text, in question order
+BASELINE: Path | None = None  # --baseline: another checkout, timed in the same rounds ("mode@before")
+_ARGS: dict[int, dict] = {}  # the keyword arguments of each mode's Settings, for the baseline's process
+
+
+def mode(**kw: dict) -> Settings:
+    settings = Settings(**kw)
+    _ARGS[id(settings)] = kw
+    return settings
+
+
+# The baseline's side of --baseline: the package of another checkout (the editable install's
+# finder taken out, as in benchmarks/cli_startup.py), one context per line of stdin (JSON:
+# question and mode's Settings arguments), its seconds and text back per line.
+_SERVE = """
+import json, sys, time
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f)]
+sys.path.insert(0, sys.argv[1])
+from datetime import datetime
+import psycopg
+from psycopg.rows import dict_row
+from anima_pipeline.config import Settings
+from anima_pipeline.recall.assemble import assemble_context
+settings = {}
+with psycopg.connect(sys.argv[2], row_factory=dict_row, autocommit=True) as conn:
+    conn.execute("SET default_transaction_read_only = on")
+    for line in sys.stdin:
+        ask = json.loads(line)
+        key = json.dumps(ask["settings"], sort_keys=True)
+        if key not in settings:
+            settings[key] = Settings(**ask["settings"])
+        started = time.perf_counter()
+        with conn.transaction():
+            ctx = assemble_context(conn, sys.argv[3], ask["q"], now=datetime.fromisoformat(ask["now"]),
+                                   settings=settings[key])
+        took = time.perf_counter() - started
+        print(json.dumps({"s": took, "e": (ctx.embed_ms or 0.0) / 1e3, "r": ctx.rendered}), flush=True)
+"""
+
+
 def measure(
     url: str, asked: list[str], modes: dict[str, Settings], anima: str = ANIMA
 ) -> dict[str, tuple[list[float], list[float], list[float]]]:
     """Per mode: seconds per call, the question's embedding in each, and each call without it;
     each sorted. The modes take turns question by question (the first one alternating), so a
-    change in the machine's load weighs on all of them alike."""
+    change in the machine's load weighs on all of them alike. With --baseline each mode also
+    runs from that checkout ("mode@before", its own process and connection), right before or
+    after this one's call (alternating)."""
     now = START + timedelta(days=DAYS + 1)
-    seconds: dict[str, list[float]] = {m: [] for m in modes}
-    embedding: dict[str, list[float]] = {m: [] for m in modes}
+    # the fts statistics as of this size's ANALYZE (a run of several sizes would otherwise
+    # reuse the smaller store's common stems for STATS_TTL_S): as a fresh process reads them
+    ranking._stats.clear()
     names = list(modes)
+    every = [n for name in names for n in ([name, f"{name}@before"] if BASELINE else [name])]
+    seconds: dict[str, list[float]] = {m: [] for m in every}
+    digests = {m: hashlib.sha256() for m in every}
+    embedding: dict[str, list[float]] = {m: [] for m in every}
+    server = None
+    if BASELINE:
+        server = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, str(BASELINE.resolve()), url, anima],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def before(q: str, name: str) -> tuple[float, float, str]:
+        assert server is not None and server.stdin is not None and server.stdout is not None
+        ask = {"q": q, "now": now.isoformat(), "settings": _ARGS[id(modes[name])]}
+        server.stdin.write(json.dumps(ask) + "\n")
+        server.stdin.flush()
+        got = json.loads(server.stdout.readline())
+        return got["s"], got["e"], got["r"]
+
     with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = on")
         for i, q in enumerate([*asked[:20], *asked]):
             for name in names[i % len(names) :] + names[: i % len(names)]:
                 settings = modes[name]
-                started = time.perf_counter()
-                with conn.transaction():
-                    ctx = assemble_context(conn, anima, q, now=now, settings=settings)
-                if i >= 20:
-                    seconds[name].append(time.perf_counter() - started)
-                    embedding[name].append((ctx.embed_ms or 0.0) / 1e3)
-                    if settings.embedder.kind != "none" and ctx.recall_mode != "hybrid":
-                        raise SystemExit(f"recall is lexical: {ctx.lexical_reason}")
+                runs = [name, f"{name}@before"] if BASELINE else [name]
+                for run in runs if i % 2 == 0 else runs[::-1]:
+                    if run == name:
+                        started = time.perf_counter()
+                        with conn.transaction():
+                            ctx = assemble_context(conn, anima, q, now=now, settings=settings)
+                        took, embed_s, text = (
+                            time.perf_counter() - started,
+                            (ctx.embed_ms or 0.0) / 1e3,
+                            ctx.rendered,
+                        )
+                        if settings.embedder.kind != "none" and ctx.recall_mode != "hybrid":
+                            raise SystemExit(f"recall is lexical: {ctx.lexical_reason}")
+                    else:
+                        took, embed_s, text = before(q, name)
+                    if i >= 20:
+                        seconds[run].append(took)
+                        digests[run].update(text.encode() + b"\0")
+                        embedding[run].append(embed_s)
+    if server is not None:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait()
     out = {}
-    for name in names:
+    for name in every:
         rest = [a - b for a, b in zip(seconds[name], embedding[name], strict=True)]
         out[name] = (sorted(seconds[name]), sorted(embedding[name]), sorted(rest))
+        DIGESTS[name] = digests[name].hexdigest()[:16]
     return out
 
 
@@ -378,7 +463,7 @@ def report(label: str, measured: dict[str, tuple[list[float], list[float], list[
             f"  {label}, {name:10}: p50 {_p(secs, 0.5):6.1f} ms"
             f"   p95 {_p(secs, 0.95):6.1f} ms   max {secs[-1] * 1e3:6.1f} ms   mean {statistics.mean(secs) * 1e3:6.1f} ms"
         )
-        if name == "hybrid":
+        if name.split("@")[0] == "hybrid":
             line += (
                 f"   | query embedding p50 {_p(embedding, 0.5):5.1f} ms p95 {_p(embedding, 0.95):5.1f} ms"
                 f" | without it p50 {_p(rest, 0.5):6.1f} p95 {_p(rest, 0.95):6.1f} ms"
@@ -386,10 +471,22 @@ def report(label: str, measured: dict[str, tuple[list[float], list[float], list[
         print(
             line
             + f"   p95 / {next(iter(measured))} {_p(secs, 0.95) / _p(first, 0.95):.2f}"
-            + f"  ({len(secs)} questions, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+            + f"  ({len(secs)} questions, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+            + f"  contexts {DIGESTS.get(name, '-')}"
+            + _against_before(name, measured),
             flush=True,
         )
     return first
+
+
+def _against_before(name: str, measured: dict[str, tuple[list[float], list[float], list[float]]]) -> str:
+    """For a mode timed beside --baseline's: its p50 and p95 against the baseline's, and
+    whether the contexts were the same text."""
+    if f"{name}@before" not in measured:
+        return ""
+    now, then = measured[name][0], measured[f"{name}@before"][0]
+    same = "same contexts" if DIGESTS[name] == DIGESTS[f"{name}@before"] else "CONTEXTS DIFFER"
+    return f"  | / before: p50 {_p(now, 0.5) / _p(then, 0.5):.2f} p95 {_p(now, 0.95) / _p(then, 0.95):.2f}, {same}"
 
 
 # --- --beside: other animas in the same store ------------------------------------------
@@ -517,6 +614,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"K other animas of {BESIDE_MEMORIES:,} memories and {BESIDE_MESSAGES:,} messages each (with"
         " --vectors, theirs too): one of them is measured after the big one, with its plans",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="another checkout's root (e.g. git worktree add /tmp/before main): each call also from it,"
+        " taking turns, its contexts' digest printed beside this one's",
+    )
     args = parser.parse_args(argv)
     MESSAGES = args.messages
     rng = random.Random(9)
@@ -525,18 +629,20 @@ def main(argv: list[str] | None = None) -> int:
     reuse = args.reuse and reusable(args.url, args.sizes, args.vectors)
     # "lexical": packed by shares (the defaults); "no-repeats": a line repeating a placed one
     # left out; "second": the second stage on (recall/rerank.py); "hybrid": with vectors
-    lexical = Settings(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
+    lexical = mode(embedder={"kind": "none"}, recall={"drop_repeats": False, "second_stage": False})
     lexical_modes = {
         "lexical": lexical,
-        "no-repeats": Settings(embedder={"kind": "none"}, recall={"drop_repeats": True}),
-        "second": Settings(embedder={"kind": "none"}, recall={"second_stage": True}),
+        "no-repeats": mode(embedder={"kind": "none"}, recall={"drop_repeats": True}),
+        "second": mode(embedder={"kind": "none"}, recall={"second_stage": True}),
     }
     if args.neighbours:  # "neighbours": lexical with the entity neighbours joined (one more round trip)
-        lexical_modes["neighbours"] = Settings(
+        lexical_modes["neighbours"] = mode(
             embedder={"kind": "none"},
             recall={"drop_repeats": False, "second_stage": False, "neighbours": True},
         )
-    dense = Settings(embedder={"kind": os.environ.get("ANIMA_EMBEDDER", "local")})
+    dense = mode(embedder={"kind": os.environ.get("ANIMA_EMBEDDER", "local")})
+    global BASELINE
+    BASELINE = args.baseline
     embedder = base = None
     if args.vectors and not reuse:
         from anima_pipeline.embed.provider import make_embedder
