@@ -109,17 +109,27 @@ class Probe:
         }
 
 
-_stats: dict[tuple[str, str, str], tuple[float, frozenset[str]]] = {}
+@dataclass(frozen=True)
+class CommonLexemes:
+    """One read of a table's common lexemes: the set, and the array literal the probe sends as
+    its parameter (one string built once per read: a list of a thousand is dumped per query)."""
+
+    read_at: float
+    lexemes: frozenset[str]
+    literal: str
 
 
-def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
+_stats: dict[tuple[str, str, str], CommonLexemes] = {}
+
+
+def read_common(conn: Connection, table: str) -> CommonLexemes:
     """The tsquery texts of the lexemes in COMMON_ROWS rows of `table` or more, by the statistics
     ANALYZE (autovacuum) keeps on its `fts` column: term statistics maintained by PostgreSQL,
     read once every STATS_TTL_S per process and table, never counted per query."""
     key = (conn.info.host, str(conn.info.port), f"{conn.info.dbname}.{table}")
     cached = _stats.get(key)
-    if cached and time_now() - cached[0] < STATS_TTL_S:
-        return cached[1]
+    if cached and time_now() - cached.read_at < STATS_TTL_S:
+        return cached
     row = queries.fts_statistics(conn, table)
     rows = max(float(row["reltuples"] or 0), 0.0) if row else 0.0
     common = (
@@ -131,8 +141,13 @@ def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
         if row
         else frozenset()
     )
-    _stats[key] = (time_now(), common)
-    return common
+    _stats[key] = read = CommonLexemes(time_now(), common, queries.text_array(sorted(common)))
+    return read
+
+
+def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
+    """`read_common`'s set of lexemes."""
+    return read_common(conn, table).lexemes
 
 
 class Search:
@@ -176,14 +191,14 @@ class Search:
     # stage 1 ---------------------------------------------------------------------------
     def send_probe(self, conn: Connection) -> Callable[[], None]:
         words = self.plan.terms
-        common = sorted(common_lexemes(conn, self.table))
+        common = read_common(conn, self.table)
         periods = [(p.start, p.end) for p in self.plan.periods]
         take = queries.send_probe(
-            conn, self.table, dict(self.params, cap=CAP, common=common), words, periods, self.tz
+            conn, self.table, dict(self.params, cap=CAP, common=common.literal), words, periods, self.tz
         )
         if take is None:
             return lambda: None
-        known = set(common)
+        known = common.lexemes
 
         def done() -> None:
             rows = sorted(take(), key=lambda r: r["i"])
@@ -229,9 +244,10 @@ class Search:
         excluded = set(self.params.get("exclude_ids") or ())
         estimate: dict[int, float] = {id_: 0.0 for ids in self.found for id_ in ids if id_ not in excluded}
         for term in self.terms:
+            weight = term.weight  # once per term, not per id
             for id_ in term.ids:
                 if id_ in estimate:
-                    estimate[id_] += term.weight
+                    estimate[id_] += weight
         for ids in self.periods_found:
             for id_ in ids:
                 if id_ in estimate:

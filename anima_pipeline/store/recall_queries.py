@@ -118,7 +118,9 @@ FROM (
                    WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
                      AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
     FROM message x
-    JOIN conversation c ON c.anima_id = x.anima_id AND c.id = x.conversation_id
+    -- each candidate's conversation by its key (a join was planned as a scan of them all)
+    CROSS JOIN LATERAL (SELECT c.title, c.platform, c.debug FROM conversation c
+                        WHERE c.anima_id = x.anima_id AND c.id = x.conversation_id OFFSET 0) c
     CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
     WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
     OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
@@ -211,6 +213,12 @@ SOURCES = {
 }
 
 
+def text_array(items: Sequence[str]) -> str:
+    """`items` as one PostgreSQL array literal, for a parameter cast with ``::text[]``."""
+    quoted = ('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items)
+    return "{" + ",".join(quoted) + "}"
+
+
 def fts_statistics(conn: Connection, table: str) -> dict[str, Any] | None:
     """`table`'s estimated rows (reltuples) and the most common lexemes of its `fts` column
     with their frequencies (`elems`, `freqs`), as ANALYZE (autovacuum) keeps them in pg_stats."""
@@ -229,7 +237,7 @@ def send_probe(
     index (a stop word matches nothing; a stem in `common` is not read at all); then the rows
     holding every word; then, for a dated table, the rows of each period (local days in `tz`).
     Rows (i, tsq, ids) by branch; None when there is nothing to ask. `params` holds the
-    source's filters, `cap` and `common`."""
+    source's filters, `cap` and `common` (`text_array`: a literal, or a list)."""
     source = SOURCES[table]
     periods = periods if source.time_column else []
     args = dict(params)
