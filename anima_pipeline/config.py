@@ -203,6 +203,8 @@ class RecallSettings(Group):
     # dialogues they placed fewer answer words (0.691 -> 0.690) and one whole answer fewer of
     # 351 (docs/benchmarks.md, "Entity neighbours")
     neighbours: bool = False
+    # a past message asking something brings the turn after it, the answer (recall/episodic.py)
+    replies: bool = True
     resident_top_n: int = 20
     pinned_max: int = 40
     # A memory's reference_count (night/steps/references/): a citation inside decay_days

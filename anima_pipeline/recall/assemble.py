@@ -165,6 +165,7 @@ def first_stage(
     message_search = MessageSearch(
         anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense
     )
+    message_search.replies = settings.recall.replies
     resident: list = []
     overflow = 0
 

@@ -39,8 +39,15 @@ class MessageSearch(Search):
             "until": until,
         }
 
+    replies = False  # a message asking something brings the next turn of its conversation
+
     def score_args(self) -> dict[str, Any]:
-        return {**super().score_args(), "period_bonus": PERIOD_BONUS}
+        return {
+            **super().score_args(),
+            "period_bonus": PERIOD_BONUS,
+            "replies": self.replies,
+            "anima": self.params["anima"],
+        }
 
     def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
         return [
@@ -52,6 +59,32 @@ class MessageSearch(Search):
             )
             for r in rows
         ]
+
+    def with_replies(self, items: list[ContextItem], rows: list[dict[str, Any]]) -> list[ContextItem]:
+        """Each asking message followed by the turn that answers it (once: where it ranks first)."""
+        out: list[ContextItem] = []
+        seen: set[str] = set()
+        for item, r in zip(items, rows, strict=True):
+            if item.ref in seen:
+                continue
+            out.append(item)
+            seen.add(item.ref)
+            if r.get("r_id") is None or f"m-{r['r_id']}" in seen:
+                continue
+            reply = {
+                "id": r["r_id"],
+                "conversation_id": r["conversation_id"],
+                "role": r["r_role"],
+                "speaker": r["r_speaker"],
+                "content": r["r_content"],
+                "created_at": r["r_created_at"],
+                "title": r["title"],
+            }
+            out.append(
+                message_item(reply, score=float(r["score"]), why=f"the reply to {item.ref}", tz=self.tz)
+            )
+            seen.add(out[-1].ref)
+        return out
 
 
 def rank_messages(conn: Connection, anima_id: str, plan: QueryPlan, **kw: Any) -> list[ContextItem]:

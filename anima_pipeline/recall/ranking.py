@@ -276,6 +276,10 @@ class Search:
             item.ref: Signal(rank, item.score, bool(r.get("in_period")))
             for rank, (item, r) in enumerate(zip(items, rows, strict=True))
         }
+        return self.with_replies(items, rows)
+
+    def with_replies(self, items: list[ContextItem], rows: list[dict[str, Any]]) -> list[ContextItem]:
+        """The ranked list as placed (a source may add the rows its hits bring along)."""
         return items
 
     def _send_dense(self, conn: Connection) -> Callable[[], list[tuple[ContextItem, float]]] | None:

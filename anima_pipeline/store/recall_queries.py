@@ -109,6 +109,9 @@ MESSAGE_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AN
     AND (%(until)s::timestamptz IS NULL OR x.created_at < %(until)s::timestamptz)"""
 
 MESSAGE_SCORE_SQL = f"""
+SELECT page.*, r.id AS r_id, r.role AS r_role, r.speaker AS r_speaker, r.content AS r_content,
+       r.created_at AS r_created_at
+FROM (
 SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
        coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
 FROM (
@@ -128,6 +131,17 @@ FROM (
 WHERE coverage > 0 OR in_period
 ORDER BY score DESC, length(content), id
 LIMIT %(limit)s OFFSET %(offset)s
+) page
+-- with `replies`, a message asking something brings the turn that answers it: the next message
+-- of its conversation (recall/episodic.py)
+LEFT JOIN LATERAL (
+    SELECT n.id, n.role, n.speaker, n.content, n.created_at FROM message n
+    WHERE %(replies)s AND strpos(page.content, '?') > 0
+      AND n.anima_id = %(anima)s AND n.conversation_id = page.conversation_id
+      AND n.created_at >= page.created_at AND n.id <> page.id AND (n.created_at, n.id) > (page.created_at, page.id)
+      AND n.role IN ('user', 'assistant') AND n.forgotten_at IS NULL
+    ORDER BY n.created_at, n.id LIMIT 1) r ON true
+ORDER BY page.score DESC, length(page.content), page.id
 """
 
 

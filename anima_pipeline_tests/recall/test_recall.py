@@ -181,6 +181,44 @@ def test_deprecated_memories_and_debug_conversations_are_never_recalled(db: Data
     assert _ids(ctx, "episodic") == []
 
 
+def test_a_message_asking_something_brings_the_turn_that_answers_it(db: Database) -> None:
+    t = datetime(2024, 5, 3, 12, tzinfo=UTC)
+    with db.transaction() as conn:
+        asked = _say(conn, "Any plans for the long weekend?", speaker="Odile", at=t)
+        _say(conn, "(typing)", speaker="Lin Wei", at=t + timedelta(seconds=30))
+        conn.execute("UPDATE message SET forgotten_at = now() WHERE content = '(typing)'")
+        answer = _say(
+            conn, "Hiking the ridge trail with my brother.", speaker="Lin Wei", at=t + timedelta(minutes=1)
+        )
+        _say(conn, "Sounds lovely.", speaker="Odile", at=t + timedelta(minutes=2))
+        told = _say(conn, "The weekend market had plums.", speaker="Odile", at=t + timedelta(days=1))
+        _say(conn, "Plums again!", speaker="Lin Wei", at=t + timedelta(days=1, minutes=1))
+        ctx = _ctx(conn, "What are Lin Wei's plans for the weekend?")
+        off = assemble_context(
+            conn,
+            A,
+            "What are Lin Wei's plans for the weekend?",
+            settings=Settings(recall={"replies": False}),
+            now=NOW,
+        )
+        page = search_messages(conn, A, "plans for the weekend", settings=Settings())
+    # the reply shares no word with the question; a statement ("market had plums") brings nothing
+    assert _ids(ctx, "episodic") == [asked, answer, told]
+    assert ctx.section("episodic").items[1].why == f"the reply to m-{asked}"
+    assert _ids(off, "episodic") == [asked, told]
+    assert [i.id for i in page.items] == [asked, told]  # active search pages what matched, no more
+
+
+def test_a_reply_that_ranks_itself_is_placed_once(db: Database) -> None:
+    t = datetime(2024, 5, 3, 12, tzinfo=UTC)
+    with db.transaction() as conn:
+        asked = _say(conn, "Which trail for the weekend?", speaker="Odile", at=t)
+        answer = _say(conn, "The ridge trail this weekend.", speaker="Lin Wei", at=t + timedelta(minutes=1))
+        ctx = _ctx(conn, "Which trail did Lin Wei pick for the weekend?")
+    refs = [i.ref for i in ctx.section("episodic").items]
+    assert sorted(refs) == sorted({f"m-{asked}", f"m-{answer}"}) and len(refs) == 2
+
+
 # --- matching ----------------------------------------------------------------------------
 
 
