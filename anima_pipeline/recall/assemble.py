@@ -163,9 +163,14 @@ def first_stage(
     dense, lexical_why = query_vector(conn, settings, query)
     memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense)
     message_search = MessageSearch(
-        anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense
+        anima_id,
+        plan,
+        tz=tz,
+        exclude_sessions=sessions,
+        limit=RANKED,
+        dense=dense,
+        replies=settings.recall.replies,
     )
-    message_search.replies = settings.recall.replies
     resident: list = []
     overflow = 0
 

@@ -22,6 +22,12 @@ class MessageSearch(Search):
     table = "message"  # dated rows: the periods a question names are read too (store/recall_queries.py)
     dense_weight = DENSE_WEIGHT
 
+    def __init__(self, anima_id: str, plan: QueryPlan, *, replies: bool = False, **kw: Any) -> None:
+        """`replies`: a page row asking something brings the next turn of its conversation
+        (a context's list; active search pages what matched only)."""
+        super().__init__(anima_id, plan, **kw)
+        self.replies = replies
+
     def filter_params(  # type: ignore[override]
         self,
         *,
@@ -38,8 +44,6 @@ class MessageSearch(Search):
             "since": since,
             "until": until,
         }
-
-    replies = False  # a message asking something brings the next turn of its conversation
 
     def score_args(self) -> dict[str, Any]:
         return {
