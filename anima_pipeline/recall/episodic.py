@@ -11,11 +11,14 @@ from typing import Any
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.ranking import Search, run
 from anima_pipeline.recall.render import message_item
-from anima_pipeline.recall.sections import ContextItem
+from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem
 from anima_pipeline.store.db import Connection
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
 DENSE_WEIGHT = 0.0  # as for memories: the nearest come after the lexical list and get the reserve
+# A reply is read up to this many characters, then marked cut: far more than a context line
+# holds (ANIMA_RECALL_ITEM_MAX_CHARS, 400), far less than a pasted document.
+REPLY_CHARS = 4000
 
 
 class MessageSearch(Search):
@@ -50,6 +53,7 @@ class MessageSearch(Search):
             **super().score_args(),
             "period_bonus": PERIOD_BONUS,
             "replies": self.replies,
+            "reply_chars": REPLY_CHARS,
             "anima": self.params["anima"],
         }
 
@@ -80,7 +84,7 @@ class MessageSearch(Search):
                 "conversation_id": r["conversation_id"],
                 "role": r["r_role"],
                 "speaker": r["r_speaker"],
-                "content": r["r_content"],
+                "content": _head(r["r_content"]),
                 "created_at": r["r_created_at"],
                 "title": r["title"],
             }
@@ -89,6 +93,11 @@ class MessageSearch(Search):
             )
             seen.add(out[-1].ref)
         return out
+
+
+def _head(text: str) -> str:
+    """A reply as read (REPLY_CHARS and one more when longer): its head, marked when cut."""
+    return text if len(text) <= REPLY_CHARS else text[:REPLY_CHARS] + TRUNCATION_MARK
 
 
 def rank_messages(conn: Connection, anima_id: str, plan: QueryPlan, **kw: Any) -> list[ContextItem]:

@@ -135,7 +135,10 @@ LIMIT %(limit)s OFFSET %(offset)s
 -- with `replies`, a message asking something brings the turn that answers it: the next message
 -- of its conversation (recall/episodic.py)
 LEFT JOIN LATERAL (
-    SELECT n.id, n.role, n.speaker, n.content, n.created_at FROM message n
+    -- its head only (one character more tells a longer one): a context shows a few hundred
+    -- characters of it, a message may be megabytes (left() decompresses no more than it needs)
+    SELECT n.id, n.role, n.speaker, left(n.content, %(reply_chars)s + 1) AS content, n.created_at
+    FROM message n
     WHERE %(replies)s AND strpos(page.content, '?') > 0
       AND n.anima_id = %(anima)s AND n.conversation_id = page.conversation_id
       AND n.created_at >= page.created_at AND n.id <> page.id AND (n.created_at, n.id) > (page.created_at, page.id)

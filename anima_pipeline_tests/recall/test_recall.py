@@ -219,6 +219,28 @@ def test_a_reply_that_ranks_itself_is_placed_once(db: Database) -> None:
     assert sorted(refs) == sorted({f"m-{asked}", f"m-{answer}"}) and len(refs) == 2
 
 
+def test_a_huge_reply_is_read_as_its_head_and_marked_cut(db: Database) -> None:
+    from anima_pipeline.recall.assemble import first_stage
+    from anima_pipeline.recall.episodic import REPLY_CHARS
+
+    t = datetime(2024, 5, 3, 12, tzinfo=UTC)
+    with db.transaction() as conn:
+        asked = _say(conn, "Any plans for the weekend?", speaker="Odile", at=t)
+        _say(
+            conn,
+            "Hiking. " + "We walk the ridge trail again. " * 100_000,
+            speaker="Lin Wei",
+            at=t + timedelta(minutes=1),
+        )
+        found = first_stage(conn, A, "plans for the weekend?", settings=Settings(), session_id=None, now=NOW)
+        ctx = _ctx(conn, "plans for the weekend?")
+    reply = found.messages[1]
+    assert reply.why == f"the reply to m-{asked}"
+    assert len(reply.text) == REPLY_CHARS + len(TRUNCATION_MARK) and reply.text.endswith(TRUNCATION_MARK)
+    placed = ctx.section("episodic").items[1]
+    assert placed.truncated and placed.text.startswith("Hiking.") and placed.chars <= Budgets().item_max
+
+
 # --- matching ----------------------------------------------------------------------------
 
 
