@@ -17,6 +17,8 @@ from datetime import date, datetime, time
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from psycopg.adapt import PyFormat, Transformer
+
 from anima_pipeline.core.errors import InternalError
 from anima_pipeline.store.db import Connection
 
@@ -231,9 +233,13 @@ SOURCES = {
 
 
 def text_array(items: Sequence[str]) -> str:
-    """`items` as one PostgreSQL array literal, for a parameter cast with ``::text[]``."""
-    quoted = ('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in items)
-    return "{" + ",".join(quoted) + "}"
+    """`items` as one PostgreSQL array literal, dumped by psycopg's own text[] dumper, for a
+    parameter cast with ``::text[]``: built once, it is sent as one string per query."""
+    values = list(items)
+    dumped = Transformer().get_dumper(values, PyFormat.TEXT).dump(values)
+    if dumped is None:
+        raise InternalError("psycopg dumped a list as NULL")
+    return bytes(dumped).decode()
 
 
 def fts_statistics(conn: Connection, table: str) -> dict[str, Any] | None:
@@ -254,7 +260,7 @@ def send_probe(
     index (a stop word matches nothing; a stem in `common` is not read at all); then the rows
     holding every word; then, for a dated table, the rows of each period (local days in `tz`).
     Rows (i, tsq, ids) by branch; None when there is nothing to ask. `params` holds the
-    source's filters, `cap` and `common` (`text_array`: a literal, or a list)."""
+    source's filters, `cap` and `common` (a list, or its `text_array`)."""
     source = SOURCES[table]
     periods = periods if source.time_column else []
     args = dict(params)

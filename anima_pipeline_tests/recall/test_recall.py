@@ -439,6 +439,16 @@ def test_recall_reads_indexes_not_the_table(db: Database) -> None:
     assert _ids(both, "memories")[0] == rare
 
 
+def test_the_common_stems_go_as_one_literal_that_reads_back_as_the_list(db: Database) -> None:
+    from anima_pipeline.store.recall_queries import text_array
+
+    stems = ["'it''s'", 'a"b', "c\\d", "'x'", "two words", "{brace}", "", "'日本'"]
+    with db.transaction() as conn:
+        for items in (stems, []):
+            read = conn.execute("SELECT %s::text[] AS a", (text_array(items),)).fetchone()["a"]
+            assert read == items
+
+
 def test_recall_writes_nothing(db: Database) -> None:
     with db.transaction() as conn:
         _add(conn, "Lin Wei likes green tea.", pinned=True)
