@@ -115,7 +115,8 @@ SELECT page.*, r.id AS r_id, r.role AS r_role, r.speaker AS r_speaker, r.content
        r.created_at AS r_created_at
 FROM (
 SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
-       coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
+       coverage + %(rank_w)s * rank_cd + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score,
+       length(content) AS chars
 FROM (
     SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
            {_hits_sql("sp.v @@ t.tsq::tsquery")},
@@ -131,7 +132,7 @@ FROM (
     OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
 ) scored
 WHERE coverage > 0 OR in_period
-ORDER BY score DESC, length(content), id
+ORDER BY score DESC, chars, id
 LIMIT %(limit)s OFFSET %(offset)s
 ) page
 -- with `replies`, a message asking something brings the turn that answers it: the next message
@@ -143,10 +144,10 @@ LEFT JOIN LATERAL (
     FROM message n
     WHERE %(replies)s AND strpos(page.content, '?') > 0
       AND n.anima_id = %(anima)s AND n.conversation_id = page.conversation_id
-      AND n.created_at >= page.created_at AND n.id <> page.id AND (n.created_at, n.id) > (page.created_at, page.id)
+      AND n.created_at >= page.created_at AND (n.created_at, n.id) > (page.created_at, page.id)
       AND n.role IN ('user', 'assistant') AND n.forgotten_at IS NULL
     ORDER BY n.created_at, n.id LIMIT 1) r ON true
-ORDER BY page.score DESC, length(page.content), page.id
+ORDER BY page.score DESC, page.chars, page.id
 """
 
 
