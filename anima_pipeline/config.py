@@ -203,7 +203,8 @@ class RecallSettings(Group):
     # dialogues they placed fewer answer words (0.691 -> 0.690) and one whole answer fewer of
     # 351 (docs/benchmarks.md, "Entity neighbours")
     neighbours: bool = False
-    # a past message asking something brings the turn after it, the answer (recall/episodic.py)
+    # a past message asking something brings the turn after it, the answer (recall/episodic.py);
+    # on the unseen dialogues +0.017 answer-word share, +0.023 hit (docs/benchmarks.md, 2026-12-03)
     replies: bool = True
     resident_top_n: int = 20
     pinned_max: int = 40
