@@ -36,7 +36,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.recall import neighbours, rerank
 from anima_pipeline.recall.dense import QueryVector, query_vector
-from anima_pipeline.recall.episodic import MessageSearch, rank_messages
+from anima_pipeline.recall.episodic import READ_CHARS, MessageSearch, rank_messages
 from anima_pipeline.recall.neighbours import Neighbours, find_neighbours
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import QueryPlan, plan_query
@@ -170,6 +170,7 @@ def first_stage(
         limit=RANKED,
         dense=dense,
         replies=settings.recall.replies,
+        read_chars=READ_CHARS,
     )
     resident: list = []
     overflow = 0

@@ -4,32 +4,48 @@ conversations are not the anima's life and are never recalled."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.ranking import Search, run
-from anima_pipeline.recall.render import message_item
-from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem
+from anima_pipeline.recall.render import marked_part, message_item
+from anima_pipeline.recall.sections import ContextItem
 from anima_pipeline.store.db import Connection
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
 DENSE_WEIGHT = 0.0  # as for memories: the nearest come after the lexical list and get the reserve
-# A reply is read up to this many characters, then marked cut: far more than a context line
-# holds (ANIMA_RECALL_ITEM_MAX_CHARS, 400), far less than a pasted document.
-REPLY_CHARS = 4000
+# A context reads a longer message in part: this many characters around the first word asked
+# about (a reply: its head), marked cut: far more than a context line holds
+# (ANIMA_RECALL_ITEM_MAX_CHARS, 400), far less than a pasted document (up to 256,000).
+READ_CHARS = 4000
 
 
 class MessageSearch(Search):
     table = "message"  # dated rows: the periods a question names are read too (store/recall_queries.py)
     dense_weight = DENSE_WEIGHT
 
-    def __init__(self, anima_id: str, plan: QueryPlan, *, replies: bool = False, **kw: Any) -> None:
+    def __init__(
+        self,
+        anima_id: str,
+        plan: QueryPlan,
+        *,
+        replies: bool = False,
+        read_chars: int | None = None,
+        **kw: Any,
+    ) -> None:
         """`replies`: a page row asking something brings the next turn of its conversation
-        (a context's list; active search pages what matched only)."""
+        (a context's list; active search pages what matched only). `read_chars`: a longer
+        message is read in part, that many characters around the first word asked about
+        (a context's list, READ_CHARS; active search reads messages whole)."""
         super().__init__(anima_id, plan, **kw)
         self.replies = replies
+        # the part read is the one `render.cut` takes a line from: its window's heads
+        heads = sorted({re.escape(w[:5].lower()) for w in plan.terms if w})
+        self.read = {"read_chars": read_chars, "heads": "|".join(heads) or None}
+        self.params.update(self.read)  # the nearest rows' statement reads them there
 
     def filter_params(  # type: ignore[override]
         self,
@@ -53,11 +69,15 @@ class MessageSearch(Search):
             **super().score_args(),
             "period_bonus": PERIOD_BONUS,
             "replies": self.replies,
-            "reply_chars": REPLY_CHARS,
+            "reply_chars": READ_CHARS,
+            **self.read,
             "anima": self.params["anima"],
         }
 
     def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
+        for r in rows:
+            if r.get("read_from") is not None:  # read in part: marked where it was cut
+                r["content"] = marked_part(r["content"], r["read_from"], r["chars"])
         return [
             message_item(
                 r,
@@ -84,7 +104,7 @@ class MessageSearch(Search):
                 "conversation_id": r["conversation_id"],
                 "role": r["r_role"],
                 "speaker": r["r_speaker"],
-                "content": _head(r["r_content"]),
+                "content": marked_part(r["r_content"][:READ_CHARS], 0, len(r["r_content"])),
                 "created_at": r["r_created_at"],
                 "title": r["title"],
             }
@@ -93,11 +113,6 @@ class MessageSearch(Search):
             )
             seen.add(out[-1].ref)
         return out
-
-
-def _head(text: str) -> str:
-    """A reply as read (REPLY_CHARS and one more when longer): its head, marked when cut."""
-    return text if len(text) <= REPLY_CHARS else text[:REPLY_CHARS] + TRUNCATION_MARK
 
 
 def rank_messages(conn: Connection, anima_id: str, plan: QueryPlan, **kw: Any) -> list[ContextItem]:

@@ -126,6 +126,14 @@ def summary_item(row: dict[str, Any], *, score: float, why: str) -> ContextItem:
     return _item("summary", row, score, why, date=row["period_start"], type=row["level"])
 
 
+def marked_part(part: str, start: int, total: int) -> str:
+    """`part`, read from offset `start` of a text of `total` characters, marked as `cut`
+    marks a window: a leading mark when it does not begin the text, a trailing one when it does
+    not end it."""
+    head = TRUNCATION_MARK.strip() + " " if start > 0 else ""
+    return head + part + (TRUNCATION_MARK if start + len(part) < total else "")
+
+
 def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | None:
     """The item within `max_chars` (its line): whole when it fits, else a window of its text
     around the first query word it holds, marked; None when even a cut would say nothing."""

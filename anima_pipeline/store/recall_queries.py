@@ -103,6 +103,37 @@ LIMIT %(k)s) n
 
 
 # Past messages: episodic recall and active search; cron and debug conversations never.
+# A context reads a long message in part (`read_chars`, recall/episodic.py): a line shows a few
+# hundred characters of it, a message may be 256,000 (core/validation.py). The part is the one
+# a context line is cut from (recall/render.py `cut`): around the first place the text holds
+# one of the query words' heads (`heads`: their first five letters as one case-insensitive
+# alternation), its head when none. A long text is decompressed once for all that reads it
+# (each function given a stored value decompresses it anew: 50 rows of 256,000 characters cost
+# about 1 ms a row a reading).
+
+
+def _read_sql(x: str) -> str:
+    """After the rows `x` (`content`, `chars`): `d.text`, a long row's text decompressed once,
+    and `rd.start`, where (1-based) the part read of it begins: a third of it before the first
+    query word held, within the text. Active search (`read_chars` NULL) computes nothing here."""
+    return f"""CROSS JOIN LATERAL (
+    SELECT CASE WHEN {x}.chars > %(read_chars)s::int THEN {x}.content || '' ELSE {x}.content END AS text
+    OFFSET 0) d  -- computed once a row (not folded into each expression reading it)
+LEFT JOIN LATERAL (
+    -- the first match's text found again by strpos: its place (regexp_instr needs PostgreSQL 15)
+    SELECT greatest(1, least(coalesce(nullif(strpos(d.text, (regexp_match(d.text, %(heads)s, 'i'))[1]), 0), 1)
+                             - %(read_chars)s::int / 3, {x}.chars - %(read_chars)s::int + 1)) AS start
+    WHERE {x}.chars > %(read_chars)s::int) rd ON true"""
+
+
+def _read_columns(x: str) -> str:
+    """The row `x`'s text as read (whole, or the part from `rd.start`) and `read_from`, the
+    0-based offset of that part (NULL when read whole)."""
+    whole = f"%(read_chars)s::int IS NULL OR {x}.chars <= %(read_chars)s::int"
+    return f"""CASE WHEN {whole} THEN {x}.content ELSE substr(d.text, rd.start, %(read_chars)s::int) END AS content,
+       CASE WHEN {whole} THEN NULL ELSE rd.start - 1 END AS read_from"""
+
+
 MESSAGE_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AND x.forgotten_at IS NULL
     AND NOT (x.conversation_id = ANY(%(exclude_sessions)s::text[]))
     AND (%(conversation)s::text IS NULL OR x.conversation_id = %(conversation)s::text)
@@ -111,7 +142,9 @@ MESSAGE_WHERE = """x.anima_id = %(anima)s AND x.role IN ('user', 'assistant') AN
     AND (%(until)s::timestamptz IS NULL OR x.created_at < %(until)s::timestamptz)"""
 
 MESSAGE_SCORE_SQL = f"""
-SELECT page.*, r.id AS r_id, r.role AS r_role, r.speaker AS r_speaker, r.content AS r_content,
+SELECT page.id, page.conversation_id, page.role, page.speaker, {_read_columns("page")},
+       page.created_at, page.title, page.matched, page.in_period, page.score, page.chars,
+       r.id AS r_id, r.role AS r_role, r.speaker AS r_speaker, r.content AS r_content,
        r.created_at AS r_created_at
 FROM (
 SELECT id, conversation_id, role, speaker, content, created_at, title, matched, in_period,
@@ -135,6 +168,7 @@ WHERE coverage > 0 OR in_period
 ORDER BY score DESC, chars, id
 LIMIT %(limit)s OFFSET %(offset)s
 ) page
+{_read_sql("page")}
 -- with `replies`, a message asking something brings the turn that answers it: the next message
 -- of its conversation (recall/episodic.py)
 LEFT JOIN LATERAL (
@@ -142,7 +176,7 @@ LEFT JOIN LATERAL (
     -- characters of it, a message may be megabytes (left() decompresses no more than it needs)
     SELECT n.id, n.role, n.speaker, left(n.content, %(reply_chars)s + 1) AS content, n.created_at
     FROM message n
-    WHERE %(replies)s AND strpos(page.content, '?') > 0
+    WHERE %(replies)s AND strpos(d.text, '?') > 0
       AND n.anima_id = %(anima)s AND n.conversation_id = page.conversation_id
       AND n.created_at >= page.created_at AND (n.created_at, n.id) > (page.created_at, page.id)
       AND n.role IN ('user', 'assistant') AND n.forgotten_at IS NULL
@@ -152,9 +186,10 @@ ORDER BY page.score DESC, page.chars, page.id
 
 
 MESSAGE_DENSE_SQL = f"""
-SELECT n.*, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
+SELECT n.id, n.conversation_id, n.role, n.speaker, {_read_columns("n")}, n.created_at, n.title,
+       n.matched, n.in_period, n.chars, 1 - n.dist AS sim, 1 - n.dist AS score FROM (
 SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
-       '{{{{}}}}'::text[] AS matched, false AS in_period,
+       '{{{{}}}}'::text[] AS matched, false AS in_period, length(x.content) AS chars,
        e.v::vector({{d}}) <=> %(qv)s::vector({{d}}) AS dist
 FROM embedding e
 JOIN message x ON x.id = e.item_id
@@ -163,6 +198,7 @@ WHERE e.anima_id = %(anima)s AND e.kind = 'message' AND e.model_id = %(model)s
   AND {MESSAGE_WHERE} AND c.platform <> 'cron' AND NOT c.debug
 ORDER BY dist  -- the same expression as the index's: the HNSW scan gives the order
 LIMIT %(k)s) n
+{_read_sql("n")}
 """
 
 

@@ -221,7 +221,7 @@ def test_a_reply_that_ranks_itself_is_placed_once(db: Database) -> None:
 
 def test_a_huge_reply_is_read_as_its_head_and_marked_cut(db: Database) -> None:
     from anima_pipeline.recall.assemble import first_stage
-    from anima_pipeline.recall.episodic import REPLY_CHARS
+    from anima_pipeline.recall.episodic import READ_CHARS
 
     t = datetime(2024, 5, 3, 12, tzinfo=UTC)
     with db.transaction() as conn:
@@ -236,9 +236,40 @@ def test_a_huge_reply_is_read_as_its_head_and_marked_cut(db: Database) -> None:
         ctx = _ctx(conn, "plans for the weekend?")
     reply = found.messages[1]
     assert reply.why == f"the reply to m-{asked}"
-    assert len(reply.text) == REPLY_CHARS + len(TRUNCATION_MARK) and reply.text.endswith(TRUNCATION_MARK)
+    assert len(reply.text) == READ_CHARS + len(TRUNCATION_MARK) and reply.text.endswith(TRUNCATION_MARK)
     placed = ctx.section("episodic").items[1]
     assert placed.truncated and placed.text.startswith("Hiking.") and placed.chars <= Budgets().item_max
+
+
+def test_a_huge_message_is_read_in_part_and_cut_as_if_read_whole(db: Database, monkeypatch) -> None:
+    from anima_pipeline.recall import assemble
+    from anima_pipeline.recall.assemble import first_stage
+    from anima_pipeline.recall.episodic import READ_CHARS
+
+    filler = "We walked the ridge trail again.\n"  # line breaks: the text as read is fenced after
+    t = datetime(2024, 5, 3, 12, tzinfo=UTC)
+    with db.transaction() as conn:
+        texts = {
+            "middle": filler * 3_000 + "The greyhound Biscuit slept all day. " + filler * 3_000,
+            "end": filler * 6_000 + "Then the GREYHOUND ate.",
+            "start": "Greyhounds nap. " + filler * 6_000,
+            "short": "A greyhound show next week?",
+        }
+        ids = {k: _say(conn, v, at=t + timedelta(minutes=i)) for i, (k, v) in enumerate(texts.items())}
+        question = "greyhound sleeping"  # no word of it in the filler
+        found = first_stage(conn, A, question, settings=Settings(), session_id=None, now=NOW)
+        ctx = _ctx(conn, question)
+        monkeypatch.setattr(assemble, "READ_CHARS", 10_000_000)  # every message read whole
+        whole = _ctx(conn, question)
+    by_id = {i.id: i for i in found.messages}
+    for name in ("middle", "end", "start"):
+        read = by_id[ids[name]]  # at most READ_CHARS of it, and its marks
+        assert len(read.text) <= READ_CHARS + 2 * len(TRUNCATION_MARK) and "reyhound" in read.text.lower()
+    assert by_id[ids["short"]].text == texts["short"]
+    assert by_id[ids["end"]].text.endswith("GREYHOUND ate.") and by_id[ids["start"]].text.startswith("Greyh")
+    # the lines placed are those of the messages read whole: the part read holds the cut's window
+    assert ctx.rendered == whole.rendered
+    assert {i.id for i in ctx.section("episodic").items} == set(ids.values())
 
 
 # --- matching ----------------------------------------------------------------------------
