@@ -150,6 +150,18 @@ def common_lexemes(conn: Connection, table: str) -> frozenset[str]:
     return read_common(conn, table).lexemes
 
 
+# Per server: the question words whose query is empty (stop words: plainto_tsquery of one is
+# empty, whatever the table), learnt from the probes' answers; a probe sends them no more (each
+# word is a branch of its statement, planned: about 0.1 ms apiece at 100,000 memories).
+EMPTY_WORDS_MAX = 10_000  # stop words are a few hundred; past this nothing more is learnt
+_empty_words: dict[tuple[str, str, str], set[str]] = {}
+
+
+def empty_words(conn: Connection) -> set[str]:
+    """The words known to give an empty query on `conn`'s server and database."""
+    return _empty_words.setdefault((conn.info.host, str(conn.info.port), conn.info.dbname), set())
+
+
 class Search:
     """One source's ranking in stages (probe, spelling, score), so that the stages of several
     sources go to the server together (psycopg pipeline mode: one round trip per stage)."""
@@ -193,8 +205,15 @@ class Search:
         words = self.plan.terms
         common = read_common(conn, self.table)
         periods = [(p.start, p.end) for p in self.plan.periods]
+        empty = empty_words(conn)
         take = queries.send_probe(
-            conn, self.table, dict(self.params, cap=CAP, common=common.literal), words, periods, self.tz
+            conn,
+            self.table,
+            dict(self.params, cap=CAP, common=common.literal),
+            words,
+            periods,
+            self.tz,
+            empty,
         )
         if take is None:
             return lambda: None
@@ -204,6 +223,8 @@ class Search:
             rows = sorted(take(), key=lambda r: r["i"])
             seen: set[str] = set()
             for r in rows[: len(words)]:
+                if r["tsq"] == "" and len(empty) < EMPTY_WORDS_MAX:
+                    empty.add(words[r["i"]])
                 if r["tsq"] and r["tsq"] not in seen:  # a stop word, or the same stem twice
                     seen.add(r["tsq"])
                     self.terms.append(

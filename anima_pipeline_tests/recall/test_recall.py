@@ -480,6 +480,77 @@ def test_the_common_stems_go_as_one_literal_that_reads_back_as_the_list(db: Data
             assert read == items
 
 
+def test_a_probe_names_only_the_filters_given_and_reads_the_same_rows(db: Database) -> None:
+    from itertools import product
+
+    from anima_pipeline.store.recall_queries import SOURCES
+
+    t = datetime(2024, 5, 3, 12, tzinfo=UTC)
+    with db.transaction() as conn:
+        for i, (conv, speaker) in enumerate(product(("aria:c1", "aria:c2", "aria:c3"), ("Lin Wei", "Ana"))):
+            _say(conn, f"tea note {i}", conv=conv, speaker=speaker, at=t + timedelta(days=i))
+            _add(conn, f"tea fact {i}", sources=(conv,), observed=t + timedelta(days=i))
+        conn.execute(
+            "UPDATE semantic_memory SET type = 'preference' WHERE content LIKE '%%1' OR content LIKE '%%4'"
+        )
+        conn.execute(
+            "INSERT INTO semantic_memory (anima_id, type, content, source_sessions) VALUES (%s, 'world', 'tea', '{}')",
+            (A,),
+        )
+        filters = {
+            "message": {
+                "exclude_sessions": [[], ["aria:c2"]],
+                "conversation": [None, "aria:c1"],
+                "speaker": [None, "Ana"],
+                "since": [None, t + timedelta(days=2)],
+                "until": [None, t + timedelta(days=4)],
+            },
+            "semantic_memory": {
+                "exclude_sessions": [[], ["aria:c2"]],
+                "types": [None, ["preference"]],
+                "since": [None, t + timedelta(days=2)],
+                "until": [None, t + timedelta(days=4)],
+            },
+        }
+        for table, options in filters.items():
+            source = SOURCES[table]
+            for values in product(*options.values()):
+                params = dict(zip(options, values, strict=True), anima=A)
+                given = source.filter.given(params)
+                full, short = (
+                    {r["id"] for r in conn.execute(f"SELECT x.id FROM {table} x WHERE {where}", params)}
+                    for where in (source.filter.full, given)
+                )
+                assert short == full, (table, params)
+                named = [c.param for c in source.filter.clauses if f"%({c.param})s" in given]
+                assert named == [k for k, v in params.items() if k != "anima" and v], (table, params)
+
+
+def test_a_stop_word_is_learnt_and_sent_no_more(db: Database, monkeypatch) -> None:
+    from anima_pipeline.recall import ranking
+    from anima_pipeline.store import recall_queries
+
+    sent: list[str] = []
+    real = recall_queries.send_probe
+
+    def spy(conn, table, params, words, periods, tz, empty=()):
+        sent.extend(w for w in words if w not in empty)
+        return real(conn, table, params, words, periods, tz, empty)
+
+    monkeypatch.setattr(recall_queries, "send_probe", spy)
+    monkeypatch.setattr(ranking, "_empty_words", {})
+    with db.transaction() as conn:
+        _add(conn, "Lin Wei drinks green tea at four.")
+        _say(conn, "Green tea again, and the kettle is on.")
+        first = _ctx(conn, "What did the tea taste like?")
+        learnt = set(ranking.empty_words(conn))
+        sent.clear()
+        again = _ctx(conn, "What did the tea taste like?")
+    assert {"what", "did", "the"} <= learnt and not learnt & {"tea", "taste", "like"}
+    assert not set(sent) & learnt and "tea" in sent  # the stop words are not sent again
+    assert again.rendered == first.rendered and _ids(again, "memories") and _ids(again, "episodic")
+
+
 def test_recall_writes_nothing(db: Database) -> None:
     with db.transaction() as conn:
         _add(conn, "Lin Wei likes green tea.", pinned=True)

@@ -57,7 +57,7 @@ def test_a_bulk_append_keeps_the_statistics_and_recall_stays_on_the_index(db_url
             plan = "\n".join(
                 r["QUERY PLAN"]
                 for r in conn.execute(
-                    f"EXPLAIN SELECT x.id FROM message x WHERE {SOURCES[search.table].where} AND x.fts @@ {q} LIMIT 100",
+                    f"EXPLAIN SELECT x.id FROM message x WHERE {SOURCES[search.table].filter.full} AND x.fts @@ {q} LIMIT 100",
                     search.params,
                 ).fetchall()
             )
