@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from anima_pipeline.text.lexicon import NOT_PAST_ED, zh_number
-from anima_pipeline.text.vocab import IRREGULAR_PAST, MONTH_NAMES, NUMBER_WORDS, WEEKDAYS
+from anima_pipeline.text.vocab import IRREGULAR_PAST, MONTH_NAMES, MONTHS, NUMBER_WORDS, WEEKDAYS
 
 __all__ = ["iso_month", "resolve_relative_dates", "shift_month"]
 
@@ -25,9 +25,9 @@ _SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 _ZH_YEARS = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
 _ZH_STEP = {"上": -1, "这": 0, "本": 0, "下": 1}
 _NUM = r"(?:\d+|" + "|".join(NUMBER_WORDS) + r"|a|an|a couple of|couple of|a few|few|several)"
-_PREP = r"(?:\b(?P<prep>on|in|during|over|since|until|till|by|from|before|after)\s+)?"
+_PREP = r"(?:\b(?P<prep>on|in|during|over|since|until|till|by|from|before|after|of)\s+)?"
 _WHICH = r"(?:(?:the\s+)?(?P<which>last|this\s+past|past|this|next|coming)\s+)"
-_KEEP_PREP = ("since", "until", "till", "by", "from", "before", "after")
+_KEEP_PREP = ("since", "until", "till", "by", "from", "before", "after", "of")  # "the end of last month"
 _PAST = re.compile(
     r"\b(?:\w{2,}ed|" + "|".join(sorted(IRREGULAR_PAST)) + r"|ago|last|past)\b|'ve\b|\bhave been\b", re.I
 )
@@ -39,6 +39,8 @@ _FUTURE = re.compile(
 _ANY_EN = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|last|this|next|past|coming|morning|evening|afternoon|other day|"
     r"weekend|in\s+\S+\s+(?:day|week|month|year)s?|\S+\s+(?:month|year)s?\s+now|"
+    + "|".join(MONTHS)
+    + "|"
     + "|".join(WEEKDAYS)
     + r"|mon|tues?|wed|thur?s?|fri|sat|sun)\b",
     re.I,
@@ -218,6 +220,31 @@ def week_months(day: date, step: int) -> str:
     return f"{start} or early {MONTH_NAMES[last.month - 1]} {last.year}"
 
 
+_BIRTH = re.compile(r"\b(?:born|birthday|birth)\b", re.I)
+
+
+def _named_month(m: re.Match[str], s: _Said) -> str:
+    """A month named without its year: "last May", "this past March", "back in April", "since
+    January", "in early May". "last" and "this past" mean the latest such month before the
+    speaking one; a bare name the latest up to it in a past sentence, the next from it in one
+    about the future, and none in another ("we always go in July" is every July) nor for a
+    birth. "early",
+    "mid" and "late" are kept ("in early 2023-05")."""
+    month = MONTHS.index(m.group("month").lower()) + 1
+    if _BIRTH.search(m.string):  # "born in March", "her birthday in May": any year
+        return m.group(0)
+    if m.group("which"):
+        year = s.day.year if month < s.day.month else s.day.year - 1
+    elif s.past:
+        year = s.day.year if month <= s.day.month else s.day.year - 1
+    elif _FUTURE.search(m.string):
+        year = s.day.year if month >= s.day.month else s.day.year + 1
+    else:
+        return m.group(0)
+    part = f"{m.group('part').lower()} " if m.group("part") else ""
+    return _with_prep(m, "in", f"{part}{year:04d}-{month:02d}")
+
+
 # "it's Thursday", "today is Friday", "officially Monday": the weekday named is today's week.
 _PRESENT_WEEKDAY = re.compile(
     r"\b(?:it's|it is|today's|today is|now|officially|already|finally)\s+(?:(?:now|officially|already|finally)\s+)*$",
@@ -315,6 +342,17 @@ _EN_RULES: list[Rule] = [
         _named_weekday,
     ),
     (re.compile(_PREP + _WHICH + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), _named_weekday),
+    # a month named without a day or a year, after a preposition or "last" / "this past" only
+    # (not "May I", not "April said"): "May 5", "5 May", "May 2023" are dates already
+    (
+        re.compile(
+            r"(?<!\d\s)(?:\b(?P<prep>in|since|until|till|by|from|during|before|after|of)\s+"
+            r"|\b(?P<which>last|this\s+past)\s+)(?:(?P<part>early|mid|late)[\s-]+)?"
+            r"(?P<month>" + "|".join(MONTHS) + r")\b(?!\s*,?\s*(?:\d|the\s+\d|of\s+\d))",
+            re.I,
+        ),
+        _named_month,
+    ),
 ]
 
 

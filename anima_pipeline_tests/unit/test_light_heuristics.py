@@ -62,6 +62,31 @@ def test_english_relative_dates_become_absolute(text: str, expected: str) -> Non
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
+        ("I graduated last May.", "I graduated in 2022-05."),  # said in May: the May before
+        ("I graduated last April.", "I graduated in 2023-04."),
+        ("This past March was hard.", "2023-03 was hard."),
+        ("Back in April I ran a race.", "Back in 2023-04 I ran a race."),
+        ("I moved in early March.", "I moved in early 2023-03."),
+        ("I have lived here since January.", "I have lived here since 2023-01."),
+        ("We went camping in August.", "We went camping in 2022-08."),  # a past August: last year's
+        ("We will go camping in August.", "We will go camping in 2023-08."),
+        ("We will go back in April.", "We will go back in 2024-04."),
+        ("We always go camping in August.", "We always go camping in August."),  # every August
+        ("She was born in March.", "She was born in March."),  # a birthday: no year to guess
+        ("At the end of last month I quit.", "At the end of 2023-04 I quit."),
+        ("Most of last year I was away.", "Most of 2022 I was away."),
+        ("May I ask where you went in May 2021?", "May I ask where you went in May 2021?"),
+        ("We met on 5 May and again on May 7.", "We met on 5 May and again on May 7."),
+        ("April said she liked June best.", "April said she liked June best."),
+    ],
+)
+def test_a_month_named_without_its_year_gets_one(text: str, expected: str) -> None:
+    assert resolve_relative_dates(text, date(2023, 5, 8)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
         ("我昨天去了超市。", "我2023-05-07去了超市。"),
         ("去年我换了工作。", "2022年我换了工作。"),
         ("我前天感冒了。", "我2023-05-06感冒了。"),
@@ -471,7 +496,7 @@ def test_vague_short_sentences_and_proposals_stay_out(text: str) -> None:
 )
 def test_praise_of_the_listener_is_no_fact(text: str) -> None:
     assert contents([say("user", "Ana", "I went to Lisbon in March."), say("assistant", "Ben", text)]) == [
-        "Ana went to Lisbon in March (2023-05-08)."
+        "Ana went to Lisbon in 2023-03."
     ]
 
 
