@@ -65,7 +65,20 @@ MAX_PAGE = 500  # one page of active search
 # messages, none about it. Contexts keep their dense reserve (README, "Recall by meaning").
 DENSE_SEARCH_FLOOR = 0.25
 _SIMILAR_ONLY = re.compile(r"similar (-?\d+\.\d+)")  # recall.ranking.fuse's why of a dense-only item
-RANKED = 60  # candidates ranked per section: more than a 2,000-character budget ever holds
+# Candidates ranked per section: as many as the recall budget could hold lines of the shortest
+# kind placed (a cut line is at least MIN_CUT characters and a prefix), so that one section could
+# take the whole budget; 32 for the default 2,000 characters. Twice as many cost 2-3 ms of
+# Python a context (the items are built whole) and placed the same answers (docs/benchmarks.md,
+# "Probes that say less").
+CHARS_PER_CANDIDATE = 64
+MIN_RANKED = 10
+
+
+def ranked_for(budgets: Budgets) -> int:
+    """The candidates each section's list ranks for these budgets."""
+    return max(MIN_RANKED, -(-budgets.recall // CHARS_PER_CANDIDATE))
+
+
 LEX_IN = rerank.FEATURES.index("lex_in")
 
 
@@ -154,20 +167,23 @@ def first_stage(
     settings: Settings,
     session_id: str | None,
     now: datetime,
+    ranked: int | None = None,
 ) -> FirstStage:
     """The searches of a context (recall.ranking.run): resident set, memories, messages,
-    summaries, with the question embedded once for both sections."""
+    summaries, with the question embedded once for both sections; `ranked` candidates per
+    section (default: `ranked_for` the settings' budgets)."""
     tz: ZoneInfo = settings.tz
+    ranked = ranked or ranked_for(budgets_from(settings))
     plan = plan_query(query, now.astimezone(tz).date())
     sessions = [session_id] if session_id else []
     dense, lexical_why = query_vector(conn, settings, query)
-    memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=RANKED, dense=dense)
+    memory_search = MemorySearch(anima_id, plan, tz=tz, exclude_sessions=sessions, limit=ranked, dense=dense)
     message_search = MessageSearch(
         anima_id,
         plan,
         tz=tz,
         exclude_sessions=sessions,
-        limit=RANKED,
+        limit=ranked,
         dense=dense,
         replies=settings.recall.replies,
         read_chars=READ_CHARS,
@@ -231,7 +247,9 @@ def assemble_context(
     budgets = budgets or budgets_from(settings)
     tz: ZoneInfo = settings.tz
     now = now or datetime.now(tz)
-    found = first_stage(conn, anima_id, query, settings=settings, session_id=session_id, now=now)
+    found = first_stage(
+        conn, anima_id, query, settings=settings, session_id=session_id, now=now, ranked=ranked_for(budgets)
+    )
     resident_items = [memory_item(m, score=0.0, why="resident", tz=tz) for m in found.resident]
     resident_pack = Packer("resident", resident_items, [], budgets.item_max)
     resident_pack.fill(budgets.resident)

@@ -591,3 +591,13 @@ def test_a_cut_ends_on_a_sentence_and_a_date_shows_once() -> None:
     }
     fitted = cut(message_item(msg, score=0, why="", tz=UTC), 160, ["ferry"])
     assert fitted is not None and fitted.chars <= 160 and fitted.text.removesuffix(" …").endswith("calm.")
+
+
+def test_the_candidates_ranked_follow_the_recall_budget() -> None:
+    from anima_pipeline.recall.assemble import CHARS_PER_CANDIDATE, MIN_RANKED, ranked_for
+
+    assert ranked_for(Budgets()) == 32  # the default 2,000 characters
+    assert ranked_for(Budgets(recall=8000)) == 125
+    assert ranked_for(Budgets(recall=100)) == MIN_RANKED
+    # one section could take the whole budget in lines of the shortest kind placed
+    assert ranked_for(Budgets()) * CHARS_PER_CANDIDATE >= Budgets().recall
