@@ -75,18 +75,20 @@ class MessageSearch(Search):
         }
 
     def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
+        out = []
         for r in rows:
-            if r.get("read_from") is not None:  # read in part: marked where it was cut
+            part = r.get("read_from") is not None  # read in part: marked where it was cut
+            if part:
                 r["content"] = marked_part(r["content"], r["read_from"], r["chars"])
-        return [
-            message_item(
+            item = message_item(
                 r,
                 score=float(r["score"]),
                 why="matched " + ", ".join(r["matched"]) + (" (in the period)" if r["in_period"] else ""),
                 tz=self.tz,
             )
-            for r in rows
-        ]
+            item.truncated = part
+            out.append(item)
+        return out
 
     def with_replies(self, items: list[ContextItem], rows: list[dict[str, Any]]) -> list[ContextItem]:
         """Each asking message followed by the turn that answers it (once: where it ranks first)."""
@@ -111,6 +113,7 @@ class MessageSearch(Search):
             out.append(
                 message_item(reply, score=float(r["score"]), why=f"the reply to {item.ref}", tz=self.tz)
             )
+            out[-1].truncated = len(r["r_content"]) > READ_CHARS
             seen.add(out[-1].ref)
         return out
 

@@ -237,6 +237,7 @@ def test_a_huge_reply_is_read_as_its_head_and_marked_cut(db: Database) -> None:
     reply = found.messages[1]
     assert reply.why == f"the reply to m-{asked}"
     assert len(reply.text) == READ_CHARS + len(TRUNCATION_MARK) and reply.text.endswith(TRUNCATION_MARK)
+    assert reply.truncated
     placed = ctx.section("episodic").items[1]
     assert placed.truncated and placed.text.startswith("Hiking.") and placed.chars <= Budgets().item_max
 
@@ -265,7 +266,8 @@ def test_a_huge_message_is_read_in_part_and_cut_as_if_read_whole(db: Database, m
     for name in ("middle", "end", "start"):
         read = by_id[ids[name]]  # at most READ_CHARS of it, and its marks
         assert len(read.text) <= READ_CHARS + 2 * len(TRUNCATION_MARK) and "reyhound" in read.text.lower()
-    assert by_id[ids["short"]].text == texts["short"]
+        assert read.truncated
+    assert by_id[ids["short"]].text == texts["short"] and not by_id[ids["short"]].truncated
     assert by_id[ids["end"]].text.endswith("GREYHOUND ate.") and by_id[ids["start"]].text.startswith("Greyh")
     # the lines placed are those of the messages read whole: the part read holds the cut's window
     assert ctx.rendered == whole.rendered
