@@ -342,11 +342,12 @@ _EN_RULES: list[Rule] = [
         _named_weekday,
     ),
     (re.compile(_PREP + _WHICH + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), _named_weekday),
-    # a month named without a day or a year, after a preposition or "last" / "this past" only
-    # (not "May I", not "April said"): "May 5", "5 May", "May 2023" are dates already
+    # a month named without a day or a year, after "in", "since", "until", "during" or "last" /
+    # "this past" only: not "May I", "April said", "a gift from June", "after April left", "the
+    # 5th of May"; "May 5", "5 May", "May 2023" are dates already
     (
         re.compile(
-            r"(?<!\d\s)(?:\b(?P<prep>in|since|until|till|by|from|during|before|after|of)\s+"
+            r"(?<!\d\s)(?:\b(?P<prep>in|since|until|till|during)\s+"
             r"|\b(?P<which>last|this\s+past)\s+)(?:(?P<part>early|mid|late)[\s-]+)?"
             r"(?P<month>" + "|".join(MONTHS) + r")\b(?!\s*,?\s*(?:\d|the\s+\d|of\s+\d))",
             re.I,

@@ -78,6 +78,9 @@ def test_english_relative_dates_become_absolute(text: str, expected: str) -> Non
         ("May I ask where you went in May 2021?", "May I ask where you went in May 2021?"),
         ("We met on 5 May and again on May 7.", "We met on 5 May and again on May 7."),
         ("April said she liked June best.", "April said she liked June best."),
+        ("I got a gift from June after April left.", "I got a gift from June after April left."),  # names
+        ("We met on the 5th of May.", "We met on the 5th of May."),
+        ("Until March I worked there.", "Until 2023-03 I worked there."),
     ],
 )
 def test_a_month_named_without_its_year_gets_one(text: str, expected: str) -> None:
