@@ -161,25 +161,26 @@ LIMIT %(k)s) n
 
 
 def _read_sql(x: str) -> str:
-    """After the rows `x` (`content`, `chars`): `d.text`, a long row's text decompressed once,
-    and `rd.start`, where (1-based) the part read of it begins: a third of it before the first
-    query word held, within the text. Active search (`read_chars` NULL) computes nothing here."""
+    """After the rows `x` (`content`, `chars`): `d.part`, whether the row is read in part (longer
+    than `read_chars`; never in active search, whose `read_chars` is NULL), `d.text`, such a
+    row's text decompressed once, and `rd.start`, where (1-based) its part begins: a third of
+    it before the first query word held, within the text."""
     return f"""CROSS JOIN LATERAL (
-    SELECT CASE WHEN {x}.chars > %(read_chars)s::int THEN {x}.content || '' ELSE {x}.content END AS text
+    SELECT part, CASE WHEN part THEN {x}.content || '' ELSE {x}.content END AS text
+    FROM (SELECT coalesce({x}.chars > %(read_chars)s::int, false) AS part) p
     OFFSET 0) d  -- computed once a row (not folded into each expression reading it)
 LEFT JOIN LATERAL (
     -- the first match's text found again by strpos: its place (regexp_instr needs PostgreSQL 15)
     SELECT greatest(1, least(coalesce(nullif(strpos(d.text, (regexp_match(d.text, %(heads)s, 'i'))[1]), 0), 1)
                              - %(read_chars)s::int / 3, {x}.chars - %(read_chars)s::int + 1)) AS start
-    WHERE {x}.chars > %(read_chars)s::int) rd ON true"""
+    WHERE d.part) rd ON true"""
 
 
 def _read_columns(x: str) -> str:
     """The row `x`'s text as read (whole, or the part from `rd.start`) and `read_from`, the
     0-based offset of that part (NULL when read whole)."""
-    whole = f"%(read_chars)s::int IS NULL OR {x}.chars <= %(read_chars)s::int"
-    return f"""CASE WHEN {whole} THEN {x}.content ELSE substr(d.text, rd.start, %(read_chars)s::int) END AS content,
-       CASE WHEN {whole} THEN NULL ELSE rd.start - 1 END AS read_from"""
+    return f"""CASE WHEN d.part THEN substr(d.text, rd.start, %(read_chars)s::int) ELSE {x}.content END AS content,
+       CASE WHEN d.part THEN rd.start - 1 END AS read_from"""
 
 
 MESSAGE_FILTER = Filter(
@@ -370,23 +371,26 @@ def send_probe(
             f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
         )
     known = [{"i": i, "tsq": "", "ids": []} for i, word in enumerate(words) if word in empty]
-    extra = []
+    extra: list[tuple[int, str]] = []  # (i, the ids' query) after the words: every word, the periods
     if len(words) > 1:  # the rows holding every term, however common each one is
         if asked:  # (an empty query adds nothing to the others: && leaves them as they are)
             every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in asked)
-            extra.append(f"SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ ({every}) LIMIT %(cap)s")
+            extra.append(
+                (len(words), f"SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ ({every}) LIMIT %(cap)s")
+            )
         else:
             known.append({"i": len(words), "tsq": None, "ids": []})
-    first = len(words) + (len(words) > 1) - len(extra)  # the i of the first extra branch
-    for i, (start, end) in enumerate(periods):
-        args[f"ps{i}"] = datetime.combine(start, time(), tz)
-        args[f"pe{i}"] = datetime.combine(end, time(), tz)
+    first_period = len(words) + (len(words) > 1)
+    for k, (start, end) in enumerate(periods):
+        args[f"ps{k}"] = datetime.combine(start, time(), tz)
+        args[f"pe{k}"] = datetime.combine(end, time(), tz)
         col = source.time_column
-        extra.append(
-            f"SELECT x.id FROM {table} x WHERE {where} AND x.{col} >= %(ps{i})s"
-            f" AND x.{col} < %(pe{i})s ORDER BY x.{col} LIMIT %(cap)s"
+        sql = (
+            f"SELECT x.id FROM {table} x WHERE {where} AND x.{col} >= %(ps{k})s"
+            f" AND x.{col} < %(pe{k})s ORDER BY x.{col} LIMIT %(cap)s"
         )
-    branches += [f"SELECT {first + k} AS i, NULL, ARRAY({sql})" for k, sql in enumerate(extra)]
+        extra.append((first_period + k, sql))
+    branches += [f"SELECT {i} AS i, NULL, ARRAY({sql})" for i, sql in extra]
     if not branches:
         return (lambda: known) if known else None
     rows = conn.execute(" UNION ALL ".join(branches), args).fetchall
