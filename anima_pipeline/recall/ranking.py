@@ -119,14 +119,19 @@ class CommonLexemes:
     literal: str
 
 
-_stats: dict[tuple[str, str, str], CommonLexemes] = {}
+_stats: dict[tuple[str, str, str, str], CommonLexemes] = {}
+
+
+def _database(conn: Connection) -> tuple[str, str, str]:
+    """The server and database `conn` reads: what the per-process caches below are kept by."""
+    return conn.info.host, str(conn.info.port), conn.info.dbname
 
 
 def read_common(conn: Connection, table: str) -> CommonLexemes:
     """The tsquery texts of the lexemes in COMMON_ROWS rows of `table` or more, by the statistics
     ANALYZE (autovacuum) keeps on its `fts` column: term statistics maintained by PostgreSQL,
     read once every STATS_TTL_S per process and table, never counted per query."""
-    key = (conn.info.host, str(conn.info.port), f"{conn.info.dbname}.{table}")
+    key = (*_database(conn), table)
     cached = _stats.get(key)
     if cached and time_now() - cached.read_at < STATS_TTL_S:
         return cached
@@ -159,7 +164,7 @@ _empty_words: dict[tuple[str, str, str], set[str]] = {}
 
 def empty_words(conn: Connection) -> set[str]:
     """The words known to give an empty query on `conn`'s server and database."""
-    return _empty_words.setdefault((conn.info.host, str(conn.info.port), conn.info.dbname), set())
+    return _empty_words.setdefault(_database(conn), set())
 
 
 class Search:

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 from anima_pipeline.text.lexicon import NOT_PAST_ED, zh_number
-from anima_pipeline.text.vocab import IRREGULAR_PAST, MONTH_NAMES, MONTHS, NUMBER_WORDS, WEEKDAYS
+from anima_pipeline.text.vocab import (
+    IRREGULAR_PAST,
+    MONTH_NAMES,
+    MONTH_NUMBER,
+    MONTHS,
+    NUMBER_WORDS,
+    WEEKDAYS,
+)
 
 __all__ = ["iso_month", "resolve_relative_dates", "shift_month"]
 
@@ -228,9 +235,8 @@ def _named_month(m: re.Match[str], s: _Said) -> str:
     January", "in early May". "last" and "this past" mean the latest such month before the
     speaking one; a bare name the latest up to it in a past sentence, the next from it in one
     about the future, and none in another ("we always go in July" is every July) nor for a
-    birth. "early",
-    "mid" and "late" are kept ("in early 2023-05")."""
-    month = MONTHS.index(m.group("month").lower()) + 1
+    birth. "early", "mid" and "late" are kept ("in early 2023-05")."""
+    month = MONTH_NUMBER[m.group("month").lower()]
     if _BIRTH.search(m.string):  # "born in March", "her birthday in May": any year
         return m.group(0)
     if m.group("which"):
@@ -242,7 +248,7 @@ def _named_month(m: re.Match[str], s: _Said) -> str:
     else:
         return m.group(0)
     part = f"{m.group('part').lower()} " if m.group("part") else ""
-    return _with_prep(m, "in", f"{part}{year:04d}-{month:02d}")
+    return _with_prep(m, "in", part + iso_month(date(year, month, 1)))
 
 
 # "it's Thursday", "today is Friday", "officially Monday": the weekday named is today's week.
