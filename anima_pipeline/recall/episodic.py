@@ -75,20 +75,25 @@ class MessageSearch(Search):
         }
 
     def items(self, rows: list[dict[str, Any]]) -> list[ContextItem]:
-        out = []
-        for r in rows:
-            part = r.get("read_from") is not None  # read in part: marked where it was cut
-            if part:
-                r["content"] = marked_part(r["content"], r["read_from"], r["chars"])
-            item = message_item(
+        return [
+            self._read(
                 r,
+                r.get("read_from"),
+                r.get("chars", 0),
                 score=float(r["score"]),
                 why="matched " + ", ".join(r["matched"]) + (" (in the period)" if r["in_period"] else ""),
-                tz=self.tz,
             )
-            item.truncated = part
-            out.append(item)
-        return out
+            for r in rows
+        ]
+
+    def _read(self, row: dict[str, Any], start: int | None, total: int, **kw: Any) -> ContextItem:
+        """A message row as read: whole (`start` None), or its part from `start` of a text of
+        `total` characters, marked where it was cut and `truncated`."""
+        if start is None:
+            return message_item(row, tz=self.tz, **kw)
+        item = message_item({**row, "content": marked_part(row["content"], start, total)}, tz=self.tz, **kw)
+        item.truncated = True
+        return item
 
     def with_replies(self, items: list[ContextItem], rows: list[dict[str, Any]]) -> list[ContextItem]:
         """Each asking message followed by the turn that answers it (once: where it ranks first)."""
@@ -106,14 +111,15 @@ class MessageSearch(Search):
                 "conversation_id": r["conversation_id"],
                 "role": r["r_role"],
                 "speaker": r["r_speaker"],
-                "content": marked_part(r["r_content"][:READ_CHARS], 0, len(r["r_content"])),
+                "content": r["r_content"][:READ_CHARS],
                 "created_at": r["r_created_at"],
                 "title": r["title"],
             }
+            total = len(r["r_content"])  # its head is read: READ_CHARS and one more tells a longer one
+            head = 0 if total > READ_CHARS else None
             out.append(
-                message_item(reply, score=float(r["score"]), why=f"the reply to {item.ref}", tz=self.tz)
+                self._read(reply, head, total, score=float(r["score"]), why=f"the reply to {item.ref}")
             )
-            out[-1].truncated = len(r["r_content"]) > READ_CHARS
             seen.add(out[-1].ref)
         return out
 
