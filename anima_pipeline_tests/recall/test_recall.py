@@ -595,8 +595,19 @@ def test_a_cut_ends_on_a_sentence_and_a_date_shows_once() -> None:
     assert fitted is not None and fitted.chars <= 160 and fitted.text.removesuffix(" …").endswith("calm.")
 
 
-def test_the_candidates_ranked_follow_the_recall_budget() -> None:
+def test_the_candidates_ranked_follow_the_recall_budget(db: Database) -> None:
     from anima_pipeline.recall.assemble import CHARS_PER_CANDIDATE, MIN_RANKED, ranked_for
+
+    t = datetime(2024, 5, 3, 12, tzinfo=UTC)
+    with db.transaction() as conn:
+        for i in range(80):  # more than a fixed list of 60 would rank
+            _say(conn, f"Tea note {i}.", at=t + timedelta(minutes=i))
+        small, large = (
+            assemble_context(conn, A, "tea", settings=Settings(), now=NOW, budgets=Budgets(recall=recall))
+            for recall in (2000, 8000)
+        )
+    assert len(_ids(small, "episodic")) <= ranked_for(Budgets())  # a list no longer than it ranks
+    assert len(_ids(large, "episodic")) == 80  # a larger budget ranks (and places) them all
 
     assert ranked_for(Budgets()) == 32  # the default 2,000 characters
     assert ranked_for(Budgets(recall=8000)) == 125
