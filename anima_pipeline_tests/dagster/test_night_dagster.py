@@ -98,7 +98,10 @@ def materialize_night(
     """The night asset materialized in-process on `instance` with explicit `resources` (a
     throwaway database): the asset and checks of the code location, with the run config
     (`config`: mode, force, animas, shard) and partition tags `anima sleep` gives it."""
-    settings = Settings()
+    # the partitions start at the test store's first day, as the definitions read it from the
+    # store they run on (with the environment's embedded store, stopped here, they would start
+    # at the real yesterday and leave out the archive's fixed days once those are past)
+    settings = Settings(database_url=resources["memory_store"].database_url)
     last = last or first
     [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
     check_days(night.partitions_def, first, last, settings.timezone)
