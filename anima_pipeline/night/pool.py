@@ -32,7 +32,7 @@ from anima_pipeline.night.anima_night import NIGHT, AnimaOutcome, run_anima_nigh
 from anima_pipeline.night.failure_kinds import failure
 from anima_pipeline.night.frame import Night, StepResult
 from anima_pipeline.night.registry import step_functions
-from anima_pipeline.store.db import Database
+from anima_pipeline.store.db import Database, embedded_home
 
 PROCESS_MIN = 8  # busy animas in a day from which worker processes pay for their start
 
@@ -180,7 +180,7 @@ def _night_spec(night: Night) -> dict[str, Any]:
 
 def _init_worker(url: str, settings: Settings, parent: int) -> None:
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
-    _worker["db"] = Database(url, max_size=2)
+    _worker["db"] = Database(url, max_size=2, home=embedded_home(settings))
     _worker["engine"] = make_engine(settings, Budget.from_settings(settings))
 
 

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 import psycopg
@@ -76,10 +77,15 @@ class Store(ABC):
 
 
 class Database(Store):
-    def __init__(self, url: str, *, max_size: int = 8) -> None:
+    """The store behind a pool. `home` names the embedded server's home when the store is the
+    embedded default (`embedded_home`): a transaction asked after `anima db stop` stopped that
+    server fails at once (`embedded.StoppedUnderfoot`) instead of waiting POOL_TIMEOUT_S."""
+
+    def __init__(self, url: str, *, max_size: int = 8, home: Path | None = None) -> None:
         from psycopg_pool import ConnectionPool
 
         self.url = url
+        self.home = home
         self.pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             connection_class=psycopg.Connection[DictRow],
@@ -93,11 +99,22 @@ class Database(Store):
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
         """A connection inside one transaction: committed on success, rolled back on error."""
+        if self.home is not None and embedded.stopped_by_operator(self.home):
+            raise embedded.StoppedUnderfoot(
+                f"the memory database was stopped (anima db stop) while this command ran "
+                f"({embedded.pgdata_dir(self.home)}); it is not started again behind the operator's "
+                "back: run the command again to start it (a night carries on where it stopped)"
+            )
         with self.pool.connection() as conn, conn.transaction():
             yield conn
 
     def close(self) -> None:
         self.pool.close()
+
+
+def embedded_home(settings: Settings) -> Path | None:
+    """The embedded server's home when `settings` name no server (ANIMA_DATABASE_URL), else None."""
+    return None if settings.database_url else settings.home
 
 
 def resolve_url(settings: Settings) -> str:
@@ -121,7 +138,7 @@ def open_database(settings: Settings, *, run_migrations: bool = True) -> Databas
     url = resolve_url(settings)
     if run_migrations:
         migrate(url)
-    return Database(url)
+    return Database(url, home=embedded_home(settings))
 
 
 class OneConnection(Store):

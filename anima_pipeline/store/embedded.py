@@ -77,6 +77,13 @@ class StoppedByOperator(EmbeddedError):
     """The embedded server was stopped (`anima db stop`) while this process ran."""
 
 
+class StoppedUnderfoot(StoppedByOperator, psycopg.OperationalError):
+    """A connection asked of a store whose embedded server the operator stopped while this
+    process ran: raised at once, where the pool would wait its whole timeout for a server that
+    is not started again. A lost connection as well (psycopg.OperationalError), so whatever
+    handles a database gone away handles this one."""
+
+
 def stopped_by_operator(home: Path) -> bool:
     """Whether `anima db stop` stopped the server under `home` after this process began."""
     marker = home / STOPPED

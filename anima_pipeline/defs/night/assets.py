@@ -409,11 +409,11 @@ def _night_body(
             mark_day_failed(
                 context, failed_day, [k for k in steps if failed_day.isoformat() not in materialized[k]]
             )
-        stopped = _stopped_by_operator(settings)
+        say_stopped = _stopped_by_operator(settings) and not isinstance(exc, embedded.StoppedByOperator)
         raise dg.Failure(
             description=(
                 f"the memory database was stopped (anima db stop) during the night: {exc}"
-                if stopped
+                if say_stopped
                 else str(exc)
             ),
             metadata=failure_metadata(exc, context.run.run_id),
