@@ -255,7 +255,7 @@ def test_cli_status_and_db_stop_use_the_embedded_server(home: Path) -> None:
     assert "no embedded PostgreSQL was running" in stop.stdout
 
 
-def test_db_stop_mid_night_ends_it_non_zero_within_60_s_and_the_server_stays_stopped(home: Path) -> None:
+def test_db_stop_mid_night_ends_it_non_zero_within_20_s_and_the_server_stays_stopped(home: Path) -> None:
     """`anima db stop` while a night works: the night fails within a bounded time with a clear
     line, its progress thread does not die with a traceback, and the server is not started
     again behind the operator's back; the next command starts it and the night carries on."""
@@ -284,7 +284,7 @@ def test_db_stop_mid_night_ends_it_non_zero_within_60_s_and_the_server_stays_sto
     took = time.monotonic() - stopped_at
     print(f"db stop -> night exit: {took:.1f} s")
     assert night.returncode != 0, out + err
-    assert took < 60, (took, err)
+    assert took < 20, (took, err)  # 4 s measured; 41 s while the pool waited its timeout twice
     assert "Traceback" not in err and "Exception in thread" not in err, err
     assert "the memory database was stopped (anima db stop)" in err, err
     assert embedded.running_pid(home) is None  # not restarted by the night
