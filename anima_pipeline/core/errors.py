@@ -60,19 +60,27 @@ class InputError(AnimaError, ValueError):
 
 
 class NotFound(InputError, LookupError):
-    """An id this anima does not have: never had, or erased by a purge (`erased_at`)."""
+    """An id this anima does not have: never had, erased by a purge (`erased_at`), or hidden
+    by a soft forget (`forgotten_at`: out of every read until the forget is reverted)."""
 
     code = "not_found"
     http_status = 404
 
     def __init__(
-        self, what: str, ref: str, erased_at: datetime | None = None, *, field: str | None = None
+        self,
+        what: str,
+        ref: str,
+        erased_at: datetime | None = None,
+        *,
+        field: str | None = None,
+        forgotten_at: datetime | None = None,
     ) -> None:
-        when = (
-            f" was erased (forget --purge) at {erased_at:%Y-%m-%d %H:%M:%S %Z}"
-            if erased_at
-            else " does not exist"
-        )
+        if erased_at:
+            when = f" was erased (forget --purge) at {erased_at:%Y-%m-%d %H:%M:%S %Z}"
+        elif forgotten_at:
+            when = f" was forgotten at {forgotten_at:%Y-%m-%d %H:%M:%S %Z}"
+        else:
+            when = " does not exist"
         super().__init__(f"{what} {ref}{when}")
         self.field = field  # reported apart: the message names the id already
         self.ref, self.erased_at = ref, erased_at

@@ -69,6 +69,7 @@ OFFSET_LIMIT = timedelta(hours=16)
 
 _ANIMA_ID = re.compile(r"[^\W_][\w.:@+-]*")
 _MEMORY_REF = re.compile(r"f-(\d+)")
+_MESSAGE_REF = re.compile(r"(?:m-)?(\d+)")
 _EXTERNAL_ID = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]+")
 # a lone surrogate: not Unicode text (json.loads joins a valid pair into one character)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -201,6 +202,20 @@ def check_memory_ref(value: str) -> str:
             top=ID_MAX,
         )
     return value.strip()
+
+
+def check_message_ref(value: str) -> str:
+    """A message's id as recall shows it, ``m-12`` (or its number, ``12``; at most ID_MAX),
+    given back as ``m-12``."""
+    found = _MESSAGE_REF.fullmatch(value)
+    if not found or not found.group(1).isascii() or int(found.group(1)) > ID_MAX:
+        raise _refuse(
+            "message_ref",
+            "{v} is not a message id; ids look like 'm-123' or '123' (at most m-{top})",
+            v=repr(value[:80]),
+            top=ID_MAX,
+        )
+    return f"m-{int(found.group(1))}"
 
 
 def anima_id_problem(value: str) -> str | None:
@@ -353,6 +368,9 @@ Timestamp = Annotated[
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_object)]
 MemoryRef = Annotated[
     str, _Storable, AfterValidator(check_memory_ref), Field(json_schema_extra={"pattern": r"^f-\d+$"})
+]
+MessageRef = Annotated[
+    str, _Storable, AfterValidator(check_message_ref), Field(json_schema_extra={"pattern": r"^(m-)?\d+$"})
 ]
 # numbers and flags are never read from strings (the module docstring)
 Integer = Annotated[int, Strict()]

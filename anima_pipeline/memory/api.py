@@ -17,8 +17,15 @@ from datetime import datetime
 from typing import Any, Protocol, Self
 
 from anima_pipeline.core.types import MemoryType, TargetKind
-from anima_pipeline.memory.models import AppendResult, ConversationInfo, ForgetReport, MemoryInfo, Remembered
-from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
+from anima_pipeline.memory.models import (
+    READ_DEFAULT,
+    AppendResult,
+    ConversationInfo,
+    ForgetReport,
+    MemoryInfo,
+    Remembered,
+)
+from anima_pipeline.recall.sections import AssembledContext, ContextItem, MessagePart, SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.archive import ArchiveRecord, MessageRecord
 
@@ -101,6 +108,8 @@ class AnimaMemoryAPI(Protocol):
         limit: int = 20,
         offset: int = 0,
     ) -> SearchPage: ...
+
+    def message(self, ref: str, *, offset: int = 0, limit: int = READ_DEFAULT) -> MessagePart: ...
 
     def working_context(
         self, session_id: str, message: str, *, budget: int | None = None

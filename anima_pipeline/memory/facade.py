@@ -49,6 +49,7 @@ from anima_pipeline.llm.factory import make_engine
 from anima_pipeline.memory import forget as forgetting
 from anima_pipeline.memory.flush import flush_turns
 from anima_pipeline.memory.models import (
+    READ_DEFAULT,
     AppendResult,
     ContextRequest,
     ConversationInfo,
@@ -58,6 +59,7 @@ from anima_pipeline.memory.models import (
     ForgetRequest,
     MemoryInfo,
     MemoryRequest,
+    MessageRequest,
     MessageSearchRequest,
     MessagesRequest,
     OpenConversationRequest,
@@ -73,10 +75,11 @@ from anima_pipeline.memory.models import (
 )
 from anima_pipeline.recall.assemble import assemble_context, search_memories, search_messages
 from anima_pipeline.recall.dense import recall_status
+from anima_pipeline.recall.episodic import read_message
 from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.recall.render import memory_item
 from anima_pipeline.recall.resident import resident_set
-from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
+from anima_pipeline.recall.sections import AssembledContext, ContextItem, MessagePart, SearchPage
 from anima_pipeline.recall.tokens import RatioCounter
 from anima_pipeline.recall.working import WorkingContext, default_budget
 from anima_pipeline.recall.working import working_context as build_working_context
@@ -441,6 +444,16 @@ class AnimaMemory:
                 offset=req.offset,
                 **filters,
             )
+
+    def message(self, ref: str, *, offset: int = 0, limit: int = READ_DEFAULT) -> MessagePart:
+        """One past message by id (m-N, as a context or `search_messages` shows it): `limit`
+        characters of its text from `offset`, its length, and `next_offset` while there is
+        more. A context and a search page show a long message in part (`truncated`); this
+        reads the rest. NotFound when this anima has no such message, or it was forgotten
+        or erased."""
+        req = self._request(MessageRequest, id=ref, offset=offset, limit=limit)
+        with self.db.transaction() as conn:
+            return read_message(conn, self.anima_id, int(req.id.removeprefix("m-")), req.offset, req.limit)
 
     def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
         """Everything the model gets for the turn that answers `message` in conversation

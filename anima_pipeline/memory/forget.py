@@ -55,7 +55,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError, InternalError, NotFound
 from anima_pipeline.core.steps import StepKey
 from anima_pipeline.core.types import TargetKind
-from anima_pipeline.core.validation import ID_MAX, ExternalId, MemoryRef, check
+from anima_pipeline.core.validation import ExternalId, MemoryRef, MessageRef, check
 from anima_pipeline.memory.models import ForgetReport, MemoryInfo, Recompute
 from anima_pipeline.memory.quotes import Quotes
 from anima_pipeline.store import catalog, vectors
@@ -116,15 +116,8 @@ def check_target(kind: TargetKind, target_id: str) -> None:
         parse_ref(target_id)
 
 
-def message_id(ref: str) -> int:
-    raw = ref.removeprefix("m-") if isinstance(ref, str) else ""
-    # isdigit() takes '²', which int() and PostgreSQL refuse; a number past bigint names no row
-    if not (raw.isdecimal() and raw.isascii()) or int(raw) > ID_MAX:
-        raise InputError(
-            f"{ref[:80]!r} is not a message id; ids look like 'm-123' or '123' (at most m-{ID_MAX})",
-            field="message",
-        )
-    return int(raw)
+def message_id(ref: str, field: str = "message") -> int:
+    return int(check(MessageRef, ref, field).removeprefix("m-"))
 
 
 def get_memory(conn: Connection, anima_id: str, ref: str) -> SemanticMemory:

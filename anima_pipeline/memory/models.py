@@ -27,12 +27,14 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import AnimaError, InputError
 from anima_pipeline.core.types import MemoryType, TargetKind
 from anima_pipeline.core.validation import (
+    MAX_MESSAGE_CHARS,
     ExternalId,
     Flag,
     Instant,
     Integer,
     MemoryRef,
     MemoryText,
+    MessageRef,
     MessageText,
     Name,
     Number,
@@ -50,6 +52,11 @@ MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
 MIN_BUDGET = 500  # tokens: below this a working context cannot hold a turn and its self
 REASON_MAX = 500
+# characters of a message one read returns unless asked (about 2,000 tokens: a model reads all
+# it asks for), and at most: a message of the default ANIMA_MAX_MESSAGE_CHARS in one read
+READ_DEFAULT = 8_000
+READ_MAX = MAX_MESSAGE_CHARS
+TEXT_OFFSET_MAX = 2**30  # characters: no PostgreSQL text is longer (1 GB)
 
 Reason = Annotated[Text, Field(min_length=1, max_length=REASON_MAX, description="why, in the user's terms")]
 Limit = Annotated[Integer, Field(ge=1, le=MAX_SEARCH_LIMIT, description="results per page")]
@@ -151,6 +158,26 @@ class MemoryRequest(Request):
     """One memory by its id."""
 
     id: MemoryRef = Field(description="the memory's id as shown, e.g. f-12")
+
+
+class MessageReadOptions(Request):
+    """How much of a message one read returns (GET messages/{id}'s query string)."""
+
+    offset: Annotated[
+        Integer,
+        Field(ge=0, le=TEXT_OFFSET_MAX, description="the first character to read (the previous next_offset)"),
+    ] = 0
+    limit: Annotated[Integer, Field(ge=1, le=READ_MAX, description="characters to read at most")] = (
+        READ_DEFAULT
+    )
+
+
+class MessageIdRequest(Request):
+    id: MessageRef = Field(description="the message's id as a context or search_messages shows it, e.g. m-12")
+
+
+class MessageRequest(MessageReadOptions, MessageIdRequest):
+    """One past message by its id, `limit` characters of it from `offset`."""
 
 
 class DeprecateFields(Request):

@@ -442,7 +442,10 @@ def search_messages(
     offset: int = 0,
     now: datetime | None = None,
 ) -> SearchPage:
-    """Active search over past messages (cron and debug conversations left out), best first."""
+    """Active search over past messages (cron and debug conversations left out), best first.
+    A longer message is read in part as a context reads it (READ_CHARS around the first word
+    asked about, marked `truncated`): a page of 100 messages of 256,000 characters would be
+    50 MB. `AnimaMemory.message` reads one whole, in parts."""
     return _page(
         rank_messages,
         conn,
@@ -458,6 +461,7 @@ def search_messages(
         since=since,
         until=until,
         floor=DENSE_SEARCH_FLOOR,
+        read_chars=READ_CHARS,
     )
 
 

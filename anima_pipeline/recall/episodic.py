@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from anima_pipeline.core.errors import InputError, NotFound
 from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.ranking import Search, run
 from anima_pipeline.recall.render import marked_part, message_item
-from anima_pipeline.recall.sections import ContextItem
+from anima_pipeline.recall.sections import ContextItem, MessagePart
+from anima_pipeline.store.archive import message_part
 from anima_pipeline.store.db import Connection
+from anima_pipeline.store.erasure import erased
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
 DENSE_WEIGHT = 0.0  # as for memories: the nearest come after the lexical list and get the reserve
@@ -39,7 +42,7 @@ class MessageSearch(Search):
         """`replies`: a page row asking something brings the next turn of its conversation
         (a context's list; active search pages what matched only). `read_chars`: a longer
         message is read in part, that many characters around the first word asked about
-        (a context's list, READ_CHARS; active search reads messages whole)."""
+        (READ_CHARS: a context's list and active search; `read_message` reads one whole)."""
         super().__init__(anima_id, plan, **kw)
         self.replies = replies
         # the part read is the one `render.cut` takes a line from: its window's heads
@@ -128,3 +131,35 @@ def rank_messages(conn: Connection, anima_id: str, plan: QueryPlan, **kw: Any) -
     """Messages matching the plan, best first (a term may also match the speaker's name)."""
     (items,), _ = run(conn, anima_id, [MessageSearch(anima_id, plan, **kw)])
     return items
+
+
+def read_message(conn: Connection, anima_id: str, message_id: int, offset: int, limit: int) -> MessagePart:
+    """The anima's message `message_id`, `limit` characters of it from `offset`: what a
+    context or a search page shows in part (`truncated`), read whole in as many calls as it
+    takes. NotFound (field `id`) for another anima's, unknown, erased or forgotten ids;
+    InputError (field `offset`) for an offset at or past its end."""
+    ref = f"m-{message_id}"
+    row = message_part(conn, anima_id, message_id, offset, limit)
+    if row is None:
+        raise NotFound("message", ref, erased(conn, anima_id, "message", message_id), field="id")
+    if row["forgotten_at"] is not None:
+        raise NotFound("message", ref, field="id", forgotten_at=row["forgotten_at"])
+    total = row["total_chars"]
+    if offset >= total > 0:
+        raise InputError(
+            f"is {offset:,}, past the end of message {ref} ({total:,} characters)", field="offset"
+        )
+    end = offset + len(row["content"])
+    return MessagePart(
+        id=ref,
+        conversation_id=row["conversation_id"],
+        title=row["title"],
+        role=row["role"],
+        speaker=row["speaker"],
+        created_at=row["created_at"],
+        content=row["content"],
+        offset=offset,
+        total_chars=total,
+        has_more=end < total,
+        next_offset=end if end < total else None,
+    )

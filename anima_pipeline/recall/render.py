@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.citations import cite, inert
-from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind, SearchPage
+from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind, MessagePart, SearchPage
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
@@ -176,4 +176,20 @@ def page_lines(page: SearchPage) -> str:
 
     head = f"{len(page.items)} result(s) for {page.query!r} from offset {page.offset}"
     more = f"\n(more: call again with offset={page.offset + page.limit})" if page.has_more else ""
+    if any(i.truncated and i.kind == "message" for i in page.items):
+        more += f"\n({TRUNCATION_MARK.strip()} marks a message shown in part: read_message with its ref reads the rest)"
     return "\n".join([head, *map(line, page.items)]) + more
+
+
+def message_lines(part: MessagePart) -> str:
+    """A message read by its ref, for a prompt: a heading line (ref | time | speaker in
+    conversation | the characters shown of how many), then its text, fenced with its line
+    breaks kept (a pasted document keeps its shape), then how to read on."""
+    where = f'"{fenced(part.title)}"' if part.title else fenced(part.conversation_id)
+    end = part.offset + len(part.content)
+    head = (
+        f"{part.id} | {part.created_at.isoformat()} | {fenced(part.speaker or part.role)} in {where} | "
+        f"characters {part.offset:,}-{end:,} of {part.total_chars:,}"
+    )
+    more = f"\n(more: call again with offset={part.next_offset})" if part.has_more else ""
+    return head + "\n" + fenced(part.content, lines=True) + more

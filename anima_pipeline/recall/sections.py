@@ -118,3 +118,21 @@ class SearchPage(BaseModel):
     # as for a context: "hybrid" when the nearest items by meaning were fused in, else why not
     recall_mode: Literal["hybrid", "lexical"] = "lexical"
     lexical_reason: str | None = None
+
+
+class MessagePart(BaseModel):
+    """A past message read by its ref (`AnimaMemory.message`): `content`, its text from
+    character `offset`, as stored (not fenced: a caller places it as it sees fit), and
+    `total_chars` in all; `next_offset` reads on when `has_more`."""
+
+    id: str = Field(description="m-N, as a context or search_messages shows it")
+    conversation_id: str
+    title: str | None
+    role: str
+    speaker: str | None
+    created_at: dt.datetime
+    content: str
+    offset: int
+    total_chars: int
+    has_more: bool
+    next_offset: int | None = None

@@ -28,6 +28,7 @@ from anima_pipeline.core.errors import AnimaError, InputError
 from anima_pipeline.core.types import MemoryType, TargetKind
 from anima_pipeline.core.validation import field_name, text_problem
 from anima_pipeline.memory.models import (
+    READ_DEFAULT,
     AppendResult,
     ConversationInfo,
     ErrorResponse,
@@ -37,7 +38,7 @@ from anima_pipeline.memory.models import (
     Remembered,
     batch,
 )
-from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
+from anima_pipeline.recall.sections import AssembledContext, ContextItem, MessagePart, SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.store.archive import ArchiveRecord, MessageRecord
 
@@ -285,6 +286,11 @@ class AnimaClient:
             "offset": offset,
         }
         return SearchPage.model_validate(self._call("GET", "/messages/search", params=params))
+
+    def message(self, ref: str, *, offset: int = 0, limit: int = READ_DEFAULT) -> MessagePart:
+        params = {"offset": offset, "limit": limit}
+        path = f"/messages/{self._segment(ref, 'id')}"
+        return MessagePart.model_validate(self._call("GET", path, params=params))
 
     def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
         body = {"session_id": session_id, "message": message, "budget": budget}

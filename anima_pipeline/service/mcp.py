@@ -2,7 +2,7 @@
 Desktop, Claude Code, …), over stdio or streamable HTTP, with the official `mcp` SDK.
 
 One server serves one anima, chosen by configuration (``--anima``), never by the client.
-It is read-only (``context``, ``search``, ``search_messages``) unless started with
+It is read-only (``context``, ``search``, ``search_messages``, ``read_message``) unless started with
 ``--allow-remember``, which adds the tools that write: ``remember`` and ``working_context``
 (which may store the session's summary and flush its facts). ``--allow-corrections`` adds
 ``deprecate``, ``correct``, ``pin`` and ``unpin``; ``--allow-delete`` adds ``delete`` (erase a
@@ -42,6 +42,7 @@ from anima_pipeline.memory.models import (
     ForgetReport,
     MemoryInfo,
     MemoryRequest,
+    MessageRequest,
     MessageSearchRequest,
     Remembered,
     RememberRequest,
@@ -51,7 +52,7 @@ from anima_pipeline.memory.models import (
     UpdateRequest,
     WorkingContextRequest,
 )
-from anima_pipeline.recall.render import fenced, page_lines
+from anima_pipeline.recall.render import fenced, message_lines, page_lines
 from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.service.mcp_http import AnimaMCPServer
@@ -66,6 +67,13 @@ Allowance = Literal["read", "remember", "corrections", "delete"]
 Format = Annotated[
     Literal["lines", "json"],
     Field(description="lines: one compact line per result (ref | date | type | text); json: every field"),
+]
+# how read_message writes the message for the model
+TextFormat = Annotated[
+    Literal["text", "json"],
+    Field(
+        description="text: a heading line (ref | time | speaker in conversation | characters), then the text; json: every field"
+    ),
 ]
 PAGE = 10  # results per page the search tools default to: a model reads every line it asks for
 
@@ -101,7 +109,13 @@ Search past conversations for what was actually said: the messages themselves (n
 facts distilled from them), best first, with speaker, conversation and date. Use it for
 exact wording or details no memory holds. One per line as `ref | date | speaker in
 conversation | text` (format=json: every field). Paged with limit/offset; optionally within
-one conversation and a time range."""
+one conversation and a time range. A long message shows the part around what matched,
+marked …: `read_message` with its ref reads the rest."""
+
+READ_MESSAGE_DESCRIPTION = """\
+Read one past message by its ref (m-N, as `context` or `search_messages` shows it) when the
+part shown was not enough: `limit` characters of it from `offset`, with where to read on
+(call again with offset=next_offset while there is more). format=json gives every field."""
 
 REMEMBER_DESCRIPTION = """\
 Store one durable fact now, instead of waiting for tonight's consolidation: something the
@@ -158,6 +172,16 @@ def search(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:
 
 def search_messages(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:
     return page_result(memory.search_messages(**request), format)
+
+
+def read_message(memory: AnimaMemory, format: str, id: str, **request: Any) -> CallToolResult:
+    part = memory.message(id, **request)
+    if format == "json":
+        return CallToolResult(
+            content=[TextContent(type="text", text=part.model_dump_json())],
+            structured_content=part.model_dump(mode="json"),
+        )
+    return CallToolResult(content=[TextContent(type="text", text=message_lines(part))])
 
 
 def working_context(memory: AnimaMemory, **request: Any) -> WorkingContext:
@@ -229,6 +253,16 @@ TOOLS: tuple[ToolRow, ...] = (
         READ_ONLY,
         defaults={"limit": PAGE},
         extra={"format": (Format, "lines")},
+    ),
+    ToolRow(
+        "read_message",
+        "Read a past message",
+        READ_MESSAGE_DESCRIPTION,
+        MessageRequest,
+        read_message,
+        CallToolResult,
+        READ_ONLY,
+        extra={"format": (TextFormat, "text")},
     ),
     ToolRow(
         "working_context",

@@ -151,8 +151,8 @@ LIMIT %(k)s) n
 
 
 # Past messages: episodic recall and active search; cron and debug conversations never.
-# A context reads a long message in part (`read_chars`, recall/episodic.py): a line shows a few
-# hundred characters of it, a message may be 256,000 (core/validation.py). The part is the one
+# A context and active search read a long message in part (`read_chars`, recall/episodic.py):
+# a line shows a few hundred characters of it, a message may be 256,000 (core/validation.py). The part is the one
 # a context line is cut from (recall/render.py `cut`): around the first place the text holds
 # one of the query words' heads (`heads`: their first five letters as one case-insensitive
 # alternation), its head when none. A long text is decompressed once for all that reads it
@@ -162,7 +162,7 @@ LIMIT %(k)s) n
 
 def _read_sql(x: str) -> str:
     """After the rows `x` (`content`, `chars`): `d.part`, whether the row is read in part (longer
-    than `read_chars`; never in active search, whose `read_chars` is NULL), `d.text`, such a
+    than `read_chars`; never when `read_chars` is NULL), `d.text`, such a
     row's text decompressed once, and `rd.start`, where (1-based) its part begins: a third of
     it before the first query word held, within the text."""
     return f"""CROSS JOIN LATERAL (

@@ -65,6 +65,7 @@ def test_stdio_lists_read_only_tools_and_returns_a_context(db: Database, db_url:
                 "context",
                 "search",
                 "search_messages",
+                "read_message",
             }  # read-only without --allow-remember
             assert "query" in tools["context"].input_schema["properties"]
             assert tools["context"].input_schema["required"] == ["query"]
@@ -101,7 +102,14 @@ def test_stdio_remember_when_enabled_is_audited_and_recalled(
     async def main() -> str:
         async with Client(_stdio(db_url, tmp_path, "--allow-remember", "--new")) as client:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"context", "search", "search_messages", "remember", "working_context"}
+            assert names == {
+                "context",
+                "search",
+                "search_messages",
+                "read_message",
+                "remember",
+                "working_context",
+            }
             made = await client.call_tool(
                 "remember",
                 {"content": "Aria's user is vegetarian since 2024", "type": "preference", "session_id": "c7"},
@@ -156,6 +164,7 @@ def test_streamable_http_lists_tools_and_answers(db: Database, db_url: str, tmp_
                     "context",
                     "search",
                     "search_messages",
+                    "read_message",
                 }
                 ctx = await client.call_tool("context", {"query": "Lena Lisbon"})
                 assert f"[[anima:{ref}]]" in _text(ctx)

@@ -143,7 +143,7 @@ def test_mcp_corrections_only_when_allowed(db: Database, db_url: str, tmp_path: 
     async def main() -> None:
         async with Client(build_server(memory)) as client:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"context", "search", "search_messages"}
+            assert names == {"context", "search", "search_messages", "read_message"}
         async with Client(build_server(memory, allow_corrections=True)) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"deprecate", "correct", "pin", "unpin"} <= names and "delete" not in names

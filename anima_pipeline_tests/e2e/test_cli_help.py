@@ -32,5 +32,5 @@ def test_help_shows_flags_as_flags_and_commands_in_the_order_of_use(tmp_path: Pa
     assert [c for c in commands if c in first_steps] == first_steps and commands[0] == "demo", commands
     assert commands.index("serve") < commands.index("mcp") < commands.index("keys"), commands
     mcp_help = invoke_cli(["mcp", "--help"], env).stdout
-    for tool in ("context", "search_messages", "remember", "working_context", "--new"):
+    for tool in ("context", "search_messages", "read_message", "remember", "working_context", "--new"):
         assert tool in mcp_help, tool

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from anima_pipeline.core.validation import ExternalId, MemoryRef
+from anima_pipeline.core.validation import ExternalId, MemoryRef, MessageRef
 from anima_pipeline.memory.models import (
     AppendResult,
     ContextRequest,
@@ -21,6 +21,7 @@ from anima_pipeline.memory.models import (
     ForgetOptions,
     ForgetReport,
     MemoryInfo,
+    MessageReadOptions,
     MessageSearchRequest,
     MessagesRequest,
     PinFields,
@@ -31,7 +32,7 @@ from anima_pipeline.memory.models import (
     UpdateFields,
     WorkingContextRequest,
 )
-from anima_pipeline.recall.sections import AssembledContext, ContextItem, SearchPage
+from anima_pipeline.recall.sections import AssembledContext, ContextItem, MessagePart, SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.service.http.auth import Memory
 from anima_pipeline.service.http.query_params import query_string
@@ -43,7 +44,7 @@ router = APIRouter(prefix="/v1/animas/{anima_id}", tags=["memory"])
 
 ConversationId = Annotated[ExternalId, Path(description="the conversation's id")]
 MemoryId = Annotated[MemoryRef, Path(description="a memory id, e.g. f-12")]
-MessageId = Annotated[str, Path(pattern=r"^(m-)?\d+$", description="m-N as search_messages shows it")]
+MessageId = Annotated[MessageRef, Path(description="m-N as a context or search_messages shows it")]
 
 
 # the request models read from the query string (service/http/query_params.py)
@@ -59,6 +60,11 @@ class SearchQuery(SearchRequest):
 
 @query_string()
 class MessageSearchQuery(MessageSearchRequest):
+    pass
+
+
+@query_string()
+class MessageReadQuery(MessageReadOptions):
     pass
 
 
@@ -148,6 +154,13 @@ def search_messages(memory: Memory, q: Annotated[MessageSearchQuery, Query()]) -
     )
 
 
+@router.get("/messages/{id}", response_model=MessagePart, summary="Read one past message, whole or in parts")
+def read_message(id: MessageId, memory: Memory, q: Annotated[MessageReadQuery, Query()]) -> MessagePart:
+    """`limit` characters of its text from `offset`; `next_offset` reads on while `has_more`.
+    A context or a search page shows a long message in part (`truncated`): this reads the rest."""
+    return memory.message(id, offset=q.offset, limit=q.limit)
+
+
 @router.get("/self_blocks", response_model=dict[str, str], summary="The six self blocks")
 def self_blocks(memory: Memory) -> dict[str, str]:
     """As the night last wrote them (empty when never written)."""
@@ -211,9 +224,9 @@ def forget_conversation(
     return memory.forget("conversation", conversation_id, purge=q.purge, requested_by=q.requested_by or HTTP)
 
 
-@router.delete("/messages/{message_id}", response_model=ForgetReport, summary="Forget one message")
-def forget_message(message_id: MessageId, memory: Memory, q: Annotated[ForgetQuery, Query()]) -> ForgetReport:
-    return memory.forget("message", message_id, purge=q.purge, requested_by=q.requested_by or HTTP)
+@router.delete("/messages/{id}", response_model=ForgetReport, summary="Forget one message")
+def forget_message(id: MessageId, memory: Memory, q: Annotated[ForgetQuery, Query()]) -> ForgetReport:
+    return memory.forget("message", id, purge=q.purge, requested_by=q.requested_by or HTTP)
 
 
 @router.delete("", response_model=ForgetReport, summary="Forget this whole anima")
