@@ -14,9 +14,9 @@ from anima_pipeline.recall.query import QueryPlan
 from anima_pipeline.recall.ranking import Search, run
 from anima_pipeline.recall.render import marked_part, message_item
 from anima_pipeline.recall.sections import ContextItem, MessagePart
-from anima_pipeline.store.archive import message_part
 from anima_pipeline.store.db import Connection
 from anima_pipeline.store.erasure import erased
+from anima_pipeline.store.session_rows import message_part
 
 PERIOD_BONUS = 0.3  # a message of the period the question names
 DENSE_WEIGHT = 0.0  # as for memories: the nearest come after the lexical list and get the reserve

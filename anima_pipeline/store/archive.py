@@ -487,22 +487,6 @@ def day_conversations(
     return out
 
 
-def message_part(conn: Connection, anima_id: str, message_id: int, start: int, count: int) -> dict | None:
-    """The anima's message `message_id` with `count` characters of its text from `start`
-    (0-based) as `content`, its whole length as `total_chars`, and `forgotten_at`; None when
-    it has no such message. A long text is decompressed once for both (each function given a
-    stored value decompresses it anew)."""
-    return conn.execute(
-        """SELECT m.id, m.conversation_id, c.title, m.role, m.speaker, m.created_at, m.forgotten_at,
-                  length(d.text) AS total_chars, substr(d.text, %(start)s::int + 1, %(count)s::int) AS content
-           FROM message m
-           JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
-           CROSS JOIN LATERAL (SELECT m.content || '' AS text OFFSET 0) d
-           WHERE m.anima_id = %(anima)s AND m.id = %(id)s""",
-        {"anima": anima_id, "id": message_id, "start": start, "count": count},
-    ).fetchone()
-
-
 _CONVERSATION_COLUMNS = "id, anima_id, platform, title, debug, created_at, updated_at, closed_at"
 
 

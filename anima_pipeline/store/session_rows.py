@@ -1,6 +1,6 @@
 """The store side of a session's working context: its messages in order, its rolling summaries
 per watermark and its pre-compaction flushes (sql/0013), and the temporal summaries the
-system prompt carries. Every write is audited."""
+system prompt carries; one past message read by its id, in parts. Every write is audited."""
 
 from __future__ import annotations
 
@@ -142,3 +142,19 @@ def temporal_for(conn: Connection, anima_id: str, today: date) -> list[dict[str,
               AND period_start <= %(today)s ORDER BY period_start DESC LIMIT 1)""",
         {"a": anima_id, "today": today},
     ).fetchall()
+
+
+def message_part(conn: Connection, anima_id: str, message_id: int, start: int, count: int) -> dict | None:
+    """The anima's message `message_id` with `count` characters of its text from `start`
+    (0-based) as `content`, its whole length as `total_chars`, and `forgotten_at`; None when
+    it has no such message. A long text is decompressed once for both (each function given a
+    stored value decompresses it anew)."""
+    return conn.execute(
+        """SELECT m.id, m.conversation_id, c.title, m.role, m.speaker, m.created_at, m.forgotten_at,
+                  length(d.text) AS total_chars, substr(d.text, %(start)s::int + 1, %(count)s::int) AS content
+           FROM message m
+           JOIN conversation c ON c.anima_id = m.anima_id AND c.id = m.conversation_id
+           CROSS JOIN LATERAL (SELECT m.content || '' AS text OFFSET 0) d
+           WHERE m.anima_id = %(anima)s AND m.id = %(id)s""",
+        {"anima": anima_id, "id": message_id, "start": start, "count": count},
+    ).fetchone()
