@@ -191,31 +191,31 @@ def check_external_id(value: str) -> str:
 ID_MAX = 2**63 - 1
 
 
-def check_memory_ref(value: str) -> str:
-    """A memory's id as the model and the agent see it, ``f-12`` (at most ID_MAX)."""
-    found = _MEMORY_REF.fullmatch(value.strip())
+def _ref_number(pattern: re.Pattern[str], value: str, kind: str, looks: str, prefix: str) -> int:
+    """The number of an id `value` of the form `pattern` (its one group), at most ID_MAX, or
+    the refusal naming how such ids look."""
+    found = pattern.fullmatch(value)
     if not found or not found.group(1).isascii() or int(found.group(1)) > ID_MAX:
         raise _refuse(
-            "memory_ref",
-            "{v} is not a memory id; ids look like 'f-12' (at most f-{top})",
+            f"{kind}_ref",
+            "{v} is not a " + kind + " id; ids look like " + looks + " (at most " + prefix + "{top})",
             v=repr(value[:80]),
             top=ID_MAX,
         )
+    return int(found.group(1))
+
+
+def check_memory_ref(value: str) -> str:
+    """A memory's id as the model and the agent see it, ``f-12`` (at most ID_MAX)."""
+    _ref_number(_MEMORY_REF, value.strip(), "memory", "'f-12'", "f-")
     return value.strip()
 
 
 def check_message_ref(value: str) -> str:
     """A message's id as recall shows it, ``m-12`` (or its number, ``12``; at most ID_MAX),
     given back as ``m-12``."""
-    found = _MESSAGE_REF.fullmatch(value)
-    if not found or not found.group(1).isascii() or int(found.group(1)) > ID_MAX:
-        raise _refuse(
-            "message_ref",
-            "{v} is not a message id; ids look like 'm-123' or '123' (at most m-{top})",
-            v=repr(value[:80]),
-            top=ID_MAX,
-        )
-    return f"m-{int(found.group(1))}"
+    number = _ref_number(_MESSAGE_REF, value, "message", "'m-123' or '123'", "m-")
+    return f"m-{number}"
 
 
 def anima_id_problem(value: str) -> str | None:
