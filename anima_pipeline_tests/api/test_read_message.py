@@ -26,8 +26,10 @@ from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
 from testkit.live_server import serving
 
-# a pasted document: numbered lines (every part is told apart), one rare word in its middle
-DOCUMENT = "".join(f"line {n:05d} of the lease, nothing of note here.\n" for n in range(1, 1201))
+# a pasted document: numbered lines (every part is told apart), characters outside the BMP and
+# CJK (offsets count characters at every door, as PostgreSQL and Python do), one rare word in
+# its middle
+DOCUMENT = "".join(f"line {n:05d} of the lease 🙂 租约, nothing of note here.\n" for n in range(1, 1201))
 MIDDLE = len(DOCUMENT) // 2
 DOCUMENT = DOCUMENT[:MIDDLE] + "The deposit is kept in a quokka-shaped jar. " + DOCUMENT[MIDDLE:]
 
