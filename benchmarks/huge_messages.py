@@ -15,7 +15,9 @@ by a short turn. The archive lines go through the store's own import (``store.ar
 
 Printed: per mode the median and fastest of ``--runs`` lexical ``assemble_context`` calls
 (default budgets), the ratio in part / whole, and whether both modes gave the same context
-byte for byte (they must: the part read holds the window a context line is cut from).
+byte for byte (they must: the part read holds the window a context line is cut from). Then
+active search (``search_messages``, one page of every matching message, at most 100): per
+mode its median time and the size of the page as JSON (what the HTTP route answers).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 
 from anima_pipeline.config import Settings
 from anima_pipeline.recall import assemble
-from anima_pipeline.recall.assemble import assemble_context
+from anima_pipeline.recall.assemble import assemble_context, search_messages
 from anima_pipeline.store.archive import ImportStats, import_records, parse_lines
 from anima_pipeline.store.db import Database
 from anima_pipeline.store.events import Audit
@@ -101,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         read_chars = assemble.READ_CHARS
         seconds: dict[str, list[float]] = {"in part": [], "whole": []}
         digests: dict[str, set[str]] = {"in part": set(), "whole": set()}
+        searched: dict[str, list[float]] = {"in part": [], "whole": []}
+        page_bytes: dict[str, int] = {}
+        page = min(args.messages, 100)
         with db.transaction() as conn:
             for run in range(args.runs + 1):  # the first round warms the cache, not counted
                 for mode in ("in part", "whole") if run % 2 else ("whole", "in part"):
@@ -110,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
                     if run:
                         seconds[mode].append(time.perf_counter() - started)
                     digests[mode].add(hashlib.sha256(ctx.rendered.encode()).hexdigest())
+                    started = time.perf_counter()
+                    found = search_messages(conn, anima, "telescope", settings=settings, limit=page)
+                    if run:
+                        searched[mode].append(time.perf_counter() - started)
+                    page_bytes[mode] = len(found.model_dump_json())
         assemble.READ_CHARS = read_chars
     finally:
         db.close()
@@ -125,6 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     ratio = statistics.median(seconds["in part"]) / statistics.median(seconds["whole"])
     same = len(digests["in part"]) == 1 and digests["in part"] == digests["whole"]
     print(f"  in part / whole: {ratio:.2f}x; same context: {'yes' if same else 'NO'}")
+    print(f"active search, a page of {page} (search_messages 'telescope'):")
+    for mode, values in searched.items():
+        print(
+            f"  read {mode:8} median {statistics.median(values) * 1000:7.1f} ms, page {page_bytes[mode]:>12,} bytes of JSON"
+        )
+    size = page_bytes["in part"] / page_bytes["whole"]
+    took = statistics.median(searched["in part"]) / statistics.median(searched["whole"])
+    print(f"  in part / whole: {took:.2f}x the time, {size:.3f}x the bytes")
     return 0 if same else 1
 
 
