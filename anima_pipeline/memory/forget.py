@@ -116,8 +116,8 @@ def check_target(kind: TargetKind, target_id: str) -> None:
         parse_ref(target_id)
 
 
-def message_id(ref: str, field: str = "message") -> int:
-    return int(check(MessageRef, ref, field).removeprefix("m-"))
+def message_id(ref: str) -> int:
+    return int(check(MessageRef, ref, "message").removeprefix("m-"))
 
 
 def get_memory(conn: Connection, anima_id: str, ref: str) -> SemanticMemory:
