@@ -310,7 +310,7 @@ class ToolExecutor:
     def _update(self, a: s.UpdateSemanticMemory) -> ToolResult:
         mem = self._changeable(a.id)
         changes = a.model_dump(exclude_unset=True, exclude={"id"})
-        if "content" in changes:
+        if changes.get("content") is not None:  # null, as for every field but the validity: unchanged
             changes["content"] = self._content(changes["content"])
         if "source_sessions" in changes and changes["source_sessions"] is not None:
             # Sources accumulate: an update names today's conversations, and the older evidence

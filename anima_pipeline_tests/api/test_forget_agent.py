@@ -53,6 +53,13 @@ def test_http_corrections_and_delete(db: Database, db_url: str, tmp_path: Path) 
         assert httpx.post(f"{api}/memories/{ref}/pin", json={}, headers=h).json()["pinned"] is True
         unpinned = httpx.post(f"{api}/memories/{ref}/unpin", json={"reason": "not every turn"}, headers=h)
         assert unpinned.json()["pinned"] is False
+        # a field sent as null is left as it is (it was a 500: the executor read a null content)
+        kept = httpx.patch(
+            f"{api}/memories/{ref}",
+            json={"content": None, "type": None},
+            headers=h,
+        )
+        assert kept.status_code == 200 and kept.json()["content"] == "Lena lives in Porto", kept.text
         bad = httpx.patch(f"{api}/memories/{ref}", json={"colour": "red"}, headers=h)
         assert bad.status_code == 422 and bad.json()["error"]["field"] == "colour"
         for successor in ("f-\u0000", "f-999999"):  # a malformed or unknown successor, named

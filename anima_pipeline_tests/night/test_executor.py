@@ -520,6 +520,24 @@ def test_update_overwrites_only_the_fields_passed(db: Database):
         assert ex.stats["updated"] == 4 and ex.stats["noop"] == 1
 
 
+def test_update_naming_fields_null_keeps_them(db: Database):
+    """A call listing every field, those it does not change as null (as models write them):
+    they keep their values, the others change; it used to fail on a null content."""
+    with db.transaction() as conn:
+        mem = _seed(conn, type="world", content="Mia works as a nurse.", confidence=0.7)
+        ex = _executor(conn, memory_ids=frozenset({mem.id}))
+        nulls = {"content": None, "type": None, "observed_at": None, "source_sessions": None}
+        _ok(ex, "update_semantic_memory", {"id": mem.ref, **nulls, "confidence": 0.9})
+        after = _mem(conn, mem.ref)
+        assert (after.content, after.type, after.confidence) == (
+            "Mia works as a nurse.",
+            "world",
+            pytest.approx(0.9),
+        )
+        same = _ok(ex, "update_semantic_memory", {"id": mem.ref, **nulls})
+        assert "nothing changed" in same.content
+
+
 def test_deprecate_with_successor_and_validity(db: Database):
     until = datetime(2023, 5, 7, 16, 0, tzinfo=UTC)
     with db.transaction() as conn:
