@@ -31,7 +31,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -70,6 +70,7 @@ OFFSET_LIMIT = timedelta(hours=16)
 _ANIMA_ID = re.compile(r"[^\W_][\w.:@+-]*")
 _MEMORY_REF = re.compile(r"f-(\d+)")
 _MESSAGE_REF = re.compile(r"(?:m-)?(\d+)")
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _EXTERNAL_ID = re.compile(r"[^\s\x00-\x1f\x7f\ud800-\udfff]+")
 # a lone surrogate: not Unicode text (json.loads joins a valid pair into one character)
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -230,6 +231,21 @@ def anima_id_problem(value: str) -> str | None:
 # --- timestamps -------------------------------------------------------------------------------
 
 
+def parse_day(value: Any) -> date:
+    """A local day as ISO-8601 ``YYYY-MM-DD`` (or a date); never a number (pydantic would read
+    ``0`` as 1970-01-01) nor a timestamp."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and _DAY.fullmatch(value):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise _refuse(
+        "day_format", "must be a day as YYYY-MM-DD, e.g. 2026-11-30; got {v}", v=repr(str(value)[:80])
+    )
+
+
 def parse_timestamp(value: Any) -> datetime:
     """An ISO-8601 string (or a datetime) with its UTC offset; a number would be a guess
     between epoch seconds and milliseconds."""
@@ -359,6 +375,8 @@ MemoryText = Annotated[str, Field(min_length=1, max_length=MEMORY_MAX), _Storabl
 MessageText = Annotated[
     str, Field(min_length=1), _Storable, AfterValidator(check_not_blank), AfterValidator(check_message_size)
 ]
+# a local day (a night's): ISO-8601 only
+Day = Annotated[date, BeforeValidator(parse_day)]
 # a time a query compares with (search bounds): offset rules only
 Instant = Annotated[datetime, BeforeValidator(parse_timestamp), AfterValidator(check_offset)]
 # a time the store keeps (a message's created_at): offset rules and the configured years

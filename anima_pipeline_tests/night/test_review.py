@@ -255,6 +255,15 @@ def test_review_over_http_lists_approves_and_refuses_another_animas_key(
         [row] = listed.json()
         ref = f"r-{row['proposal']['id']}"
         assert {m["id"] for m in row["memories"]} == {a, b}
+        assert httpx.get(url, params={"day": DAY.isoformat()}, headers=auth).json() == [row]
+        for bad in (
+            "0",
+            "20240305",
+            "2024-03-05T00:00:00+08:00",
+        ):  # a number is not a day (it was 1970-01-01)
+            refused = httpx.get(url, params={"day": bad}, headers=auth)
+            assert refused.status_code == 422 and refused.json()["error"]["field"] == "day", refused.text
+            assert "must be a day as YYYY-MM-DD" in refused.json()["error"]["message"]
         assert (
             httpx.post(f"{url}/{ref}/approve", headers={"Authorization": f"Bearer {other}"}).status_code
             == 403

@@ -5,14 +5,13 @@ statuses (review/decisions.py, night/guards.py)."""
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from anima_pipeline.core.types import ProposalStatus
-from anima_pipeline.core.validation import Name, Text
+from anima_pipeline.core.validation import Day, Name, Text
 from anima_pipeline.review import decisions as review
 from anima_pipeline.service.http.auth import Memory
 
@@ -29,7 +28,7 @@ class DecisionBody(BaseModel):
 def proposals(
     request: Request,
     memory: Memory,
-    day: Annotated[date | None, Query(description="only this night")] = None,
+    day: Annotated[Day | None, Query(description="only this night, YYYY-MM-DD")] = None,
     status: Annotated[ProposalStatus, Query()] = "pending",
 ) -> list[review.ProposalView]:
     """Each proposal with the model's reason and the memories it would change."""
