@@ -390,7 +390,9 @@ def send_probe(
             f" AND x.{col} < %(pe{k})s ORDER BY x.{col} LIMIT %(cap)s"
         )
         extra.append((first_period + k, sql))
-    branches += [f"SELECT {i} AS i, NULL, ARRAY({sql})" for i, sql in extra]
+    # named as the words' branches are: a probe of periods alone (a question of stop words and
+    # a time, "what did we do yesterday?") has no word branch to name its columns
+    branches += [f"SELECT {i} AS i, NULL AS tsq, ARRAY({sql}) AS ids" for i, sql in extra]
     if not branches:
         return (lambda: known) if known else None
     rows = conn.execute(" UNION ALL ".join(branches), args).fetchall

@@ -364,6 +364,20 @@ def test_a_date_question_prefers_dated_memories_and_summaries(db: Database) -> N
     assert plain.section("summaries").items == [] and not plain.asks_time
 
 
+def test_a_question_of_a_time_alone_reads_that_time(db: Database) -> None:
+    """Stop words and a time, no word to look for ("what did we do yesterday?"): the messages of
+    that day, in a context and in active search (the probe of periods alone used to fail)."""
+    yesterday = NOW - timedelta(days=1)
+    with db.transaction() as conn:
+        then = _say(conn, "We fixed the bike's chain together.", at=yesterday)
+        _say(conn, "The harbour was foggy.", at=NOW - timedelta(days=9))
+        for question in ("What did we do yesterday?", "yesterday", "2024-06-19"):
+            ctx = _ctx(conn, question)
+            assert ctx.periods == ["2024-06-19/2024-06-20"] and _ids(ctx, "episodic") == [then], question
+            page = search_messages(conn, A, question, settings=Settings(), now=NOW)
+            assert [i.id for i in page.items] == [then], question
+
+
 def test_relative_periods_are_read_against_now() -> None:
     today = date(2024, 6, 20)  # a Thursday
     (week,) = plan_query("what did we talk about last week", today).periods
