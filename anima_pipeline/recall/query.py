@@ -109,7 +109,7 @@ def _named_periods(text: str, today: date) -> tuple[str, list[Period]]:
     def safe(make) -> str:
         try:
             found.append(make())
-        except ValueError:  # "31 February": not a date, leave it out
+        except (ValueError, OverflowError):  # "31 February"; "9999-12-31", whose end is past year 9999
             pass
         return " "
 
