@@ -390,7 +390,9 @@ def test_relative_periods_are_read_against_now() -> None:
     assert {"odile", "chess", "club"} <= set(words) and "go" not in words
 
 
-@pytest.mark.parametrize("written", ["2023-02-31", "31 February 2023", "9999-12-31", "December 9999", "9999-12"])
+@pytest.mark.parametrize(
+    "written", ["2023-02-31", "31 February 2023", "9999-12-31", "December 9999", "9999-12"]
+)
 def test_a_date_that_is_no_period_is_left_out_of_the_plan(written: str) -> None:
     """Not a day ("31 February"), or a day whose period would end past year 9999 (it raised
     OverflowError out of every context and search naming it)."""
