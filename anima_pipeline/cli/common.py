@@ -262,11 +262,12 @@ def only_anima(conn, anima: str | None = None) -> str:
 
 
 def parse_day(option: str, value: str):
-    """The local day an option names, or exit 2 naming the option and the format."""
-    from datetime import date
+    """The local day an option names (core/validation.py's day: YYYY-MM-DD only, as the HTTP
+    routes read it), or exit 2 naming the option and the format."""
+    from anima_pipeline.core.validation import parse_day as day_of
 
     try:
-        return date.fromisoformat(value)
+        return day_of(value)
     except ValueError:
         fail(f"{option}: expected a day as YYYY-MM-DD (e.g. 2026-11-28), got {value!r}", 2)
 

@@ -14,6 +14,8 @@ def test_a_wrong_date_names_the_option_and_the_format(tmp_path: Path) -> None:
         (["sleep", "--day", "2026-13-01"], "--day"),
         (["sleep", "--from", "28.11.2026", "--to", "2026-11-30"], "--from"),
         (["sleep", "--from", "2026-11-28", "--to", "tomorrow"], "--to"),
+        # the basic ISO form, which Python's date.fromisoformat takes: one form at every door
+        (["sleep", "--day", "20261128"], "--day"),
     ):
         refused = invoke_cli(args, env)
         assert refused.returncode == 2, refused.stderr
