@@ -91,7 +91,7 @@ def import_(
             for name in files:
                 lines, source = _archive_lines(name)
                 task = progress.add_task(f"import {Path(source).name}", total=len(lines))
-                records = advancing(parse_lines(lines, source, limits), progress, task)
+                records = advancing(parse_lines(lines, source, limits, stats.ignored), progress, task)
                 import_records(conn, records, audit, stats, update=update)
                 stats.files += 1
         with db.transaction() as conn:
@@ -110,6 +110,12 @@ def import_(
         + (
             f"; {stats.skipped_cleaned} line(s) of conversations the cleanup removed were skipped"
             if stats.skipped_cleaned
+            else ""
+        )
+        + (
+            "; not in the archive format, so not stored: "
+            + ", ".join(f"{k!r} ({n:,} line(s), first {at})" for k, (n, at) in sorted(stats.ignored.items()))
+            if stats.ignored
             else ""
         )
     )

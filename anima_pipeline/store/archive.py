@@ -42,7 +42,8 @@ class MessageRecord(BaseModel):
     so a message refused by one is refused by the other. The configured limits come in the
     validation context (`validation.context_of(settings)`)."""
 
-    model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
+    # an agent's unknown field is refused, not dropped: a misspelt "speker" would lose the speaker
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
     anima_id: AnimaId | None = Field(None, description="optional; when given it must be the anima addressed")
     conversation_id: ExternalId
@@ -60,7 +61,11 @@ class MessageRecord(BaseModel):
 
 
 class ArchiveRecord(MessageRecord):
-    """One line of the archive format (shared/data/README.md): a message and its anima."""
+    """One line of the archive format (shared/data/README.md): a message and its anima. A
+    line may carry keys of the system that wrote it: they are not stored, and the import
+    names them (`ImportStats.ignored`), so a misspelt key is seen rather than lost unseen."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
 
     anima_id: AnimaId
 
@@ -95,6 +100,8 @@ def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
             msg = "required field is missing"
         elif err["type"] == "string_too_short":
             msg = "required field is empty"
+        elif err["type"] == "extra_forbidden":
+            msg = f"not a field of a message (its fields: {', '.join(MessageRecord.model_fields)})"
         out.append((loc, msg))
     return out
 
@@ -104,11 +111,17 @@ def describe(exc: ValidationError) -> str:
 
 
 def parse_lines(
-    lines: Iterable[str], source: str, settings: Settings | None = None
+    lines: Iterable[str],
+    source: str,
+    settings: Settings | None = None,
+    ignored: dict[str, tuple[int, str]] | None = None,
 ) -> Iterator[ArchiveRecord]:
     """Validate every line; raise ArchiveError naming `source:line` on the first bad one.
-    `settings` gives the limits (message size, timestamp window); the defaults otherwise."""
+    `settings` gives the limits (message size, timestamp window); the defaults otherwise.
+    `ignored` counts, per key the format does not have, the lines that held it, with the
+    first one's place (`source:line`)."""
     context = context_of(settings)
+    known = ArchiveRecord.model_fields.keys()
     for lineno, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -129,6 +142,10 @@ def parse_lines(
         except RecursionError:
             raise ArchiveError(f"{source}:{lineno}: a field is nested too deeply") from None
         rec._where = f"{source}:{lineno}"
+        if ignored is not None:
+            for key in obj.keys() - known:
+                n, first = ignored.get(key, (0, rec._where))
+                ignored[key] = (n + 1, first)
         yield rec
 
 
@@ -142,6 +159,7 @@ class ImportStats:
     messages_updated: int = 0  # with update=True: stored messages whose line changed them
     conversations_updated: int = 0  # with update=True: a title or debug flag changed
     animas: set[str] = field(default_factory=set)
+    ignored: dict[str, tuple[int, str]] = field(default_factory=dict)  # a key not in the format: lines, first
 
     def written(self) -> dict[str, int]:
         """Rows changed per table, for store.planner_stats.keep_fresh."""

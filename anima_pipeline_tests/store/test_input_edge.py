@@ -189,6 +189,53 @@ def test_anima_revert_refuses_a_second_revert_of_the_same_run(anima, db: Databas
     assert f"run '{run}' was already reverted by {revert_id}" in second.output.replace("\n", "")
 
 
+def test_a_key_the_archive_format_lacks_is_named_by_import_and_refused_by_the_live_doors(
+    anima, db: Database, db_url: str, tmp_path: Path
+) -> None:
+    """An archive may carry keys of the system that wrote it: they are not stored, and the
+    import says which and where (a misspelt "speker" is seen). An agent's message is refused
+    for it, naming the field, as every request's unknown field is."""
+    import httpx2 as httpx
+
+    from anima_pipeline.config import Settings
+    from anima_pipeline.core.errors import InputError
+    from anima_pipeline.memory.facade import AnimaMemory
+    from anima_pipeline.service.http.app import create_app
+    from anima_pipeline.store.api_keys import create_key
+    from anima_pipeline.store.events import Audit
+    from testkit.live_server import serving
+
+    path = write(
+        tmp_path / "a.jsonl", [line(n=1), line(n=2, speker="Ana", source="x"), line(n=3, speker="Bo")]
+    )
+    result = anima("import", str(path))
+    assert result.exit_code == 0, result.output
+    said = _squash(result.output)  # the console folds long lines
+    assert _squash("3 new message(s)") in said
+    assert (
+        _squash(
+            f"not in the archive format, so not stored: 'source' (1 line(s), first {path}:2), "
+            f"'speker' (2 line(s), first {path}:2)"
+        )
+        in said
+    ), result.output
+
+    message = {k: v for k, v in line(n=9, speker="Ana").items() if k != "anima_id"}
+    with pytest.raises(InputError) as refused:
+        AnimaMemory(db, "ana", settings=Settings(database_url=db_url, home=tmp_path)).append([message])
+    assert refused.value.field == "messages[0].speker" and "not a field of a message" in refused.value.detail
+    with db.transaction() as conn:
+        key, _ = create_key(conn, Audit(conn=conn, anima_id="", run_id="t", step="keys/create"), "ana")
+    with serving(create_app(db, Settings(database_url=db_url, home=tmp_path))) as base:
+        r = httpx.post(
+            f"{base}/v1/animas/ana/messages",
+            json={"messages": [message]},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert r.status_code == 422 and r.json()["error"]["field"] == "messages[0].speker", r.text
+    assert counts(db) == (3, 1)
+
+
 def test_the_facade_refuses_a_resent_message_id_with_other_content(db: Database) -> None:
     from anima_pipeline.core.errors import InputError
     from anima_pipeline.memory.facade import AnimaMemory
