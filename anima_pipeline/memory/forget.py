@@ -61,7 +61,7 @@ from anima_pipeline.memory.quotes import Quotes
 from anima_pipeline.store import catalog, vectors
 from anima_pipeline.store import erasure as q
 from anima_pipeline.store.animas import UnknownAnima, known_animas
-from anima_pipeline.store.db import Connection, Database, anima_lock, db_now
+from anima_pipeline.store.db import Connection, Database, anima_lock, db_now, forget_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import AutobiographyRepo
 from anima_pipeline.store.memories import MemoryRepo, SemanticMemory
@@ -197,6 +197,7 @@ def forget(
         if purge:
             _check_catalog(conn)
         anima_lock(conn, anima_id)
+        forget_lock(conn, anima_id)  # a working context compacting a session waits, or is waited for
         audit = _audit(conn, anima_id, FORGET_STEP, settings, run_id)
         if kind == "anima":
             _forget_anima(conn, settings, anima_id, target_id, report, audit)

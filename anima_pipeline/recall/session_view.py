@@ -39,7 +39,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.llm.contract import Summarizer
 from anima_pipeline.recall.render import fenced
 from anima_pipeline.store import session_rows as store
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, forget_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.session_rows import Turn
 from anima_pipeline.text.slim import MARKER, slim
@@ -166,7 +166,9 @@ class Session:
 
 
 def open_session(conn: Connection, anima_id: str, session_id: str) -> Session:
-    """Lock the session (until the transaction ends: one compaction at a time) and read it."""
+    """Lock the session (until the transaction ends: one compaction at a time; no forget of
+    the anima meanwhile, store/db.py `forget_lock`) and read it."""
+    forget_lock(conn, anima_id, shared=True)
     store.lock_session(conn, anima_id, session_id)
     turns = store.session_turns(conn, anima_id, session_id)
     return Session(session_id, turns, store.latest_summary(conn, anima_id, session_id))

@@ -196,3 +196,12 @@ def connect(url: str, *, autocommit: bool = False) -> Connection:
 def anima_lock(conn: Connection, anima_id: str) -> None:
     """Serialise writers of one anima (a schedule tick during a backfill) until the transaction ends."""
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"anima:{anima_id}",))
+
+
+def forget_lock(conn: Connection, anima_id: str, *, shared: bool = False) -> None:
+    """A forget of this anima (exclusive) against the sessions read for a working context
+    (shared), until the transaction ends: a compaction never flushes messages a forget is
+    hiding or erasing, nor writes for a conversation it deleted; sessions still compact side
+    by side (docs/forget.md)."""
+    lock = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    conn.execute(f"SELECT {lock}(hashtext(%s))", (f"forget:{anima_id}",))

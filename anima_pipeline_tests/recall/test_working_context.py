@@ -269,6 +269,42 @@ def test_a_flush_writes_each_fact_once_also_when_retried_and_the_night_keeps_the
     assert not [f for f in night if "Porto" in f and f not in facts]  # no second copy of a flushed fact
 
 
+def test_a_compaction_waits_for_a_forget_of_its_anima_and_flushes_nothing_it_erased(
+    db, db_url, tmp_path
+) -> None:
+    """A turn that compacts its session while the conversation is being erased: it used to read
+    the turns, flush their facts, then fail on the deleted conversation (a foreign key
+    violation, a 500). It now waits for the forget (store/db.py `forget_lock`) and reads what
+    is left: nothing of the erased session."""
+    import threading
+
+    from anima_pipeline.store.db import forget_lock
+
+    memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
+    memory.append(_session(150))
+    answer: dict = {}
+
+    def turn() -> None:
+        try:
+            answer["ctx"] = memory.working_context("s1", "what do you know about me?", budget=3000)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            answer["error"] = exc
+
+    with db.transaction() as conn:  # a forget in progress: its lock held, the conversation deleted
+        forget_lock(conn, "wren")
+        conn.execute("DELETE FROM message WHERE anima_id = 'wren' AND conversation_id = 's1'")
+        conn.execute("DELETE FROM conversation WHERE anima_id = 'wren' AND id = 's1'")
+        waiting = threading.Thread(target=turn)
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive(), answer  # it waits for the forget to end
+    waiting.join(timeout=60)
+    assert "error" not in answer, answer.get("error")
+    ctx = answer["ctx"]
+    assert not ctx.flushed and ctx.messages == []  # none of the erased turns, no summary of them
+    assert _flushed(db, "s1") == [] and _count(db, "SELECT count(*) AS n FROM session_flush") == 0
+
+
 def test_a_chinese_session_works(db, db_url, tmp_path) -> None:
     memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
     start = datetime(2026, 11, 20, 9, 0, tzinfo=TZ)
