@@ -32,7 +32,7 @@ from anima_pipeline.core.errors import InputError, InternalError, StoreError
 if TYPE_CHECKING:  # only annotations: numpy loads with an embedder
     import numpy as np
 
-from anima_pipeline.store.db import Connection, one
+from anima_pipeline.store.db import Connection, forget_lock, one
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +251,28 @@ class EmbedReport:
         return sum(self.embedded.values())
 
 
+# What a forget leaves of an item: a message hidden or erased, a memory retired or erased.
+_CURRENT: dict[str, str] = {
+    "memory": "SELECT id FROM semantic_memory WHERE id = ANY(%s) AND status = 'active'",
+    "message": "SELECT id FROM message WHERE id = ANY(%s) AND forgotten_at IS NULL",
+}
+
+
+def _still_current(
+    conn: Connection, kind: Kind, chunk: list[dict], texts: list[str]
+) -> tuple[list[dict], list[str]]:
+    """The rows of `chunk` (and their vectors) that are still what the embedder read, under
+    their animas' forget locks (shared, until the transaction ends: store/db.py `forget_lock`):
+    a forget that ran while they were embedded (no lock is held meanwhile) left them out, and
+    one that starts now waits for this batch, whose vectors it then deletes with the rest. So a
+    hidden or erased text never keeps a vector."""
+    for anima in sorted({r["anima_id"] for r in chunk}):
+        forget_lock(conn, anima, shared=True)
+    ids = {r["id"] for r in conn.execute(_CURRENT[kind], ([r["id"] for r in chunk],)).fetchall()}
+    kept = [(r, t) for r, t in zip(chunk, texts, strict=True) if r["id"] in ids]
+    return [r for r, _ in kept], [t for _, t in kept]
+
+
 def embed_pending(
     conn: Connection,
     embedder,
@@ -286,6 +308,8 @@ def embed_pending(
         changed = f"{embedder.model_id} answers {dimension} dimensions, its stored vectors have {stored}"
         return EmbedReport(done, left(), changed)
     ensure_model(conn, embedder.model_id, dimension)
+    if commit:  # a new model's index holds a lock on the table a forget deletes from: not past here
+        commit()
     error: str | None = None
     for kind in kinds:
         rows = pending(conn, embedder.model_id, kind, anima_id, limit)
@@ -302,6 +326,7 @@ def embed_pending(
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("embedding stopped (%s); %s", embedder.model_id, error)
                 break
+            chunk, texts = _still_current(conn, kind, chunk, texts)
             owners = [r["anima_id"] for r in chunk]
             done[kind] += store_vectors(
                 conn, owners, kind, [r["id"] for r in chunk], texts, embedder.model_id

@@ -87,6 +87,53 @@ def test_my_dog_finds_the_greyhound_after_an_append(vector_db_url, tmp_path) -> 
         assert all("greyhound" not in i.text for i in ctx.items())
 
 
+def test_a_message_forgotten_while_it_is_embedded_keeps_no_vector(vector_db_url, tmp_path) -> None:
+    """A forget that runs while a batch is being embedded (no lock is held meanwhile): the
+    batch stores no vector for what the forget hid or erased (store/vectors.py)."""
+    import threading
+
+    settings = _settings(vector_db_url, tmp_path, embedder={"kind": "none"})  # nothing embeds on its own
+    mem = AnimaMemory(vector_db_url, "aria", settings=settings)
+    mem.append(_messages(LINES))
+    ids = [i.id for i in mem.search_messages("greyhound plumber duck train sister", limit=10).items]
+    assert len(ids) == 5
+    embedding, go = threading.Event(), threading.Event()
+
+    class Slow:  # an embedder whose batch waits until the forgets are done
+        model_id, dimension = "slow-test", 3
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            embedding.set()
+            go.wait(30)
+            return [[1.0, float(i), 0.5] for i in range(len(texts))]
+
+    with psycopg.connect(
+        vector_db_url, row_factory=dict_row
+    ) as conn:  # the model known: no index built meanwhile
+        vectors.ensure_model(conn, Slow.model_id, Slow.dimension)
+    done: dict = {}
+
+    def backfill() -> None:
+        with psycopg.connect(vector_db_url, row_factory=dict_row) as conn:
+            done["report"] = vectors.embed_pending(
+                conn, Slow(), anima_id="aria", kinds=["message"], commit=conn.commit
+            )
+
+    worker = threading.Thread(target=backfill)
+    worker.start()
+    assert embedding.wait(30)
+    mem.forget("message", f"m-{ids[0]}")  # soft: hidden
+    mem.forget("message", f"m-{ids[1]}", purge=True)  # erased
+    go.set()
+    worker.join(30)
+    assert done["report"].error is None
+    with psycopg.connect(vector_db_url, row_factory=dict_row) as conn:
+        kept = {
+            r["item_id"] for r in conn.execute("SELECT item_id FROM embedding WHERE model_id = 'slow-test'")
+        }
+    assert kept == set(ids[2:]), kept
+
+
 def test_without_pgvector_recall_is_lexical_and_says_why(db_url, tmp_path) -> None:
     with psycopg.connect(db_url) as conn:
         if conn.execute("SELECT to_regclass('embedding')").fetchone()[0]:
