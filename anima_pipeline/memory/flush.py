@@ -26,7 +26,7 @@ from anima_pipeline.night.steps.light.tools import SEMANTIC_TOOLS
 from anima_pipeline.recall.identity import identity_context
 from anima_pipeline.recall.session_view import FlushOutcome
 from anima_pipeline.store.archive import DayConversation, DayMessage
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, try_anima_lock
 from anima_pipeline.store.events import AGENT_STEP_PREFIX, Audit
 from anima_pipeline.store.memories import MemoryRepo
 from anima_pipeline.store.session_rows import Turn, consolidated
@@ -79,6 +79,11 @@ def flush_turns(
     if not messages or not consolidated(conn, audit.anima_id, session_id):
         # nothing said, or a debug / cron conversation: the night would not learn from it either
         return FlushOutcome(stats={"turns": len(turns), "created": 0, "updated": 0})
+    if not try_anima_lock(conn, audit.anima_id):
+        # a night's step is writing this anima: each would read its memories before the other
+        # wrote and both would write the same facts. These turns stay in the store, and the
+        # night of their day learns them; the turn does not wait for a step (minutes with a model)
+        return FlushOutcome(stats={"turns": len(turns), "created": 0, "updated": 0, "left_to_the_night": 1})
     conv = DayConversation(id=session_id, title=None, platform="chat", messages=messages)
     repo = MemoryRepo(conn)
     existing = repo.by_source_sessions(audit.anima_id, [session_id])

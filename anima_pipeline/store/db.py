@@ -198,6 +198,17 @@ def anima_lock(conn: Connection, anima_id: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"anima:{anima_id}",))
 
 
+def try_anima_lock(conn: Connection, anima_id: str) -> bool:
+    """`anima_lock` if no other writer of the anima holds it now (a night's step holds it for
+    the whole step, model calls included), else False at once: for a chat turn, which must not
+    wait for a night."""
+    return bool(
+        one(conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s)) AS ok", (f"anima:{anima_id}",)))[
+            "ok"
+        ]
+    )
+
+
 def forget_lock(conn: Connection, anima_id: str, *, shared: bool = False) -> None:
     """A forget of this anima (exclusive) against the sessions read for a working context
     (shared), until the transaction ends: a compaction never flushes messages a forget is

@@ -305,6 +305,44 @@ def test_a_compaction_waits_for_a_forget_of_its_anima_and_flushes_nothing_it_era
     assert _flushed(db, "s1") == [] and _count(db, "SELECT count(*) AS n FROM session_flush") == 0
 
 
+def test_a_flush_during_a_nights_step_leaves_the_facts_to_the_night_without_waiting(
+    db, db_url, tmp_path
+) -> None:
+    """A turn compacting its session while a night's step writes the anima: both used to read
+    the session's memories before the other wrote, and both wrote the same facts (5 duplicates
+    in 3 of 4 rounds of a race, the night then tripping its loss guard in the merge). The flush
+    now gives way at once (store/db.py `try_anima_lock`); the night learns each fact once."""
+    import threading
+    import time
+
+    from anima_pipeline.store.db import anima_lock
+    from anima_pipeline.store.invariants import duplicate_active
+
+    settings = _settings(db_url, tmp_path)
+    memory = AnimaMemory(db, "wren", settings=settings)
+    memory.append(
+        _session(150, start=datetime.combine(DAY, datetime.min.time(), tzinfo=TZ) + timedelta(hours=9))
+    )
+    answer: dict = {}
+    with db.transaction() as conn:  # a night's step in progress
+        anima_lock(conn, "wren")
+        started = time.monotonic()
+        turn = threading.Thread(
+            target=lambda: answer.update(ctx=memory.working_context("s1", "hi", budget=3000))
+        )
+        turn.start()
+        turn.join(timeout=30)
+        assert not turn.is_alive() and time.monotonic() - started < 30  # it did not wait for the step
+    ctx = answer["ctx"]
+    assert ctx.flushed == [] and ctx.messages[0].segment == "summary"  # compacted, nothing flushed
+    assert _flushed(db, "s1") == []
+    run_days(db, settings, [DAY])  # the night learns the session's facts, each once
+    facts = _flushed(db, "s1")
+    assert any("moved to" in f for f in facts) and len(facts) == len(set(facts)), facts
+    with db.transaction() as conn:
+        assert duplicate_active(conn, ["wren"]) == []
+
+
 def test_a_chinese_session_works(db, db_url, tmp_path) -> None:
     memory = AnimaMemory(db, "wren", settings=_settings(db_url, tmp_path))
     start = datetime(2026, 11, 20, 9, 0, tzinfo=TZ)
