@@ -209,10 +209,13 @@ def try_anima_lock(conn: Connection, anima_id: str) -> bool:
     )
 
 
-def forget_lock(conn: Connection, anima_id: str, *, shared: bool = False) -> None:
-    """A forget of this anima (exclusive) against the sessions read for a working context
-    (shared), until the transaction ends: a compaction never flushes messages a forget is
-    hiding or erasing, nor writes for a conversation it deleted; sessions still compact side
-    by side (docs/forget.md)."""
+def forget_lock(conn: Connection, *anima_ids: str, shared: bool = False) -> None:
+    """A forget of an anima (exclusive) against the sessions read for a working context and the
+    vectors a batch is about to keep (shared), until the transaction ends: neither writes from
+    what a forget is hiding or erasing; sessions still compact side by side (docs/forget.md).
+    Several animas are locked in one statement, in a fixed order."""
     lock = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    conn.execute(f"SELECT {lock}(hashtext(%s))", (f"forget:{anima_id}",))
+    conn.execute(
+        f"SELECT {lock}(hashtext('forget:' || a)) FROM unnest(%s::text[]) AS a ORDER BY a",
+        (sorted(set(anima_ids)),),
+    )

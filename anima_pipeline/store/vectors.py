@@ -251,24 +251,19 @@ class EmbedReport:
         return sum(self.embedded.values())
 
 
-# What a forget leaves of an item: a message hidden or erased, a memory retired or erased.
-_CURRENT: dict[str, str] = {
-    "memory": "SELECT id FROM semantic_memory WHERE id = ANY(%s) AND status = 'active'",
-    "message": "SELECT id FROM message WHERE id = ANY(%s) AND forgotten_at IS NULL",
-}
-
-
 def _still_current(
-    conn: Connection, kind: Kind, chunk: list[dict], texts: list[str]
+    conn: Connection, model_id: str, kind: Kind, chunk: list[dict], texts: list[str]
 ) -> tuple[list[dict], list[str]]:
-    """The rows of `chunk` (and their vectors) that are still what the embedder read, under
+    """The rows of `chunk` (and their vectors) still pending as `pending` reads them, under
     their animas' forget locks (shared, until the transaction ends: store/db.py `forget_lock`):
     a forget that ran while they were embedded (no lock is held meanwhile) left them out, and
     one that starts now waits for this batch, whose vectors it then deletes with the rest. So a
     hidden or erased text never keeps a vector."""
-    for anima in sorted({r["anima_id"] for r in chunk}):
-        forget_lock(conn, anima, shared=True)
-    ids = {r["id"] for r in conn.execute(_CURRENT[kind], ([r["id"] for r in chunk],)).fetchall()}
+    animas = sorted({r["anima_id"] for r in chunk})
+    forget_lock(conn, *animas, shared=True)
+    sql = _PENDING[kind].format(anima=_of_animas(animas)) + " AND x.id = ANY(%(ids)s::bigint[])"
+    args = {"model": model_id, "anima": animas, "ids": [r["id"] for r in chunk]}
+    ids = {r["id"] for r in conn.execute(sql, args).fetchall()}
     kept = [(r, t) for r, t in zip(chunk, texts, strict=True) if r["id"] in ids]
     return [r for r, _ in kept], [t for _, t in kept]
 
@@ -326,7 +321,7 @@ def embed_pending(
                 error = f"{type(exc).__name__}: {exc}"
                 log.warning("embedding stopped (%s); %s", embedder.model_id, error)
                 break
-            chunk, texts = _still_current(conn, kind, chunk, texts)
+            chunk, texts = _still_current(conn, embedder.model_id, kind, chunk, texts)
             owners = [r["anima_id"] for r in chunk]
             done[kind] += store_vectors(
                 conn, owners, kind, [r["id"] for r in chunk], texts, embedder.model_id
