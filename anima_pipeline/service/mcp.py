@@ -30,7 +30,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from anima_pipeline.core.errors import AnimaError
 from anima_pipeline.core.types import IDENTITY_UNSET
@@ -53,7 +53,6 @@ from anima_pipeline.memory.models import (
     WorkingContextRequest,
 )
 from anima_pipeline.recall.render import fenced, message_lines, page_lines
-from anima_pipeline.recall.sections import SearchPage
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.service.mcp_http import AnimaMCPServer
 
@@ -78,15 +77,15 @@ TextFormat = Annotated[
 PAGE = 10  # results per page the search tools default to: a model reads every line it asks for
 
 
-def page_result(page: SearchPage, form: str) -> CallToolResult:
-    """A search page as the tool answers it: compact lines for the model (a JSON item has 17
-    fields, costly in tokens), or with format=json the page as JSON, text and structured."""
+def tool_result(answer: BaseModel, form: str, lines: Callable[[Any], str]) -> CallToolResult:
+    """A read tool's answer: compact text for the model (`lines`; a JSON search item has 17
+    fields, costly in tokens), or with format=json the answer as JSON, text and structured."""
     if form == "json":
         return CallToolResult(
-            content=[TextContent(type="text", text=page.model_dump_json(exclude_defaults=True))],
-            structured_content=page.model_dump(mode="json"),
+            content=[TextContent(type="text", text=answer.model_dump_json(exclude_defaults=True))],
+            structured_content=answer.model_dump(mode="json"),
         )
-    return CallToolResult(content=[TextContent(type="text", text=page_lines(page))])
+    return CallToolResult(content=[TextContent(type="text", text=lines(answer))])
 
 
 CONTEXT_DESCRIPTION = """\
@@ -167,21 +166,15 @@ def context(memory: AnimaMemory, query: str, session_id: str | None) -> str:
 
 
 def search(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:
-    return page_result(memory.search(**request), format)
+    return tool_result(memory.search(**request), format, page_lines)
 
 
 def search_messages(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:
-    return page_result(memory.search_messages(**request), format)
+    return tool_result(memory.search_messages(**request), format, page_lines)
 
 
 def read_message(memory: AnimaMemory, format: str, id: str, **request: Any) -> CallToolResult:
-    part = memory.message(id, **request)
-    if format == "json":
-        return CallToolResult(
-            content=[TextContent(type="text", text=part.model_dump_json())],
-            structured_content=part.model_dump(mode="json"),
-        )
-    return CallToolResult(content=[TextContent(type="text", text=message_lines(part))])
+    return tool_result(memory.message(id, **request), format, message_lines)
 
 
 def working_context(memory: AnimaMemory, **request: Any) -> WorkingContext:
