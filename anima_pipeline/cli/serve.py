@@ -58,9 +58,10 @@ def mcp(
     ),
 ) -> None:
     """The MCP server over one anima. Tools: context, search, search_messages and
-    read_message (read-only; search results as compact lines, format=json for every field); with --allow-remember also
-    remember and working_context; with --allow-corrections deprecate, correct, pin and unpin;
-    with --allow-delete delete. Resources: anima://self and anima://resident."""
+    read_message (read-only; search results as compact lines, format=json for every field);
+    with --allow-remember also remember and working_context; with --allow-corrections
+    deprecate, correct, pin and unpin; with --allow-delete delete. Resources: anima://self and
+    anima://resident."""
     from anima_pipeline.memory.facade import AnimaMemory
     from anima_pipeline.service.mcp import run
 

@@ -65,7 +65,7 @@ class ArchiveRecord(MessageRecord):
     line may carry keys of the system that wrote it: they are not stored, and the import
     names them (`ImportStats.ignored`), so a misspelt key is seen rather than lost unseen."""
 
-    model_config = ConfigDict(extra="ignore", str_strip_whitespace=False)
+    model_config = ConfigDict(extra="ignore")  # the rest of MessageRecord's config stands
 
     anima_id: AnimaId
 

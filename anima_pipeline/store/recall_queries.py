@@ -152,10 +152,10 @@ LIMIT %(k)s) n
 
 # Past messages: episodic recall and active search; cron and debug conversations never.
 # A context and active search read a long message in part (`read_chars`, recall/episodic.py):
-# a line shows a few hundred characters of it, a message may be 256,000 (core/validation.py). The part is the one
-# a context line is cut from (recall/render.py `cut`): around the first place the text holds
-# one of the query words' heads (`heads`: their first five letters as one case-insensitive
-# alternation), its head when none. A long text is decompressed once for all that reads it
+# a line shows a few hundred characters of it, a message may be 256,000 (core/validation.py).
+# The part is the one a context line is cut from (recall/render.py `cut`): around the first
+# place the text holds one of the query words' heads (`heads`: their first five letters as one
+# case-insensitive alternation), its head when none. A long text is decompressed once for all that reads it
 # (each function given a stored value decompresses it anew: 50 rows of 256,000 characters cost
 # about 1 ms a row a reading).
 
