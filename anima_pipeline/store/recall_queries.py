@@ -11,7 +11,7 @@ recall sends the statements of one stage together (psycopg pipeline mode, `ranki
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import Any
@@ -45,14 +45,19 @@ WHERE c.oid = %s::regclass"""
 
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
 # the terms matched (for `why`), and ts_rank_cd. `extra_match` lets a message's speaker count.
-def _hits_sql(extra_match: str = "false") -> str:
-    return f"""
-        (SELECT coalesce(sum(t.w), 0) / %(w_sum)s
-         FROM unnest(%(t_tsq)s::text[], %(t_w)s::float8[]) AS t(tsq, w)
-         WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS coverage,
-        ARRAY(SELECT t.label FROM unnest(%(t_label)s::text[], %(t_tsq)s::text[]) AS t(label, tsq)
-              WHERE x.fts @@ t.tsq::tsquery OR {extra_match}) AS matched,
-        coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"""
+# The terms' tsqueries are parsed once a statement (a tsquery[] parameter), and each term is
+# matched once a row for both the share and the list (`hits`, a lateral join after `x`).
+def _hits_sql() -> str:
+    return "h.coverage, h.matched, coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"
+
+
+def _hits_join(extra_match: str = "false") -> str:
+    return f"""CROSS JOIN LATERAL (
+        SELECT coalesce(sum(t.w) FILTER (WHERE t.hit), 0) / %(w_sum)s AS coverage,
+               coalesce(array_agg(t.label ORDER BY t.k) FILTER (WHERE t.hit), '{{}}') AS matched
+        FROM (SELECT u.label, u.w, u.k, x.fts @@ u.tsq OR {extra_match} AS hit
+              FROM unnest(%(t_label)s::text[], %(t_tsq)s::tsquery[], %(t_w)s::float8[])
+                   WITH ORDINALITY AS u(label, tsq, w, k)) t) h"""
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,7 @@ FROM (
                    WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s
                      AND (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date < p.e) AS in_period
     FROM semantic_memory x
+    {_hits_join()}
     WHERE x.id = ANY(%(ids)s::bigint[])
     OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
 ) scored
@@ -206,7 +212,7 @@ SELECT id, conversation_id, role, speaker, content, created_at, title, matched, 
        length(content) AS chars
 FROM (
     SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
-           {_hits_sql("sp.v @@ t.tsq::tsquery")},
+           {_hits_sql()},
            EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
                    WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
                      AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
@@ -214,7 +220,9 @@ FROM (
     -- each candidate's conversation by its key (a join was planned as a scan of them all)
     CROSS JOIN LATERAL (SELECT c.title, c.platform, c.debug FROM conversation c
                         WHERE c.anima_id = x.anima_id AND c.id = x.conversation_id OFFSET 0) c
-    CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v) sp
+    -- the speaker's words once a row (not once a term)
+    CROSS JOIN LATERAL (SELECT to_tsvector('english'::regconfig, coalesce(x.speaker, '')) AS v OFFSET 0) sp
+    {_hits_join("sp.v @@ u.tsq")}
     WHERE x.id = ANY(%(ids)s::bigint[]) AND c.platform <> 'cron' AND NOT c.debug
     OFFSET 0  -- score each candidate once (no flattening into the outer WHERE and ORDER BY)
 ) scored
@@ -346,35 +354,41 @@ def send_probe(
     words: Sequence[str],
     periods: Sequence[tuple[date, date]],
     tz: ZoneInfo,
-    empty: Collection[str] = (),
+    idle: Mapping[str, str] | None = None,
 ) -> Rows | None:
     """One statement: per word (or CJK bigram) its tsquery text and at most `cap` ids through the
     index (a stop word matches nothing; a stem in `common` is not read at all); then the rows
     holding every word; then, for a dated table, the rows of each period (local days in `tz`).
     Rows (i, tsq, ids) by branch; None when there is nothing to ask. `params` holds the
-    source's filters, `cap` and `common` (a list, or its `text_array`). A word in `empty` is
-    known to give an empty query (a stop word): it is not sent, and its row says so (tsq '',
-    no ids), as the server's would."""
+    source's filters, `cap` and `common` (a list, or its `text_array`). A word in `idle` is
+    known to read nothing (its query text given: '' for a stop word, or a stem in `common`): it
+    has no branch of its own, and its row says so (that text, no ids), as the server's would."""
     source = SOURCES[table]
+    idle = idle or {}
     periods = periods if source.time_column else []
     args = dict(params)
     where = source.filter.given(params)
     branches = []
-    asked = [i for i, word in enumerate(words) if word not in empty]
-    for i in asked:
+    for i, word in enumerate(words):
+        if word not in idle or idle[word]:  # a common stem still counts among every word
+            args[f"w{i}"] = word
+    for i, word in enumerate(words):
+        if word in idle:
+            continue
         # the word's stem(s); a stop word gives an empty query that matches nothing, and a
         # common stem is not read at all (a one-time filter before the scan)
-        args[f"w{i}"] = words[i]
         q = f"plainto_tsquery('english'::regconfig, %(w{i})s)"
         branches.append(
             f"SELECT {i} AS i, {q}::text AS tsq, ARRAY(SELECT x.id FROM {table} x WHERE {where}"
             f" AND NOT ({q}::text = ANY(%(common)s::text[])) AND x.fts @@ {q} LIMIT %(cap)s) AS ids"
         )
-    known = [{"i": i, "tsq": "", "ids": []} for i, word in enumerate(words) if word in empty]
+    known = [{"i": i, "tsq": idle[word], "ids": []} for i, word in enumerate(words) if word in idle]
     extra: list[tuple[int, str]] = []  # (i, the ids' query) after the words: every word, the periods
     if len(words) > 1:  # the rows holding every term, however common each one is
-        if asked:  # (an empty query adds nothing to the others: && leaves them as they are)
-            every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in asked)
+        every = " && ".join(
+            f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in range(len(words)) if f"w{i}" in args
+        )
+        if every:  # (an empty query adds nothing to the others: && leaves them as they are)
             extra.append(
                 (len(words), f"SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ ({every}) LIMIT %(cap)s")
             )

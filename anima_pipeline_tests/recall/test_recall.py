@@ -552,28 +552,33 @@ def test_a_probe_names_only_the_filters_given_and_reads_the_same_rows(db: Databa
                 assert named == [k for k, v in params.items() if k != "anima" and v], (table, params)
 
 
-def test_a_stop_word_is_learnt_and_sent_no_more(db: Database, monkeypatch) -> None:
+def test_a_stop_word_and_a_common_stem_are_learnt_and_sent_no_more(db: Database, monkeypatch) -> None:
     from anima_pipeline.recall import ranking
     from anima_pipeline.store import recall_queries
 
     sent: list[str] = []
     real = recall_queries.send_probe
 
-    def spy(conn, table, params, words, periods, tz, empty=()):
-        sent.extend(w for w in words if w not in empty)
-        return real(conn, table, params, words, periods, tz, empty)
+    def spy(conn, table, params, words, periods, tz, idle=None):
+        sent.extend(w for w in words if w not in (idle or {}))
+        return real(conn, table, params, words, periods, tz, idle)
 
     monkeypatch.setattr(recall_queries, "send_probe", spy)
-    monkeypatch.setattr(ranking, "_empty_words", {})
+    monkeypatch.setattr(ranking, "_stems", {})
+    common = ranking.CommonLexemes(0.0, frozenset({"'green'"}), "{'green'}")
+    monkeypatch.setattr(ranking, "read_common", lambda conn, table: common)
     with db.transaction() as conn:
         _add(conn, "Lin Wei drinks green tea at four.")
         _say(conn, "Green tea again, and the kettle is on.")
-        first = _ctx(conn, "What did the tea taste like?")
-        learnt = set(ranking.empty_words(conn))
+        first = _ctx(conn, "What did the green tea taste like?")
+        learnt = ranking.word_stems(conn)
+        stop = {w for w, q in learnt.items() if q == ""}
         sent.clear()
-        again = _ctx(conn, "What did the tea taste like?")
-    assert {"what", "did", "the"} <= learnt and not learnt & {"tea", "taste", "like"}
-    assert not set(sent) & learnt and "tea" in sent  # the stop words are not sent again
+        again = _ctx(conn, "What did the green tea taste like?")
+    assert {"what", "did", "the"} <= stop and not stop & {"tea", "taste", "like", "green"}
+    assert learnt["green"] == "'green'" and learnt["tea"] == "'tea'"
+    # the stop words and the common stem are not sent again; the rarer words are
+    assert not set(sent) & (stop | {"green"}) and "tea" in sent
     assert again.rendered == first.rendered and _ids(again, "memories") and _ids(again, "episodic")
 
 
