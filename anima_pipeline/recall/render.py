@@ -15,7 +15,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.citations import cite, inert
-from anima_pipeline.recall.sections import TRUNCATION_MARK, ContextItem, ItemKind, MessagePart, SearchPage
+from anima_pipeline.recall.sections import (
+    TRUNCATION_MARK,
+    AssembledContext,
+    ContextItem,
+    ItemKind,
+    MessagePart,
+    SearchPage,
+)
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
@@ -179,6 +186,19 @@ def page_lines(page: SearchPage) -> str:
     if any(i.truncated and i.kind == "message" for i in page.items):
         more += f"\n({TRUNCATION_MARK.strip()} marks a message shown in part: read_message with its ref reads the rest)"
     return "\n".join([head, *map(line, page.items)]) + more
+
+
+def context_lines(ctx: AssembledContext) -> str:
+    """A context for a reader with tools (MCP `context`): the block as rendered, then, when a
+    past message is shown in part, the refs `read_message` reads those whole by. The note
+    comes after the block, outside its budgets: the block stays every door's, byte for byte (a
+    ref on each cut line took characters from recall: docs/benchmarks.md)."""
+    shown = [i for s in ctx.sections for i in s.items if i.kind == "message" and i.truncated]
+    if not shown:
+        return ctx.rendered
+    refs = ", ".join(f"{i.ref} [{i.date} {fenced(i.speaker or '?')}]" for i in shown)
+    mark = TRUNCATION_MARK.strip()
+    return f"{ctx.rendered}\n\n({mark} marks a past message shown in part; read_message with its ref reads it whole: {refs})"
 
 
 def message_lines(part: MessagePart) -> str:

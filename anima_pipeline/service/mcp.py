@@ -52,7 +52,7 @@ from anima_pipeline.memory.models import (
     UpdateRequest,
     WorkingContextRequest,
 )
-from anima_pipeline.recall.render import fenced, message_lines, page_lines
+from anima_pipeline.recall.render import context_lines, fenced, message_lines, page_lines
 from anima_pipeline.recall.working import WorkingContext
 from anima_pipeline.service.mcp_http import AnimaMCPServer
 
@@ -94,7 +94,9 @@ the user refers to people, events, plans or preferences from earlier conversatio
 Returns a text block: resident memories (always relevant), memories matching the query,
 past messages matching it, and summaries of the period when the question is about a time.
 Each memory is shown as [[anima:f-N]]; when your answer uses one, keep that exact marker
-in your reply (e.g. "You said [[anima:f-12]] you prefer tea") so it is counted as used."""
+in your reply (e.g. "You said [[anima:f-12]] you prefer tea") so it is counted as used.
+A past message shown in part (marked …) is named by its ref (m-N) after the block:
+`read_message` reads it whole."""
 
 SEARCH_DESCRIPTION = """\
 Search your long-term memory on purpose: more results than `context`, paged with
@@ -162,7 +164,7 @@ CORRECTS = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentH
 
 
 def context(memory: AnimaMemory, query: str, session_id: str | None) -> str:
-    return memory.context(query, session_id).rendered
+    return context_lines(memory.context(query, session_id))
 
 
 def search(memory: AnimaMemory, format: str, **request: Any) -> CallToolResult:

@@ -188,3 +188,30 @@ def test_an_offset_past_the_end_is_refused_naming_the_length(doors) -> None:
             door.message(short.ref, offset=size)
         assert refused.value.field == "offset", refused.value
         assert f"past the end of message {short.ref} ({size} characters)" in str(refused.value)
+
+
+def test_mcp_context_names_a_message_it_shows_in_part_and_read_message_reads_it_whole(doors) -> None:
+    memory, _, server, _ = doors
+    ctx = memory.context("Where is the quokka-shaped jar?")
+    cut = [i for s in ctx.sections for i in s.items if i.kind == "message" and i.truncated]
+    assert len(cut) == 1  # the document, shown around its rare word
+    long = cut[0]
+    assert long.ref not in ctx.rendered  # the block itself is every door's, its budget unchanged
+    shown = _text(_mcp(server, "context", {"query": "Where is the quokka-shaped jar?"}))
+    block, note = shown.rsplit("\n\n", 1)
+    assert block == ctx.rendered
+    assert note.startswith(
+        "(… marks a past message shown in part; read_message with its ref reads it whole: "
+    )
+    assert f"{long.ref} [2026-11-30 Ana]" in note
+    whole = memory.message(note.split(": ", 1)[1].split(" ", 1)[0], limit=READ_MAX)
+    assert whole.content == DOCUMENT
+    # an anima whose past messages all fit their lines: the block alone, no note
+    other = AnimaMemory(memory.db, "bo", settings=memory.settings)
+    other.open_conversation("c2", title="Tea")
+    other.append([_msg(1, "The kettle is on; green tea at four.", "c2")])
+    whole_lines = other.context("When is green tea?")
+    assert whole_lines.section("episodic").items
+    assert (
+        _text(_mcp(build_server(other), "context", {"query": "When is green tea?"})) == whole_lines.rendered
+    )
