@@ -329,7 +329,14 @@ class _Cascade:
     # --- targets
 
     def memory(self, ref: str) -> None:
-        mem = get_memory(self.conn, self.anima, ref)
+        try:
+            mem = get_memory(self.conn, self.anima, ref)
+        except NotFound as gone:
+            if gone.erased_at is None:
+                raise
+            # forgetting it again changes nothing, as for a message or a conversation
+            self.report.note = f"memory {gone.ref} was erased before ({gone.erased_at:%Y-%m-%d %H:%M:%S %Z})"
+            return
         if not self.purge:
             if mem.status == "active":
                 self._forgotten_memories([mem])

@@ -239,6 +239,13 @@ def test_purge_of_a_memory_and_of_the_whole_anima(slept: AnimaMemory, db: Databa
     assert report.memories_erased and ref in report.memories_erased
     with pytest.raises(NotFound, match=f"{ref} was erased"):
         slept.deprecate(ref, "gone")
+    before = database_texts(db)
+    for again in (slept.delete(ref), slept.forget("memory", ref), slept.forget("memory", ref, purge=True)):
+        assert not again.changed and not again.memories_erased and not again.memories_deprecated
+        assert again.note.startswith(f"memory {ref} was erased before (")
+    assert sorted(database_texts(db)) == sorted(before)  # a repeat writes nothing
+    with pytest.raises(NotFound, match="f-999999 does not exist"):
+        slept.delete("f-999999")
     whole = slept.forget("anima", ANIMA, purge=True)
     assert whole.tables["message"].erased == len(EX) + len(HOME)
     [tombstone] = [t for t in database_texts(db) if ANIMA in t]  # only the purge's own record

@@ -82,9 +82,13 @@ def test_http_corrections_and_delete(db: Database, db_url: str, tmp_path: Path) 
         for call in (
             httpx.get(f"{api}/memories/{second['id']}", headers=h),
             httpx.patch(f"{api}/memories/{second['id']}", json={"content": "x y"}, headers=h),
-            httpx.delete(f"{api}/memories/{second['id']}", headers=h),
         ):
             assert call.status_code == 404 and "was erased" in call.json()["error"]["message"]
+        # erasing it again changes nothing and says so, as for a message or a conversation
+        again = httpx.delete(f"{api}/memories/{second['id']}", headers=h)
+        assert again.status_code == 200, again.text
+        assert not again.json()["changed"] and again.json()["memories_erased"] == []
+        assert again.json()["note"].startswith(f"memory {second['id']} was erased before (")
         assert httpx.get(f"{api}/memories/f-999999", headers=h).status_code == 404
         found = httpx.get(f"{api}/search", params={"query": "Biscuit dog"}, headers=h).json()
         assert found["items"] == []
@@ -172,6 +176,9 @@ def test_mcp_corrections_only_when_allowed(db: Database, db_url: str, tmp_path: 
             assert not erased.is_error and erased.structured_content["memories_erased"] == [doomed]
             again = await client.call_tool("deprecate", {"id": doomed, "reason": "x"})
             assert again.is_error and f"memory {doomed} was erased" in _text(again)
+            twice = await client.call_tool("delete", {"id": doomed})  # changes nothing, says so
+            assert not twice.is_error and not twice.structured_content["changed"]
+            assert f"memory {doomed} was erased before" in twice.structured_content["note"]
             found = await client.call_tool("search", {"query": "Rupert Vanderwhile", "format": "json"})
             assert not found.is_error, _text(found)
             assert found.structured_content["items"] == []
