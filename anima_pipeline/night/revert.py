@@ -24,7 +24,7 @@ from datetime import date
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.store import sleep_state
 from anima_pipeline.store import undo as store
-from anima_pipeline.store.db import Connection
+from anima_pipeline.store.db import Connection, anima_lock
 from anima_pipeline.store.events import Audit
 from anima_pipeline.store.layers import SelfBlockRepo
 from anima_pipeline.store.memories import WRITABLE, MemoryRepo
@@ -80,6 +80,11 @@ def revert_events(
 ) -> Counter[str]:
     """Replay the events of `run_id` (only those of `anima_id` / `day` when given) backwards,
     audited under `revert_run_id`, then drop the matching sleep_state rows and leave a marker."""
+    # under each anima's lock, taken before the events are read (in one order): a purge or a
+    # night step of the same anima in flight ends first, and the events a purge scrubbed are
+    # read as scrubbed, never written back (docs/forget.md, "Beside a running night")
+    for anima in store.run_animas(conn, run_id, anima_id, day):
+        anima_lock(conn, anima)
     scoped = [m for m in _reverts_of(conn, run_id) if m["anima_id"] and m["day"] is not None]
     done = {(m["anima_id"], m["day"]) for m in scoped}  # (anima, day) parts undone before
     events = [

@@ -62,6 +62,17 @@ def run_events(conn: Connection, run_id: str, anima_id: str | None, day: date | 
     ).fetchall()
 
 
+def run_animas(conn: Connection, run_id: str, anima_id: str | None, day: date | None) -> list[str]:
+    """The animas `run_events` of the same arguments would return events of, sorted."""
+    rows = conn.execute(
+        """SELECT DISTINCT anima_id FROM memory_event WHERE run_id = %s AND table_name <> 'run'
+             AND anima_id <> '' AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)
+           ORDER BY anima_id""",
+        (run_id, anima_id, anima_id, day, day),
+    ).fetchall()
+    return [r["anima_id"] for r in rows]
+
+
 def clear_sleep_state(
     conn: Connection, run_id: str, anima_id: str | None, day: date | None, night_step: str
 ) -> int:

@@ -317,3 +317,44 @@ def test_soft_forget_of_the_whole_anima_retires_everything_once(slept: AnimaMemo
     assert not slept.forget("anima", ANIMA).changed
     with pytest.raises(InputError, match="anima_id"):
         slept.forget("anima", "someone-else")
+
+
+def test_a_revert_waits_for_a_purge_of_its_anima_and_writes_back_nothing_it_scrubbed(
+    slept: AnimaMemory, db: Database
+) -> None:
+    import threading
+
+    from anima_pipeline.store.db import anima_lock
+
+    outcome: dict = {}
+
+    def revert() -> None:
+        try:
+            with db.transaction() as conn:
+                outcome["stats"] = revert_run(conn, "run-d1", "revert-during-purge", force=True)
+        except Exception as exc:  # reported by the assertions below
+            outcome["error"] = exc
+
+    with db.transaction() as conn:  # a purge in flight: it holds the anima's lock, as forget does
+        anima_lock(conn, ANIMA)
+        ids = [
+            r["memory_id"]
+            for r in conn.execute(
+                "SELECT DISTINCT memory_id FROM memory_event WHERE run_id = 'run-d1' AND anima_id = %s"
+                " AND table_name = 'semantic_memory'",
+                (ANIMA,),
+            ).fetchall()
+        ]
+        worker = threading.Thread(target=revert)
+        worker.start()
+        worker.join(1.0)
+        assert worker.is_alive(), outcome  # the revert waits for the purge's transaction
+        scrubbed = q.scrub_events(conn, ANIMA, "semantic_memory", ids)
+    worker.join(30)
+    assert not worker.is_alive() and "error" not in outcome, outcome
+    with db.transaction() as conn:
+        of_run = conn.execute(
+            "SELECT count(*) AS n FROM memory_event WHERE run_id = 'run-d1' AND erased_at IS NOT NULL"
+        ).fetchone()["n"]
+    # read after the purge: every event of the run it scrubbed is skipped, none written back
+    assert scrubbed >= of_run > 0 and outcome["stats"]["skipped_erased"] == of_run
