@@ -606,9 +606,13 @@ def test_a_failed_day_of_a_range_planned_as_one_event_reads_failed(
         date(2026, 12, 4), date(2026, 12, 6), instance=instance, resources=resources, raise_on_error=False
     )
     assert not result.success
-    from anima_pipeline.defs.night.launch import nightly_sleep_job
-
-    parts = nightly_sleep_job().partitions_def
+    # the partitions the run was planned on: from the test store's first day, as
+    # `materialize_night` reads them (the job of the environment's stopped embedded store
+    # starts at the real yesterday, which leaves this range's fixed days out once it is past)
+    settings = Settings(database_url=resources["memory_store"].database_url)
+    [night] = [a for a in night_definitions(settings).assets or () if isinstance(a, dg.AssetsDefinition)]
+    parts = night.partitions_def
+    assert parts is not None
     before_dream = STEP_ORDER[: STEP_ORDER.index("dreams/journal")]
     for step in STEP_ORDER:
         key = dg.AssetKey(step.split("/"))
