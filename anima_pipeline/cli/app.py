@@ -33,6 +33,7 @@ COMMANDS: dict[str, Lazy] = {
     "sleep": Lazy("sleep", "Run nights through Dagster, one day after another, recorded in the run history under DAGSTER_HOME (default $ANIMA_HOME/dagster): exactly what the UI and the 02:00 schedule run."),
     "status": Lazy("store", "Counts per anima and in total: conversations, messages, memories, anchors, narratives, summaries."),
     "recall": Lazy("recall", "Resident memories, then summaries (for a question about a time), recalled memories and past messages, each within its character budget."),
+    "message": Lazy("recall", "One past message by its id, whole or in parts: what a context or a search shows in part (marked …)."),
     "export": Lazy("export", "Export the store as a human-readable Markdown workspace (MEMORY.md, memory/YYYY-MM-DD.md, bank/)."),
     "revert": Lazy("sleep", "Undo what one run wrote, replaying its audit log backwards: created memories are deprecated, changed ones get their previous state, cleaned conversations come back."),
     "identity": Lazy("store", "Show or set the identity self block: who the anima is."),

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from anima_pipeline.cli.app import app
 from anima_pipeline.cli.common import fail, only_anima, open_store, settings
+from anima_pipeline.core.validation import READ_DEFAULT, READ_MAX
 
 
 @app.command("recall")
@@ -78,7 +79,42 @@ def recall_(
         db.close()
 
 
+@app.command("message")
+def message_(
+    ref: str = typer.Argument(..., help="The message's id as recall shows it (m-12, or 12)."),
+    anima: str | None = typer.Option(None, "--anima", help="Which anima (default: the only one)."),
+    offset: int = typer.Option(
+        0, "--offset", help="The first character to read (a previous read's next offset)."
+    ),
+    limit: int = typer.Option(
+        READ_DEFAULT, "--limit", help=f"Characters to read at most (1 to {READ_MAX:,})."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print every field as JSON."),
+) -> None:
+    """One past message by its id, whole or in parts: what a context or a search shows in part
+    (marked …). The same read as the HTTP route and the MCP tool read_message."""
+    from anima_pipeline.memory.models import MessageRequest
+    from anima_pipeline.recall.episodic import read_message
+    from anima_pipeline.recall.render import message_lines
+    from anima_pipeline.store.db import read_only
+
+    cfg = settings()
+    req = MessageRequest.of(cfg, id=ref, offset=offset, limit=limit)  # the rules of every door
+    db = open_store(read_only=True)
+    try:
+        with db.transaction() as conn:
+            read_only(conn)
+            part = read_message(
+                conn, only_anima(conn, anima), int(req.id.removeprefix("m-")), req.offset, req.limit
+            )
+    finally:
+        db.close()
+    sys.stdout.write((part.model_dump_json(indent=2) if as_json else message_lines(part)) + "\n")
+
+
 def _text(result) -> str:
+    from anima_pipeline.recall.render import read_note
+
     lines = []
     for s in result.sections:
         if s.name == "summaries" and not s.items:
@@ -86,7 +122,8 @@ def _text(result) -> str:
         lines.append(f"# {s.title} ({s.chars_used}/{s.budget} chars)")
         lines += [i.line for i in s.items] or ["(none)"]
         lines.append("")
-    return "\n".join(lines).rstrip()
+    note = read_note(result, "`anima message`")
+    return "\n".join([*lines, *([note] if note else [])]).rstrip()
 
 
 class BatchLine(BaseModel):

@@ -53,6 +53,10 @@ if TYPE_CHECKING:  # config.py sits above core: its Settings is a type here, nev
 
 # The defaults of the Settings fields that bound an input (config.py takes them from here).
 MAX_MESSAGE_CHARS = 256_000
+# characters of a message one read returns unless asked (about 2,000 tokens: a model reads all
+# it asks for), and at most: a message of the default ANIMA_MAX_MESSAGE_CHARS in one read
+READ_DEFAULT = 8_000
+READ_MAX = MAX_MESSAGE_CHARS
 WINDOW_TOKENS = 200_000  # the model's context window: no working context may ask for more
 TIMESTAMP_MIN_YEAR = 1970
 TIMESTAMP_MAX_YEAR = 2200

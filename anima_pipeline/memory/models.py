@@ -27,7 +27,8 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import AnimaError, InputError
 from anima_pipeline.core.types import MemoryType, TargetKind
 from anima_pipeline.core.validation import (
-    MAX_MESSAGE_CHARS,
+    READ_DEFAULT,
+    READ_MAX,
     ExternalId,
     Flag,
     Instant,
@@ -52,10 +53,6 @@ MAX_BATCH = 10_000  # messages per append call: one transaction, all or nothing
 MAX_SEARCH_LIMIT = 100
 MIN_BUDGET = 500  # tokens: below this a working context cannot hold a turn and its self
 REASON_MAX = 500
-# characters of a message one read returns unless asked (about 2,000 tokens: a model reads all
-# it asks for), and at most: a message of the default ANIMA_MAX_MESSAGE_CHARS in one read
-READ_DEFAULT = 8_000
-READ_MAX = MAX_MESSAGE_CHARS
 TEXT_OFFSET_MAX = 2**30  # characters: no PostgreSQL text is longer (1 GB)
 
 Reason = Annotated[Text, Field(min_length=1, max_length=REASON_MAX, description="why, in the user's terms")]

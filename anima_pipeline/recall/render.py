@@ -188,17 +188,24 @@ def page_lines(page: SearchPage) -> str:
     return "\n".join([head, *map(line, page.items)]) + more
 
 
-def context_lines(ctx: AssembledContext) -> str:
-    """A context for a reader with tools (MCP `context`): the block as rendered, then, when a
-    past message is shown in part, the refs `read_message` reads those whole by. The note
-    comes after the block, outside its budgets: the block stays every door's, byte for byte (a
-    ref on each cut line took characters from recall: docs/benchmarks.md)."""
+def read_note(ctx: AssembledContext, reader: str = "read_message") -> str | None:
+    """For a reader with a way to read a message whole (`reader`: the MCP tool, or `anima
+    message`): when a past message is shown in part, the line naming the refs it reads them
+    by; None when every message line is whole."""
     shown = [i for s in ctx.sections for i in s.items if i.kind == "message" and i.truncated]
     if not shown:
-        return ctx.rendered
+        return None
     refs = ", ".join(f"{i.ref} [{i.date} {fenced(i.speaker or '?')}]" for i in shown)
-    mark = TRUNCATION_MARK.strip()
-    return f"{ctx.rendered}\n\n({mark} marks a past message shown in part; read_message with its ref reads it whole: {refs})"
+    return f"({TRUNCATION_MARK.strip()} marks a past message shown in part; {reader} with its ref reads it whole: {refs})"
+
+
+def context_lines(ctx: AssembledContext) -> str:
+    """A context for a reader with tools (MCP `context`): the block as rendered, then
+    `read_note`. The note comes after the block, outside its budgets: the block stays every
+    door's, byte for byte (a ref on each cut line took characters from recall:
+    docs/benchmarks.md)."""
+    note = read_note(ctx)
+    return ctx.rendered if note is None else f"{ctx.rendered}\n\n{note}"
 
 
 def message_lines(part: MessagePart) -> str:

@@ -91,3 +91,59 @@ def test_a_bad_batch_line_is_named_and_nothing_runs(run, tmp_path: Path) -> None
     assert not any(line.startswith("{") for line in result.output.splitlines())  # no question ran
     both = run("recall", "tea", "--batch", str(batch))
     assert both.exit_code == 2 and "either a QUERY or --batch" in both.output
+
+
+def test_message_reads_one_past_message_whole_or_in_parts_and_refuses_a_bad_id(run, db: Database) -> None:
+    with db.transaction() as conn:
+        mid = conn.execute("SELECT id FROM message WHERE anima_id = 'aria'").fetchone()["id"]
+    text = "I brewed oolong tea with my grandmother."
+    shown = run("message", f"m-{mid}")
+    assert shown.exit_code == 0, shown.output
+    head, body = shown.stdout.split("\n", 1)
+    assert head.startswith(f"m-{mid} | 2024-05-03") and head.endswith(
+        f'| Lin Wei in "tea talk" | characters 0-{len(text)} of {len(text)}'
+    )
+    assert body.strip() == text
+    part = run("message", str(mid), "--offset", "10", "--limit", "6", "--json")
+    assert part.exit_code == 0, part.output
+    data = json.loads(part.stdout)
+    assert (data["id"], data["content"], data["next_offset"], data["total_chars"]) == (
+        f"m-{mid}",
+        text[10:16],
+        16,
+        len(text),
+    )
+    for args, named in (
+        (["f-1"], "id"),  # a memory's id is no message's
+        ([f"m-{mid}", "--limit", "0"], "limit"),
+        ([f"m-{mid}", "--offset", str(len(text))], "offset"),
+    ):
+        refused = run("message", *args)
+        assert refused.exit_code == 2 and named in refused.stderr, (args, refused.output)
+    unknown = run("message", "m-999999999")
+    assert unknown.exit_code == 2 and "m-999999999 does not exist" in unknown.stderr, unknown.output
+
+
+def test_recall_names_a_message_it_shows_in_part_and_message_reads_it_whole(run, db: Database) -> None:
+    whole_lines = run("recall", "Where did the oolong come from?")  # every line whole: no note
+    assert whole_lines.exit_code == 0 and "anima message" not in whole_lines.stdout, whole_lines.output
+    long = (
+        "We talked about the kettle and the weather. " * 20
+        + "The oolong came from Anxi. "
+        + "More of it. " * 40
+    )
+    with db.transaction() as conn:
+        mid = conn.execute(
+            """INSERT INTO message (anima_id, conversation_id, external_id, role, speaker, content, created_at)
+               VALUES ('aria', 'aria:c1', '2', 'user', 'Lin Wei', %s, '2024-05-03T12:05:00Z') RETURNING id""",
+            (long,),
+        ).fetchone()["id"]
+    shown = run("recall", "Where did the oolong come from?")
+    assert shown.exit_code == 0, shown.output
+    note = shown.stdout.rstrip().splitlines()[-1]
+    assert note.startswith(
+        "(… marks a past message shown in part; `anima message` with its ref reads it whole: "
+    )
+    assert f"m-{mid} [2024-05-03 Lin Wei]" in note
+    whole = run("message", f"m-{mid}", "--json")
+    assert whole.exit_code == 0 and json.loads(whole.stdout)["content"] == long
