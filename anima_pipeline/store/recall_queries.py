@@ -46,9 +46,8 @@ WHERE c.oid = %s::regclass"""
 # The per-candidate part of a scoring statement over `x`: the weighted share of terms held,
 # the terms matched (for `why`), and ts_rank_cd. `extra_match` lets a message's speaker count.
 # The terms' tsqueries are parsed once a statement (a tsquery[] parameter), and each term is
-# matched once a row for both the share and the list (`hits`, a lateral join after `x`).
-def _hits_sql() -> str:
-    return "h.coverage, h.matched, coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"
+# matched once a row for both the share and the list (`_hits_join`, a lateral join after `x`).
+_HITS_COLUMNS = "h.coverage, h.matched, coalesce(ts_rank_cd(x.fts, %(or_q)s::tsquery, 32), 0) AS rank_cd"
 
 
 def _hits_join(extra_match: str = "false") -> str:
@@ -123,7 +122,7 @@ SELECT id, type, content, source_sessions, observed_at, created_at, pinned, matc
            + CASE WHEN %(asks_time)s AND dated THEN %(date_bonus)s ELSE 0 END
            + CASE WHEN in_period THEN %(period_bonus)s ELSE 0 END AS score
 FROM (
-    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {_hits_sql()},
+    SELECT x.id, x.type, x.content, x.source_sessions, x.observed_at, x.created_at, x.pinned, {_HITS_COLUMNS},
            %(asks_time)s AND x.content ~* %(dated_re)s AS dated,  -- the regex only when asked when
            EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
                    WHERE (coalesce(x.observed_at, x.valid_from) AT TIME ZONE %(tz)s)::date >= p.s
@@ -212,7 +211,7 @@ SELECT id, conversation_id, role, speaker, content, created_at, title, matched, 
        length(content) AS chars
 FROM (
     SELECT x.id, x.conversation_id, x.role, x.speaker, x.content, x.created_at, c.title,
-           {_hits_sql()},
+           {_HITS_COLUMNS},
            EXISTS (SELECT 1 FROM unnest(%(p_start)s::date[], %(p_end)s::date[]) AS p(s, e)
                    WHERE (x.created_at AT TIME ZONE %(tz)s)::date >= p.s
                      AND (x.created_at AT TIME ZONE %(tz)s)::date < p.e) AS in_period
@@ -369,11 +368,10 @@ def send_probe(
     args = dict(params)
     where = source.filter.given(params)
     branches = []
-    for i, word in enumerate(words):
-        if word not in idle or idle[word]:  # a common stem still counts among every word
-            args[f"w{i}"] = word
-    for i, word in enumerate(words):
-        if word in idle:
+    stemmed = [i for i, word in enumerate(words) if idle.get(word) != ""]  # a common stem counts too
+    for i in stemmed:
+        args[f"w{i}"] = words[i]
+        if words[i] in idle:
             continue
         # the word's stem(s); a stop word gives an empty query that matches nothing, and a
         # common stem is not read at all (a one-time filter before the scan)
@@ -385,10 +383,8 @@ def send_probe(
     known = [{"i": i, "tsq": idle[word], "ids": []} for i, word in enumerate(words) if word in idle]
     extra: list[tuple[int, str]] = []  # (i, the ids' query) after the words: every word, the periods
     if len(words) > 1:  # the rows holding every term, however common each one is
-        every = " && ".join(
-            f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in range(len(words)) if f"w{i}" in args
-        )
-        if every:  # (an empty query adds nothing to the others: && leaves them as they are)
+        if stemmed:  # (an empty query adds nothing to the others: && leaves them as they are)
+            every = " && ".join(f"plainto_tsquery('english'::regconfig, %(w{i})s)" for i in stemmed)
             extra.append(
                 (len(words), f"SELECT x.id FROM {table} x WHERE {where} AND x.fts @@ ({every}) LIMIT %(cap)s")
             )
