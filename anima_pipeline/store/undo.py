@@ -51,23 +51,23 @@ def later_writers(conn: Connection, run_id: str, first: dict[tuple[str, str, str
     ).fetchall()
 
 
+# the events of a run (only those of an anima / a day when given), its revert markers left out
+_RUN_EVENTS = """FROM memory_event WHERE run_id = %s AND table_name <> 'run'
+             AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)"""
+
+
 def run_events(conn: Connection, run_id: str, anima_id: str | None, day: date | None) -> list[dict]:
     """The events of `run_id` (only those of `anima_id` / `day` when given), its revert
     markers left out, whole rows, newest first (the order an undo replays them in)."""
     return conn.execute(
-        """SELECT * FROM memory_event WHERE run_id = %s AND table_name <> 'run'
-             AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)
-           ORDER BY id DESC""",
-        (run_id, anima_id, anima_id, day, day),
+        f"SELECT * {_RUN_EVENTS} ORDER BY id DESC", (run_id, anima_id, anima_id, day, day)
     ).fetchall()
 
 
 def run_animas(conn: Connection, run_id: str, anima_id: str | None, day: date | None) -> list[str]:
-    """The animas `run_events` of the same arguments would return events of, sorted."""
+    """The animas `run_events` of the same arguments returns events of, sorted."""
     rows = conn.execute(
-        """SELECT DISTINCT anima_id FROM memory_event WHERE run_id = %s AND table_name <> 'run'
-             AND anima_id <> '' AND (%s::text IS NULL OR anima_id = %s) AND (%s::date IS NULL OR day = %s)
-           ORDER BY anima_id""",
+        f"SELECT DISTINCT anima_id {_RUN_EVENTS} AND anima_id <> '' ORDER BY anima_id",
         (run_id, anima_id, anima_id, day, day),
     ).fetchall()
     return [r["anima_id"] for r in rows]
