@@ -328,6 +328,10 @@ class _Cascade:
 
     # --- targets
 
+    def _erased_before(self, what: str, at: datetime) -> None:
+        """The same forget again: it changes nothing, and says when `what` was erased."""
+        self.report.note = f"{what} was erased before ({at:%Y-%m-%d %H:%M:%S %Z})"
+
     def memory(self, ref: str) -> None:
         try:
             mem = get_memory(self.conn, self.anima, ref)
@@ -335,7 +339,7 @@ class _Cascade:
             if gone.erased_at is None:
                 raise
             # forgetting it again changes nothing, as for a message or a conversation
-            self.report.note = f"memory {gone.ref} was erased before ({gone.erased_at:%Y-%m-%d %H:%M:%S %Z})"
+            self._erased_before(f"memory {gone.ref}", gone.erased_at)
             return
         if not self.purge:
             if mem.status == "active":
@@ -365,7 +369,7 @@ class _Cascade:
                 at = q.erased(self.conn, self.anima, "conversation", ids[0])
                 if at is None:
                     raise NotFound("conversation", ids[0], field="conversation_id")
-                self.report.note = f"conversation {ids[0]} was erased before ({at:%Y-%m-%d %H:%M:%S %Z})"
+                self._erased_before(f"conversation {ids[0]}", at)
             return
         messages = q.message_ids(self.conn, self.anima, known)
         if not self.purge:
@@ -412,7 +416,7 @@ class _Cascade:
             at = q.erased(self.conn, self.anima, "message", mid)
             if at is None:
                 raise NotFound("message", f"m-{mid}", field="message")
-            self.report.note = f"message m-{mid} was erased before ({at:%Y-%m-%d %H:%M:%S %Z})"
+            self._erased_before(f"message m-{mid}", at)
             return
         if msg["forgotten_at"] is not None and not self.purge:
             self.report.note = f"message m-{mid} is already forgotten"
