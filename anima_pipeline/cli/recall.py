@@ -104,9 +104,7 @@ def message_(
     try:
         with db.transaction() as conn:
             read_only(conn)
-            part = read_message(
-                conn, only_anima(conn, anima), int(req.id.removeprefix("m-")), req.offset, req.limit
-            )
+            part = read_message(conn, only_anima(conn, anima), req.number, req.offset, req.limit)
     finally:
         db.close()
     sys.stdout.write((part.model_dump_json(indent=2) if as_json else message_lines(part)) + "\n")

@@ -453,7 +453,7 @@ class AnimaMemory:
         or erased."""
         req = self._request(MessageRequest, id=ref, offset=offset, limit=limit)
         with self.db.transaction() as conn:
-            return read_message(conn, self.anima_id, int(req.id.removeprefix("m-")), req.offset, req.limit)
+            return read_message(conn, self.anima_id, req.number, req.offset, req.limit)
 
     def working_context(self, session_id: str, message: str, *, budget: int | None = None) -> WorkingContext:
         """Everything the model gets for the turn that answers `message` in conversation

@@ -172,6 +172,11 @@ class MessageReadOptions(Request):
 class MessageIdRequest(Request):
     id: MessageRef = Field(description="the message's id as a context or search_messages shows it, e.g. m-12")
 
+    @property
+    def number(self) -> int:
+        """The message's row id (`id` is always ``m-N`` once validated)."""
+        return int(self.id.removeprefix("m-"))
+
 
 class MessageRequest(MessageReadOptions, MessageIdRequest):
     """One past message by its id, `limit` characters of it from `offset`."""
