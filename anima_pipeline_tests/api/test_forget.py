@@ -332,7 +332,7 @@ def test_a_revert_waits_for_a_purge_of_its_anima_and_writes_back_nothing_it_scru
         try:
             with db.transaction() as conn:
                 outcome["stats"] = revert_run(conn, "run-d1", "revert-during-purge", force=True)
-        except Exception as exc:  # reported by the assertions below
+        except Exception as exc:  # re-raised in the test's thread below, with its traceback
             outcome["error"] = exc
 
     with db.transaction() as conn:  # a purge in flight: it holds the anima's lock, as forget does
@@ -351,7 +351,9 @@ def test_a_revert_waits_for_a_purge_of_its_anima_and_writes_back_nothing_it_scru
         assert worker.is_alive(), outcome  # the revert waits for the purge's transaction
         scrubbed = q.scrub_events(conn, ANIMA, "semantic_memory", ids)
     worker.join(30)
-    assert not worker.is_alive() and "error" not in outcome, outcome
+    assert not worker.is_alive(), "the revert did not end after the purge"
+    if "error" in outcome:
+        raise outcome["error"]
     with db.transaction() as conn:
         of_run = conn.execute(
             "SELECT count(*) AS n FROM memory_event WHERE run_id = 'run-d1' AND erased_at IS NOT NULL"
