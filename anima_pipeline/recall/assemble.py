@@ -41,7 +41,7 @@ from anima_pipeline.recall.neighbours import Neighbours, find_neighbours
 from anima_pipeline.recall.passive import MemorySearch, rank_memories
 from anima_pipeline.recall.query import QueryPlan, plan_query
 from anima_pipeline.recall.ranking import run
-from anima_pipeline.recall.render import MIN_CUT, cut, memory_item
+from anima_pipeline.recall.render import MIN_CUT, dated, fit, memory_item
 from anima_pipeline.recall.resident import send_resident_rows_cut
 from anima_pipeline.recall.sections import (
     SECTION_TITLES,
@@ -124,16 +124,17 @@ class Packer:
         taken, rest = 0, []
         for item in self.queue:
             extra = 1 + (0 if self.section.items else header)
-            fitted = cut(item, min(self.item_max, room - taken - extra), self.words)
+            fitted = fit(item, min(self.item_max, room - taken - extra), self.words)
             if fitted is None:
                 rest.append(item)
                 continue
+            said, shown = fitted
             if self.placed is not None:
-                if self.placed.repeats(fitted):
+                if self.placed.repeats(said):
                     continue
-                self.placed.add(fitted)
-            self.section.items.append(fitted)
-            taken += fitted.chars + extra
+                self.placed.add(said)
+            self.section.items.append(shown)
+            taken += shown.chars + extra
         self.queue = rest
         self.section.chars_used += taken
         self.section.budget -= room - taken  # the unused part goes back to the shared budget
@@ -370,16 +371,17 @@ def place_ranked(
                 space = min(space, caps[cand.section] - section.chars_used - extra)
             if space < MIN_CUT or cand.item.ref in refs:
                 continue
-            fitted = cut(cand.item, min(budgets.item_max, space), words)
-            if fitted is None or placed.repeats(fitted):
+            fitted = fit(cand.item, min(budgets.item_max, space), words)
+            if fitted is None or placed.repeats(fitted[0]):
                 continue
-            fitted.score = round(cand.score, 4)
-            section.items.append(fitted)
-            section.chars_used += fitted.chars + extra
-            taken += fitted.chars + extra
-            left -= fitted.chars + extra
-            placed.add(fitted)
-            refs.add(fitted.ref)
+            said, shown = fitted
+            shown.score = round(cand.score, 4)
+            section.items.append(shown)
+            section.chars_used += shown.chars + extra
+            taken += shown.chars + extra
+            left -= shown.chars + extra
+            placed.add(said)
+            refs.add(shown.ref)
         return taken
 
     # the first stage's lists in their shares, as `place_by_shares` packs them (a repeat left out)
@@ -486,7 +488,7 @@ def _page(
     plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
     dense, lexical_why = query_vector(conn, settings, query)
     items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, dense=dense, **filters)
-    shown = items[:limit]
+    shown = [dated(i) for i in items[:limit]]
     if floor is not None:
         shown = [i for i in shown if not ((m := _SIMILAR_ONLY.fullmatch(i.why)) and float(m[1]) < floor)]
     return SearchPage(

@@ -9,6 +9,7 @@ comes from the item's own prefix, so a reply echoing the text cites nothing)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date, datetime
 from typing import Any
@@ -23,6 +24,7 @@ from anima_pipeline.recall.sections import (
     MessagePart,
     SearchPage,
 )
+from anima_pipeline.text.dates import resolve_relative_dates
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
@@ -168,6 +170,36 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
     out += TRUNCATION_MARK if start + len(window) < len(text) else ""
     result = with_text(item, out, truncated=True)
     return result if result.chars <= max_chars else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _dated_text(text: str, day: date) -> str:
+    return resolve_relative_dates(text, day, annotate=True)
+
+
+def dated(item: ContextItem) -> ContextItem:
+    """A message as recall shows it: each relative time phrase as said, then its date seen
+    from the day it was said ("yesterday (2023-05-07)", "last week (the week before
+    2023-06-09, June 2023)"), so a line read months later says when. A memory, a summary and
+    a message without such a phrase are returned as they are (memories are written with
+    absolute dates already: docs/architecture.md)."""
+    if item.kind != "message" or item.date is None:
+        return item
+    text = _dated_text(item.text, item.date)
+    return item if text == item.text else with_text(item, text, truncated=item.truncated)
+
+
+def fit(item: ContextItem, max_chars: int, words: list[str]) -> tuple[ContextItem, ContextItem] | None:
+    """The item's line within `max_chars` as said (`cut`) and as a context shows it (`dated`,
+    then `cut`); None when it does not fit. A repeat is told by the line as said (a date read
+    off "on Friday" is not another fact than a memory of that Friday). The dates are read only
+    for an item that fits (one that does not is tried again as sections fill; reading them
+    costs about 40 µs a message); should the dated line not fit where the plain one does, the
+    plain one is shown."""
+    said = cut(item, max_chars, words)
+    if said is None or item.kind != "message":
+        return None if said is None else (said, said)
+    return said, cut(dated(item), max_chars, words) or said
 
 
 def page_lines(page: SearchPage) -> str:

@@ -439,12 +439,52 @@ def _keep_case(m: re.Match[str], replacement: str) -> str:
     return replacement
 
 
-def resolve_relative_dates(text: str, said_on: date) -> str:
-    """Rewrite relative time expressions in `text` as absolute dates seen from `said_on`.
+# the preposition a rule puts before the date it writes: an annotation gives the date alone
+_ADDED_PREP = re.compile(r"^(?:on|in)\s+")
+_INNER = re.compile(r" \(([^()]*)\)")  # a bracket inside the annotation's brackets
+_FLAT = r", \1"
+
+
+def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
+    """Each time phrase of `sentence` as said, then what it means as a date: "yesterday
+    (2023-05-07)", "last week (the week before 2023-06-09, June 2023)". The rules take the
+    phrases in their order, each part of the sentence once ("the day before yesterday" is not
+    "yesterday" again)."""
+    taken: list[tuple[int, int, str]] = []
+    for pattern, handler in rules:
+        for m in pattern.finditer(sentence):
+            if any(m.start() < end and start < m.end() for start, end, _ in taken):
+                continue
+            said_as, meaning = m.group(0), handler(m, said)
+            if meaning == said_as:
+                continue
+            if not meaning.startswith(
+                said_as
+            ):  # a rule that annotates itself ("seven years now (since 2016)")
+                meaning = _INNER.sub(_FLAT, _ADDED_PREP.sub("", meaning))
+                prep = m.groupdict().get("prep")
+                if prep and meaning.lower().startswith(prep.lower() + " "):  # "since last year (2022)"
+                    meaning = meaning[len(prep) + 1 :]
+                cjk = "\u3000" <= said_as[-1]  # a Chinese phrase takes full-width brackets, no space
+                meaning = f"{said_as}（{meaning}）" if cjk else f"{said_as} ({meaning})"
+            taken.append((m.start(), m.end(), meaning))
+    out, at = [], 0
+    for start, end, meaning in sorted(taken):
+        out += [sentence[at:start], meaning]
+        at = end
+    return "".join(out) + sentence[at:]
+
+
+def resolve_relative_dates(text: str, said_on: date, *, annotate: bool = False) -> str:
+    """Rewrite relative time expressions in `text` as absolute dates seen from `said_on`;
+    with `annotate` each phrase stays as said and its date follows it in brackets (a message
+    quoted as written, readable months later: recall/render.py).
 
     Works sentence by sentence so that the tense used to orient a bare weekday
     ("on Friday") is that of the sentence that contains it.
     """
+    if not (_ANY_EN.search(text) or _ANY_ZH.search(text)):  # most texts hold no time expression
+        return text
     out: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         rules: list[Rule] = []
@@ -454,7 +494,10 @@ def resolve_relative_dates(text: str, said_on: date) -> str:
             rules += _ZH_RULES
         if rules:
             said = _Said(said_on, ("了" in sentence or "过" in sentence) or _is_past(sentence))
-            for pattern, handler in rules:
-                sentence = pattern.sub(lambda m, h=handler, s=said: _keep_case(m, h(m, s)), sentence)
+            if annotate:
+                sentence = _annotate(sentence, rules, said)
+            else:
+                for pattern, handler in rules:
+                    sentence = pattern.sub(lambda m, h=handler, s=said: _keep_case(m, h(m, s)), sentence)
         out.append(sentence)
     return "".join(out)

@@ -81,8 +81,9 @@ def test_append_is_idempotent_and_context_answers(api) -> None:
     assert ctx.status_code == 200, ctx.text
     assert [s["name"] for s in ctx.json()["sections"]] == ["resident", "summaries", "memories", "episodic"]
     episodic = section(ctx.json(), "episodic")
-    assert [m["text"] for m in episodic][:1] == ["My sister Lena moved to Lisbon last spring."]
-    assert "My sister Lena moved to Lisbon last spring." in ctx.json()["rendered"]
+    # a relative time phrase is shown as said, with what it meant the day it was said
+    assert [m["text"] for m in episodic][:1] == ["My sister Lena moved to Lisbon last spring (spring 2026)."]
+    assert "My sister Lena moved to Lisbon last spring (spring 2026)." in ctx.json()["rendered"]
     # the current conversation is already in the window: not recalled again
     same = httpx.get(
         f"{base}/v1/animas/aria/context",

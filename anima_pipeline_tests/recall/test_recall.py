@@ -152,6 +152,35 @@ def test_messages_show_date_speaker_and_title(db: Database) -> None:
     assert (item.speaker, item.title, item.date) == ("Odile", "Sunday walk", date(2024, 5, 3))
 
 
+def test_a_message_line_dates_its_relative_time_and_the_store_keeps_it_as_said(db: Database) -> None:
+    """Read weeks later, "yesterday" says nothing: a message line shows each relative time
+    phrase as said with its date seen from the day it was said; the line is judged a repeat
+    by what it says (a memory of that day still drops its message), and the store, a search
+    page's line and a message read whole keep the text as written."""
+    from anima_pipeline.recall.episodic import read_message
+
+    said = "I ran the harbour race yesterday, and we move house next month."
+    with db.transaction() as conn:
+        m = _say(conn, said, speaker="Odile")
+        when = _ctx(conn, "When did Odile run the harbour race?")
+        page = search_messages(conn, A, "harbour race", settings=Settings(), now=NOW)
+        whole = read_message(conn, A, m, 0, 1000)
+        stored = conn.execute("SELECT content FROM message WHERE id = %s", (m,)).fetchone()["content"]
+        # a memory that says what the message said, that day
+        _add(conn, "Odile: " + said, sources=("aria:c1",), observed=datetime(2024, 5, 3, 12, tzinfo=UTC))
+        drop = Settings()
+        drop = drop.model_copy(update={"recall": drop.recall.model_copy(update={"drop_repeats": True})})
+        repeat = assemble_context(conn, A, "When did Odile run the harbour race?", settings=drop, now=NOW)
+    (item,) = when.section("episodic").items
+    dated = "I ran the harbour race yesterday (2024-05-02), and we move house next month (2024-06)."
+    assert item.text == dated and item.line.endswith(dated) and dated in when.rendered
+    assert when.chars == len(when.rendered) and item.chars == len(item.line)
+    assert [i.text for i in page.items] == [dated]
+    assert stored == said and whole.content == said
+    assert _texts(repeat, "memories")[0].startswith("Odile: I ran the harbour race")
+    assert repeat.section("episodic").items == []  # its dated line is not another fact
+
+
 # --- exclusions --------------------------------------------------------------------------
 
 

@@ -573,3 +573,28 @@ def test_a_narrative_title_is_cut_at_a_word_or_clause_never_inside_a_date(
     from anima_pipeline.night.steps.light.plan import title
 
     assert title(content) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "The day before yesterday and yesterday.",
+            "The day before yesterday (2023-05-06) and yesterday (2023-05-07).",
+        ),
+        ("Since last year I paint.", "Since last year (2022) I paint."),
+        ("Last night was fun.", "Last night (the night of 2023-05-07) was fun."),
+        (
+            "Last week I ran a race.",
+            "Last week (the week before 2023-05-08, May 2023) I ran a race.",
+        ),
+        ("Friends for seven years now.", "Friends for seven years now (since 2016)."),
+        ("I got it 10 years ago!", "I got it 10 years ago (2013)!"),
+        ("上个月我去了北京，昨天回来。", "上个月（2023-04）我去了北京，昨天（2023-05-07）回来。"),
+        ("Nothing timely here.", "Nothing timely here."),
+    ],
+)
+def test_annotated_dates_keep_each_phrase_once_and_say_its_date(text: str, expected: str) -> None:
+    """`annotate` keeps the words as said and adds the date the rewrite would write, each
+    phrase once (the day before yesterday is not yesterday again)."""
+    assert resolve_relative_dates(text, date(2023, 5, 8), annotate=True) == expected
