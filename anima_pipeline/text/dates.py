@@ -10,6 +10,7 @@ before 2023-06-27``) instead of guessing one. Absolute dates are left untouched.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,10 +59,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;\n])")
 
 @dataclass(frozen=True)
 class _Said:
-    """The speaking day and the sentence's tense, which orients bare weekdays."""
+    """The speaking day and the sentence's tense, which orients bare weekdays (guessed only
+    when a rule asks: most phrases, "yesterday", "two weeks ago", need no tense)."""
 
     day: date
-    past: bool
+    sentence: str
+
+    @functools.cached_property
+    def past(self) -> bool:
+        return "了" in self.sentence or "过" in self.sentence or _is_past(self.sentence)
 
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str], _Said], str]]
@@ -363,6 +369,34 @@ _EN_RULES: list[Rule] = [
 ]
 
 
+_UNITS = {f"{u}{s}" for u in ("day", "week", "month", "year") for s in ("", "s")}
+# Per English rule, the words (lowercased) one of which its phrase must hold: a sentence holding
+# none is not searched with it. For recall's `annotate` only, which dates a handful of lines a
+# context; the rewrite light sleep makes searches every rule as it always has.
+_EN_NEEDS: list[frozenset[str]] = [
+    frozenset(w)
+    for w in (
+        {"yesterday"},
+        {"tomorrow"},
+        {"night"},
+        {"yesterday"},
+        {"tomorrow"},
+        {"today", "morning", "afternoon", "evening", "tonight"},
+        {"other"},
+        {"ago"},
+        {"now"},
+        _UNITS,
+        {"weekend", "week", "month", "year", "summer", "winter", "spring", "fall", "autumn"},
+        {"weekend"},
+        set(WEEKDAYS),
+        {"mon", "tue", "tues", "wed", "thu", "thur", "thurs", "thus", "fri", "sat", "sun"},
+        set(MONTHS),
+    )
+]
+assert len(_EN_NEEDS) == len(_EN_RULES)
+_WORD = re.compile(r"[a-z]+")
+
+
 # --- Chinese handlers --------------------------------------------------------------------
 
 
@@ -489,11 +523,15 @@ def resolve_relative_dates(text: str, said_on: date, *, annotate: bool = False) 
     for sentence in _SENTENCE_END.split(text):
         rules: list[Rule] = []
         if _ANY_EN.search(sentence):
-            rules += _EN_RULES
+            if annotate:
+                words = set(_WORD.findall(sentence.lower()))
+                rules += [rule for rule, needs in zip(_EN_RULES, _EN_NEEDS, strict=True) if needs & words]
+            else:
+                rules += _EN_RULES
         if _ANY_ZH.search(sentence):
             rules += _ZH_RULES
         if rules:
-            said = _Said(said_on, ("了" in sentence or "过" in sentence) or _is_past(sentence))
+            said = _Said(said_on, sentence)
             if annotate:
                 sentence = _annotate(sentence, rules, said)
             else:

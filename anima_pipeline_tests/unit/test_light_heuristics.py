@@ -598,3 +598,34 @@ def test_annotated_dates_keep_each_phrase_once_and_say_its_date(text: str, expec
     """`annotate` keeps the words as said and adds the date the rewrite would write, each
     phrase once (the day before yesterday is not yesterday again)."""
     assert resolve_relative_dates(text, date(2023, 5, 8), annotate=True) == expected
+
+
+def test_annotating_searches_a_sentence_only_with_the_rules_its_words_allow(monkeypatch) -> None:
+    """The annotation skips a rule whose words a sentence lacks (`text/dates.py::_EN_NEEDS`);
+    over every message of the package's sample week and the test dialogues it writes what
+    searching every rule writes, and it dates some of them."""
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    from anima_pipeline.text import dates
+
+    class Every:
+        def __and__(self, other: object) -> bool:
+            return True
+
+    lines = resources.files("anima_pipeline.sample").joinpath("week.archive.jsonl").read_text().splitlines()
+    lines += (Path(__file__).parents[1] / "data" / "unseen.archive.jsonl").read_text().splitlines()
+    texts = [r["content"] for r in map(json.loads, lines) if r.get("content")]
+    texts += [  # a phrase for every rule
+        "We met the day before yesterday; I leave the day after tomorrow.",
+        "Last night was long. Yesterday morning I ran, tomorrow I rest, tonight I read.",
+        "The other day I saw it. I bought it 3 weeks ago. We have been friends for two years now.",
+        "I finish in two days' time. Last summer we hiked, and next month we move.",
+        "Over the weekend I painted. On Friday I called. We met last Thurs, back this past May.",
+    ]
+    day = date(2026, 11, 25)
+    skipping = [resolve_relative_dates(t, day, annotate=True) for t in texts]
+    monkeypatch.setattr(dates, "_EN_NEEDS", [Every()] * len(dates._EN_NEEDS))
+    assert skipping == [resolve_relative_dates(t, day, annotate=True) for t in texts]
+    assert sum(a != t for a, t in zip(skipping, texts, strict=True)) >= 10
