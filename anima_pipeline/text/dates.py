@@ -394,6 +394,7 @@ _EN_NEEDS: list[frozenset[str]] = [
     )
 ]
 assert len(_EN_NEEDS) == len(_EN_RULES)
+_EN_NEEDED = frozenset().union(*_EN_NEEDS)  # a text with none of these holds no English phrase
 _WORD = re.compile(r"[a-z]+")
 
 
@@ -517,17 +518,19 @@ def resolve_relative_dates(text: str, said_on: date, *, annotate: bool = False) 
     Works sentence by sentence so that the tense used to orient a bare weekday
     ("on Friday") is that of the sentence that contains it.
     """
-    if not (_ANY_EN.search(text) or _ANY_ZH.search(text)):  # most texts hold no time expression
+    # most texts hold no time expression; an annotation tells by the words (a tenth of the search)
+    english = not _EN_NEEDED.isdisjoint(_WORD.findall(text.lower())) if annotate else _ANY_EN.search(text)
+    if not (english or _ANY_ZH.search(text)):
         return text
     out: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         rules: list[Rule] = []
-        if _ANY_EN.search(sentence):
-            if annotate:
-                words = set(_WORD.findall(sentence.lower()))
+        if annotate:
+            words = set(_WORD.findall(sentence.lower())) if english else set()
+            if words & _EN_NEEDED and _ANY_EN.search(sentence):
                 rules += [rule for rule, needs in zip(_EN_RULES, _EN_NEEDS, strict=True) if needs & words]
-            else:
-                rules += _EN_RULES
+        elif _ANY_EN.search(sentence):
+            rules += _EN_RULES
         if _ANY_ZH.search(sentence):
             rules += _ZH_RULES
         if rules:
