@@ -491,17 +491,19 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
             if any(m.start() < end and start < m.end() for start, end, _ in taken):
                 continue
             said_as, meaning = m.group(0), handler(m, said)
-            if meaning == said_as:
-                continue
-            if not meaning.startswith(
+            if meaning != said_as and not meaning.startswith(
                 said_as
-            ):  # a rule that annotates itself ("seven years now (since 2016)")
+            ):  # "seven years now (since 2016)" is one
                 meaning = _INNER.sub(_FLAT, _ADDED_PREP.sub("", meaning))
                 prep = m.groupdict().get("prep")
                 if prep and meaning.lower().startswith(prep.lower() + " "):  # "since last year (2022)"
                     meaning = meaning[len(prep) + 1 :]
-                cjk = "\u3000" <= said_as[-1]  # a Chinese phrase takes full-width brackets, no space
-                meaning = f"{said_as}（{meaning}）" if cjk else f"{said_as} ({meaning})"
+                if meaning == said.day.isoformat():  # "today": the day it was said, which its line shows
+                    meaning = said_as
+                elif "\u3000" <= said_as[-1]:  # a Chinese phrase takes full-width brackets, no space
+                    meaning = f"{said_as}（{meaning}）"
+                else:
+                    meaning = f"{said_as} ({meaning})"
             taken.append((m.start(), m.end(), meaning))
     out, at = [], 0
     for start, end, meaning in sorted(taken):

@@ -592,6 +592,12 @@ def test_a_narrative_title_is_cut_at_a_word_or_clause_never_inside_a_date(
         ("I got it 10 years ago!", "I got it 10 years ago (2013)!"),
         ("上个月我去了北京，昨天回来。", "上个月（2023-04）我去了北京，昨天（2023-05-07）回来。"),
         ("Nothing timely here.", "Nothing timely here."),
+        # the day it was said is on the line already
+        (
+            "Today I ran, tonight I rest; yesterday I swam.",
+            "Today I ran, tonight I rest; yesterday (2023-05-07) I swam.",
+        ),
+        ("今天我去了公园。", "今天我去了公园。"),
     ],
 )
 def test_annotated_dates_keep_each_phrase_once_and_say_its_date(text: str, expected: str) -> None:
