@@ -369,7 +369,7 @@ _EN_RULES: list[Rule] = [
 ]
 
 
-_UNITS = {f"{u}{s}" for u in ("day", "week", "month", "year") for s in ("", "s")}
+_UNITS = "day days week weeks month months year years".split()  # "in 3 days", "two years now"
 # Per English rule, the words (lowercased) one of which its phrase must hold: a sentence holding
 # none is not searched with it. For recall's `annotate` only, which dates a handful of lines a
 # context; the rewrite light sleep makes searches every rule as it always has.
