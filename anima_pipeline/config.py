@@ -184,7 +184,9 @@ class RecallSettings(Group):
 
     budget_chars: int = 2000  # passive memories + episodic messages (+ summaries) together
     memory_share: float = 0.3  # the part of it memories take first: measured, docs/benchmarks.md
-    summary_chars: int = 500  # at most this much of it for summaries, on a question about a time
+    # at most this much of it for summaries, on a question about a time: 250 since a past
+    # message's line dates its "yesterday" (500 before: docs/benchmarks.md, 2026-12-08)
+    summary_chars: int = 250
     resident_chars: int = 2000
     item_max_chars: int = 400  # a longer item is cut around the words asked about
     # of budget_chars, kept for the nearest items (by meaning) the fused lists did not place
