@@ -194,7 +194,7 @@ def fit(item: ContextItem, max_chars: int, words: list[str]) -> tuple[ContextIte
     then `cut`); None when it does not fit. A repeat is told by the line as said (a date read
     off "on Friday" is not another fact than a memory of that Friday). The dates are read only
     for an item that fits (one that does not is tried again as sections fill; reading them
-    costs about 40 µs a message); should the dated line not fit where the plain one does, the
+    costs about 45 µs a line); should the dated line not fit where the plain one does, the
     plain one is shown."""
     said = cut(item, max_chars, words)
     if said is None or item.kind != "message":

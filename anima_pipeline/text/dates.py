@@ -393,7 +393,6 @@ _EN_NEEDS: list[frozenset[str]] = [
         set(MONTHS),
     )
 ]
-assert len(_EN_NEEDS) == len(_EN_RULES)
 _EN_NEEDED = frozenset().union(*_EN_NEEDS)  # a text with none of these holds no English phrase
 _WORD = re.compile(r"[a-z]+")
 
@@ -491,9 +490,8 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
             if any(m.start() < end and start < m.end() for start, end, _ in taken):
                 continue
             said_as, meaning = m.group(0), handler(m, said)
-            if meaning != said_as and not meaning.startswith(
-                said_as
-            ):  # "seven years now (since 2016)" is one
+            # a rule may annotate itself ("seven years now (since 2016)"): kept as it wrote it
+            if meaning != said_as and not meaning.startswith(said_as):
                 meaning = _INNER.sub(_FLAT, _ADDED_PREP.sub("", meaning))
                 prep = m.groupdict().get("prep")
                 if prep and meaning.lower().startswith(prep.lower() + " "):  # "since last year (2022)"
@@ -520,15 +518,13 @@ def resolve_relative_dates(text: str, said_on: date, *, annotate: bool = False) 
     Works sentence by sentence so that the tense used to orient a bare weekday
     ("on Friday") is that of the sentence that contains it.
     """
-    # most texts hold no time expression; an annotation tells by the words (a tenth of the search)
-    english = not _EN_NEEDED.isdisjoint(_WORD.findall(text.lower())) if annotate else _ANY_EN.search(text)
-    if not (english or _ANY_ZH.search(text)):
-        return text
+    if annotate and _EN_NEEDED.isdisjoint(_WORD.findall(text.lower())) and not _ANY_ZH.search(text):
+        return text  # most texts hold no time phrase: their words tell, at a tenth of the search
     out: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         rules: list[Rule] = []
         if annotate:
-            words = set(_WORD.findall(sentence.lower())) if english else set()
+            words = set(_WORD.findall(sentence.lower()))
             if words & _EN_NEEDED and _ANY_EN.search(sentence):
                 rules += [rule for rule, needs in zip(_EN_RULES, _EN_NEEDS, strict=True) if needs & words]
         elif _ANY_EN.search(sentence):
