@@ -180,10 +180,11 @@ def _dated_text(text: str, day: date) -> str:
 def dated(item: ContextItem) -> ContextItem:
     """A message as recall shows it: each relative time phrase as said, then its date seen
     from the day it was said ("yesterday (2023-05-07)", "last week (the week before
-    2023-06-09, June 2023)"), so a line read months later says when. A memory, a summary and
-    a message without such a phrase are returned as they are (memories are written with
-    absolute dates already: docs/architecture.md)."""
-    if item.kind != "message" or item.date is None:
+    2023-06-09, June 2023)"), so a line read months later says when; a day's summary alike
+    (it quotes what was said that day). A memory (written with absolute dates already:
+    docs/architecture.md), a week's or longer summary (it quotes several days) and a text
+    without such a phrase are returned as they are."""
+    if item.date is None or not (item.kind == "message" or (item.kind == "summary" and item.type == "day")):
         return item
     text = _dated_text(item.text, item.date)
     return item if text == item.text else with_text(item, text, truncated=item.truncated)
@@ -197,7 +198,7 @@ def fit(item: ContextItem, max_chars: int, words: list[str]) -> tuple[ContextIte
     costs about 45 µs a line); should the dated line not fit where the plain one does, the
     plain one is shown."""
     said = cut(item, max_chars, words)
-    if said is None or item.kind != "message":
+    if said is None or item.kind == "memory":
         return None if said is None else (said, said)
     return said, cut(dated(item), max_chars, words) or said
 

@@ -60,7 +60,7 @@ from anima_pipeline.config import Settings
 from anima_pipeline.core.errors import InputError
 from anima_pipeline.core.types import SELF_BLOCKS
 from anima_pipeline.recall.assemble import assemble_context
-from anima_pipeline.recall.render import cut, fenced, summary_item
+from anima_pipeline.recall.render import fenced, fit, summary_item
 from anima_pipeline.recall.sections import AssembledContext, ContextItem
 from anima_pipeline.recall.session_view import (
     Flusher,
@@ -256,9 +256,9 @@ def _temporal_items(conn: Connection, anima_id: str, today: datetime, budget: in
     each = max(80, budget // max(1, len(rows)))
     items = []
     for r in rows:
-        item = cut(summary_item(r, score=0.0, why=f"{r['level']} summary"), each, [])
-        if item is not None:
-            items.append(item)
+        fitted = fit(summary_item(r, score=0.0, why=f"{r['level']} summary"), each, [])
+        if fitted is not None:
+            items.append(fitted[1])  # as a context shows it: a day's quoted "yesterday" dated
     return items
 
 

@@ -477,6 +477,7 @@ def _keep_case(m: re.Match[str], replacement: str) -> str:
 _ADDED_PREP = re.compile(r"^(?:on|in)\s+")
 _INNER = re.compile(r" \(([^()]*)\)")  # a bracket inside the annotation's brackets
 _FLAT = r", \1"
+_BRACKETS = ("(", "（")
 
 
 def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
@@ -488,6 +489,8 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
     for pattern, handler in rules:
         for m in pattern.finditer(sentence):
             if any(m.start() < end and start < m.end() for start, end, _ in taken):
+                continue
+            if sentence[m.end() :].lstrip().startswith(_BRACKETS):  # dated already: twice adds nothing
                 continue
             said_as, meaning = m.group(0), handler(m, said)
             # a rule may annotate itself ("seven years now (since 2016)"): kept as it wrote it

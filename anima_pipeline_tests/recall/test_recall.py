@@ -407,6 +407,22 @@ def test_a_question_of_a_time_alone_reads_that_time(db: Database) -> None:
             assert [i.id for i in page.items] == [then], question
 
 
+def test_a_day_summary_quoting_a_message_dates_it_and_a_week_summary_does_not(db: Database) -> None:
+    """A day's summary quotes what was said that day: its "yesterday" is dated from that day;
+    a week's summary quotes several days, so it is shown as written."""
+    with db.transaction() as conn:
+        conn.execute(
+            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content) VALUES
+               (%s, 'day', '2024-06-12', '2024-06-12', '- Odile: I sold the kayak yesterday.'),
+               (%s, 'week', '2024-06-10', '2024-06-16', 'Odile sold the kayak yesterday, she said.')""",
+            (A, A),
+        )
+        ctx = _ctx(conn, "When did Odile sell the kayak in June 2024?")
+    texts = _texts(ctx, "summaries")
+    assert "- Odile: I sold the kayak yesterday (2024-06-11)." in texts
+    assert "Odile sold the kayak yesterday, she said." in texts
+
+
 def test_relative_periods_are_read_against_now() -> None:
     today = date(2024, 6, 20)  # a Thursday
     (week,) = plan_query("what did we talk about last week", today).periods

@@ -592,6 +592,9 @@ def test_a_narrative_title_is_cut_at_a_word_or_clause_never_inside_a_date(
         ("I got it 10 years ago!", "I got it 10 years ago (2013)!"),
         ("上个月我去了北京，昨天回来。", "上个月（2023-04）我去了北京，昨天（2023-05-07）回来。"),
         ("Nothing timely here.", "Nothing timely here."),
+        ("I ran yesterday", "I ran yesterday (2023-05-07)"),  # at the end of the text
+        # dated already: the same text again (a quoted line, a message pasted back)
+        ("I ran yesterday (2023-05-07), friends for 3 years now (since 2020).", None),
         # the day it was said is on the line already
         (
             "Today I ran, tonight I rest; yesterday I swam.",
@@ -600,10 +603,10 @@ def test_a_narrative_title_is_cut_at_a_word_or_clause_never_inside_a_date(
         ("今天我去了公园。", "今天我去了公园。"),
     ],
 )
-def test_annotated_dates_keep_each_phrase_once_and_say_its_date(text: str, expected: str) -> None:
+def test_annotated_dates_keep_each_phrase_once_and_say_its_date(text: str, expected: str | None) -> None:
     """`annotate` keeps the words as said and adds the date the rewrite would write, each
     phrase once (the day before yesterday is not yesterday again)."""
-    assert resolve_relative_dates(text, date(2023, 5, 8), annotate=True) == expected
+    assert resolve_relative_dates(text, date(2023, 5, 8), annotate=True) == (expected or text)
 
 
 def test_annotating_searches_a_sentence_only_with_the_rules_its_words_allow(monkeypatch) -> None:
