@@ -62,6 +62,14 @@ def _say(
     ).fetchone()["id"]
 
 
+def _summary(conn, level: str, start: str, end: str, content: str) -> None:
+    conn.execute(
+        """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content)
+           VALUES (%s, %s, %s, %s, %s)""",
+        (A, level, start, end, content),
+    )
+
+
 def _ids(ctx, section: str) -> list[int]:
     return [i.id for i in ctx.section(section).items]
 
@@ -377,19 +385,21 @@ def test_a_date_question_prefers_dated_memories_and_summaries(db: Database) -> N
         dated = _add(conn, "Odile went to a chess club on 2023-05-07.")
         may = _add(conn, "Odile joined a pottery class.", observed=datetime(2023, 5, 20, tzinfo=UTC))
         _add(conn, "Odile joined a choir.", observed=datetime(2023, 9, 2, tzinfo=UTC))
-        conn.execute(
-            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content) VALUES
-               (%s, 'month', '2023-05-01', '2023-05-31', 'May: Odile started pottery and kept going to her group.'),
-               (%s, 'month', '2023-09-01', '2023-09-30', 'September: choir practice every week.')""",
-            (A, A),
+        _summary(
+            conn,
+            "month",
+            "2023-05-01",
+            "2023-05-31",
+            "May: Odile started pottery and kept going to her group.",
         )
+        _summary(conn, "month", "2023-09-01", "2023-09-30", "September: choir practice every week.")
         when = _ctx(conn, "When did Odile go to the chess club?")
         in_may = _ctx(conn, "What did Odile join in May 2023?")
         plain = _ctx(conn, "What did Odile join?")
     assert _ids(when, "memories")[0] == dated and "(dated)" in when.section("memories").items[0].why
     assert _ids(in_may, "memories")[0] == may and in_may.periods == ["2023-05-01/2023-06-01"]
     assert _texts(in_may, "summaries")[0].startswith("May: Odile started pottery")
-    assert in_may.section("summaries").chars_used <= 500
+    assert in_may.section("summaries").chars_used <= Settings().recall.summary_chars
     assert plain.section("summaries").items == [] and not plain.asks_time
 
 
@@ -411,12 +421,8 @@ def test_a_day_summary_quoting_a_message_dates_it_and_a_week_summary_does_not(db
     """A day's summary quotes what was said that day: its "yesterday" is dated from that day;
     a week's summary quotes several days, so it is shown as written."""
     with db.transaction() as conn:
-        conn.execute(
-            """INSERT INTO temporal_summary (anima_id, level, period_start, period_end, content) VALUES
-               (%s, 'day', '2024-06-12', '2024-06-12', '- Odile: I sold the kayak yesterday.'),
-               (%s, 'week', '2024-06-10', '2024-06-16', 'Odile sold the kayak yesterday, she said.')""",
-            (A, A),
-        )
+        _summary(conn, "day", "2024-06-12", "2024-06-12", "- Odile: I sold the kayak yesterday.")
+        _summary(conn, "week", "2024-06-10", "2024-06-16", "Odile sold the kayak yesterday, she said.")
         ctx = _ctx(conn, "When did Odile sell the kayak in June 2024?")
     texts = _texts(ctx, "summaries")
     assert "- Odile: I sold the kayak yesterday (2024-06-11)." in texts
