@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import NamedTuple
 
 from anima_pipeline.text.lexicon import NOT_PAST_ED, zh_number
 from anima_pipeline.text.vocab import (
@@ -70,7 +71,14 @@ class _Said:
         return "了" in self.sentence or "过" in self.sentence or _is_past(self.sentence)
 
 
-Rule = tuple[re.Pattern[str], Callable[[re.Match[str], _Said], str]]
+class Rule(NamedTuple):
+    """A time phrase's pattern, what it means seen from the day said, and the words (lowercased)
+    one of which the phrase must hold: a sentence with none of them is not searched with it when
+    annotating (`needs` empty: always searched)."""
+
+    pattern: re.Pattern[str]
+    handler: Callable[[re.Match[str], _Said], str]
+    needs: frozenset[str] = frozenset()
 
 
 def iso_month(d: date) -> str:
@@ -294,107 +302,116 @@ def _named_weekday(m: re.Match[str], s: _Said) -> str:
 
 
 _EN_RULES: list[Rule] = [
-    (re.compile(_PREP + r"\b(?:the\s+)?day\s+before\s+yesterday\b", re.I), _day(-2)),
-    (re.compile(_PREP + r"\b(?:the\s+)?day\s+after\s+tomorrow\b", re.I), _day(2)),
-    (re.compile(_PREP + r"\blast\s+night\b", re.I), _day(-1, "on the night of")),
-    (re.compile(_PREP + r"\byesterday(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), _day(-1)),
-    (re.compile(_PREP + r"\btomorrow(?:\s+(?:morning|afternoon|evening|night))?\b", re.I), _day(1)),
-    (
-        re.compile(
-            _PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I
+    Rule(p, h, frozenset(w.split()))
+    for p, h, w in (
+        (re.compile(_PREP + r"\b(?:the\s+)?day\s+before\s+yesterday\b", re.I), _day(-2), "yesterday"),
+        (re.compile(_PREP + r"\b(?:the\s+)?day\s+after\s+tomorrow\b", re.I), _day(2), "tomorrow"),
+        (re.compile(_PREP + r"\blast\s+night\b", re.I), _day(-1, "on the night of"), "night"),
+        (
+            re.compile(_PREP + r"\byesterday(?:\s+(?:morning|afternoon|evening|night))?\b", re.I),
+            _day(-1),
+            "yesterday",
         ),
-        _day(0),
-    ),
-    (re.compile(r"\bthe\s+other\s+day\b", re.I), lambda m, s: f"a few days before {s.day.isoformat()}"),
-    (
-        re.compile(
-            _PREP
-            + r"(?P<approx>\b(?:around|about|roughly|almost|nearly|over|some|like)\s+)?\b(?P<n>"
-            + _NUM
-            + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
-            re.I,
+        (
+            re.compile(_PREP + r"\btomorrow(?:\s+(?:morning|afternoon|evening|night))?\b", re.I),
+            _day(1),
+            "tomorrow",
         ),
-        _ago,
-    ),
-    (
-        re.compile(r"\b(?P<n>" + _NUM + r")\s+(?P<unit>month|year)s?\s+now\b", re.I),
-        _duration_now,
-    ),
-    (
-        re.compile(
-            r"\b(?P<prep>in)\s+(?P<n>"
-            + _NUM
-            + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
-            re.I,
+        (
+            re.compile(
+                _PREP + r"\b(?:earlier\s+)?today\b|\bthis\s+(?:morning|afternoon|evening)\b|\btonight\b", re.I
+            ),
+            _day(0),
+            "today morning afternoon evening tonight",
         ),
-        _in_future,
-    ),
-    (
-        re.compile(
-            _PREP + _WHICH + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I
+        (
+            re.compile(r"\bthe\s+other\s+day\b", re.I),
+            lambda m, s: f"a few days before {s.day.isoformat()}",
+            "other",
         ),
-        _relative,
-    ),
-    (
-        re.compile(
-            r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
-            re.I,
+        (
+            re.compile(
+                _PREP
+                + r"(?P<approx>\b(?:around|about|roughly|almost|nearly|over|some|like)\s+)?\b(?P<n>"
+                + _NUM
+                + r")\s+(?P<unit>day|weekend|week|month|year)s?\s+(?P<dir>ago)\b",
+                re.I,
+            ),
+            _ago,
+            "ago",
         ),
-        _relative,
-    ),
-    (
-        re.compile(
-            _PREP
-            + _WHICH
-            + r"?(?P<wd>"
-            + "|".join(WEEKDAYS)
-            + r")\b(?!s)(?:,?\s+(?:the\s+)?(?P<dom>[12]?\d|3[01])(?:st|nd|rd|th)\b)?",
-            re.I,
+        (
+            re.compile(r"\b(?P<n>" + _NUM + r")\s+(?P<unit>month|year)s?\s+now\b", re.I),
+            _duration_now,
+            "now",
         ),
-        _named_weekday,
-    ),
-    (re.compile(_PREP + _WHICH + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I), _named_weekday),
-    # a month named without a day or a year, after "in", "since", "until", "during" or "last" /
-    # "this past" only: not "May I", "April said", "a gift from June", "after April left", "the
-    # 5th of May"; "May 5", "5 May", "May 2023" are dates already
-    (
-        re.compile(
-            r"(?<!\d\s)(?:\b(?P<prep>in|since|until|till|during)\s+"
-            r"|\b(?P<which>last|this\s+past)\s+)(?:(?P<part>early|mid|late)[\s-]+)?"
-            r"(?P<month>" + "|".join(MONTHS) + r")\b(?!\s*,?\s*(?:\d|the\s+\d|of\s+\d))",
-            re.I,
+        (
+            re.compile(
+                r"\b(?P<prep>in)\s+(?P<n>"
+                + _NUM
+                + r")\s+(?P<unit>day|week|month|year)s?(?P<dir>)(?:'?\s*time)?\b",
+                re.I,
+            ),
+            _in_future,
+            "day days week weeks month months year years",
         ),
-        _named_month,
-    ),
-]
-
-
-_UNITS = "day days week weeks month months year years".split()  # "in 3 days", "two years now"
-# Per English rule, the words (lowercased) one of which its phrase must hold: a sentence holding
-# none is not searched with it. For recall's `annotate` only, which dates a handful of lines a
-# context; the rewrite light sleep makes searches every rule as it always has.
-_EN_NEEDS: list[frozenset[str]] = [
-    frozenset(w)
-    for w in (
-        {"yesterday"},
-        {"tomorrow"},
-        {"night"},
-        {"yesterday"},
-        {"tomorrow"},
-        {"today", "morning", "afternoon", "evening", "tonight"},
-        {"other"},
-        {"ago"},
-        {"now"},
-        _UNITS,
-        {"weekend", "week", "month", "year", "summer", "winter", "spring", "fall", "autumn"},
-        {"weekend"},
-        set(WEEKDAYS),
-        {"mon", "tue", "tues", "wed", "thu", "thur", "thurs", "thus", "fri", "sat", "sun"},
-        set(MONTHS),
+        (
+            re.compile(
+                _PREP + _WHICH + r"(?P<unit>weekend|week|month|year|summer|winter|spring|fall|autumn)\b", re.I
+            ),
+            _relative,
+            "weekend week month year summer winter spring fall autumn",
+        ),
+        (
+            re.compile(
+                r"\b(?P<prep>over|on|during)\s+(?P<which>)the\s+(?P<unit>weekend)\b(?!\s+(?:before|of|after)\s+\d)",
+                re.I,
+            ),
+            _relative,
+            "weekend",
+        ),
+        (
+            re.compile(
+                _PREP
+                + _WHICH
+                + r"?(?P<wd>"
+                + "|".join(WEEKDAYS)
+                + r")\b(?!s)(?:,?\s+(?:the\s+)?(?P<dom>[12]?\d|3[01])(?:st|nd|rd|th)\b)?",
+                re.I,
+            ),
+            _named_weekday,
+            " ".join(WEEKDAYS),
+        ),
+        (
+            re.compile(_PREP + _WHICH + r"(?P<wd>mon|tues?|wed|thur?s?|fri|sat|sun)\b", re.I),
+            _named_weekday,
+            "mon tue tues wed thu thur thurs thus fri sat sun",
+        ),
+        # a month named without a day or a year, after "in", "since", "until", "during" or "last" /
+        # "this past" only: not "May I", "April said", "a gift from June", "after April left", "the
+        # 5th of May"; "May 5", "5 May", "May 2023" are dates already
+        (
+            re.compile(
+                r"(?<!\d\s)(?:\b(?P<prep>in|since|until|till|during)\s+"
+                r"|\b(?P<which>last|this\s+past)\s+)(?:(?P<part>early|mid|late)[\s-]+)?"
+                r"(?P<month>" + "|".join(MONTHS) + r")\b(?!\s*,?\s*(?:\d|the\s+\d|of\s+\d))",
+                re.I,
+            ),
+            _named_month,
+            " ".join(MONTHS),
+        ),
     )
 ]
-_EN_NEEDED = frozenset().union(*_EN_NEEDS)  # a text with none of these holds no English phrase
+
+
+# a text holding none of these words holds no English time phrase
+_EN_NEEDED = frozenset().union(*(rule.needs for rule in _EN_RULES))
 _WORD = re.compile(r"[a-z]+")
+
+
+def _words(text: str) -> frozenset[str]:
+    """The words of `text` as a rule's `needs` names them."""
+    return frozenset(_WORD.findall(text.lower()))
 
 
 # --- Chinese handlers --------------------------------------------------------------------
@@ -428,40 +445,45 @@ def _zh_week(m: re.Match[str], s: _Said) -> str:
 
 
 _ZH_RULES: list[Rule] = [
-    (
-        re.compile(
-            r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"
+    Rule(p, h)
+    for p, h in (
+        (
+            re.compile(
+                r"(?<!\d)(?P<n>\d{1,2}|[一二两三四五六七八九十]{1,2})(?P<unit>天|周|个星期|星期|个礼拜|个月|年)(?:以前|之前|前)"
+            ),
+            _zh_ago,
         ),
-        _zh_ago,
-    ),
-    (re.compile(r"大前天"), _zh_day(-3)),
-    (re.compile(r"(?<![之以])前天"), _zh_day(-2)),
-    (re.compile(r"昨晚|昨天晚上"), _zh_day(-1, "晚上")),
-    (re.compile(r"昨天|昨日"), _zh_day(-1)),
-    (re.compile(r"今晚|今天晚上"), _zh_day(0, "晚上")),
-    (re.compile(r"今天|今日|今早"), _zh_day(0)),
-    (re.compile(r"明晚"), _zh_day(1, "晚上")),
-    (re.compile(r"明天|明日|明早"), _zh_day(1)),
-    (re.compile(r"(?<![先然之以])后天"), _zh_day(2)),
-    (
-        re.compile(
-            r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"
+        (re.compile(r"大前天"), _zh_day(-3)),
+        (re.compile(r"(?<![之以])前天"), _zh_day(-2)),
+        (re.compile(r"昨晚|昨天晚上"), _zh_day(-1, "晚上")),
+        (re.compile(r"昨天|昨日"), _zh_day(-1)),
+        (re.compile(r"今晚|今天晚上"), _zh_day(0, "晚上")),
+        (re.compile(r"今天|今日|今早"), _zh_day(0)),
+        (re.compile(r"明晚"), _zh_day(1, "晚上")),
+        (re.compile(r"明天|明日|明早"), _zh_day(1)),
+        (re.compile(r"(?<![先然之以])后天"), _zh_day(2)),
+        (
+            re.compile(
+                r"(?P<which>[上这本下])(?:个)?(?:周|星期|礼拜)(?:(?P<weekend>末)|(?P<wd>[一二三四五六日天]))?(?![围边到全年])"
+            ),
+            _zh_week,
         ),
-        _zh_week,
-    ),
-    (
-        re.compile(r"(?<![上这本下个每])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"),
-        lambda m, s: _weekday(s.day, _ZH_WEEKDAYS[m.group("wd")], "past" if s.past else "future").isoformat(),
-    ),
-    (
-        re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份的?工资)"),
-        lambda m, s: iso_month(shift_month(s.day, _ZH_STEP[m.group("which")])),
-    ),
-    (
-        re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"),
-        lambda m, s: f"{s.day.year + _ZH_YEARS[m.group(0)]}年",
-    ),
-    (re.compile(r"前几天|几天前"), lambda m, s: f"{s.day.isoformat()}之前几天"),
+        (
+            re.compile(r"(?<![上这本下个每])(?:周|星期|礼拜)(?P<wd>[一二三四五六日天])"),
+            lambda m, s: _weekday(
+                s.day, _ZH_WEEKDAYS[m.group("wd")], "past" if s.past else "future"
+            ).isoformat(),
+        ),
+        (
+            re.compile(r"(?P<which>[上这本下])(?:个)?月(?!亮|份的?工资)"),
+            lambda m, s: iso_month(shift_month(s.day, _ZH_STEP[m.group("which")])),
+        ),
+        (
+            re.compile(r"(?<![以之过])(?:前年|去年|今年|明年|后年)"),
+            lambda m, s: f"{s.day.year + _ZH_YEARS[m.group(0)]}年",
+        ),
+        (re.compile(r"前几天|几天前"), lambda m, s: f"{s.day.isoformat()}之前几天"),
+    )
 ]
 
 
@@ -486,7 +508,7 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
     phrases in their order, each part of the sentence once ("the day before yesterday" is not
     "yesterday" again)."""
     taken: list[tuple[int, int, str]] = []
-    for pattern, handler in rules:
+    for pattern, handler, _ in rules:
         for m in pattern.finditer(sentence):
             if any(m.start() < end and start < m.end() for start, end, _ in taken):
                 continue
@@ -521,17 +543,18 @@ def resolve_relative_dates(text: str, said_on: date, *, annotate: bool = False) 
     Works sentence by sentence so that the tense used to orient a bare weekday
     ("on Friday") is that of the sentence that contains it.
     """
-    if annotate and _EN_NEEDED.isdisjoint(_WORD.findall(text.lower())) and not _ANY_ZH.search(text):
-        return text  # most texts hold no time phrase: their words tell, at a tenth of the search
+    # Annotating, a rule searches a sentence only when it holds one of the rule's words: most
+    # texts hold none (a tenth of the search). The night's rewrite searches every rule as it
+    # always has: its output stays byte for byte (a word the regex's case folding matches and
+    # lower() does not, "FRİDAY", would otherwise go unread).
+    if annotate and _words(text).isdisjoint(_EN_NEEDED) and not _ANY_ZH.search(text):
+        return text
     out: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         rules: list[Rule] = []
-        if annotate:
-            words = set(_WORD.findall(sentence.lower()))
-            if words & _EN_NEEDED and _ANY_EN.search(sentence):
-                rules += [rule for rule, needs in zip(_EN_RULES, _EN_NEEDS, strict=True) if needs & words]
-        elif _ANY_EN.search(sentence):
-            rules += _EN_RULES
+        if _ANY_EN.search(sentence):
+            words = _words(sentence) if annotate else None
+            rules += [r for r in _EN_RULES if words is None or not words.isdisjoint(r.needs)]
         if _ANY_ZH.search(sentence):
             rules += _ZH_RULES
         if rules:
@@ -539,7 +562,7 @@ def resolve_relative_dates(text: str, said_on: date, *, annotate: bool = False) 
             if annotate:
                 sentence = _annotate(sentence, rules, said)
             else:
-                for pattern, handler in rules:
+                for pattern, handler, _ in rules:
                     sentence = pattern.sub(lambda m, h=handler, s=said: _keep_case(m, h(m, s)), sentence)
         out.append(sentence)
     return "".join(out)
