@@ -372,9 +372,11 @@ def place_ranked(
             if space < MIN_CUT or cand.item.ref in refs:
                 continue
             fitted = fit(cand.item, min(budgets.item_max, space), words)
-            if fitted is None or placed.repeats(fitted[0]):
+            if fitted is None:
                 continue
             said, shown = fitted
+            if placed.repeats(said):
+                continue
             shown.score = round(cand.score, 4)
             section.items.append(shown)
             section.chars_used += shown.chars + extra
@@ -488,9 +490,10 @@ def _page(
     plan = plan_query(query, (now or datetime.now(tz)).astimezone(tz).date())
     dense, lexical_why = query_vector(conn, settings, query)
     items = rank(conn, anima_id, plan, tz=tz, limit=limit + 1, offset=offset, dense=dense, **filters)
-    shown = [dated(i) for i in items[:limit]]
+    shown = items[:limit]
     if floor is not None:
         shown = [i for i in shown if not ((m := _SIMILAR_ONLY.fullmatch(i.why)) and float(m[1]) < floor)]
+    shown = [dated(i) for i in shown]  # the lines shown only
     return SearchPage(
         query=query,
         items=shown,

@@ -16,6 +16,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anima_pipeline.core.citations import cite, inert
+from anima_pipeline.core.types import LEVELS
 from anima_pipeline.recall.sections import (
     TRUNCATION_MARK,
     AssembledContext,
@@ -27,6 +28,7 @@ from anima_pipeline.recall.sections import (
 from anima_pipeline.text.dates import resolve_relative_dates
 
 MIN_CUT = 40  # a cut shorter than this says nothing: skip the item instead
+_DAY = LEVELS[0]  # the level of a day's summary, which quotes that day's sentences
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|[。！？]")
 _BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
 _TAGS = str.maketrans({"<": "‹", ">": "›"})
@@ -172,7 +174,9 @@ def cut(item: ContextItem, max_chars: int, words: list[str]) -> ContextItem | No
     return result if result.chars <= max_chars else None
 
 
-@functools.lru_cache(maxsize=4096)
+# the lines an anima is shown again turn after turn: 512 texts of at most 4,000 characters
+# (recall.episodic.READ_CHARS) and their dated copies
+@functools.lru_cache(maxsize=512)
 def _dated_text(text: str, day: date) -> str:
     return resolve_relative_dates(text, day, annotate=True)
 
@@ -184,7 +188,7 @@ def dated(item: ContextItem) -> ContextItem:
     (it quotes what was said that day). A memory (written with absolute dates already:
     docs/architecture.md), a week's or longer summary (it quotes several days) and a text
     without such a phrase are returned as they are."""
-    if item.date is None or not (item.kind == "message" or (item.kind == "summary" and item.type == "day")):
+    if item.date is None or not (item.kind == "message" or (item.kind == "summary" and item.type == _DAY)):
         return item
     text = _dated_text(item.text, item.date)
     return item if text == item.text else with_text(item, text, truncated=item.truncated)

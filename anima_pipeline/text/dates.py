@@ -26,6 +26,7 @@ from anima_pipeline.text.vocab import (
     NUMBER_WORDS,
     WEEKDAYS,
 )
+from anima_pipeline.text.words import CJK
 
 __all__ = ["iso_month", "resolve_relative_dates", "shift_month"]
 
@@ -523,7 +524,7 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
                     meaning = meaning[len(prep) + 1 :]
                 if meaning == said.day.isoformat():  # "today": the day it was said, which its line shows
                     meaning = said_as
-                elif "\u3000" <= said_as[-1]:  # a Chinese phrase takes full-width brackets, no space
+                elif CJK.match(said_as[-1]):  # a Chinese phrase takes full-width brackets, no space
                     meaning = f"{said_as}（{meaning}）"
                 else:
                     meaning = f"{said_as} ({meaning})"
