@@ -503,6 +503,24 @@ _FLAT = r", \1"
 _BRACKETS = ("(", "（")
 
 
+def _annotation(m: re.Match[str], rewrite: str, day: date) -> str:
+    """The phrase `m` as said, then the date its rule's `rewrite` gives, in brackets; the phrase
+    alone when the rule left it as it was or it means `day` ("today": its line shows that day);
+    a rewrite that keeps the phrase and annotates it ("seven years now (since 2016)") as it is."""
+    said_as = m.group(0)
+    if rewrite == said_as or rewrite.startswith(said_as):
+        return rewrite
+    meaning = _INNER.sub(_FLAT, _ADDED_PREP.sub("", rewrite))
+    prep = m.groupdict().get("prep")
+    if prep and meaning.lower().startswith(prep.lower() + " "):  # "since last year (2022)"
+        meaning = meaning[len(prep) + 1 :]
+    if meaning == day.isoformat():
+        return said_as
+    if CJK.match(said_as[-1]):  # a Chinese phrase takes full-width brackets, no space
+        return f"{said_as}（{meaning}）"
+    return f"{said_as} ({meaning})"
+
+
 def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
     """Each time phrase of `sentence` as said, then what it means as a date: "yesterday
     (2023-05-07)", "last week (the week before 2023-06-09, June 2023)". The rules take the
@@ -515,20 +533,7 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
                 continue
             if sentence[m.end() :].lstrip().startswith(_BRACKETS):  # dated already: twice adds nothing
                 continue
-            said_as, meaning = m.group(0), handler(m, said)
-            # a rule may annotate itself ("seven years now (since 2016)"): kept as it wrote it
-            if meaning != said_as and not meaning.startswith(said_as):
-                meaning = _INNER.sub(_FLAT, _ADDED_PREP.sub("", meaning))
-                prep = m.groupdict().get("prep")
-                if prep and meaning.lower().startswith(prep.lower() + " "):  # "since last year (2022)"
-                    meaning = meaning[len(prep) + 1 :]
-                if meaning == said.day.isoformat():  # "today": the day it was said, which its line shows
-                    meaning = said_as
-                elif CJK.match(said_as[-1]):  # a Chinese phrase takes full-width brackets, no space
-                    meaning = f"{said_as}（{meaning}）"
-                else:
-                    meaning = f"{said_as} ({meaning})"
-            taken.append((m.start(), m.end(), meaning))
+            taken.append((m.start(), m.end(), _annotation(m, handler(m, said), said.day)))
     out, at = [], 0
     for start, end, meaning in sorted(taken):
         out += [sentence[at:start], meaning]
