@@ -501,6 +501,7 @@ _ADDED_PREP = re.compile(r"^(?:on|in)\s+")
 _INNER = re.compile(r" \(([^()]*)\)")  # a bracket inside the annotation's brackets
 _FLAT = r", \1"
 _BRACKETS = ("(", "（")
+_TITLE = re.compile(r"《[^》]*》")
 
 
 def _annotation(m: re.Match[str], rewrite: str, day: date) -> str:
@@ -526,7 +527,8 @@ def _annotate(sentence: str, rules: list[Rule], said: _Said) -> str:
     (2023-05-07)", "last week (the week before 2023-06-09, June 2023)". The rules take the
     phrases in their order, each part of the sentence once ("the day before yesterday" is not
     "yesterday" again)."""
-    taken: list[tuple[int, int, str]] = []
+    # a title in book-title marks is a name, not a time ("《明日方舟》"): taken as it is
+    taken = [(t.start(), t.end(), t.group(0)) for t in _TITLE.finditer(sentence)]
     for pattern, handler, _ in rules:
         for m in pattern.finditer(sentence):
             if any(m.start() < end and start < m.end() for start, end, _ in taken):

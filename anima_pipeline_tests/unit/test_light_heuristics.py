@@ -601,6 +601,10 @@ def test_a_narrative_title_is_cut_at_a_word_or_clause_never_inside_a_date(
             "Today I ran, tonight I rest; yesterday (2023-05-07) I swam.",
         ),
         ("今天我去了公园。", "今天我去了公园。"),
+        (
+            "我在玩《明日方舟》，明天再玩。",
+            "我在玩《明日方舟》，明天（2023-05-09）再玩。",
+        ),  # a title is a name
     ],
 )
 def test_annotated_dates_keep_each_phrase_once_and_say_its_date(text: str, expected: str | None) -> None:
